@@ -1,0 +1,26 @@
+from django.contrib.auth import authenticate, login
+from ninja import Router, Schema
+from ninja.errors import AuthenticationError
+from pydantic import Field
+
+from .services import token_issue
+
+router = Router(tags=["auth"])
+
+
+class LoginIn(Schema):
+    username: str = Field(min_length=1, max_length=150)
+    password: str = Field(min_length=1, max_length=4096)
+
+
+class TokenOut(Schema):
+    token: str
+
+
+@router.post("/auth/login", response={200: TokenOut}, auth=None)
+def auth_login(request, payload: LoginIn):
+    user = authenticate(request, username=payload.username, password=payload.password)
+    if user is None:
+        raise AuthenticationError(message="Wrong username or password.")
+    login(request, user)
+    return {"token": token_issue(user=user)}

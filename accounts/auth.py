@@ -1,0 +1,57 @@
+"""API authentication: bearer tokens for API clients, the session (with CSRF) for the browser."""
+
+from django.conf import settings
+from ninja.security import HttpBearer
+from ninja.security.apikey import APIKeyCookie
+from ninja.utils import check_csrf
+
+from inventory.errors import DomainError
+
+from .selectors import user_for_token
+
+
+class CsrfFailed(DomainError):
+    code = "csrf_failed"
+    default_message = "CSRF check failed: send the csrftoken cookie's value in the X-CSRFToken header."
+
+
+class Forbidden(DomainError):
+    code = "forbidden"
+    default_message = "Staff only."
+
+
+class BearerToken(HttpBearer):
+    def authenticate(self, request, token: str):
+        user = user_for_token(raw=token)
+        if user is not None:
+            request.user = user
+        return user
+
+
+class SessionWithCsrf(APIKeyCookie):
+    """The browser's Django session; unsafe methods need the CSRF token.
+
+    Unlike ninja's ``django_auth`` it checks CSRF only for a logged-in session, so
+    an anonymous client is told 401 (log in), not 403.
+    """
+
+    param_name = settings.SESSION_COOKIE_NAME
+
+    def __init__(self) -> None:
+        super().__init__(csrf=False)
+
+    def authenticate(self, request, key):
+        if not request.user.is_authenticated:
+            return None
+        if check_csrf(request) is not None:
+            raise CsrfFailed()
+        return request.user
+
+
+def require_staff(request) -> None:
+    if not request.auth.is_staff:
+        raise Forbidden()
+
+
+# Bearer first: a request that carries a token never needs a CSRF token.
+api_auth = [BearerToken(), SessionWithCsrf()]

@@ -1,0 +1,25 @@
+import time
+from pathlib import Path
+
+from django.core.management.base import BaseCommand, CommandError
+
+from accounts.services import users_with_tokens_create
+
+
+class Command(BaseCommand):
+    help = "Create N load-test users with one bearer token each and write 'username token' lines to a file."
+
+    def add_arguments(self, parser):
+        parser.add_argument("--count", type=int, required=True, help="How many users (1 to 100000).")
+        parser.add_argument("--out", type=Path, required=True, help="File to write 'username token' lines to.")
+        parser.add_argument("--prefix", default="load", help="Username prefix (default: load).")
+
+    def handle(self, *args, count: int, out: Path, prefix: str, **options):
+        if not 1 <= count <= 100_000:
+            raise CommandError("--count must be between 1 and 100000.")
+        if out.parent and not out.parent.exists():
+            raise CommandError(f"Folder {out.parent} does not exist.")
+        started = time.perf_counter()
+        pairs = users_with_tokens_create(count=count, prefix=prefix)
+        out.write_text("".join(f"{username} {token}\n" for username, token in pairs))
+        self.stdout.write(f"Wrote {len(pairs)} tokens to {out} in {time.perf_counter() - started:.1f}s.")

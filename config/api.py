@@ -1,0 +1,69 @@
+"""The JSON API under /api/: routers from each app, and one error shape for all.
+
+Errors are ``{"code": ..., "message": ...}``; the status follows DESIGN.md section 5.
+"""
+
+from django.http import Http404
+from ninja import NinjaAPI
+from ninja.errors import AuthenticationError, HttpError, ValidationError
+
+from accounts.api import router as auth_router
+from accounts.auth import api_auth
+from inventory.api import router as inventory_router
+from inventory.errors import DomainError
+from orders.api import router as orders_router
+
+STATUS_BY_CODE = {
+    "sold_out": 409,
+    "already_purchased": 409,
+    "busy": 409,
+    "not_started": 403,
+    "ended": 403,
+    "forbidden": 403,
+    "csrf_failed": 403,
+    "invalid": 422,
+    "invalid_quantity": 422,
+}
+
+api = NinjaAPI(
+    title="Flash sale and prize draw API",
+    version="1.0",
+    auth=api_auth,
+    urls_namespace="api",
+    docs_url="/docs",
+)
+api.add_router("", auth_router)
+api.add_router("", inventory_router)
+api.add_router("", orders_router)
+
+
+def error(request, status: int, code: str, message: str, **extra):
+    return api.create_response(request, {"code": code, "message": message, **extra}, status=status)
+
+
+@api.exception_handler(DomainError)
+def on_domain_error(request, exc: DomainError):
+    return error(request, STATUS_BY_CODE.get(exc.code, 400), exc.code, exc.message)
+
+
+@api.exception_handler(Http404)
+def on_not_found(request, exc):
+    return error(request, 404, "not_found", "Not found.")
+
+
+@api.exception_handler(AuthenticationError)
+def on_unauthenticated(request, exc: AuthenticationError):
+    message = exc.message if exc.message != "Unauthorized" else "Log in: send 'Authorization: Bearer <token>' or use a session."
+    return error(request, 401, "unauthorized", message)
+
+
+@api.exception_handler(ValidationError)
+def on_invalid(request, exc: ValidationError):
+    fields = ", ".join(".".join(str(p) for p in e.get("loc", ())[1:]) or "body" for e in exc.errors)
+    return error(request, 422, "invalid", f"Invalid input: {fields}.", errors=exc.errors)
+
+
+@api.exception_handler(HttpError)
+def on_http_error(request, exc: HttpError):
+    code = {400: "bad_request", 405: "method_not_allowed"}.get(exc.status_code, "error")
+    return error(request, exc.status_code, code, exc.message)

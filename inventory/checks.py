@@ -1,0 +1,22 @@
+from django.conf import settings
+from django.core.checks import Error, register
+
+from .models import Strategy
+from .stock import STRATEGIES
+
+
+@register()
+def strategy_settings_check(app_configs, **kwargs):
+    errors = []
+    if settings.DEFAULT_STRATEGY not in Strategy.values:
+        errors.append(
+            Error(
+                f"DEFAULT_STRATEGY is {settings.DEFAULT_STRATEGY!r}.",
+                hint=f"Use one of: {', '.join(Strategy.values)}.",
+                id="inventory.E001",
+            )
+        )
+    missing = set(Strategy.values) - set(STRATEGIES)
+    if missing:
+        errors.append(Error(f"Strategies without an implementation: {sorted(missing)}", id="inventory.E002"))
+    return errors

@@ -1,0 +1,30 @@
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+
+
+class Order(models.Model):
+    class Status(models.TextChoices):
+        CONFIRMED = "confirmed", "confirmed"
+        PENDING = "pending", "pending"
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="orders")
+    voucher = models.ForeignKey("inventory.Voucher", on_delete=models.PROTECT, related_name="orders")
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.CONFIRMED)
+    # The user's id when a guarded strategy wrote the order, NULL when ``none`` or
+    # ``local`` did. Unique with the voucher: MySQL has no partial unique index,
+    # and NULLs never collide, so this is the one-per-user backstop that the naive
+    # strategies can bypass and every other strategy writes through.
+    buyer_guard = models.BigIntegerField(null=True, blank=True, editable=False)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        constraints = [
+            models.UniqueConstraint(fields=["voucher", "buyer_guard"], name="order_one_per_user"),
+        ]
+        indexes = [models.Index(fields=["voucher", "user"], name="order_voucher_user")]
+
+    def __str__(self) -> str:
+        return f"Order {self.pk} of {self.voucher_id} by {self.user_id}"

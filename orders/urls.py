@@ -1,0 +1,13 @@
+from django.urls import path
+
+from . import views
+
+app_name = "pages"
+
+urlpatterns = [
+    path("", views.voucher_list_page, name="voucher_list"),
+    path("vouchers/stock", views.voucher_stock_partial, name="voucher_stock"),
+    path("vouchers/<int:voucher_id>/", views.voucher_detail_page, name="voucher_detail"),
+    path("vouchers/<int:voucher_id>/buy", views.voucher_buy, name="voucher_buy"),
+    path("orders/", views.order_list_page, name="order_list"),
+]
