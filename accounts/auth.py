@@ -43,6 +43,8 @@ class SessionWithCsrf(APIKeyCookie):
     def authenticate(self, request, key):
         if not request.user.is_authenticated:
             return None
+        # The CSRF check parses a form body; read the raw body first so views can still see it.
+        request.body  # noqa: B018
         if check_csrf(request) is not None:
             raise CsrfFailed()
         return request.user

@@ -1,7 +1,7 @@
 from datetime import datetime
 
 from django.conf import settings
-from ninja import Router, Schema
+from ninja import Router, Schema, Status
 from pydantic import AwareDatetime, Field
 
 from accounts.auth import require_staff
@@ -67,7 +67,7 @@ def vouchers_get(request, voucher_id: int):
 def admin_vouchers_create(request, payload: VoucherCreateIn):
     require_staff(request)
     voucher = voucher_create(**payload.dict())
-    return 201, voucher_get(voucher_id=voucher.pk)
+    return Status(201, voucher_get(voucher_id=voucher.pk))
 
 
 @router.patch("/admin/vouchers/{int:voucher_id}", response=VoucherOut, tags=["staff"])

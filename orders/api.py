@@ -1,7 +1,7 @@
 import json
 from datetime import datetime
 
-from ninja import Router, Schema
+from ninja import Router, Schema, Status
 from ninja.errors import HttpError
 
 from accounts.auth import require_staff
@@ -46,9 +46,14 @@ class AuditOut(Schema):
     ok: bool
 
 
+FORM_TYPES = ("multipart/form-data", "application/x-www-form-urlencoded")
+
+
 def _refuse_unexpected_body(request) -> None:
-    """The purchase takes no input: no body, or ``{}``. Anything else is refused whole."""
+    """The purchase takes no input: no body, an empty form, or ``{}``. Anything else is refused whole."""
     if not request.body.strip():
+        return
+    if request.content_type in FORM_TYPES and not request.POST and not request.FILES:
         return
     try:
         body = json.loads(request.body)
@@ -62,7 +67,7 @@ def _refuse_unexpected_body(request) -> None:
 def vouchers_purchase(request, voucher_id: int):
     _refuse_unexpected_body(request)
     order = order_purchase(user=request.auth, voucher=voucher_get(voucher_id=voucher_id))
-    return (202 if order.status == "pending" else 201), {"order_id": order.pk, "status": order.status}
+    return Status(202 if order.status == "pending" else 201, {"order_id": order.pk, "status": order.status})
 
 
 @router.get("/orders", response=list[OrderOut])

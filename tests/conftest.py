@@ -1,0 +1,48 @@
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import timedelta
+
+import pytest
+from django.test import Client
+from django.utils import timezone
+
+from accounts.services import token_issue
+from inventory.models import Voucher
+from inventory.services import voucher_create
+
+
+@pytest.fixture
+def make_user(django_user_model) -> Callable:
+    counter = iter(range(1, 1_000_000))
+
+    def make(username: str | None = None, *, staff: bool = False, password: str = "pw-for-tests-1"):
+        user = django_user_model.objects.create_user(
+            username=username or f"user-{next(counter)}", password=password, is_staff=staff
+        )
+        return user
+
+    return make
+
+
+@pytest.fixture
+def make_voucher() -> Callable[..., Voucher]:
+    def make(*, stock: int = 5, strategy: str = "db_atomic", starts_in: timedelta = -timedelta(minutes=1),
+             lasts: timedelta = timedelta(hours=1), title: str = "Test voucher") -> Voucher:
+        begin_at = timezone.now() + starts_in
+        return voucher_create(title=title, stock=stock, begin_at=begin_at, end_at=begin_at + lasts, strategy=strategy)
+
+    return make
+
+
+@pytest.fixture
+def api_client(make_user) -> Callable[..., Client]:
+    """A test client that authenticates every request with a fresh bearer token."""
+
+    def make(user=None, *, staff: bool = False) -> Client:
+        user = user or make_user(staff=staff)
+        client = Client(headers={"Authorization": f"Bearer {token_issue(user=user)}"})
+        client.user = user
+        return client
+
+    return make

@@ -1,0 +1,317 @@
+"""The HTTP API contract of DESIGN.md section 5, row by row, including bad input.
+
+Every refusal is checked to leave nothing behind: no order, no stock change.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+
+import pytest
+from django.test import Client
+from django.utils import timezone
+
+from inventory.models import Stock, Voucher
+from orders.models import Order
+
+pytestmark = pytest.mark.django_db
+
+
+def post_json(client: Client, url: str, body, **kwargs):
+    data = body if isinstance(body, str | bytes) else json.dumps(body)
+    return client.post(url, data=data, content_type="application/json", **kwargs)
+
+
+def patch_json(client: Client, url: str, body):
+    return client.patch(url, data=json.dumps(body), content_type="application/json")
+
+
+def assert_error(response, status: int, code: str) -> None:
+    assert response.status_code == status, response.content
+    body = response.json()
+    assert body["code"] == code
+    assert body["message"]
+
+
+def assert_untouched(voucher: Voucher) -> None:
+    stock = Stock.objects.get(pk=voucher.stock_id)
+    assert (stock.quantity, stock.initial_quantity) == (voucher.stock.quantity, voucher.stock.initial_quantity)
+    assert not Order.objects.filter(voucher=voucher).exists()
+
+
+# --- auth -----------------------------------------------------------------------------------------
+
+
+def test_login_returns_a_token_that_authenticates_api_calls(make_user, make_voucher):
+    make_user("ann", password="ann-secret-77")
+    response = post_json(Client(), "/api/auth/login", {"username": "ann", "password": "ann-secret-77"})
+    assert response.status_code == 200
+    token = response.json()["token"]
+    orders = Client().get("/api/orders", headers={"Authorization": f"Bearer {token}"})
+    assert orders.status_code == 200
+    assert orders.json() == []
+
+
+def test_login_with_a_wrong_password_is_401(make_user):
+    make_user("ann", password="ann-secret-77")
+    assert_error(post_json(Client(), "/api/auth/login", {"username": "ann", "password": "nope"}), 401, "unauthorized")
+
+
+@pytest.mark.parametrize(
+    ("body", "status", "code"),
+    [
+        ("{not json", 400, "bad_request"),
+        ({"username": "ann"}, 422, "invalid"),
+        ({"username": 5, "password": ["x"]}, 422, "invalid"),
+    ],
+)
+def test_login_refuses_bad_input(body, status, code):
+    assert_error(post_json(Client(), "/api/auth/login", body), status, code)
+
+
+def test_an_unknown_bearer_token_is_401():
+    response = Client().get("/api/orders", headers={"Authorization": "Bearer not-a-token"})
+    assert_error(response, 401, "unauthorized")
+
+
+# --- vouchers -------------------------------------------------------------------------------------
+
+
+def test_vouchers_are_listed_with_their_stock_and_window(make_voucher):
+    voucher = make_voucher(stock=7, strategy="db_pessimistic")
+    response = Client().get("/api/vouchers")
+    assert response.status_code == 200
+    [item] = response.json()
+    assert item["id"] == voucher.pk
+    assert (item["stock"], item["initial_stock"], item["strategy"], item["state"]) == (7, 7, "db_pessimistic", "live")
+    assert {"title", "begin_at", "end_at"} <= set(item)
+
+
+def test_one_voucher_and_an_unknown_one(make_voucher):
+    voucher = make_voucher()
+    assert Client().get(f"/api/vouchers/{voucher.pk}").json()["id"] == voucher.pk
+    assert_error(Client().get(f"/api/vouchers/{voucher.pk + 1000}"), 404, "not_found")
+
+
+# --- purchase -------------------------------------------------------------------------------------
+
+
+def test_purchase_creates_one_order_and_takes_one_unit(api_client, make_voucher):
+    voucher = make_voucher(stock=2)
+    client = api_client()
+    response = client.post(f"/api/vouchers/{voucher.pk}/purchase")
+    assert response.status_code == 201
+    body = response.json()
+    assert body["status"] == "confirmed"
+    order = Order.objects.get(pk=body["order_id"])
+    assert (order.user_id, order.voucher_id) == (client.user.pk, voucher.pk)
+    assert Stock.objects.get(pk=voucher.stock_id).quantity == 1
+
+
+def test_purchase_accepts_an_empty_json_object(api_client, make_voucher):
+    voucher = make_voucher()
+    assert post_json(api_client(), f"/api/vouchers/{voucher.pk}/purchase", {}).status_code == 201
+
+
+def test_a_second_purchase_by_the_same_user_is_refused(api_client, make_voucher):
+    voucher = make_voucher(stock=5)
+    client = api_client()
+    assert client.post(f"/api/vouchers/{voucher.pk}/purchase").status_code == 201
+    assert_error(client.post(f"/api/vouchers/{voucher.pk}/purchase"), 409, "already_purchased")
+    assert Order.objects.filter(voucher=voucher).count() == 1
+    assert Stock.objects.get(pk=voucher.stock_id).quantity == 4
+
+
+def test_purchase_is_refused_once_stock_is_gone(api_client, make_voucher):
+    voucher = make_voucher(stock=1)
+    assert api_client().post(f"/api/vouchers/{voucher.pk}/purchase").status_code == 201
+    assert_error(api_client().post(f"/api/vouchers/{voucher.pk}/purchase"), 409, "sold_out")
+    assert Order.objects.filter(voucher=voucher).count() == 1
+    assert Stock.objects.get(pk=voucher.stock_id).quantity == 0
+
+
+def test_purchase_before_the_window_is_403_not_started(api_client, make_voucher):
+    voucher = make_voucher(starts_in=timedelta(minutes=5))
+    assert_error(api_client().post(f"/api/vouchers/{voucher.pk}/purchase"), 403, "not_started")
+    assert_untouched(voucher)
+
+
+def test_purchase_after_the_window_is_403_ended(api_client, make_voucher):
+    voucher = make_voucher(starts_in=-timedelta(hours=2), lasts=timedelta(hours=1))
+    assert_error(api_client().post(f"/api/vouchers/{voucher.pk}/purchase"), 403, "ended")
+    assert_untouched(voucher)
+
+
+def test_purchase_without_authentication_is_401(make_voucher):
+    voucher = make_voucher()
+    assert_error(Client().post(f"/api/vouchers/{voucher.pk}/purchase"), 401, "unauthorized")
+    assert_untouched(voucher)
+
+
+def test_purchase_of_an_unknown_voucher_is_404(api_client):
+    assert_error(api_client().post("/api/vouchers/999999/purchase"), 404, "not_found")
+    assert not Order.objects.exists()
+
+
+@pytest.mark.parametrize(
+    ("body", "code"),
+    [("{not json", "bad_request"), ({"user_id": 1}, "bad_request"), ([1, 2], "bad_request")],
+)
+def test_purchase_refuses_a_body_it_does_not_take(api_client, make_voucher, body, code):
+    voucher = make_voucher()
+    assert_error(post_json(api_client(), f"/api/vouchers/{voucher.pk}/purchase", body), 400, code)
+    assert_untouched(voucher)
+
+
+def test_a_session_purchase_needs_the_csrf_token(make_user, make_voucher):
+    voucher = make_voucher()
+    user = make_user()
+    client = Client(enforce_csrf_checks=True)
+    client.force_login(user)
+    assert_error(client.post(f"/api/vouchers/{voucher.pk}/purchase"), 403, "csrf_failed")
+    assert_untouched(voucher)
+    client.get("/")  # sets the csrftoken cookie, as the pages do
+    token = client.cookies["csrftoken"].value
+    response = client.post(f"/api/vouchers/{voucher.pk}/purchase", headers={"X-CSRFToken": token})
+    assert response.status_code == 201
+
+
+# --- orders ---------------------------------------------------------------------------------------
+
+
+def test_a_user_sees_only_their_own_orders(api_client, make_voucher):
+    voucher = make_voucher()
+    mine, theirs = api_client(), api_client()
+    my_order = mine.post(f"/api/vouchers/{voucher.pk}/purchase").json()["order_id"]
+    their_order = theirs.post(f"/api/vouchers/{voucher.pk}/purchase").json()["order_id"]
+    listed = mine.get("/api/orders").json()
+    assert [o["id"] for o in listed] == [my_order]
+    assert listed[0]["voucher_title"] == voucher.title
+    assert mine.get(f"/api/orders/{my_order}").json()["status"] == "confirmed"
+    assert_error(mine.get(f"/api/orders/{their_order}"), 404, "not_found")
+    assert_error(Client().get("/api/orders"), 401, "unauthorized")
+
+
+# --- staff ----------------------------------------------------------------------------------------
+
+
+def voucher_body(**overrides):
+    begin = timezone.now().replace(microsecond=0)
+    body = {
+        "title": "Staff voucher",
+        "stock": 10,
+        "begin_at": begin.isoformat(),
+        "end_at": (begin + timedelta(hours=1)).isoformat(),
+        "strategy": "db_pessimistic",
+    }
+    return {**body, **overrides}
+
+
+def test_staff_create_a_voucher(api_client):
+    response = post_json(api_client(staff=True), "/api/admin/vouchers", voucher_body())
+    assert response.status_code == 201, response.content
+    created = Voucher.objects.select_related("stock").get(pk=response.json()["id"])
+    assert (created.stock.quantity, created.stock.initial_quantity, created.strategy) == (10, 10, "db_pessimistic")
+
+
+@pytest.mark.parametrize(
+    ("body", "status", "code"),
+    [
+        ("{oops", 400, "bad_request"),
+        (voucher_body(stock="10"), 422, "invalid"),
+        (voucher_body(stock=-1), 422, "invalid"),
+        (voucher_body(strategy="yolo"), 422, "invalid"),
+        (voucher_body(title=""), 422, "invalid"),
+        (voucher_body(begin_at="2026-01-01T10:00:00"), 422, "invalid"),
+        (voucher_body(end_at=timezone.now().replace(year=2000).isoformat()), 422, "invalid"),
+    ],
+)
+def test_staff_create_refuses_bad_input_and_writes_nothing(api_client, body, status, code):
+    assert_error(post_json(api_client(staff=True), "/api/admin/vouchers", body), status, code)
+    assert not Voucher.objects.exists()
+    assert not Stock.objects.exists()
+
+
+def test_staff_endpoints_refuse_other_users(api_client, make_voucher):
+    voucher = make_voucher()
+    buyer = api_client()
+    assert_error(post_json(buyer, "/api/admin/vouchers", voucher_body()), 403, "forbidden")
+    assert_error(patch_json(buyer, f"/api/admin/vouchers/{voucher.pk}", {"restock": 5}), 403, "forbidden")
+    assert_error(buyer.get(f"/api/admin/vouchers/{voucher.pk}/audit"), 403, "forbidden")
+    assert_error(post_json(Client(), "/api/admin/vouchers", voucher_body()), 401, "unauthorized")
+    assert not Voucher.objects.exclude(pk=voucher.pk).exists()
+    assert_untouched(voucher)
+
+
+def test_staff_restock_adds_units_to_stock_and_supply(api_client, make_voucher):
+    voucher = make_voucher(stock=1)
+    api_client().post(f"/api/vouchers/{voucher.pk}/purchase")
+    response = patch_json(api_client(staff=True), f"/api/admin/vouchers/{voucher.pk}", {"restock": 4})
+    assert response.status_code == 200, response.content
+    assert (response.json()["stock"], response.json()["initial_stock"]) == (4, 5)
+
+
+def test_staff_change_strategy_and_window(api_client, make_voucher):
+    voucher = make_voucher(strategy="db_atomic")
+    begin = timezone.now() + timedelta(days=1)
+    body = {"strategy": "db_optimistic", "begin_at": begin.isoformat(), "end_at": (begin + timedelta(hours=2)).isoformat()}
+    response = patch_json(api_client(staff=True), f"/api/admin/vouchers/{voucher.pk}", body)
+    assert response.status_code == 200, response.content
+    assert (response.json()["strategy"], response.json()["state"]) == ("db_optimistic", "upcoming")
+
+
+@pytest.mark.parametrize(
+    "body",
+    [{"restock": 0}, {"restock": "5"}, {"restock": -3}, {"strategy": "yolo"},
+     {"end_at": "2000-01-01T00:00:00+00:00"}, {"restock": 5, "strategy": "yolo"}],
+)
+def test_staff_update_refuses_bad_input_and_changes_nothing(api_client, make_voucher, body):
+    voucher = make_voucher(stock=3, strategy="db_atomic")
+    assert_error(patch_json(api_client(staff=True), f"/api/admin/vouchers/{voucher.pk}", body), 422, "invalid")
+    voucher.refresh_from_db()
+    assert voucher.strategy == "db_atomic"
+    assert_untouched(voucher)
+
+
+def test_staff_update_of_an_unknown_voucher_is_404(api_client):
+    assert_error(patch_json(api_client(staff=True), "/api/admin/vouchers/999999", {"restock": 1}), 404, "not_found")
+
+
+def test_staff_audit_reports_the_invariants(api_client, make_voucher):
+    voucher = make_voucher(stock=3)
+    api_client().post(f"/api/vouchers/{voucher.pk}/purchase")
+    audit = api_client(staff=True).get(f"/api/admin/vouchers/{voucher.pk}/audit").json()
+    assert audit | {} == audit
+    assert (audit["supplied"], audit["stock"], audit["orders"], audit["oversold"], audit["duplicates"]) == (3, 2, 1, 0, 0)
+    assert audit["conserved"] and audit["ok"]
+
+
+# --- health and schema ----------------------------------------------------------------------------
+
+
+def test_healthz_is_200_when_database_and_redis_answer():
+    response = Client().get("/healthz")
+    assert response.status_code == 200
+    assert response.json() == {"status": "ok", "database": "ok", "redis": "ok"}
+
+
+def test_healthz_is_503_when_redis_does_not_answer(settings):
+    settings.CACHES = {
+        "default": {
+            "BACKEND": "django_redis.cache.RedisCache",
+            "LOCATION": "redis://127.0.0.1:1/0",
+            "OPTIONS": {"SOCKET_CONNECT_TIMEOUT": 0.5},
+        }
+    }
+    response = Client().get("/healthz")
+    assert response.status_code == 503
+    assert response.json()["redis"].startswith("error")
+
+
+def test_openapi_document_lists_every_endpoint():
+    paths = Client().get("/api/openapi.json").json()["paths"]
+    for path in ["/api/auth/login", "/api/vouchers", "/api/vouchers/{voucher_id}", "/api/vouchers/{voucher_id}/purchase",
+                 "/api/orders", "/api/orders/{order_id}", "/api/admin/vouchers", "/api/admin/vouchers/{voucher_id}",
+                 "/api/admin/vouchers/{voucher_id}/audit"]:
+        assert path in paths
