@@ -53,7 +53,11 @@ def on_not_found(request, exc):
 
 @api.exception_handler(AuthenticationError)
 def on_unauthenticated(request, exc: AuthenticationError):
-    message = exc.message if exc.message != "Unauthorized" else "Log in: send 'Authorization: Bearer <token>' or use a session."
+    message = (
+        exc.message
+        if exc.message != "Unauthorized"
+        else "Log in: send 'Authorization: Bearer <token>' or use a session."
+    )
     return error(request, 401, "unauthorized", message)
 
 

@@ -51,7 +51,8 @@ class VoucherAdmin(admin.ModelAdmin):
 
         result = voucher_audit(voucher_id=obj.pk)
         return format_html(
-            "orders {} · buyers {} · stock {} · supplied {} · oversold {} · duplicates {} · conserved {} · <strong>{}</strong>",
+            "orders {} · buyers {} · stock {} · supplied {} · oversold {} · duplicates {} · conserved {} · "
+            "<strong>{}</strong>",
             result.orders,
             result.buyers,
             result.stock,

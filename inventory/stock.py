@@ -106,9 +106,7 @@ class NaiveStrategy(StockStrategy):
                 raise SoldOut()
             race_window()
             # An absolute write: a concurrent buyer's decrement is silently lost.
-            Stock.objects.filter(pk=take.stock_id).update(
-                quantity=quantity - take.quantity, version=F("version") + 1
-            )
+            Stock.objects.filter(pk=take.stock_id).update(quantity=quantity - take.quantity, version=F("version") + 1)
             return take.record(self.guarded)
 
 
@@ -139,9 +137,7 @@ class PessimisticStrategy(StockStrategy):
 
     def take(self, take: Take[R]) -> R:
         with transaction.atomic():
-            quantity = (
-                Stock.objects.select_for_update().values_list("quantity", flat=True).get(pk=take.stock_id)
-            )
+            quantity = Stock.objects.select_for_update().values_list("quantity", flat=True).get(pk=take.stock_id)
             take.check()
             if quantity < take.quantity:
                 raise SoldOut()

@@ -27,8 +27,14 @@ def make_user(django_user_model) -> Callable:
 
 @pytest.fixture
 def make_voucher() -> Callable[..., Voucher]:
-    def make(*, stock: int = 5, strategy: str = "db_atomic", starts_in: timedelta = -timedelta(minutes=1),
-             lasts: timedelta = timedelta(hours=1), title: str = "Test voucher") -> Voucher:
+    def make(
+        *,
+        stock: int = 5,
+        strategy: str = "db_atomic",
+        starts_in: timedelta = -timedelta(minutes=1),
+        lasts: timedelta = timedelta(hours=1),
+        title: str = "Test voucher",
+    ) -> Voucher:
         begin_at = timezone.now() + starts_in
         return voucher_create(title=title, stock=stock, begin_at=begin_at, end_at=begin_at + lasts, strategy=strategy)
 

@@ -102,8 +102,10 @@ def test_local_oversells_across_processes(make_voucher, crowd):
     assert audit.oversold > 0, audit
     assert not audit.conserved, audit
     assert_every_confirmed_purchase_is_one_order(voucher, outcome)
-    print(f"\nlocal x{PROCESSES}: supplied {STOCK}, orders {audit.orders}, oversold {audit.oversold}, "
-          f"duplicates {audit.duplicates}")
+    print(
+        f"\nlocal x{PROCESSES}: supplied {STOCK}, orders {audit.orders}, oversold {audit.oversold}, "
+        f"duplicates {audit.duplicates}"
+    )
 
 
 def test_local_lets_one_user_buy_once_per_process(make_voucher, make_user):

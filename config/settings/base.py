@@ -104,9 +104,7 @@ def database_from_url(url: str) -> dict:
     """
     config = dj_database_url.parse(url, conn_max_age=env_int("DB_CONN_MAX_AGE", 60), conn_health_checks=True)
     if config["ENGINE"] == "django.db.backends.mysql":
-        config.setdefault("OPTIONS", {}).update(
-            {"charset": "utf8mb4", "isolation_level": "read committed"}
-        )
+        config.setdefault("OPTIONS", {}).update({"charset": "utf8mb4", "isolation_level": "read committed"})
         config.setdefault("TEST", {}).update({"CHARSET": "utf8mb4", "COLLATION": "utf8mb4_unicode_ci"})
     elif config["ENGINE"] == "django.db.backends.sqlite3":
         # SQLite serialises writers; wait for the lock instead of failing at once.

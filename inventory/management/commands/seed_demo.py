@@ -29,15 +29,31 @@ class Command(BaseCommand):
                 user.save()
         now = timezone.now()
         demo = [
-            ("Coffee for 1 cent", "Live now: 50 vouchers, one per buyer.", 50, now - timedelta(minutes=5), now + timedelta(days=7)),
-            ("Midnight sneaker drop", "Starts in ten minutes.", 20, now + timedelta(minutes=10), now + timedelta(days=7)),
+            (
+                "Coffee for 1 cent",
+                "Live now: 50 vouchers, one per buyer.",
+                50,
+                now - timedelta(minutes=5),
+                now + timedelta(days=7),
+            ),
+            (
+                "Midnight sneaker drop",
+                "Starts in ten minutes.",
+                20,
+                now + timedelta(minutes=10),
+                now + timedelta(days=7),
+            ),
             ("Concert tickets at cost", "All gone.", 0, now - timedelta(hours=1), now + timedelta(days=7)),
         ]
         made = 0
         for title, description, stock, begin_at, end_at in demo:
             if not Voucher.objects.filter(title=title).exists():
                 voucher_create(
-                    title=title, description=description, stock=stock, begin_at=begin_at, end_at=end_at,
+                    title=title,
+                    description=description,
+                    stock=stock,
+                    begin_at=begin_at,
+                    end_at=end_at,
                     strategy="db_atomic",
                 )
                 made += 1

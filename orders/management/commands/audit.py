@@ -11,7 +11,9 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser):
         parser.add_argument("--voucher", type=int, action="append", help="Only this voucher id (repeatable).")
-        parser.add_argument("--json", dest="as_json", action="store_true", help="Print one JSON document instead of a table.")
+        parser.add_argument(
+            "--json", dest="as_json", action="store_true", help="Print one JSON document instead of a table."
+        )
 
     def handle(self, *args, voucher=None, as_json: bool = False, **options):
         ids = voucher or list(Voucher.objects.order_by("id").values_list("id", flat=True))
@@ -23,7 +25,10 @@ class Command(BaseCommand):
         if as_json:
             self.stdout.write(json.dumps({"vouchers": [a.as_dict() for a in audits], "ok": not broken}, indent=2))
         else:
-            header = f"{'id':>5} {'strategy':<15} {'supplied':>8} {'stock':>6} {'orders':>6} {'oversold':>8} {'dups':>5} {'conserved':>9}  verdict"
+            header = (
+                f"{'id':>5} {'strategy':<15} {'supplied':>8} {'stock':>6} {'orders':>6} {'oversold':>8} "
+                f"{'dups':>5} {'conserved':>9}  verdict"
+            )
             self.stdout.write(header)
             for a in audits:
                 self.stdout.write(
@@ -33,4 +38,3 @@ class Command(BaseCommand):
             self.stdout.write(f"{len(audits)} vouchers, {len(broken)} broken.")
         if broken:
             raise SystemExit(1)
-

@@ -1,0 +1,44 @@
+# The two commands of the README: `make run` and `make test`.
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+PORT ?= 8000
+
+.PHONY: run test lint format check-deploy clean
+
+$(VENV)/bin/python:
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+
+$(VENV)/.runtime: requirements.txt | $(VENV)/bin/python
+	bash scripts/ensure-system.sh build
+	$(PY) -m pip install -q -r requirements.txt
+	touch $@
+
+$(VENV)/.dev: requirements.txt requirements-dev.txt | $(VENV)/bin/python
+	bash scripts/ensure-system.sh test
+	$(PY) -m pip install -q -r requirements-dev.txt
+	touch $@ $(VENV)/.runtime
+
+## Serve the application on http://127.0.0.1:$(PORT) with demo data.
+run: $(VENV)/.runtime
+	PORT=$(PORT) $(PY) scripts/serve.py
+
+## Run the whole suite against MariaDB and Redis on 127.0.0.1.
+test: $(VENV)/.dev
+	bash scripts/ensure-services.sh
+	$(PY) -m ruff check .
+	$(PY) -m ruff format --check .
+	DJANGO_SETTINGS_MODULE=config.settings.test $(PY) manage.py makemigrations --check --dry-run
+	$(PY) -m pytest
+
+lint: $(VENV)/.dev
+	$(PY) -m ruff check .
+	$(PY) -m ruff format --check .
+
+format: $(VENV)/.dev
+	$(PY) -m ruff check --fix .
+	$(PY) -m ruff format .
+
+clean:
+	rm -rf $(VENV) var .pytest_cache .ruff_cache
