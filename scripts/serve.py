@@ -101,7 +101,6 @@ def main() -> int:
 
     try:
         manage("migrate", "--noinput", "-v0", env=env)
-        manage("collectstatic", "--noinput", "-v0", env=env)
         manage("seed_demo", env=env)
         say(f"Serving on http://127.0.0.1:{port}/ with gunicorn ({workers} worker processes). Ctrl-C stops.")
         gunicorn = subprocess.Popen(

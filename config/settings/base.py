@@ -165,8 +165,11 @@ STATIC_ROOT = VAR_DIR / "static"
 STATICFILES_DIRS = [BASE_DIR / "static"]
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
-    "staticfiles": {"BACKEND": "whitenoise.storage.CompressedManifestStaticFilesStorage"},
+    "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
 }
+# Serve straight from the apps' static folders, so a local run needs no collectstatic;
+# production.py switches to collected, compressed, hashed files.
+WHITENOISE_USE_FINDERS = True
 
 LOGGING = {
     "version": 1,
