@@ -1,0 +1,148 @@
+"""The pages in a real browser: Debian's Chromium driven by Playwright.
+
+The server is pytest-django's live server on the MariaDB test database.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from datetime import timedelta
+
+import pytest
+
+from inventory.models import Stock
+from orders.models import Order
+
+# Playwright's sync API runs an event loop in this thread; the ORM calls in the
+# tests are still plain synchronous calls.
+os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+
+from playwright.sync_api import expect, sync_playwright  # noqa: E402
+
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+CHROMIUM_ARGS = [
+    "--headless=new",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+PASSWORD = "pw-for-tests-1"
+
+
+@pytest.fixture(scope="module")
+def browser():
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        yield browser
+        browser.close()
+
+
+@pytest.fixture
+def page(browser):
+    context = browser.new_context(viewport={"width": 390, "height": 844})  # a phone
+    page = context.new_page()
+    page.set_default_timeout(10_000)
+    yield page
+    context.close()
+
+
+def log_in(page, live_server, username: str) -> None:
+    page.goto(f"{live_server.url}/login/")
+    page.get_by_label("Username").fill(username)
+    page.get_by_label("Password").fill(PASSWORD)
+    page.get_by_role("button", name="Log in").click()
+    expect(page.get_by_test_id("logout")).to_contain_text(username)
+
+
+def test_log_in_buy_and_see_the_order(page, live_server, make_user, make_voucher):
+    user = make_user("alice")
+    voucher = make_voucher(stock=3, title="Coffee for 1 cent")
+    log_in(page, live_server, "alice")
+    page.get_by_role("link", name="Coffee for 1 cent").click()
+    expect(page.get_by_test_id("countdown")).to_contain_text("Live: ends in")
+    page.get_by_test_id("buy").click()
+    expect(page.locator("[data-outcome=bought]")).to_be_visible()
+    order = Order.objects.get(user=user, voucher=voucher)
+    assert Stock.objects.get(pk=voucher.stock_id).quantity == 2
+    page.get_by_role("link", name="See my orders").click()
+    expect(page.get_by_test_id(f"order-{order.pk}")).to_contain_text("Coffee for 1 cent")
+    fits = page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
+    assert fits, "the orders page scrolls sideways on a phone-width screen"
+
+
+def test_sold_out_is_shown_in_place(page, live_server, make_user, make_voucher):
+    make_user("bob")
+    voucher = make_voucher(stock=0, title="Gone already")
+    log_in(page, live_server, "bob")
+    page.goto(f"{live_server.url}/vouchers/{voucher.pk}/")
+    page.get_by_test_id("buy").click()
+    expect(page.locator("[data-outcome=sold_out]")).to_be_visible()
+    assert not Order.objects.exists()
+
+
+def test_already_bought_is_shown_in_place_and_after_reload(page, live_server, make_user, make_voucher):
+    user = make_user("carol")
+    voucher = make_voucher(stock=5)
+    log_in(page, live_server, "carol")
+    page.goto(f"{live_server.url}/vouchers/{voucher.pk}/")
+    # A second tab buys first; this one still shows the button.
+    page.context.request.post(
+        f"{live_server.url}/vouchers/{voucher.pk}/buy",
+        headers={"X-CSRFToken": next(c["value"] for c in page.context.cookies() if c["name"] == "csrftoken")},
+    )
+    page.get_by_test_id("buy").click()
+    expect(page.locator("[data-outcome=already_purchased]")).to_be_visible()
+    page.reload()
+    expect(page.locator("[data-outcome=already_purchased]")).to_be_visible()
+    expect(page.get_by_test_id("buy")).to_have_count(0)
+    assert Order.objects.filter(user=user, voucher=voucher).count() == 1
+
+
+def test_not_started_shows_a_countdown_and_refuses(page, live_server, make_user, make_voucher):
+    make_user("dan")
+    voucher = make_voucher(starts_in=timedelta(hours=2))
+    log_in(page, live_server, "dan")
+    page.goto(f"{live_server.url}/vouchers/{voucher.pk}/")
+    expect(page.get_by_test_id("countdown")).to_contain_text("Starts in 01:59")
+    page.get_by_test_id("buy").click()
+    expect(page.locator("[data-outcome=not_started]")).to_be_visible()
+
+
+def test_list_page_shows_live_stock(page, live_server, make_voucher, make_user):
+    voucher = make_voucher(stock=4)
+    page.goto(f"{live_server.url}/")
+    expect(page.get_by_test_id(f"stock-{voucher.pk}")).to_contain_text("4 / 4")
+    from orders.services import order_purchase
+
+    order_purchase(user=make_user(), voucher=voucher)
+    expect(page.get_by_test_id(f"stock-{voucher.pk}")).to_contain_text("3 / 4")  # the page polls
+
+
+def test_staff_restock_in_the_admin(page, live_server, make_user, make_voucher):
+    admin = make_user("root", staff=True)
+    admin.is_superuser = True
+    admin.save()
+    voucher = make_voucher(stock=1, title="Restock me")
+    page.goto(f"{live_server.url}/admin/login/")
+    page.locator("#id_username").fill("root")
+    page.locator("#id_password").fill(PASSWORD)
+    page.locator("input[type=submit]").click()
+    page.goto(f"{live_server.url}/admin/inventory/voucher/")
+    page.get_by_role("row", name="Restock me").get_by_role("link", name="Restock", exact=True).click()
+    page.get_by_label("Quantity").fill("0")
+    page.get_by_role("button", name="Restock").click()
+    assert page.get_by_label("Quantity").evaluate("input => !input.validity.valid")  # the browser refuses 0
+    assert Stock.objects.get(pk=voucher.stock_id).quantity == 1
+    page.get_by_label("Quantity").fill("9")
+    page.get_by_role("button", name="Restock").click()
+    expect(page.locator(".messagelist")).to_contain_text("10 left")
+    stock = Stock.objects.get(pk=voucher.stock_id)
+    assert (stock.quantity, stock.initial_quantity) == (10, 10)
+    expect(page.locator(".field-audit")).to_contain_text("OK")
