@@ -13,6 +13,7 @@ class Strategy(models.TextChoices):
     DB_PESSIMISTIC = "db_pessimistic", "db_pessimistic: SELECT ... FOR UPDATE"
     DB_OPTIMISTIC = "db_optimistic", "db_optimistic: version compare-and-set"
     DB_ATOMIC = "db_atomic", "db_atomic: conditional UPDATE"
+    REDIS_LOCK = "redis_lock", "redis_lock: per-item and per-user Redis locks"
 
 
 def default_strategy() -> str:
@@ -32,6 +33,9 @@ class Stock(models.Model):
     )
     version = models.PositiveBigIntegerField(
         default=0, help_text="Bumped by every write; db_optimistic compares it before writing."
+    )
+    fence = models.PositiveBigIntegerField(
+        default=0, help_text="The newest lock fence that wrote this row; older holders are refused."
     )
 
     class Meta:

@@ -26,6 +26,9 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.db.models import F
 
+from locking import Lock, LockLost, StaleFence
+from locking.integration import fenced_update, lock_client
+
 from .errors import InvalidQuantity, LockBusy, SoldOut
 from .models import Stock, Strategy
 
@@ -196,6 +199,56 @@ class AtomicStrategy(StockStrategy):
             return take.record(self.guarded)
 
 
+class RedisLockStrategy(StockStrategy):
+    """Per-user and per-item locks from ``locking``, taken before the transaction and
+    released after it commits; the stock write carries the item lock's fence.
+
+    The user lock fails fast (one buyer firing twice at once is told ``busy``); the
+    item lock queues buyers in arrival order for up to ``LOCK_WAIT_SECONDS``.
+    """
+
+    name = Strategy.REDIS_LOCK
+
+    def _lock(self, name: str, **options) -> Lock:
+        return Lock(lock_client(), name, lease=settings.LOCK_LEASE_SECONDS, **options)
+
+    def take(self, take: Take[R]) -> R:
+        user_lock = self._lock(take.user_key, blocking=False)
+        if user_lock.acquire() is None:
+            raise LockBusy()
+        try:
+            item_lock = self._lock(f"stock:{take.stock_id}", blocking_timeout=settings.LOCK_WAIT_SECONDS)
+            fence = item_lock.acquire()
+            if fence is None:
+                raise LockBusy()
+            try:
+                return self._take_locked(take, item_lock)
+            except (LockLost, StaleFence) as exc:
+                raise LockBusy() from exc  # nothing was committed; the buyer may retry
+            finally:
+                item_lock.release()
+        finally:
+            user_lock.release()
+
+    def _take_locked(self, take: Take[R], item_lock: Lock) -> R:
+        with transaction.atomic():
+            quantity = Stock.objects.values_list("quantity", flat=True).get(pk=take.stock_id)
+            take.check()
+            if quantity < take.quantity:
+                raise SoldOut()
+            race_window()
+            with _sold_out_on_negative_stock():
+                fenced_update(
+                    Stock.objects.filter(pk=take.stock_id),
+                    fence=item_lock.fence,
+                    quantity=F("quantity") - take.quantity,
+                    version=F("version") + 1,
+                )
+            record = take.record(self.guarded)
+            item_lock.check()  # a lease lost before commit rolls the purchase back
+            return record
+
+
 # The registry: adding a strategy is one class and one line here.
 STRATEGIES: dict[str, StockStrategy] = {
     strategy.name: strategy
@@ -205,6 +258,7 @@ STRATEGIES: dict[str, StockStrategy] = {
         PessimisticStrategy(),
         OptimisticStrategy(),
         AtomicStrategy(),
+        RedisLockStrategy(),
     )
 }
 

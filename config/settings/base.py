@@ -59,6 +59,7 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "django_htmx",
     "ninja",
+    "locking",
     "accounts",
     "inventory",
     "orders",
@@ -142,6 +143,10 @@ DEFAULT_STRATEGY = os.environ.get("DEFAULT_STRATEGY", "db_atomic")
 # A pause between the check and the write inside every strategy, the same for all,
 # so that a small machine reproduces the race reliably. Reported with every result.
 RACE_WINDOW_MS = env_int("RACE_WINDOW_MS", 0)
+# redis_lock: a lock's lease (renewed by the watchdog while held) and how long a buyer
+# waits for the item lock before being told "busy".
+LOCK_LEASE_SECONDS = float(os.environ.get("LOCK_LEASE_SECONDS", "5"))
+LOCK_WAIT_SECONDS = float(os.environ.get("LOCK_WAIT_SECONDS", "5"))
 # How often db_optimistic retries a lost compare-and-set before answering "busy".
 OPTIMISTIC_MAX_ATTEMPTS = env_int("OPTIMISTIC_MAX_ATTEMPTS", 8)
 

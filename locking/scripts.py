@@ -1,0 +1,118 @@
+"""The Lua scripts behind every lock, as named constants.
+
+Each script runs atomically in Redis. All keys of one resource share a hash tag
+(``lock:{name}...``), so every script touches a single Cluster slot; the wake key
+is built inside RELEASE from ``ARGV`` for that reason only, and lies in the same slot.
+
+A waiter entry in the queue is ``"<token>:<lease_ms>"`` so that a hand-off gives
+the next holder its own lease.
+"""
+
+# Take the lock when it is free.
+# KEYS[1] lock key, KEYS[2] fence counter, KEYS[3] waiter queue
+# ARGV[1] owner token, ARGV[2] lease in ms, ARGV[3] this caller's queue entry
+#         ("" for a caller that never queues), ARGV[4] "1" to append that entry
+#         when the lock is busy (the first failed attempt of a waiter), else "0"
+# Returns {1, fence} when taken (or already ours: {1, 0}), else {0, pttl of the holder}.
+ACQUIRE = """
+local holder = redis.call('GET', KEYS[1])
+if not holder then
+    redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+    if ARGV[3] ~= '' then redis.call('LREM', KEYS[3], 1, ARGV[3]) end
+    return {1, redis.call('INCR', KEYS[2])}
+end
+if holder == ARGV[1] then
+    return {1, 0}
+end
+if ARGV[3] ~= '' and ARGV[4] == '1' then
+    redis.call('RPUSH', KEYS[3], ARGV[3])
+end
+return {0, redis.call('PTTL', KEYS[1])}
+"""
+
+# Release the lock, handing it straight to the first waiter if there is one.
+# KEYS[1] lock key, KEYS[2] fence counter, KEYS[3] waiter queue
+# ARGV[1] owner token
+# ARGV[2] prefix of the waiters' wake keys (the waiter's token is appended)
+# ARGV[3] this caller's own queue entry when it gives up waiting, else ""
+# Returns 0 when the caller did not hold the lock (never did, or its lease
+# expired), 1 when released with nobody waiting, 2 when handed to a waiter.
+RELEASE = """
+if ARGV[3] ~= '' and redis.call('LREM', KEYS[3], 1, ARGV[3]) == 1 then
+    return 0
+end
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then
+    return 0
+end
+local entry = redis.call('LPOP', KEYS[3])
+if entry then
+    local sep = string.find(entry, ':', 1, true)
+    local token, lease = string.sub(entry, 1, sep - 1), string.sub(entry, sep + 1)
+    local wake = ARGV[2] .. token
+    redis.call('SET', KEYS[1], token, 'PX', lease)
+    redis.call('RPUSH', wake, redis.call('INCR', KEYS[2]))
+    redis.call('PEXPIRE', wake, lease)
+    return 2
+end
+redis.call('DEL', KEYS[1])
+return 1
+"""
+
+# Renew the lease if the lock is still ours.
+# KEYS[1] lock key; ARGV[1] owner token, ARGV[2] lease in ms
+# Returns 1 when renewed, 0 when the lock is no longer ours.
+RENEW = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+    redis.call('PEXPIRE', KEYS[1], ARGV[2])
+    return 1
+end
+return 0
+"""
+
+# All-or-nothing acquisition of many locks in one slot (lock_many).
+# KEYS[1..n] lock keys, KEYS[n+1..2n] their fence counters
+# ARGV[1] owner token, ARGV[2] lease in ms
+# Returns {1, fence_1, ..., fence_n} when every key was free and is now ours,
+# else {0, index of the first busy key, its pttl}; nothing is taken then.
+ACQUIRE_MANY = """
+local n = #KEYS / 2
+for i = 1, n do
+    if redis.call('EXISTS', KEYS[i]) == 1 then
+        return {0, i, redis.call('PTTL', KEYS[i])}
+    end
+end
+local result = {1}
+for i = 1, n do
+    redis.call('SET', KEYS[i], ARGV[1], 'PX', ARGV[2])
+    result[i + 1] = redis.call('INCR', KEYS[n + i])
+end
+return result
+"""
+
+# Release many locks held under one token; keys no longer ours are left alone.
+# KEYS[1..n] lock keys; ARGV[1] owner token
+# Returns how many were ours and are now released.
+RELEASE_MANY = """
+local released = 0
+for i = 1, #KEYS do
+    if redis.call('GET', KEYS[i]) == ARGV[1] then
+        redis.call('DEL', KEYS[i])
+        released = released + 1
+    end
+end
+return released
+"""
+
+# Renew many locks held under one token.
+# KEYS[1..n] lock keys; ARGV[1] owner token, ARGV[2] lease in ms
+# Returns how many are still ours and were renewed.
+RENEW_MANY = """
+local renewed = 0
+for i = 1, #KEYS do
+    if redis.call('GET', KEYS[i]) == ARGV[1] then
+        redis.call('PEXPIRE', KEYS[i], ARGV[2])
+        renewed = renewed + 1
+    end
+end
+return renewed
+"""
