@@ -1,0 +1,220 @@
+"""The safe lock against a real Redis: acquisition, hand-off, leases, release."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from locking import CountingMetrics, Lock, LockError, LockLost, LockNotOwned, LockTimeout, Released
+from locking.lock import resource_keys
+from locking.watchdog import watchdog
+
+
+def test_acquire_returns_increasing_fences_and_release_frees_the_key(r):
+    lock = Lock(r, "res")
+    first = lock.acquire()
+    assert first == 1 and lock.owned() and lock.locked()
+    assert lock.release() is Released.RELEASED
+    assert not lock.locked()
+    assert lock.acquire() == 2
+    lock.release()
+
+
+def test_the_token_is_128_random_bits_and_the_key_has_a_lease(r):
+    lock = Lock(r, "res", lease=7)
+    lock.acquire()
+    key = resource_keys("res")[0]
+    assert len(r.get(key)) == 32  # hex
+    assert 6000 < r.pttl(key) <= 7000
+    lock.release()
+
+
+def test_fail_fast_returns_none_while_someone_holds_it(r):
+    holder, other = Lock(r, "res"), Lock(r, "res", blocking=False)
+    holder.acquire()
+    assert other.acquire() is None
+    with pytest.raises(LockTimeout):
+        with other:
+            pass
+    holder.release()
+    assert other.acquire() is not None
+    other.release()
+
+
+def test_a_waiter_that_times_out_leaves_nothing_behind(r):
+    holder, waiter = Lock(r, "res"), Lock(r, "res", blocking_timeout=0.2)
+    holder.acquire()
+    started = time.monotonic()
+    assert waiter.acquire() is None
+    assert time.monotonic() - started >= 0.2
+    _, _, queue, wake = resource_keys("res")
+    assert r.llen(queue) == 0
+    assert holder.release() is Released.RELEASED  # not handed to the departed waiter
+    assert not r.keys(wake + "*")
+
+
+def test_release_hands_the_lock_to_waiters_in_arrival_order(r):
+    holder = Lock(r, "res")
+    holder.acquire()
+    order: list[int] = []
+    threads = []
+    for n in range(5):
+        waiter = Lock(r, "res", blocking_timeout=10)
+
+        def wait_then_record(lock=waiter, n=n):
+            with lock:
+                order.append(n)
+
+        thread = threading.Thread(target=wait_then_record)
+        thread.start()
+        threads.append(thread)
+        _, _, queue, _ = resource_keys("res")
+        while r.llen(queue) < n + 1:  # this waiter is queued before the next one starts
+            time.sleep(0.005)
+    assert holder.release() is Released.HANDED_OFF
+    for thread in threads:
+        thread.join(10)
+    assert order == [0, 1, 2, 3, 4]
+
+
+def test_a_newcomer_queues_behind_waiters_instead_of_barging(r):
+    holder = Lock(r, "res")
+    holder.acquire()
+    got: list[str] = []
+    waiter = Lock(r, "res", blocking_timeout=10)
+    thread = threading.Thread(target=lambda: (waiter.acquire(), got.append("waiter")))
+    thread.start()
+    _, _, queue, _ = resource_keys("res")
+    while r.llen(queue) < 1:
+        time.sleep(0.005)
+    holder.release()
+    assert Lock(r, "res", blocking=False).acquire() is None  # the waiter holds it already
+    thread.join(10)
+    assert got == ["waiter"]
+    waiter.release()
+
+
+def test_release_is_idempotent(r):
+    lock = Lock(r, "res")
+    lock.acquire()
+    assert lock.release() is Released.RELEASED
+    assert lock.release() is Released.NOT_HELD
+
+
+def test_release_after_the_lease_expired_says_so_and_frees_nobody_elses_lock(r):
+    lock = Lock(r, "res", lease=0.2, renew=False)
+    lock.acquire()
+    time.sleep(0.3)
+    other = Lock(r, "res")
+    other.acquire()
+    assert lock.release() is Released.EXPIRED
+    assert other.owned()
+    other.release()
+
+
+def test_leaving_the_block_after_the_lease_expired_raises_lock_lost(r):
+    with pytest.raises(LockLost):
+        with Lock(r, "res", lease=0.2, renew=False):
+            time.sleep(0.3)
+
+
+def test_an_exception_in_the_block_releases_and_propagates(r):
+    lock = Lock(r, "res")
+    with pytest.raises(ZeroDivisionError):
+        with lock:
+            1 / 0  # noqa: B018
+    assert not lock.locked()
+
+
+def test_reentrant_lock_counts_holds(r):
+    lock = Lock(r, "res", reentrant=True)
+    assert lock.acquire() == lock.acquire()
+    lock.release()
+    assert lock.owned()
+    lock.release()
+    assert not lock.locked()
+
+
+def test_a_non_reentrant_lock_refuses_to_nest(r):
+    lock = Lock(r, "res")
+    with lock:
+        with pytest.raises(LockError):
+            lock.acquire()
+
+
+def test_check_and_release_refuse_a_lock_never_acquired(r):
+    with pytest.raises(LockNotOwned):
+        Lock(r, "res").check()
+
+
+def test_a_waiter_wakes_at_the_holders_lease_end_when_the_holder_vanishes(r):
+    crashed = Lock(r, "res", lease=0.3, renew=False)
+    crashed.acquire()  # and never released
+    waiter = Lock(r, "res", blocking_timeout=5)
+    assert waiter.acquire() is not None  # woke at the lease end, not at the timeout
+    waiter.release()
+
+
+def test_watchdog_keeps_the_lock_for_three_leases_of_work(r):
+    metrics = CountingMetrics()
+    lock = Lock(r, "res", lease=0.3, metrics=metrics)
+    with lock:
+        time.sleep(0.9)
+        lock.check()
+        assert lock.owned()
+    assert metrics.counts["renewed"] >= 3
+    assert "lost" not in metrics.counts
+
+
+def test_watchdog_stops_when_the_block_exits_normally_or_by_exception(r):
+    before = len(watchdog())
+    with Lock(r, "a", lease=0.3):
+        assert len(watchdog()) == before + 1
+    assert len(watchdog()) == before
+    with pytest.raises(RuntimeError):
+        with Lock(r, "b", lease=0.3):
+            raise RuntimeError
+    assert len(watchdog()) == before
+
+
+def test_a_lease_taken_away_is_signalled_at_once(r):
+    reasons: list[str] = []
+    lost = threading.Event()
+    lock = Lock(r, "res", lease=0.3, on_lost=lambda lk, reason: (reasons.append(reason), lost.set()))
+    lock.acquire()
+    r.delete(resource_keys("res")[0])  # someone deletes the key (an operator, an eviction)
+    assert lost.wait(1), "the holder was not told"
+    assert lock.lost.is_set() and reasons
+    with pytest.raises(LockLost):
+        lock.check()
+    lock.release()
+
+
+def test_max_hold_caps_renewal(r):
+    lock = Lock(r, "res", lease=0.3, max_hold=0.5)
+    lock.acquire()
+    assert lock.lost.wait(2)
+    assert "max_hold" in lock.lost_reason  # told no later than the key expires (we count from before renewal)
+    deadline = time.monotonic() + 0.5
+    while lock.locked() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert not lock.locked()
+    assert lock.release() is Released.EXPIRED
+
+
+def test_metrics_see_contention_and_release(r):
+    metrics = CountingMetrics()
+    holder = Lock(r, "res", metrics=metrics)
+    holder.acquire()
+    waiter = Lock(r, "res", metrics=metrics, blocking_timeout=5)
+    thread = threading.Thread(target=waiter.acquire)
+    thread.start()
+    time.sleep(0.05)
+    holder.release()
+    thread.join(5)
+    waiter.release()
+    assert metrics.counts["uncontended"] == 1 and metrics.counts["contended"] == 1
+    assert metrics.counts["released"] == 2
+    assert metrics.waits[1] >= 0.04
