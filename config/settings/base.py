@@ -129,7 +129,11 @@ CACHES = {
         "BACKEND": "django_redis.cache.RedisCache",
         "LOCATION": REDIS_URL,
         "KEY_PREFIX": "cache",
-        "OPTIONS": {"CLIENT_CLASS": "django_redis.client.DefaultClient"},
+        "OPTIONS": {
+            "CLIENT_CLASS": "django_redis.client.DefaultClient",
+            # cache.lock() then hands out locking.compat.Lock instead of redis-py's.
+            "REDIS_CLIENT_CLASS": "locking.compat.Redis",
+        },
     }
 }
 
