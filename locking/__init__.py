@@ -2,11 +2,14 @@
 
 - :class:`Lock`: leases with watchdog renewal, FIFO hand-off without polling,
   fencing tokens, fork safety, optional reentrancy, metrics hooks.
+- :func:`lock_many`: all-or-nothing over many names (user and item, or 3,000 items).
 - :mod:`locking.compat`: a drop-in for ``redis.lock.Lock``.
 """
 
 from .errors import LockError, LockLost, LockNotOwned, LockTimeout, StaleFence
-from .lock import Lock, Released
+from .lease import Released
+from .lock import Lock
+from .many import MultiLock, lock_many
 from .metrics import CountingMetrics, LockMetrics
 
 __all__ = [
@@ -17,6 +20,8 @@ __all__ = [
     "LockMetrics",
     "LockNotOwned",
     "LockTimeout",
+    "MultiLock",
     "Released",
     "StaleFence",
+    "lock_many",
 ]

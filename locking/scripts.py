@@ -89,15 +89,27 @@ end
 return result
 """
 
-# Release many locks held under one token; keys no longer ours are left alone.
-# KEYS[1..n] lock keys; ARGV[1] owner token
-# Returns how many were ours and are now released.
+# Release many locks held under one token, handing each to its first waiter.
+# KEYS[1..n] lock keys, KEYS[n+1..2n] fence counters, KEYS[2n+1..3n] waiter queues
+# ARGV[1] owner token, ARGV[2..n+1] the keys' wake-key prefixes
+# Returns how many were ours (the rest had expired and are left alone).
 RELEASE_MANY = """
+local n = #KEYS / 3
 local released = 0
-for i = 1, #KEYS do
+for i = 1, n do
     if redis.call('GET', KEYS[i]) == ARGV[1] then
-        redis.call('DEL', KEYS[i])
         released = released + 1
+        local entry = redis.call('LPOP', KEYS[2 * n + i])
+        if entry then
+            local sep = string.find(entry, ':', 1, true)
+            local token, lease = string.sub(entry, 1, sep - 1), string.sub(entry, sep + 1)
+            local wake = ARGV[i + 1] .. token
+            redis.call('SET', KEYS[i], token, 'PX', lease)
+            redis.call('RPUSH', wake, redis.call('INCR', KEYS[n + i]))
+            redis.call('PEXPIRE', wake, lease)
+        else
+            redis.call('DEL', KEYS[i])
+        end
     end
 end
 return released
