@@ -14,6 +14,7 @@ class Strategy(models.TextChoices):
     DB_OPTIMISTIC = "db_optimistic", "db_optimistic: version compare-and-set"
     DB_ATOMIC = "db_atomic", "db_atomic: conditional UPDATE"
     REDIS_LOCK = "redis_lock", "redis_lock: per-item and per-user Redis locks"
+    REDLOCK = "redlock", "redlock: the same locks on a majority of Redis servers"
 
 
 def default_strategy() -> str:

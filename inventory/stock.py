@@ -23,11 +23,14 @@ from dataclasses import dataclass
 from typing import ClassVar, Generic, TypeVar
 
 from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
 from django.db import IntegrityError, transaction
 from django.db.models import F
 
 from locking import Lock, LockLost, StaleFence
 from locking.integration import fenced_update, lock_client
+from locking.lease import LeasedLock
+from locking.redlock import Redlock
 
 from .errors import InvalidQuantity, LockBusy, SoldOut
 from .models import Stock, Strategy
@@ -209,7 +212,7 @@ class RedisLockStrategy(StockStrategy):
 
     name = Strategy.REDIS_LOCK
 
-    def _lock(self, name: str, **options) -> Lock:
+    def _lock(self, name: str, **options) -> LeasedLock:
         return Lock(lock_client(), name, lease=settings.LOCK_LEASE_SECONDS, **options)
 
     def take(self, take: Take[R]) -> R:
@@ -218,8 +221,7 @@ class RedisLockStrategy(StockStrategy):
             raise LockBusy()
         try:
             item_lock = self._lock(f"stock:{take.stock_id}", blocking_timeout=settings.LOCK_WAIT_SECONDS)
-            fence = item_lock.acquire()
-            if fence is None:
+            if item_lock.acquire() is None:
                 raise LockBusy()
             try:
                 return self._take_locked(take, item_lock)
@@ -230,7 +232,7 @@ class RedisLockStrategy(StockStrategy):
         finally:
             user_lock.release()
 
-    def _take_locked(self, take: Take[R], item_lock: Lock) -> R:
+    def _take_locked(self, take: Take[R], item_lock: LeasedLock) -> R:
         with transaction.atomic():
             quantity = Stock.objects.values_list("quantity", flat=True).get(pk=take.stock_id)
             take.check()
@@ -249,6 +251,18 @@ class RedisLockStrategy(StockStrategy):
             return record
 
 
+class RedlockStrategy(RedisLockStrategy):
+    """The same locks, each held by a majority of the servers in ``LOCK_REDIS_URLS``."""
+
+    name = Strategy.REDLOCK
+
+    def _lock(self, name: str, **options) -> LeasedLock:
+        if not settings.LOCK_REDIS_URLS:
+            raise ImproperlyConfigured("The redlock strategy needs LOCK_REDIS_URLS (three or more Redis servers).")
+        clients = [lock_client(url) for url in settings.LOCK_REDIS_URLS]
+        return Redlock(clients, name, lease=settings.LOCK_LEASE_SECONDS, **options)
+
+
 # The registry: adding a strategy is one class and one line here.
 STRATEGIES: dict[str, StockStrategy] = {
     strategy.name: strategy
@@ -259,6 +273,7 @@ STRATEGIES: dict[str, StockStrategy] = {
         OptimisticStrategy(),
         AtomicStrategy(),
         RedisLockStrategy(),
+        RedlockStrategy(),
     )
 }
 

@@ -128,3 +128,33 @@ for i = 1, #KEYS do
 end
 return renewed
 """
+
+# Redlock, per server: take the key if free and count an acquisition.
+# KEYS[1] lock key, KEYS[2] fence counter; ARGV[1] owner token, ARGV[2] lease in ms
+# Returns the server's fence counter after the increment, or 0 when the key is busy.
+REDLOCK_ACQUIRE = """
+if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
+    return redis.call('INCR', KEYS[2])
+end
+return 0
+"""
+
+# Redlock, per server: raise the fence counter to at least ARGV[1], so that any later
+# quorum, which overlaps this one in at least one server, counts past it.
+# KEYS[1] fence counter; ARGV[1] the fence chosen for this acquisition. Returns 1.
+REDLOCK_RAISE_FENCE = """
+local current = tonumber(redis.call('GET', KEYS[1]) or '0')
+if current < tonumber(ARGV[1]) then
+    redis.call('SET', KEYS[1], ARGV[1])
+end
+return 1
+"""
+
+# Redlock, per server: delete the key if it holds the token.
+# KEYS[1] lock key; ARGV[1] owner token. Returns 1 when deleted, else 0.
+REDLOCK_RELEASE = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+    return redis.call('DEL', KEYS[1])
+end
+return 0
+"""

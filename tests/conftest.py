@@ -52,3 +52,27 @@ def api_client(make_user) -> Callable[..., Client]:
         return client
 
     return make
+
+
+@pytest.fixture(scope="session")
+def redlock_servers():
+    """Three independent Redis servers on free ports, for Redlock."""
+    from locking.testing import RedisServer
+
+    servers = [RedisServer().start() for _ in range(3)]
+    yield servers
+    for server in servers:
+        server.close()
+
+
+@pytest.fixture
+def redlock_urls(redlock_servers, settings):
+    """The three servers, all running and empty, set as LOCK_REDIS_URLS."""
+    import redis
+
+    for server in redlock_servers:
+        if not server.running:
+            server.start()
+        redis.Redis.from_url(server.url).flushall()
+    settings.LOCK_REDIS_URLS = [server.url for server in redlock_servers]
+    return settings.LOCK_REDIS_URLS

@@ -16,7 +16,7 @@ from orders.selectors import voucher_audit
 
 from .buyers import buy_concurrently
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("redlock_urls")]
 
 STOCK = 5
 RACE_MS = 30
@@ -50,7 +50,7 @@ def assert_every_confirmed_purchase_is_one_order(voucher, outcome) -> None:
     assert not outcome.unexpected, outcome.unexpected
 
 
-@pytest.mark.parametrize("strategy", ["db_pessimistic", "db_atomic", "redis_lock"])
+@pytest.mark.parametrize("strategy", ["db_pessimistic", "db_atomic", "redis_lock", "redlock"])
 def test_serialising_strategies_sell_exactly_the_stock_once_per_user(strategy, make_voucher, crowd):
     voucher = make_voucher(stock=STOCK, strategy=strategy)
     outcome = buy_concurrently(voucher_id=voucher.pk, plan=crowd, race_ms=RACE_MS)
@@ -119,7 +119,7 @@ def test_local_lets_one_user_buy_once_per_process(make_voucher, make_user):
     assert_every_confirmed_purchase_is_one_order(voucher, outcome)
 
 
-@pytest.mark.parametrize("strategy", ["db_pessimistic", "db_optimistic", "db_atomic", "redis_lock"])
+@pytest.mark.parametrize("strategy", ["db_pessimistic", "db_optimistic", "db_atomic", "redis_lock", "redlock"])
 def test_safe_strategies_give_one_user_one_order_across_processes(strategy, make_voucher, make_user):
     voucher = make_voucher(stock=STOCK, strategy=strategy)
     user = make_user().pk

@@ -1,0 +1,148 @@
+"""Redlock: one lock over N independent Redis servers, held while a majority agrees.
+
+Acquisition asks every server at once (from one thread pool per process) to set
+the key with the lease. The lock is held when a majority said yes and time is
+left: ``validity = lease - elapsed - drift``, with ``drift = lease * 1% + 2 ms``
+for clock-rate differences between the servers. Otherwise it is released
+everywhere at once and, when blocking, tried again after a jittered pause.
+
+Fences: each server counts acquisitions; the lock's fence is one more than the
+largest count in the quorum, written back to the quorum before it is used. Any
+later quorum overlaps this one in at least one server, so its fence is larger.
+
+Renewal (the watchdog) and release go to every server; renewal succeeds while a
+majority still holds the token.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import secrets
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+from redis import Redis
+from redis.exceptions import RedisError
+
+from . import scripts
+from .lease import LeasedLock, Released
+from .lock import resource_keys
+
+CLOCK_DRIFT_FACTOR = 0.01
+CLOCK_DRIFT_FLOOR = 0.002
+
+_pool: ThreadPoolExecutor | None = None
+_pool_guard = threading.Lock()
+
+
+def _executor() -> ThreadPoolExecutor:
+    global _pool
+    with _pool_guard:
+        if _pool is None:
+            _pool = ThreadPoolExecutor(max_workers=32, thread_name_prefix="redlock")
+        return _pool
+
+
+def _reset_after_fork() -> None:
+    global _pool, _pool_guard
+    _pool, _pool_guard = None, threading.Lock()
+
+
+os.register_at_fork(after_in_child=_reset_after_fork)
+
+
+class Redlock(LeasedLock):
+    """A lock held by a majority of ``clients``, each an independent Redis server.
+
+    Args:
+        clients: redis-py clients, one per server (3 or 5 is usual).
+        name: the resource; keys as for :class:`~locking.Lock`.
+        retry_delay: the mean pause between attempts while blocking, jittered.
+        **options: lease, renew, max_hold, blocking, blocking_timeout, reentrant,
+            on_lost, metrics, clock: see :class:`~locking.lease.LeasedLock`.
+    """
+
+    def __init__(self, clients: list[Redis], name: str, *, retry_delay: float = 0.02, **options) -> None:
+        if not clients:
+            raise ValueError("Redlock needs at least one server")
+        super().__init__(label=name, **options)
+        self.clients = list(clients)
+        self.name = name
+        self.quorum = len(self.clients) // 2 + 1
+        self.retry_delay = retry_delay
+        self.key, self.fence_key, _, _ = resource_keys(name)
+        self._acquire = [c.register_script(scripts.REDLOCK_ACQUIRE) for c in self.clients]
+        self._raise = [c.register_script(scripts.REDLOCK_RAISE_FENCE) for c in self.clients]
+        self._release = [c.register_script(scripts.REDLOCK_RELEASE) for c in self.clients]
+        self._renew = [c.register_script(scripts.RENEW) for c in self.clients]
+        self._fence = 0
+        self.validity = 0.0
+
+    @property
+    def fence(self) -> int:
+        """The fencing token of the current acquisition: larger than every earlier one for this name."""
+        return self._fence
+
+    def _on_all(self, call, indexes=None) -> list:
+        """Run ``call(i)`` for every server at once; a failed server answers None."""
+
+        def safe(i):
+            try:
+                return call(i)
+            except (RedisError, OSError):
+                return None
+
+        indexes = range(len(self.clients)) if indexes is None else indexes
+        return list(_executor().map(safe, indexes))
+
+    def _try_once(self, token: str) -> bool:
+        started = self.clock()
+        counts = self._on_all(lambda i: self._acquire[i]((self.key, self.fence_key), (token, self.lease_ms)))
+        granted = [i for i, count in enumerate(counts) if count]
+        drift = self.lease * CLOCK_DRIFT_FACTOR + CLOCK_DRIFT_FLOOR
+        if len(granted) >= self.quorum:
+            fence = max(counts[i] for i in granted) + 1
+            raised = self._on_all(lambda i: self._raise[i]((self.fence_key,), (fence,)), granted)
+            validity = self.lease - (self.clock() - started) - drift
+            if sum(1 for ok in raised if ok) >= self.quorum and validity > 0:
+                self._fence, self.validity = fence, validity
+                return True
+        self._on_all(lambda i: self._release[i]((self.key,), (token,)))
+        return False
+
+    def acquire(self, blocking: bool | None = None, blocking_timeout: float | None = None) -> int | None:
+        """Take the lock on a majority; return its fence, or None."""
+        if self._nested():
+            return self._fence
+        blocking = self.blocking if blocking is None else blocking
+        timeout = self.blocking_timeout if blocking_timeout is None else blocking_timeout
+        started = self.clock()
+        token = secrets.token_hex(16)
+        contended = False
+        while not self._try_once(token):
+            contended = True
+            left = None if timeout is None else started + timeout - self.clock()
+            if not blocking or (left is not None and left <= 0):
+                self.metrics.refused(self.name, wait=self.clock() - started)
+                return None
+            pause = random.uniform(0, 2 * self.retry_delay)
+            time.sleep(pause if left is None else min(pause, left))
+        self._took(token)
+        self.metrics.acquired(self.name, wait=self.clock() - started, contended=contended)
+        return self._fence
+
+    def _renew_in_redis(self, token: str) -> bool:
+        answers = self._on_all(lambda i: self._renew[i]((self.key,), (token, self.lease_ms)))
+        renewed = sum(1 for ok in answers if ok)
+        if renewed >= self.quorum:
+            return True
+        if renewed + answers.count(None) >= self.quorum:
+            # Servers that did not answer might still hold it: retry until the lease would end.
+            raise RedisError(f"only {renewed} of {len(self.clients)} servers renewed; the others did not answer")
+        return False
+
+    def _release_in_redis(self, token: str) -> Released:
+        released = self._on_all(lambda i: self._release[i]((self.key,), (token,)))
+        return Released.RELEASED if sum(1 for ok in released if ok) >= self.quorum else Released.EXPIRED
