@@ -31,6 +31,7 @@ from redis import Redis
 
 from . import scripts
 from .lease import LeasedLock, Released
+from .watchdog import renewal_client
 
 
 def resource_keys(name: str) -> tuple[str, str, str, str]:
@@ -125,7 +126,7 @@ class Lock(LeasedLock):
         self.client.delete(wake_key)
 
     def _renew_in_redis(self, token: str) -> bool:
-        return bool(self._renew_script((self.key,), (token, self.lease_ms)))
+        return bool(self._renew_script((self.key,), (token, self.lease_ms), client=renewal_client(self.client)))
 
     def _release_in_redis(self, token: str) -> Released:
         result = self._release_script(self._keys, (token, self.wake_prefix, ""))

@@ -23,6 +23,7 @@ from redis.crc import key_slot
 from . import scripts
 from .lease import LeasedLock, Released
 from .lock import resource_keys
+from .watchdog import renewal_client
 
 
 class MultiLock(LeasedLock):
@@ -109,7 +110,8 @@ class MultiLock(LeasedLock):
     def _renew_in_redis(self, token: str) -> bool:
         renewed = 0
         for group in self._groups:
-            renewed += self._renew_script(self._group_keys(group, self.keys), (token, self.lease_ms))
+            keys = self._group_keys(group, self.keys)
+            renewed += self._renew_script(keys, (token, self.lease_ms), client=renewal_client(self.client))
         return renewed == len(self.keys)
 
     def _release_in_redis(self, token: str) -> Released:

@@ -74,6 +74,42 @@ class Watchdog:
                     heapq.heappush(self._heap, (next_due, ticket))
 
 
+_renewal_clients: dict[int, tuple[object, object]] = {}
+_renewal_guard = threading.Lock()
+
+
+def renewal_client(client):
+    """A client to the same server as ``client`` whose connections never retry in silence.
+
+    redis-py reconnects and retries a command behind the caller's back; for a
+    renewal that would hide a dropped connection from the holder. Renewals go
+    through this client instead, so a drop surfaces as an error (reported to the
+    holder through ``metrics.renewal_failed``) and the next renewal, a moment
+    later, uses a fresh connection. Clients other than a plain ``redis.Redis``
+    are returned unchanged.
+    """
+    import redis
+    from redis.backoff import NoBackoff
+    from redis.retry import Retry
+
+    if not isinstance(client, redis.Redis):
+        return client
+    with _renewal_guard:
+        cached = _renewal_clients.get(id(client))
+        if cached is not None and cached[0] is client:
+            return cached[1]
+        pool = client.connection_pool
+        kwargs = {**pool.connection_kwargs, "retry": Retry(NoBackoff(), 0)}
+        # One connection held for good: a pooled one would be checked and silently
+        # reconnected when handed out, hiding the drop again.
+        renewer = redis.Redis(
+            connection_pool=redis.ConnectionPool(connection_class=pool.connection_class, **kwargs),
+            single_connection_client=True,
+        )
+        _renewal_clients[id(client)] = (client, renewer)
+        return renewer
+
+
 _watchdog = Watchdog()
 
 
@@ -83,8 +119,11 @@ def watchdog() -> Watchdog:
 
 
 def _reset_after_fork() -> None:
-    global _watchdog
+    global _watchdog, _renewal_guard
     _watchdog = Watchdog()
+    # The parent's renewal connections must never carry the child's commands.
+    _renewal_clients.clear()
+    _renewal_guard = threading.Lock()
 
 
 os.register_at_fork(after_in_child=_reset_after_fork)

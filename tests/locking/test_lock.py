@@ -218,3 +218,22 @@ def test_metrics_see_contention_and_release(r):
     assert metrics.counts["uncontended"] == 1 and metrics.counts["contended"] == 1
     assert metrics.counts["released"] == 2
     assert metrics.waits[1] >= 0.04
+
+
+def test_a_dropped_connection_is_reported_and_the_lock_kept_over_a_new_one(r):
+    metrics = CountingMetrics()
+    lock = Lock(r, "res", lease=0.6, metrics=metrics)
+    lock.acquire()
+    time.sleep(0.3)  # the watchdog has its connection open now
+    killer = type(r)(host="127.0.0.1", port=6379, db=13)
+    killed = killer.execute_command("CLIENT", "KILL", "TYPE", "normal", "SKIPME", "yes")
+    assert killed >= 1
+    deadline = time.monotonic() + 2
+    while "renewal_failed" not in metrics.counts and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert metrics.counts.get("renewal_failed") == 1, "the holder was not told of the dropped connection"
+    assert "Connection" in type(metrics.errors[0]).__name__
+    time.sleep(0.6)  # renewed again, over a fresh connection
+    assert lock.owned() and not lock.lost.is_set()
+    assert lock.release() is Released.RELEASED
+    killer.close()
