@@ -220,6 +220,10 @@ class RedisLockStrategy(StockStrategy):
         if user_lock.acquire() is None:
             raise LockBusy()
         try:
+            # The user lock serialises this buyer's attempts, so the per-user rule is
+            # checked here, outside the item lock: other buyers never wait for it.
+            take.check()
+            race_window()
             item_lock = self._lock(f"stock:{take.stock_id}", blocking_timeout=settings.LOCK_WAIT_SECONDS)
             if item_lock.acquire() is None:
                 raise LockBusy()
@@ -233,19 +237,18 @@ class RedisLockStrategy(StockStrategy):
             user_lock.release()
 
     def _take_locked(self, take: Take[R], item_lock: LeasedLock) -> R:
+        """The critical section, as short as it can be: one fenced conditional UPDATE,
+        the INSERT of the record, the COMMIT."""
         with transaction.atomic():
-            quantity = Stock.objects.values_list("quantity", flat=True).get(pk=take.stock_id)
-            take.check()
-            if quantity < take.quantity:
-                raise SoldOut()
-            race_window()
             with _sold_out_on_negative_stock():
-                fenced_update(
-                    Stock.objects.filter(pk=take.stock_id),
+                taken = fenced_update(
+                    Stock.objects.filter(pk=take.stock_id, quantity__gte=take.quantity),
                     fence=item_lock.fence,
                     quantity=F("quantity") - take.quantity,
                     version=F("version") + 1,
                 )
+            if not taken:
+                raise SoldOut()
             record = take.record(self.guarded)
             item_lock.check()  # a lease lost before commit rolls the purchase back
             return record

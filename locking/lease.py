@@ -108,17 +108,18 @@ class LeasedLock:
         self._depth += 1
         return True
 
-    def _took(self, token: str) -> None:
-        now = self.clock()
-        with self._state:
-            self._token, self._owner, self._pid = token, threading.get_ident(), os.getpid()
-            self._depth = 1
-            self._acquired_at = now
-            self._lease_ends = now + self.lease
+    def _took(self, token: str, now: float) -> None:
+        """Record a successful acquisition made at ``now`` and start renewing it."""
+        # No lock needed: the watchdog sees this holding only once watch() returns.
+        self._token, self._owner, self._pid = token, threading.get_ident(), os.getpid()
+        self._depth = 1
+        self._acquired_at = now
+        self._lease_ends = now + self.lease
+        if self.lost.is_set():
             self.lost.clear()
             self.lost_reason = None
-            if self.renew:
-                self._ticket = watchdog().watch(self, now + self.lease / 3)
+        if self.renew:
+            self._ticket = watchdog().watch(self, now + self.lease / 3)
 
     # -- holding -----------------------------------------------------------------------------------
 
@@ -187,10 +188,9 @@ class LeasedLock:
         if self._depth > 1:
             self._depth -= 1
             return Released.RELEASED
-        with self._state:
-            if self._ticket is not None:
-                watchdog().forget(self._ticket)
-                self._ticket = None
+        if self._ticket is not None:
+            watchdog().forget(self._ticket)
+            self._ticket = None
         result = self._release_in_redis(token)
         held = self.clock() - self._acquired_at
         self._token, self._owner, self._depth = None, None, 0

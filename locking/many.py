@@ -43,11 +43,7 @@ class MultiLock(LeasedLock):
             raise ValueError("lock_many needs at least one name")
         super().__init__(label=f"{len(self.names)} locks ({self.names[0]}, ...)", **options)
         self.client = client
-        resources = [resource_keys(name) for name in self.names]
-        self.keys = [r[0] for r in resources]
-        self._fence_keys = [r[1] for r in resources]
-        self._queue_keys = [r[2] for r in resources]
-        self._wake_prefixes = [r[3] for r in resources]
+        self.keys = [resource_keys(name)[0] for name in self.names]
         self._acquire_script = client.register_script(scripts.ACQUIRE_MANY)
         self._release_script = client.register_script(scripts.RELEASE_MANY)
         self._renew_script = client.register_script(scripts.RENEW_MANY)
@@ -60,28 +56,26 @@ class MultiLock(LeasedLock):
             self._groups = [list(range(len(self.keys)))]
         self.fences: dict[str, int] = {}
 
-    def _group_keys(self, group: list[int], *lists: list[str]) -> list[str]:
-        return [lst[i] for lst in lists for i in group]
+    def _group_keys(self, group: list[int]) -> list[str]:
+        return [self.keys[i] for i in group] if len(self._groups) > 1 else self.keys
 
     def _try_once(self, token: str) -> tuple[bool, float]:
         """One all-or-nothing attempt; returns (taken, seconds the busy holder may still hold)."""
         taken_groups: list[list[int]] = []
         fences: dict[str, int] = {}
         for group in self._groups:
-            keys = self._group_keys(group, self.keys, self._fence_keys)
-            result = self._acquire_script(keys, (token, self.lease_ms))
+            result = self._acquire_script(self._group_keys(group), (token, self.lease_ms))
             if result[0] != 1:
                 for done in taken_groups:  # roll back: never a partial hold
                     self._release_group(done, token)
                 return False, max(result[2], 0) / 1000
-            fences.update((self.names[i], int(f)) for i, f in zip(group, result[1:], strict=True))
+            fences.update(zip([self.names[i] for i in group], result[1:], strict=True))
             taken_groups.append(group)
         self.fences = fences
         return True, 0.0
 
     def _release_group(self, group: list[int], token: str) -> int:
-        keys = self._group_keys(group, self.keys, self._fence_keys, self._queue_keys)
-        return self._release_script(keys, (token, *[self._wake_prefixes[i] for i in group]))
+        return self._release_script(self._group_keys(group), (token,))
 
     def acquire(self, blocking: bool | None = None, blocking_timeout: float | None = None) -> dict[str, int] | None:
         """Take every lock; return ``{name: fence}``, or None when one stayed busy."""
@@ -103,15 +97,17 @@ class MultiLock(LeasedLock):
             pause = random.uniform(0, min(backoff, busy_for or backoff))
             time.sleep(pause if left is None else min(pause, left))
             backoff = min(backoff * 2, 0.05)
-        self._took(token)
-        self.metrics.acquired(self.label, wait=self.clock() - started, contended=self.clock() > started)
+        now = self.clock()
+        self._took(token, now)
+        self.metrics.acquired(self.label, wait=now - started, contended=now > started)
         return self.fences
 
     def _renew_in_redis(self, token: str) -> bool:
         renewed = 0
         for group in self._groups:
-            keys = self._group_keys(group, self.keys)
-            renewed += self._renew_script(keys, (token, self.lease_ms), client=renewal_client(self.client))
+            renewed += self._renew_script(
+                self._group_keys(group), (token, self.lease_ms), client=renewal_client(self.client)
+            )
         return renewed == len(self.keys)
 
     def _release_in_redis(self, token: str) -> Released:

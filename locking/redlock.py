@@ -129,8 +129,9 @@ class Redlock(LeasedLock):
                 return None
             pause = random.uniform(0, 2 * self.retry_delay)
             time.sleep(pause if left is None else min(pause, left))
-        self._took(token)
-        self.metrics.acquired(self.name, wait=self.clock() - started, contended=contended)
+        now = self.clock()
+        self._took(token, now)
+        self.metrics.acquired(self.name, wait=now - started, contended=contended)
         return self._fence
 
     def _renew_in_redis(self, token: str) -> bool:

@@ -11,20 +11,19 @@ the next holder its own lease.
 # Take the lock when it is free.
 # KEYS[1] lock key, KEYS[2] fence counter, KEYS[3] waiter queue
 # ARGV[1] owner token, ARGV[2] lease in ms, ARGV[3] this caller's queue entry
-#         ("" for a caller that never queues), ARGV[4] "1" to append that entry
-#         when the lock is busy (the first failed attempt of a waiter), else "0"
+#         ("" for a caller that never queues), ARGV[4] "1" on a first attempt (append
+#         the entry if the lock is busy), "0" when already queued (leave the queue
+#         if the lock is taken)
 # Returns {1, fence} when taken (or already ours: {1, 0}), else {0, pttl of the holder}.
 ACQUIRE = """
-local holder = redis.call('GET', KEYS[1])
-if not holder then
-    redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
-    if ARGV[3] ~= '' then redis.call('LREM', KEYS[3], 1, ARGV[3]) end
+if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
+    if ARGV[4] == '0' then redis.call('LREM', KEYS[3], 1, ARGV[3]) end
     return {1, redis.call('INCR', KEYS[2])}
 end
-if holder == ARGV[1] then
+if redis.call('GET', KEYS[1]) == ARGV[1] then
     return {1, 0}
 end
-if ARGV[3] ~= '' and ARGV[4] == '1' then
+if ARGV[4] == '1' and ARGV[3] ~= '' then
     redis.call('RPUSH', KEYS[3], ARGV[3])
 end
 return {0, redis.call('PTTL', KEYS[1])}
@@ -69,46 +68,48 @@ end
 return 0
 """
 
-# All-or-nothing acquisition of many locks in one slot (lock_many).
-# KEYS[1..n] lock keys, KEYS[n+1..2n] their fence counters
-# ARGV[1] owner token, ARGV[2] lease in ms
+# All-or-nothing acquisition of many locks. Only the lock keys are passed: each
+# one's fence counter is the key plus ":fence", in the same hash slot by its tag.
+# KEYS[1..n] lock keys; ARGV[1] owner token, ARGV[2] lease in ms
 # Returns {1, fence_1, ..., fence_n} when every key was free and is now ours,
-# else {0, index of the first busy key, its pttl}; nothing is taken then.
+# else {0, index of the first busy key, its pttl}; the keys taken before the busy
+# one are deleted again in the same script, so nothing is held then. (Their fence
+# counters have moved on: fences may skip numbers, never repeat or go back.)
 ACQUIRE_MANY = """
-local n = #KEYS / 2
-for i = 1, n do
-    if redis.call('EXISTS', KEYS[i]) == 1 then
+local result = {1}
+for i = 1, #KEYS do
+    if not redis.call('SET', KEYS[i], ARGV[1], 'NX', 'PX', ARGV[2]) then
+        for j = 1, i - 1 do
+            redis.call('DEL', KEYS[j])
+        end
         return {0, i, redis.call('PTTL', KEYS[i])}
     end
-end
-local result = {1}
-for i = 1, n do
-    redis.call('SET', KEYS[i], ARGV[1], 'PX', ARGV[2])
-    result[i + 1] = redis.call('INCR', KEYS[n + i])
+    result[i + 1] = redis.call('INCR', KEYS[i] .. ':fence')
 end
 return result
 """
 
 # Release many locks held under one token, handing each to its first waiter.
-# KEYS[1..n] lock keys, KEYS[n+1..2n] fence counters, KEYS[2n+1..3n] waiter queues
-# ARGV[1] owner token, ARGV[2..n+1] the keys' wake-key prefixes
+# Only the lock keys are passed; queue, fence and wake keys derive from each
+# (same hash slot).
+# KEYS[1..n] lock keys; ARGV[1] owner token
 # Returns how many were ours (the rest had expired and are left alone).
 RELEASE_MANY = """
-local n = #KEYS / 3
 local released = 0
-for i = 1, n do
-    if redis.call('GET', KEYS[i]) == ARGV[1] then
+for i = 1, #KEYS do
+    local key = KEYS[i]
+    if redis.call('GET', key) == ARGV[1] then
         released = released + 1
-        local entry = redis.call('LPOP', KEYS[2 * n + i])
+        local entry = redis.call('LPOP', key .. ':queue')
         if entry then
             local sep = string.find(entry, ':', 1, true)
             local token, lease = string.sub(entry, 1, sep - 1), string.sub(entry, sep + 1)
-            local wake = ARGV[i + 1] .. token
-            redis.call('SET', KEYS[i], token, 'PX', lease)
-            redis.call('RPUSH', wake, redis.call('INCR', KEYS[n + i]))
+            local wake = key .. ':wake:' .. token
+            redis.call('SET', key, token, 'PX', lease)
+            redis.call('RPUSH', wake, redis.call('INCR', key .. ':fence'))
             redis.call('PEXPIRE', wake, lease)
         else
-            redis.call('DEL', KEYS[i])
+            redis.call('DEL', key)
         end
     end
 end

@@ -27,7 +27,9 @@ class Watchdog:
         self._heap: list[tuple[float, int]] = []
         self._watched: dict[int, Renewable] = {}
         self._tickets = itertools.count(1)
-        self._cond = threading.Condition()
+        self._stale = 0  # heap entries whose lock was released
+        # A plain Lock under the Condition: acquire and release sit on every lock's hot path.
+        self._cond = threading.Condition(threading.Lock())
         self._thread: threading.Thread | None = None
 
     def watch(self, lock: Renewable, due: float) -> int:
@@ -39,12 +41,21 @@ class Watchdog:
             if self._thread is None:
                 self._thread = threading.Thread(target=self._run, name="lock-watchdog", daemon=True)
                 self._thread.start()
-            self._cond.notify()
+            elif self._heap[0][1] == ticket:
+                self._cond.notify()  # only an earlier deadline needs the sleeper woken
             return ticket
 
     def forget(self, ticket: int) -> None:
         with self._cond:
-            self._watched.pop(ticket, None)
+            if self._watched.pop(ticket, None) is None:
+                return
+            self._stale += 1
+            # Drop released entries in bulk before they come due: otherwise a busy
+            # process would wake the watchdog thousands of times a second for nothing.
+            if self._stale > 64 and self._stale > len(self._watched):
+                self._heap = [entry for entry in self._heap if entry[1] in self._watched]
+                heapq.heapify(self._heap)
+                self._stale = 0
 
     def __len__(self) -> int:
         with self._cond:
@@ -62,8 +73,9 @@ class Watchdog:
                     continue
                 heapq.heappop(self._heap)
                 lock = self._watched.get(ticket)
-            if lock is None:
-                continue
+                if lock is None:
+                    self._stale -= 1
+                    continue
             next_due = lock._renew_due()
             with self._cond:
                 if ticket not in self._watched:

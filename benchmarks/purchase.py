@@ -1,0 +1,180 @@
+"""Purchase throughput of the flash sale per strategy, service level, on MariaDB and Redis.
+
+    .venv/bin/python -m benchmarks.purchase [--processes 8] [--seconds 5] [--rounds 3]
+
+Each strategy sells one voucher of ample stock to distinct buyers from several
+processes for a fixed time; rounds alternate the strategies so that drift in
+the machine's speed hits all alike. Printed: purchases per second (median of the
+rounds) and the ratio to ``db_pessimistic`` in the same run.
+
+The baseline ``redis-py Lock + tx`` is the ``redis_lock`` strategy's transaction
+inside a redis-py ``Lock`` on the item (polling every 100 ms while busy): what a
+team gets from the library's default lock.
+"""
+
+from __future__ import annotations
+
+import argparse
+import multiprocessing
+import os
+import statistics
+import sys
+import time
+
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings.test")
+os.environ.setdefault("DATABASE_URL", "mysql://root:@127.0.0.1:3306/flashsale_bench")
+
+
+def setup_django():
+    import django
+    import MySQLdb
+
+    url = os.environ["DATABASE_URL"]
+    name = url.rsplit("/", 1)[1]
+    connection = MySQLdb.connect(host="127.0.0.1", user="root", passwd="")
+    connection.cursor().execute(f"CREATE DATABASE IF NOT EXISTS `{name}` CHARACTER SET utf8mb4")
+    connection.close()
+    django.setup()
+    from django.core.management import call_command
+
+    call_command("migrate", verbosity=0)
+
+
+def redispy_baseline_strategy():
+    from django.conf import settings
+
+    from inventory.stock import RedisLockStrategy
+    from locking.integration import lock_client
+
+    class RedisPyLockStrategy(RedisLockStrategy):
+        name = "redispy_lock"
+
+        def take(self, take):
+            lock = lock_client().lock(f"redispy:stock:{take.stock_id}", timeout=settings.LOCK_LEASE_SECONDS)
+            with lock:
+                return self._take_locked(take, _Unfenced())
+
+    class _Unfenced:
+        """redis-py's lock has no fence: stamp the wall clock, which grows from one holder to the next."""
+
+        @property
+        def fence(self):
+            return time.time_ns()
+
+        def check(self):
+            pass
+
+    return RedisPyLockStrategy()
+
+
+def _buyer(strategy, voucher_id, user_ids, seconds, start, results):
+    from django.contrib.auth import get_user_model
+    from django.db import connections
+
+    from inventory.errors import DomainError
+    from inventory.models import Voucher
+    from inventory.stock import STRATEGIES
+    from orders.services import order_purchase
+
+    if strategy == "redispy_lock":
+        STRATEGIES["redispy_lock"] = redispy_baseline_strategy()
+    User = get_user_model()
+    voucher = Voucher.objects.get(pk=voucher_id)
+    bought = refused = 0
+    users = iter(user_ids)
+    start.wait()
+    until = time.monotonic() + seconds
+    while time.monotonic() < until:
+        try:
+            order_purchase(user=User(pk=next(users)), voucher=voucher)
+            bought += 1
+        except DomainError:
+            refused += 1
+    connections.close_all()
+    results.put((bought, refused))
+
+
+def run(strategy, processes, seconds, users_per_process):
+    from datetime import timedelta
+
+    from django.db import connections
+    from django.utils import timezone
+
+    from accounts.services import users_with_tokens_create
+    from inventory.models import Voucher
+    from inventory.services import voucher_create
+
+    pairs = users_with_tokens_create(count=processes * users_per_process, prefix="bench")
+    from django.contrib.auth import get_user_model
+
+    ids = list(get_user_model().objects.filter(username__in=[u for u, _ in pairs]).values_list("id", flat=True))
+    now = timezone.now()
+    voucher = voucher_create(
+        title=f"bench {strategy}",
+        stock=10_000_000,
+        begin_at=now - timedelta(minutes=1),
+        end_at=now + timedelta(hours=1),
+        strategy="db_atomic",
+    )
+    Voucher.objects.filter(pk=voucher.pk).update(strategy=strategy)
+    connections.close_all()
+    context = multiprocessing.get_context("fork")
+    start, results = context.Barrier(processes), context.Queue()
+    workers = [
+        context.Process(target=_buyer, args=(strategy, voucher.pk, ids[n::processes], seconds, start, results))
+        for n in range(processes)
+    ]
+    for worker in workers:
+        worker.start()
+    outcomes = [results.get(timeout=seconds + 120) for _ in workers]
+    for worker in workers:
+        worker.join()
+    bought = sum(b for b, _ in outcomes)
+    refused = sum(r for _, r in outcomes)
+    return bought / seconds, refused
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--processes", type=int, default=8)
+    parser.add_argument("--seconds", type=float, default=5.0)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument(
+        "--strategies", default="db_pessimistic,redis_lock,redispy_lock,db_atomic", help="comma-separated"
+    )
+    args = parser.parse_args(argv)
+    setup_django()
+    import redis
+    from django.conf import settings
+
+    from .machine import describe
+
+    strategies = args.strategies.split(",")
+    print("# Purchase throughput per strategy\n")
+    print(f"Machine: {describe(redis.Redis.from_url(settings.LOCK_REDIS_URL))}; MariaDB at 127.0.0.1")
+    print(
+        f"{args.processes} processes, {args.seconds:g} s per run, {args.rounds} rounds, RACE_WINDOW_MS={settings.RACE_WINDOW_MS}\n"
+    )
+    users_per_process = int(args.seconds * 3000 / args.processes) + 100
+    rates = {s: [] for s in strategies}
+    refusals = {s: 0 for s in strategies}
+    for round_ in range(args.rounds):
+        for strategy in strategies:
+            print(f"  round {round_ + 1}: {strategy} ...", file=sys.stderr, flush=True)
+            rate, refused = run(strategy, args.processes, args.seconds, users_per_process)
+            rates[strategy].append(rate)
+            refusals[strategy] += refused
+    base = statistics.median(rates["db_pessimistic"]) if "db_pessimistic" in rates else None
+    label = {"redispy_lock": "redis-py Lock + tx"}
+    print("| strategy | purchases/s (median) | rounds | x db_pessimistic | refused |")
+    print("|---|---|---|---|---|")
+    for strategy, values in rates.items():
+        median = statistics.median(values)
+        ratio = f"{median / base:.2f}" if base else "-"
+        rounds = ", ".join(f"{v:.0f}" for v in values)
+        print(f"| {label.get(strategy, strategy)} | {median:.0f} | {rounds} | {ratio} | {refusals[strategy]} |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,38 @@
+"""One round trip on a pooled connection, for the lock's hot path.
+
+redis-py's command path wraps every call in retries, reconnection and
+instrumentation. For acquire and release we want less: the commands written
+in one packet, their replies read in order, no retry behind the caller's back
+(a lock operation must fail loudly), and the connection dropped if anything
+goes wrong so that a half-read reply never reaches the next user.
+"""
+
+from __future__ import annotations
+
+from redis import Redis
+from redis.commands.core import Script
+from redis.exceptions import NoScriptError
+
+
+def call(client: Redis, *commands: tuple) -> list:
+    """Send ``commands`` in one write and return their replies, in order."""
+    pool = client.connection_pool
+    connection = pool.get_connection()
+    try:
+        connection.send_packed_command(connection.pack_commands(commands))
+        return [connection.read_response() for _ in commands]
+    except BaseException:
+        connection.disconnect()
+        raise
+    finally:
+        pool.release(connection)
+
+
+def evalsha(client: Redis, script: Script, keys: tuple, args: tuple):
+    """Run a registered script in one round trip, loading it first if the server lost it."""
+    command = ("EVALSHA", script.sha, len(keys), *keys, *args)
+    try:
+        return call(client, command)[0]
+    except NoScriptError:
+        client.script_load(script.script)
+        return call(client, command)[0]
