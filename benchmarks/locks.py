@@ -301,9 +301,7 @@ def main(argv=None) -> int:
         print("| contender | ms | x bare script |\n|---|---|---|")
         for label, seconds in timings.items():
             print(f"| {label} | {seconds * 1000:.1f} | {seconds / bare:.2f} |")
-        print(
-            f"\nlock_many is {slow / ours:.0f}x faster than redis-py one by one, and {ours / bare:.2f}x the bare script."
-        )
+        print(f"\nlock_many: {slow / ours:.0f}x faster than redis-py one by one, {ours / bare:.2f}x the bare script.")
     client.flushdb()
     return 0
 

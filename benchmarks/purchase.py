@@ -152,9 +152,8 @@ def main(argv=None) -> int:
     strategies = args.strategies.split(",")
     print("# Purchase throughput per strategy\n")
     print(f"Machine: {describe(redis.Redis.from_url(settings.LOCK_REDIS_URL))}; MariaDB at 127.0.0.1")
-    print(
-        f"{args.processes} processes, {args.seconds:g} s per run, {args.rounds} rounds, RACE_WINDOW_MS={settings.RACE_WINDOW_MS}\n"
-    )
+    print(f"{args.processes} processes, {args.seconds:g} s per run, {args.rounds} rounds, ", end="")
+    print(f"RACE_WINDOW_MS={settings.RACE_WINDOW_MS}\n")
     users_per_process = int(args.seconds * 3000 / args.processes) + 100
     rates = {s: [] for s in strategies}
     refusals = {s: 0 for s in strategies}
