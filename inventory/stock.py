@@ -225,33 +225,64 @@ class RedisLockStrategy(StockStrategy):
             take.check()
             race_window()
             item_lock = self._lock(f"stock:{take.stock_id}", blocking_timeout=settings.LOCK_WAIT_SECONDS)
-            if item_lock.acquire() is None:
-                raise LockBusy()
-            try:
-                return self._take_locked(take, item_lock)
-            except (LockLost, StaleFence) as exc:
-                raise LockBusy() from exc  # nothing was committed; the buyer may retry
-            finally:
-                item_lock.release()
+            with _transaction_scope() as commit:
+                if item_lock.acquire() is None:
+                    raise LockBusy()
+                try:
+                    record = self._take_locked(take, item_lock)
+                    commit()
+                    return record
+                except (LockLost, StaleFence) as exc:
+                    raise LockBusy() from exc  # nothing was committed; the buyer may retry
+                finally:
+                    item_lock.release()
         finally:
             user_lock.release()
 
     def _take_locked(self, take: Take[R], item_lock: LeasedLock) -> R:
-        """The critical section, as short as it can be: one fenced conditional UPDATE,
-        the INSERT of the record, the COMMIT."""
+        """The critical section: one fenced conditional UPDATE and the INSERT of the record."""
+        with _sold_out_on_negative_stock():
+            taken = fenced_update(
+                Stock.objects.filter(pk=take.stock_id, quantity__gte=take.quantity),
+                fence=item_lock.fence,
+                quantity=F("quantity") - take.quantity,
+                version=F("version") + 1,
+            )
+        if not taken:
+            raise SoldOut()
+        record = take.record(self.guarded)
+        item_lock.check()  # a lease lost before commit rolls the purchase back
+        return record
+
+
+@contextmanager
+def _transaction_scope():
+    """A transaction whose COMMIT the caller issues while it still holds its lock, with
+    the autocommit switching done outside the lock.
+
+    Django's ``atomic`` spends a round trip on ``SET autocommit=0`` as it opens and
+    another on ``SET autocommit=1`` after the COMMIT, both inside any lock taken
+    around it. Here autocommit goes off before the lock is taken (InnoDB starts the
+    transaction at its first statement, once the lock is held), the caller commits
+    and then releases its lock, and autocommit comes back on afterwards, which also
+    runs the ``on_commit`` hooks. Anything raised inside rolls back. Inside an outer
+    ``atomic`` block the scope is a savepoint of the caller's transaction instead.
+
+    Yields ``commit``, to call as the last step under the lock.
+    """
+    connection = transaction.get_connection()
+    if connection.in_atomic_block:
         with transaction.atomic():
-            with _sold_out_on_negative_stock():
-                taken = fenced_update(
-                    Stock.objects.filter(pk=take.stock_id, quantity__gte=take.quantity),
-                    fence=item_lock.fence,
-                    quantity=F("quantity") - take.quantity,
-                    version=F("version") + 1,
-                )
-            if not taken:
-                raise SoldOut()
-            record = take.record(self.guarded)
-            item_lock.check()  # a lease lost before commit rolls the purchase back
-            return record
+            yield lambda: None
+        return
+    connection.set_autocommit(False)
+    try:
+        yield connection.commit
+    except BaseException:
+        connection.rollback()
+        raise
+    finally:
+        connection.set_autocommit(True)
 
 
 class RedlockStrategy(RedisLockStrategy):
