@@ -216,30 +216,56 @@ class RedisLockStrategy(StockStrategy):
         return Lock(lock_client(), name, lease=settings.LOCK_LEASE_SECONDS, **options)
 
     def take(self, take: Take[R]) -> R:
-        user_lock = self._lock(take.user_key, blocking=False)
-        if user_lock.acquire() is None:
-            raise LockBusy()
-        try:
+        with self._held(self._lock(take.user_key, blocking=False)):
             # The user lock serialises this buyer's attempts, so the per-user rule is
             # checked here, outside the item lock: other buyers never wait for it.
             take.check()
             race_window()
             item_lock = self._lock(f"stock:{take.stock_id}", blocking_timeout=settings.LOCK_WAIT_SECONDS)
-            with _transaction_scope() as commit:
-                if item_lock.acquire() is None:
-                    raise LockBusy()
-                try:
-                    record = self._take_locked(take, item_lock)
-                    commit()
-                    return record
-                except (LockLost, StaleFence) as exc:
-                    raise LockBusy() from exc  # nothing was committed; the buyer may retry
-                finally:
-                    item_lock.release()
-        finally:
-            user_lock.release()
+            try:
+                return self._take_under(item_lock, take)
+            except (LockLost, StaleFence) as exc:
+                raise LockBusy() from exc  # nothing was committed; the buyer may retry
 
-    def _take_locked(self, take: Take[R], item_lock: LeasedLock) -> R:
+    def _take_under(self, item_lock: LeasedLock, take: Take[R]) -> R:
+        """Lock, write, commit, unlock: in that order, with nothing else under the lock.
+
+        Django's ``atomic`` would spend a round trip on ``SET autocommit=0`` as it
+        opens and another on ``SET autocommit=1`` after the COMMIT, both while the
+        lock is held. So autocommit goes off before the lock is taken (InnoDB starts
+        the transaction at its first statement, once the lock is held), the COMMIT
+        or ROLLBACK is issued under the lock, and autocommit comes back on after the
+        lock is released, which also runs the ``on_commit`` hooks. Inside a caller's
+        own ``atomic`` block the write is a savepoint of that transaction instead.
+        """
+        connection = transaction.get_connection()
+        if connection.in_atomic_block:
+            with self._held(item_lock), transaction.atomic():
+                return self._write(take, item_lock)
+        connection.set_autocommit(False)
+        try:
+            with self._held(item_lock):
+                try:
+                    record = self._write(take, item_lock)
+                    connection.commit()
+                    return record
+                except BaseException:
+                    connection.rollback()
+                    raise
+        finally:
+            connection.set_autocommit(True)
+
+    @staticmethod
+    @contextmanager
+    def _held(lock: LeasedLock):
+        if lock.acquire() is None:
+            raise LockBusy()
+        try:
+            yield lock
+        finally:
+            lock.release()
+
+    def _write(self, take: Take[R], item_lock: LeasedLock) -> R:
         """The critical section: one fenced conditional UPDATE and the INSERT of the record."""
         with _sold_out_on_negative_stock():
             taken = fenced_update(
@@ -253,36 +279,6 @@ class RedisLockStrategy(StockStrategy):
         record = take.record(self.guarded)
         item_lock.check()  # a lease lost before commit rolls the purchase back
         return record
-
-
-@contextmanager
-def _transaction_scope():
-    """A transaction whose COMMIT the caller issues while it still holds its lock, with
-    the autocommit switching done outside the lock.
-
-    Django's ``atomic`` spends a round trip on ``SET autocommit=0`` as it opens and
-    another on ``SET autocommit=1`` after the COMMIT, both inside any lock taken
-    around it. Here autocommit goes off before the lock is taken (InnoDB starts the
-    transaction at its first statement, once the lock is held), the caller commits
-    and then releases its lock, and autocommit comes back on afterwards, which also
-    runs the ``on_commit`` hooks. Anything raised inside rolls back. Inside an outer
-    ``atomic`` block the scope is a savepoint of the caller's transaction instead.
-
-    Yields ``commit``, to call as the last step under the lock.
-    """
-    connection = transaction.get_connection()
-    if connection.in_atomic_block:
-        with transaction.atomic():
-            yield lambda: None
-        return
-    connection.set_autocommit(False)
-    try:
-        yield connection.commit
-    except BaseException:
-        connection.rollback()
-        raise
-    finally:
-        connection.set_autocommit(True)
 
 
 class RedlockStrategy(RedisLockStrategy):

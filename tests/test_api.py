@@ -338,3 +338,16 @@ def test_openapi_document_lists_every_endpoint():
         "/api/admin/vouchers/{voucher_id}/audit",
     ]:
         assert path in paths
+
+
+@pytest.mark.parametrize(
+    "strategy", ["none", "local", "db_pessimistic", "db_optimistic", "db_atomic", "redis_lock", "redlock"]
+)
+def test_every_strategy_sells_and_refuses_through_the_api(api_client, make_voucher, strategy, redlock_urls):
+    voucher = make_voucher(stock=1, strategy=strategy)
+    buyer = api_client()
+    assert buyer.post(f"/api/vouchers/{voucher.pk}/purchase").status_code == 201
+    assert_error(buyer.post(f"/api/vouchers/{voucher.pk}/purchase"), 409, "already_purchased")
+    assert_error(api_client().post(f"/api/vouchers/{voucher.pk}/purchase"), 409, "sold_out")
+    assert Stock.objects.get(pk=voucher.stock_id).quantity == 0
+    assert Order.objects.filter(voucher=voucher).count() == 1
