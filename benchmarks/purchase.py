@@ -41,28 +41,40 @@ def setup_django():
 
 
 def redispy_baseline_strategy():
+    """``redis_lock`` with every lock replaced by redis-py's default ``Lock``."""
     from django.conf import settings
 
     from inventory.stock import RedisLockStrategy
     from locking.integration import lock_client
 
-    class RedisPyLockStrategy(RedisLockStrategy):
-        name = "redispy_lock"
+    class RedisPyLock:
+        def __init__(self, name, blocking=True, blocking_timeout=None):
+            self.lock = lock_client().lock(
+                f"redispy:{name}",
+                timeout=settings.LOCK_LEASE_SECONDS,
+                blocking=blocking,
+                blocking_timeout=blocking_timeout,
+            )
 
-        def take(self, take):
-            lock = lock_client().lock(f"redispy:stock:{take.stock_id}", timeout=settings.LOCK_LEASE_SECONDS)
-            with lock:
-                return self._take_locked(take, _Unfenced())
+        def acquire(self):
+            return 1 if self.lock.acquire() else None
 
-    class _Unfenced:
-        """redis-py's lock has no fence: stamp the wall clock, which grows from one holder to the next."""
-
-        @property
-        def fence(self):
-            return time.time_ns()
+        def release(self):
+            self.lock.release()
 
         def check(self):
             pass
+
+        @property
+        def fence(self):
+            # redis-py's lock has no fence: stamp the wall clock, which grows from one holder to the next.
+            return time.time_ns()
+
+    class RedisPyLockStrategy(RedisLockStrategy):
+        name = "redispy_lock"
+
+        def _lock(self, name, **options):
+            return RedisPyLock(name, **options)
 
     return RedisPyLockStrategy()
 
