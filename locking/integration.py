@@ -13,6 +13,8 @@ import redis
 from django.conf import settings
 from django.core.checks import Error, register
 from django.db.models import QuerySet
+from redis.backoff import NoBackoff
+from redis.retry import Retry
 
 from .errors import StaleFence
 
@@ -58,7 +60,8 @@ def lock_connection_check(app_configs, **kwargs):
             errors.append(Error(f"Lock URL {url!r} is not a redis:// URL.", id="locking.E001"))
             continue
         try:
-            info = redis.Redis.from_url(url, socket_connect_timeout=2, socket_timeout=2).info("server")
+            probe = redis.Redis.from_url(url, socket_connect_timeout=2, socket_timeout=2, retry=Retry(NoBackoff(), 0))
+            info = probe.info("server")
         except (redis.RedisError, OSError) as exc:
             errors.append(Error(f"Lock server {url} does not answer: {exc}", id="locking.E002"))
             continue

@@ -33,8 +33,9 @@ def free_port() -> int:
 class RedisServer:
     """One ``redis-server`` on 127.0.0.1, keeping nothing on disk; stop and start at will."""
 
-    def __init__(self, port: int | None = None) -> None:
+    def __init__(self, port: int | None = None, *extra_args: str) -> None:
         self.port = port or free_port()
+        self.extra_args = extra_args
         self.url = f"redis://127.0.0.1:{self.port}/0"
         self._folder = tempfile.TemporaryDirectory(prefix="redis-")
         self._process: subprocess.Popen | None = None
@@ -53,6 +54,7 @@ class RedisServer:
                 "no",
                 "--dir",
                 self._folder.name,
+                *self.extra_args,
             ],
             stdout=subprocess.DEVNULL,
         )
@@ -82,3 +84,25 @@ class RedisServer:
     def close(self) -> None:
         self.stop()
         self._folder.cleanup()
+
+
+def start_cluster(nodes: int = 3, timeout: float = 30) -> list[RedisServer]:
+    """A Redis Cluster of ``nodes`` masters on 127.0.0.1, its slots split evenly among them."""
+    servers = [
+        RedisServer(None, "--cluster-enabled", "yes", "--cluster-node-timeout", "2000").start() for _ in range(nodes)
+    ]
+    clients = [redis.Redis(port=server.port) for server in servers]
+    share = 16384 // nodes
+    for n, client in enumerate(clients):
+        last = 16383 if n == nodes - 1 else (n + 1) * share - 1
+        client.execute_command("CLUSTER", "ADDSLOTS", *range(n * share, last + 1))
+    for server in servers[1:]:
+        clients[0].execute_command("CLUSTER", "MEET", "127.0.0.1", server.port)
+    give_up = time.monotonic() + timeout
+    while not all(c.execute_command("CLUSTER", "INFO").decode().find("cluster_state:ok") >= 0 for c in clients):
+        if time.monotonic() > give_up:
+            raise RuntimeError("the Redis Cluster did not come up")
+        time.sleep(0.1)
+    for client in clients:
+        client.close()
+    return servers
