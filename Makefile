@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PORT ?= 8000
 
-.PHONY: run test bench lint format clean
+.PHONY: run test loadtest bench lint format clean
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
@@ -31,6 +31,11 @@ test: $(VENV)/.dev
 	$(PY) -m ruff format --check .
 	DJANGO_SETTINGS_MODULE=config.settings.test $(PY) manage.py makemigrations --check --dry-run
 	$(PY) -m pytest
+
+## The Locust verdict matrix: every strategy, audited (options: make loadtest ARGS="--scenario all").
+loadtest: $(VENV)/.dev
+	bash scripts/ensure-services.sh
+	$(PY) -m loadtests.run $(ARGS)
 
 ## Benchmarks (they print their figures and the machine): locks, then purchase throughput.
 bench: $(VENV)/.dev

@@ -29,7 +29,9 @@ def token_issue(*, user) -> str:
 
 
 @transaction.atomic
-def users_with_tokens_create(*, count: int, prefix: str = "load", password: str | None = None) -> list[tuple[str, str]]:
+def users_with_tokens_create(
+    *, count: int, prefix: str = "load", password: str | None = None, staff: bool = False
+) -> list[tuple[str, str]]:
     """Create ``count`` users named ``<prefix>-<batch>-<n>`` with one token each.
 
     Returns ``(username, token)`` pairs. One bulk insert per table and one password
@@ -42,7 +44,7 @@ def users_with_tokens_create(*, count: int, prefix: str = "load", password: str 
     batch = secrets.token_hex(3)  # lets the command run again without name clashes
     names = [f"{prefix}-{batch}-{n}" for n in range(1, count + 1)]
     hashed = make_password(password)  # unusable when password is None
-    User.objects.bulk_create([User(username=name, password=hashed) for name in names], batch_size=1000)
+    User.objects.bulk_create([User(username=name, password=hashed, is_staff=staff) for name in names], batch_size=1000)
     users = User.objects.filter(username__in=names).only("id", "username")
     pairs, tokens = [], []
     for user in users:

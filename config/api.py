@@ -37,6 +37,12 @@ api.add_router("", inventory_router)
 api.add_router("", orders_router)
 
 
+@api.get("/ping", auth=None, tags=["health"])
+def ping(request):
+    """A no-op JSON answer: the load tests' baseline for what the server costs per request."""
+    return {"ok": True}
+
+
 def error(request, status: int, code: str, message: str, **extra):
     return api.create_response(request, {"code": code, "message": message, **extra}, status=status)
 

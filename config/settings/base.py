@@ -185,4 +185,7 @@ LOGGING = {
     "disable_existing_loggers": False,
     "handlers": {"console": {"class": "logging.StreamHandler"}},
     "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "WARNING")},
+    # A refused purchase (409 sold out, 403 not started) is business as usual in a flash
+    # sale, not a warning: log server errors only.
+    "loggers": {"django.request": {"level": "ERROR"}},
 }

@@ -13,13 +13,14 @@ class Command(BaseCommand):
         parser.add_argument("--count", type=int, required=True, help="How many users (1 to 100000).")
         parser.add_argument("--out", type=Path, required=True, help="File to write 'username token' lines to.")
         parser.add_argument("--prefix", default="load", help="Username prefix (default: load).")
+        parser.add_argument("--staff", action="store_true", help="Make the users staff (for the restock scenario).")
 
-    def handle(self, *args, count: int, out: Path, prefix: str, **options):
+    def handle(self, *args, count: int, out: Path, prefix: str, staff: bool = False, **options):
         if not 1 <= count <= 100_000:
             raise CommandError("--count must be between 1 and 100000.")
         if out.parent and not out.parent.exists():
             raise CommandError(f"Folder {out.parent} does not exist.")
         started = time.perf_counter()
-        pairs = users_with_tokens_create(count=count, prefix=prefix)
+        pairs = users_with_tokens_create(count=count, prefix=prefix, staff=staff)
         out.write_text("".join(f"{username} {token}\n" for username, token in pairs))
         self.stdout.write(f"Wrote {len(pairs)} tokens to {out} in {time.perf_counter() - started:.1f}s.")

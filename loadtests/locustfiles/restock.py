@@ -1,0 +1,56 @@
+"""Restock: buyers keep buying while staff restock through the staff API.
+
+What it shows: a restock is a relative update through the guarded service, so it
+composes with concurrent purchases: every unit supplied (initial stock plus every
+restock) ends up sold or still in stock. A naive strategy's absolute writes lose
+restocked units as well as sold ones.
+
+    LOADTEST_TOKENS=var/tokens.txt LOADTEST_VOUCHER=1 LOADTEST_STAFF_TOKEN=... \\
+        locust -f loadtests/locustfiles/restock.py --host http://127.0.0.1:8000
+"""
+
+import os
+
+from locust import FastHttpUser, between, constant, task
+
+from loadtests.common import TokenDealer, purchase, voucher_id
+
+dealer = TokenDealer()
+RESTOCK_UNITS = int(os.environ.get("LOADTEST_RESTOCK_UNITS", "5"))
+
+
+class Buyer(FastHttpUser):
+    weight = 20
+    wait_time = constant(3600)
+
+    def on_start(self) -> None:
+        self.token = dealer.deal(self.environment)
+        self.voucher = voucher_id()
+
+    @task
+    def buy_once(self) -> None:
+        purchase(self, self.voucher, self.token)
+
+
+class Staff(FastHttpUser):
+    weight = 1
+    fixed_count = 1
+    wait_time = between(0.2, 0.4)
+
+    def on_start(self) -> None:
+        self.headers = {"Authorization": f"Bearer {os.environ['LOADTEST_STAFF_TOKEN']}"}
+        self.voucher = voucher_id()
+
+    @task
+    def restock(self) -> None:
+        with self.client.patch(
+            f"/api/admin/vouchers/{self.voucher}",
+            json={"restock": RESTOCK_UNITS},
+            headers=self.headers,
+            name="/api/admin/vouchers/[id] restock",
+            catch_response=True,
+        ) as response:
+            if response.status_code == 200 and response.json().get("id") == self.voucher:
+                response.success()
+            else:
+                response.failure(f"restock answered {response.status_code}")
