@@ -50,7 +50,8 @@ class TokenDealer:
         self._next = itertools.count()
         self._guard = threading.Lock()
 
-    def deal(self, environment) -> str:
+    def deal(self, environment) -> str | None:
+        """The next unused token of this process, or None when they are all used."""
         with self._guard:
             if self._tokens is None:
                 self._tokens = load_tokens()
@@ -60,9 +61,7 @@ class TokenDealer:
             mine = self._tokens[index % workers :: workers]
             if not mine:
                 raise RuntimeError("no tokens for this Locust process")
-            if n >= len(mine):
-                raise RuntimeError(f"more users than tokens ({len(mine)} for this process): issue more tokens")
-            return mine[n]
+            return mine[n] if n < len(mine) else None
 
 
 class ConfirmedLog:

@@ -155,9 +155,14 @@ class StockSampler(threading.Thread):
         from inventory.models import Stock
 
         started = time.monotonic()
+        next_report = 5.0
         while not self.stopped.is_set():
             quantity = Stock.objects.values_list("quantity", flat=True).get(pk=self.stock_id)
-            self.series.append((round(time.monotonic() - started, 2), quantity))
+            elapsed = time.monotonic() - started
+            self.series.append((round(elapsed, 2), quantity))
+            if elapsed >= next_report:
+                say(f"  ... {elapsed:.0f}s, stock left {quantity}")
+                next_report += 5.0
             self.stopped.wait(0.25)
         connection.close()
 
@@ -334,8 +339,9 @@ def parse_args(argv):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--scenario", default="crowd", help=f"one of {', '.join(SCENARIOS)}, or 'all'")
     parser.add_argument("--strategies", default="all", help="comma-separated names, or 'all'")
-    parser.add_argument("--users", type=int, default=200, help="Locust users (crowd: buyers)")
-    parser.add_argument("--spawn-rate", type=float, default=200)
+    parser.add_argument("--users", type=int, default=50, help="Locust users: the concurrency")
+    parser.add_argument("--buyers", type=int, default=4000, help="distinct buyers (tokens) in the crowd")
+    parser.add_argument("--spawn-rate", type=float, default=50)
     parser.add_argument("--duration", type=int, default=15, help="seconds of load per run")
     parser.add_argument("--stock", type=int, default=20, help="the voucher's stock at the start")
     parser.add_argument("--server-processes", type=int, default=4, help="gunicorn worker processes")
@@ -397,7 +403,7 @@ def main(argv=None) -> int:
 
     say(f"writing to {args.out}")
     tokens = args.out / "tokens.txt"
-    pairs = users_with_tokens_create(count=args.users * args.locust_processes + 50, prefix="load")
+    pairs = users_with_tokens_create(count=max(args.buyers, args.hammer_buyers), prefix="load")
     tokens.write_text("".join(f"{u} {t}\n" for u, t in pairs))
     staff_token = users_with_tokens_create(count=1, prefix="load-staff", staff=True)[0][1]
     connections.close_all()
@@ -424,7 +430,7 @@ def main(argv=None) -> int:
             for scenario in scenarios:
                 for strategy in strategies:
                     n += 1
-                    say(f"[{n}/{total}] {scenario} / {strategy}: {args.users} users for {args.duration}s ...")
+                    say(f"[{n}/{total}] {scenario} / {strategy}: {args.users} Locust users for {args.duration}s ...")
                     result = one_run(args, scenario, strategy, host, server.pid, tokens, staff_token)
                     results.append(result)
                     say(
@@ -442,6 +448,7 @@ def main(argv=None) -> int:
         "when": datetime.now().isoformat(timespec="seconds"),
         "command": " ".join(["python -m loadtests.run", *(argv if argv is not None else sys.argv[1:])]),
         "users": args.users,
+        "buyers": args.buyers,
         "spawn_rate": args.spawn_rate,
         "duration_s": args.duration,
         "stock": args.stock,

@@ -84,3 +84,12 @@ def test_compose_runs_mysql_redis_migrations_two_web_replicas_and_nginx(compose)
     for name in ("mysql", "redis", "web", "nginx"):
         assert services[name]["healthcheck"]["test"], name
     assert services["web"]["environment"]["DATABASE_URL"].startswith("mysql://")
+
+
+def test_compose_runs_locust_master_and_workers_on_the_repository_locustfiles(compose):
+    services = compose["services"]
+    assert "--master" in services["locust-master"]["command"]
+    assert "--worker" in services["locust-worker"]["command"]
+    for name in ("locust-master", "locust-worker"):
+        assert any("loadtests/locustfiles/" in part for part in services[name]["command"])
+    assert (ROOT / "loadtests" / "locustfiles" / "crowd.py").exists()

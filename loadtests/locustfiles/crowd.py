@@ -4,6 +4,10 @@ What it shows: with a naive strategy (``none``, or ``local`` across server
 processes) more buyers are confirmed than there is stock; with a safe one
 exactly the stock is sold and everyone else hears ``sold_out``.
 
+Each Locust user stands for a till: it serves one buyer (one token) after
+another, each buyer trying once, until the tokens run out. The number of Locust
+users is the concurrency; the number of tokens is the crowd.
+
     LOADTEST_TOKENS=var/tokens.txt LOADTEST_VOUCHER=1 locust -f loadtests/locustfiles/crowd.py \\
         --host http://127.0.0.1:8000
 """
@@ -16,12 +20,15 @@ dealer = TokenDealer()
 
 
 class Buyer(FastHttpUser):
-    wait_time = constant(3600)  # one attempt each, then idle until the run ends
+    wait_time = constant(0)
 
     def on_start(self) -> None:
-        self.token = dealer.deal(self.environment)
         self.voucher = voucher_id()
 
     @task
-    def buy_once(self) -> None:
-        purchase(self, self.voucher, self.token)
+    def next_buyer_tries_once(self) -> None:
+        token = dealer.deal(self.environment)
+        if token is None:  # the crowd has all tried: idle until the run ends
+            self.wait_time = constant(3600)
+            return
+        purchase(self, self.voucher, token)
