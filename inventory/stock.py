@@ -270,7 +270,7 @@ class RedisLockStrategy(StockStrategy):
         with _sold_out_on_negative_stock():
             taken = fenced_update(
                 Stock.objects.filter(pk=take.stock_id, quantity__gte=take.quantity),
-                fence=item_lock.fence,
+                lock=item_lock,
                 quantity=F("quantity") - take.quantity,
                 version=F("version") + 1,
             )

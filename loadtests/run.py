@@ -255,19 +255,31 @@ def one_run(args, scenario: str, strategy: str, host: str, server_pid: int, toke
 
 
 def judge(result: Result, invariants_hold: bool, server_processes: int) -> None:
-    broke = not invariants_hold or result.lost_confirmations > 0
+    broken = [
+        label
+        for label, is_broken in (
+            ("oversold", result.oversold > 0),
+            ("duplicate orders", result.duplicates > 0),
+            ("stock + orders != supplied", not result.conserved),
+            ("confirmations lost", result.lost_confirmations > 0),
+            ("stock below zero", result.stock_left < 0),
+        )
+        if is_broken
+    ]
+    if not invariants_hold and not broken:
+        broken = ["audit failed"]
     result.expected_to_break = result.strategy in UNSAFE or (
         result.strategy in UNSAFE_ACROSS_PROCESSES and server_processes > 1
     )
     if result.expected_to_break:
-        result.ok = broke
-        result.verdict = "oversell reproduced" if broke else "FAILED TO REPRODUCE"
+        result.ok = bool(broken)
+        result.verdict = f"broke as expected: {', '.join(broken)}" if broken else "FAILED TO REPRODUCE"
     else:
-        result.ok = not broke and result.failures == 0
-        if broke:
-            result.verdict = "BROKEN"
+        result.ok = not broken and result.failures == 0
+        if broken:
+            result.verdict = f"BROKEN: {', '.join(broken)}"
         elif result.failures:
-            result.verdict = "UNEXPECTED ANSWERS"
+            result.verdict = f"UNEXPECTED ANSWERS ({result.failures})"
         else:
             result.verdict = "holds"
 
@@ -348,7 +360,7 @@ def parse_args(argv):
     parser.add_argument("--locust-processes", type=int, default=1, help="Locust worker processes (--processes)")
     parser.add_argument("--race-window-ms", type=int, default=20, help="RACE_WINDOW_MS of the server")
     parser.add_argument("--repeat", type=int, default=1, help="run the whole matrix this many times")
-    parser.add_argument("--hammer-buyers", type=int, default=10)
+    parser.add_argument("--hammer-buyers", type=int, default=3, help="buyers sharing the hammer's Locust users")
     parser.add_argument("--baseline-users", type=int, default=20)
     parser.add_argument("--port", type=int, default=0, help="server port (default: a free one)")
     parser.add_argument("--out", type=Path, default=None, help="output folder (default: var/loadtest/<time>)")

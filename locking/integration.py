@@ -37,16 +37,21 @@ def lock_client(url: str | None = None) -> redis.Redis:
         return client
 
 
-def fenced_update(queryset: QuerySet, *, fence: int, fence_field: str = "fence", **updates) -> int:
-    """``UPDATE`` the rows of ``queryset`` only if no newer lock holder has written them.
+def fenced_update(queryset: QuerySet, *, lock, fence_field: str = "fence", **updates) -> int:
+    """``UPDATE`` the rows of ``queryset`` only if no newer holder of ``lock`` has written them.
 
-    Sets ``fence_field`` to ``fence`` together with ``updates`` where the stored
-    fence is older. Returns the number of rows written; raises StaleFence when a
-    row exists but carries a fence at least as new (the caller had lost its lock).
-    A row that fails the queryset's own conditions is simply not written.
+    Sets ``fence_field`` to ``lock.fence`` together with ``updates`` where the stored
+    fence is older. Returns the number of rows written; raises StaleFence (and tells
+    ``lock.metrics``) when a row exists but carries a fence at least as new: the
+    caller had lost its lock. A row that fails the queryset's own conditions is
+    simply not written.
     """
+    fence = lock.fence
     written = queryset.filter(**{f"{fence_field}__lt": fence}).update(**{fence_field: fence}, **updates)
     if not written and queryset.filter(**{f"{fence_field}__gte": fence}).exists():
+        metrics = getattr(lock, "metrics", None)
+        if metrics is not None:
+            metrics.stale_fence(getattr(lock, "label", ""), fence=fence)
         raise StaleFence(f"fence {fence} is stale for {queryset.model.__name__}")
     return written
 

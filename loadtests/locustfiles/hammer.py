@@ -4,7 +4,7 @@ What it shows: the one-per-user rule under fire. Several Locust users share each
 token, so one buyer has many purchases in flight at the same moment; a safe
 strategy confirms at most one order per buyer, a naive one confirms several.
 
-    LOADTEST_TOKENS=var/tokens.txt LOADTEST_VOUCHER=1 LOADTEST_BUYERS=10 \\
+    LOADTEST_TOKENS=var/tokens.txt LOADTEST_VOUCHER=1 LOADTEST_BUYERS=3 \\
         locust -f loadtests/locustfiles/hammer.py --host http://127.0.0.1:8000
 """
 
@@ -15,7 +15,7 @@ from locust import FastHttpUser, constant, task
 
 from loadtests.common import load_tokens, purchase, voucher_id
 
-BUYERS = int(os.environ.get("LOADTEST_BUYERS", "10"))
+BUYERS = int(os.environ.get("LOADTEST_BUYERS", "3"))
 seats = itertools.count()
 
 

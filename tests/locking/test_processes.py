@@ -119,23 +119,26 @@ def test_a_paused_holder_loses_the_lock_and_its_fenced_write_is_refused(r, make_
     from django.db import connections
 
     from inventory.models import Stock
+    from locking import CountingMetrics
     from locking.integration import fenced_update
 
     voucher = make_voucher(stock=10)
+    metrics = CountingMetrics()
     lease = 0.5
     acquired, go, report = fork.Event(), fork.Event(), fork.Queue()
 
     def paused_holder() -> None:
-        lock = Lock(client(), "stock", lease=lease)
+        lock = Lock(client(), "stock", lease=lease, metrics=metrics)
         lock.acquire()
         acquired.set()
         go.wait(30)  # SIGSTOPped in here, past the lease
         outcome = {"lost": lock.lost.is_set(), "reason": lock.lost_reason}
         try:
-            fenced_update(Stock.objects.filter(pk=voucher.stock_id), fence=lock.fence, quantity=0)
+            fenced_update(Stock.objects.filter(pk=voucher.stock_id), lock=lock, quantity=0)
             outcome["write"] = "applied"
         except StaleFence:
             outcome["write"] = "refused"
+        outcome["stale_fence_metric"] = metrics.counts.get("stale_fence", 0)
         report.put(outcome)
         connections.close_all()
 
@@ -147,7 +150,7 @@ def test_a_paused_holder_loses_the_lock_and_its_fenced_write_is_refused(r, make_
     time.sleep(lease * 3)
     newer = Lock(r, "stock")
     assert newer.acquire() is not None  # the paused holder's lease ran out
-    fenced_update(Stock.objects.filter(pk=voucher.stock_id), fence=newer.fence, quantity=9)
+    fenced_update(Stock.objects.filter(pk=voucher.stock_id), lock=newer, quantity=9)
     os.kill(holder.pid, signal.SIGCONT)
     time.sleep(0.3)  # the holder's watchdog wakes, fails to renew, and says so
     go.set()
@@ -156,5 +159,6 @@ def test_a_paused_holder_loses_the_lock_and_its_fenced_write_is_refused(r, make_
     newer.release()
     assert outcome["lost"], outcome
     assert outcome["write"] == "refused"
+    assert outcome["stale_fence_metric"] == 1
     assert Stock.objects.get(pk=voucher.stock_id).quantity == 9
     assert not r.exists(resource_keys("stock")[0])
