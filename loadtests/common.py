@@ -5,8 +5,8 @@ under the runner, in Locust's web UI and in distributed mode:
 
 - ``LOADTEST_TOKENS``: a file of ``username token`` lines (``manage.py issue_tokens``)
 - ``LOADTEST_VOUCHER``: the voucher id to buy
-- ``LOADTEST_CONFIRMED``: a folder where each Locust process appends the order ids
-  the API confirmed, for the audit (optional)
+- ``LOADTEST_OUTCOMES``: a folder where each Locust process appends every purchase's
+  outcome (``confirmed <order id>`` or the refusal code), for the audit (optional)
 - ``LOADTEST_STAFF_TOKEN``: a staff token (the restock scenario)
 - ``LOADTEST_WORKERS``: how many Locust processes share the tokens (default 1)
 """
@@ -64,22 +64,22 @@ class TokenDealer:
             return mine[n] if n < len(mine) else None
 
 
-class ConfirmedLog:
-    """Appends every confirmed order id to a file of this process's own."""
+class OutcomeLog:
+    """Appends every purchase's outcome to a file of this process's own."""
 
     def __init__(self) -> None:
-        folder = os.environ.get("LOADTEST_CONFIRMED")
+        folder = os.environ.get("LOADTEST_OUTCOMES")
         self._file = None
         if folder:
             Path(folder).mkdir(parents=True, exist_ok=True)
-            self._file = open(Path(folder) / f"confirmed-{os.getpid()}.txt", "a", buffering=1)  # noqa: SIM115
+            self._file = open(Path(folder) / f"outcomes-{os.getpid()}.txt", "a", buffering=1)  # noqa: SIM115
 
-    def add(self, order_id: int) -> None:
+    def add(self, outcome: str, order_id: int | None = None) -> None:
         if self._file is not None:
-            self._file.write(f"{order_id}\n")
+            self._file.write(f"{outcome} {order_id}\n" if order_id is not None else f"{outcome}\n")
 
 
-confirmed = ConfirmedLog()
+outcomes = OutcomeLog()
 
 
 def purchase(user, voucher: int, token: str) -> str:
@@ -98,14 +98,17 @@ def purchase(user, voucher: int, token: str) -> str:
             body = response.json()
         except Exception:  # noqa: BLE001
             response.failure(f"not JSON: status {response.status_code}")
+            outcomes.add("error")
             return "error"
         if response.status_code in (201, 202) and isinstance(body.get("order_id"), int):
-            confirmed.add(body["order_id"])
+            outcomes.add("confirmed", body["order_id"])
             response.success()
             return "confirmed"
         code = body.get("code")
         if code in PURCHASE_REFUSALS.get(response.status_code, ()):
             response.success()  # a documented refusal is a correct answer
+            outcomes.add(code)
             return code
         response.failure(f"unexpected answer {response.status_code} {body}")
+        outcomes.add("error")
         return "error"

@@ -203,13 +203,13 @@ def one_run(args, scenario: str, strategy: str, host: str, server_pid: int, toke
         begin_at=now - timedelta(minutes=1), end_at=now + timedelta(hours=2),
     )  # fmt: skip
     run_dir = args.out / f"{scenario}-{strategy}"
-    confirmed_dir = run_dir / "confirmed"
-    confirmed_dir.mkdir(parents=True, exist_ok=True)
+    outcomes_dir = run_dir / "outcomes"
+    outcomes_dir.mkdir(parents=True, exist_ok=True)
     env = dict(os.environ)
     env.update(
         LOADTEST_TOKENS=str(tokens),
         LOADTEST_VOUCHER=str(voucher.pk),
-        LOADTEST_CONFIRMED=str(confirmed_dir),
+        LOADTEST_OUTCOMES=str(outcomes_dir),
         LOADTEST_STAFF_TOKEN=staff_token,
         LOADTEST_WORKERS=str(args.locust_processes),
         LOADTEST_BUYERS=str(args.hammer_buyers),
@@ -225,15 +225,18 @@ def one_run(args, scenario: str, strategy: str, host: str, server_pid: int, toke
     sampler.join()
 
     audit = voucher_audit(voucher_id=voucher.pk)
-    confirmed_ids = [int(line) for f in confirmed_dir.glob("*.txt") for line in f.read_text().split() if line]
+    answers = [line.split() for f in outcomes_dir.glob("*.txt") for line in f.read_text().splitlines() if line]
+    confirmed_ids = [int(answer[1]) for answer in answers if answer[0] == "confirmed"]
     existing = set(Order.objects.filter(pk__in=confirmed_ids, voucher_id=voucher.pk).values_list("id", flat=True))
     lost = len(confirmed_ids) - len(existing) + (len(confirmed_ids) - len(set(confirmed_ids)))
-    requests = int(stats["Request Count"])
+    # Counted from the validated answers: Locust's own table can close before the last
+    # in-flight requests return.
+    requests = len(answers)
     result = Result(
         scenario=scenario,
         strategy=strategy,
         requests=requests,
-        failures=int(stats["Failure Count"]),
+        failures=sum(1 for answer in answers if answer[0] == "error"),
         confirmed=len(confirmed_ids),
         orders=audit.orders,
         supplied=audit.supplied,

@@ -31,5 +31,5 @@ def test_short_matrix_catches_the_naive_strategies_and_clears_the_safe_ones(tmp_
         row = results[safe]
         assert (row["oversold"], row["duplicates"], row["lost_confirmations"]) == (0, 0, 0), row
         assert row["orders"] == row["supplied"] - row["stock_left"]
-    for name in ("matrix.csv", "report.html", "crowd-none/locust.html"):
+    for name in ("matrix.csv", "report.html", "crowd-none/locust.html", "crowd-none/outcomes"):
         assert (out / name).exists(), name
