@@ -11,30 +11,18 @@ restocked units as well as sold ones.
 
 import os
 
-from locust import FastHttpUser, between, constant, task
+from locust import FastHttpUser, between, task
 
-from loadtests.common import TokenDealer, purchase, voucher_id
+from loadtests.common import voucher_id
+from loadtests.locustfiles import crowd  # the module, so that Locust does not run its Buyer twice
 
-dealer = TokenDealer()
 RESTOCK_UNITS = int(os.environ.get("LOADTEST_RESTOCK_UNITS", "5"))
 
 
-class Buyer(FastHttpUser):
-    """A till serving one buyer after another, each trying once (as in the crowd)."""
+class Buyer(crowd.Buyer):
+    """The crowd's till: one buyer after another, each trying once."""
 
     weight = 20
-    wait_time = constant(0)
-
-    def on_start(self) -> None:
-        self.voucher = voucher_id()
-
-    @task
-    def next_buyer_tries_once(self) -> None:
-        token = dealer.deal(self.environment)
-        if token is None:
-            self.wait_time = constant(3600)
-            return
-        purchase(self, self.voucher, token)
 
 
 class Staff(FastHttpUser):
