@@ -60,7 +60,8 @@ def redispy_baseline_strategy():
             return 1 if self.lock.acquire() else None
 
         def release(self):
-            self.lock.release()
+            if self.lock.local.token is not None:  # idempotent, as locking's locks are
+                self.lock.release()
 
         def check(self):
             pass
