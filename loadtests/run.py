@@ -190,7 +190,9 @@ def wait_until_quiet(stock_id: int, seconds: float = 1.0, timeout: float = 30) -
             return
 
 
-def one_run(args, scenario: str, strategy: str, host: str, server_pid: int, tokens: Path, staff_token: str) -> Result:
+def one_run(
+    args, scenario: str, strategy: str, host: str, server_pid: int, tokens: Path, staff_token: str, name: str
+) -> Result:
     from django.utils import timezone
 
     from inventory.services import voucher_create
@@ -202,9 +204,11 @@ def one_run(args, scenario: str, strategy: str, host: str, server_pid: int, toke
         title=f"load {scenario} {strategy} {now:%H:%M:%S}", stock=args.stock, strategy=strategy,
         begin_at=now - timedelta(minutes=1), end_at=now + timedelta(hours=2),
     )  # fmt: skip
-    run_dir = args.out / f"{scenario}-{strategy}"
+    run_dir = args.out / name
     outcomes_dir = run_dir / "outcomes"
-    outcomes_dir.mkdir(parents=True, exist_ok=True)
+    if outcomes_dir.exists():
+        raise SystemExit(f"[loadtest] {outcomes_dir} exists: each run needs a folder of its own")
+    outcomes_dir.mkdir(parents=True)
     env = dict(os.environ)
     env.update(
         LOADTEST_TOKENS=str(tokens),
@@ -441,12 +445,13 @@ def main(argv=None) -> int:
         say(f"  {results[-1].rps:,.0f} req/s")
         total = len(scenarios) * len(strategies) * args.repeat
         n = 0
-        for _ in range(args.repeat):
+        for repeat in range(1, args.repeat + 1):
             for scenario in scenarios:
                 for strategy in strategies:
                     n += 1
                     say(f"[{n}/{total}] {scenario} / {strategy}: {args.users} Locust users for {args.duration}s ...")
-                    result = one_run(args, scenario, strategy, host, server.pid, tokens, staff_token)
+                    name = f"{scenario}-{strategy}" + (f"-{repeat}" if args.repeat > 1 else "")
+                    result = one_run(args, scenario, strategy, host, server.pid, tokens, staff_token, name)
                     results.append(result)
                     say(
                         f"  confirmed {result.confirmed}, orders {result.orders} of {result.supplied} supplied, "
