@@ -33,23 +33,6 @@ from . import scripts, wire
 from .lease import LeasedLock, Released
 from .watchdog import renewal_client
 
-# Lock keys found busy, with when: a process-wide hint, so it needs no lock of its own.
-_BUSY: dict[str, float] = {}
-BUSY_MEMORY = 1.0  # seconds a busy sighting counts
-BUSY_NAMES_KEPT = 10_000
-
-
-def _busy_recently(key: str, now: float) -> bool:
-    seen = _BUSY.get(key)
-    if seen is None:
-        return False
-    if now - seen < BUSY_MEMORY:
-        return True
-    _BUSY.pop(key, None)
-    if len(_BUSY) > BUSY_NAMES_KEPT:
-        _BUSY.clear()
-    return False
-
 
 def resource_keys(name: str) -> tuple[str, str, str, str]:
     """The lock key, fence counter, waiter queue and wake-key prefix of ``name``, in one hash slot."""
@@ -105,12 +88,9 @@ class Lock(LeasedLock):
         token = secrets.token_hex(16)
         entry = f"{token}:{self.lease_ms}" if blocking else ""
         wake_key = self.wake_prefix + token
-        # The pipelined fast path costs a wasted round trip when the lock is busy; a name
-        # found busy a moment ago (a flash sale's hot item) goes straight to the script.
-        fast = self._fast_path and (not blocking or not _busy_recently(self.key, started))
-        fence = self._set_and_count(token) if fast else None
+        fence = self._set_and_count(token) if self._fast_path else None
         queued = contended = False
-        if fence is None and fast and not blocking:
+        if fence is None and self._fast_path and not blocking:
             self.metrics.refused(self.name, wait=self.clock() - started)
             return None
         while fence is None:
@@ -119,7 +99,6 @@ class Lock(LeasedLock):
                 fence = value or self._pop_handed_fence(wake_key)
                 break
             contended = True
-            _BUSY[self.key] = started
             if not blocking:
                 self.metrics.refused(self.name, wait=self.clock() - started)
                 return None
