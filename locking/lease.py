@@ -108,6 +108,14 @@ class LeasedLock:
         self._depth += 1
         return True
 
+    def _wait_plan(self, blocking: bool | None, blocking_timeout: float | None) -> tuple[bool, float, float | None]:
+        """``(blocking, started, deadline)`` for one acquire: the call's arguments, else the
+        lock's own; ``deadline`` is None when waiting has no limit."""
+        blocking = self.blocking if blocking is None else blocking
+        timeout = self.blocking_timeout if blocking_timeout is None else blocking_timeout
+        started = self.clock()
+        return blocking, started, None if timeout is None else started + timeout
+
     def _took(self, token: str, now: float) -> None:
         """Record a successful acquisition made at ``now`` and start renewing it."""
         # No lock needed: the watchdog sees this holding only once watch() returns.

