@@ -8,7 +8,7 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.db import IntegrityError
 from django.utils import timezone
 
-from inventory.errors import Ended, NotStarted
+from inventory.errors import Ended, NotStarted, SoldOut
 from inventory.models import Voucher
 from inventory.stock import Take, constraint_violated, stock_take
 
@@ -27,6 +27,12 @@ def order_purchase(*, user: AbstractBaseUser, voucher: Voucher, now: datetime | 
     when the user has an order for it, ``SoldOut`` when stock is gone and
     ``LockBusy`` when the strategy gave up under contention. On any error nothing
     is written.
+
+    ``voucher.stock`` is the stock as read with the voucher (``voucher_get``
+    selects it). Once it reads zero the buyer is told ``sold_out`` from that read,
+    whatever the strategy: in a flash sale nearly everyone arrives after the
+    sell-out, and none of them needs a lock, a transaction or the stock row. The
+    read never sells anything; only the strategy's guarded write decides a sale.
     """
     state = voucher.window_state(now or timezone.now())
     if state == "upcoming":
@@ -37,6 +43,10 @@ def order_purchase(*, user: AbstractBaseUser, voucher: Voucher, now: datetime | 
     def check() -> None:
         if Order.objects.filter(voucher_id=voucher.pk, user_id=user.pk).exists():
             raise AlreadyPurchased()
+
+    if voucher.stock.quantity < 1:
+        check()  # a buyer who has an order hears so, not sold_out
+        raise SoldOut()
 
     def record(guarded: bool) -> Order:
         return Order.objects.create(
