@@ -28,7 +28,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import F
 
 from locking import Lock, LockLost, StaleFence
-from locking.integration import fenced_update, lock_client
+from locking.integration import FencedUpdate, lock_client
 from locking.lease import LeasedLock
 from locking.redlock import Redlock
 
@@ -221,13 +221,19 @@ class RedisLockStrategy(StockStrategy):
             # checked here, outside the item lock: other buyers never wait for it.
             take.check()
             race_window()
+            # Compiled before the lock: under it, every queued buyer would wait for the ORM.
+            decrement = FencedUpdate(
+                Stock.objects.filter(pk=take.stock_id, quantity__gte=take.quantity),
+                quantity=F("quantity") - take.quantity,
+                version=F("version") + 1,
+            )
             item_lock = self._lock(f"stock:{take.stock_id}", blocking_timeout=settings.LOCK_WAIT_SECONDS)
             try:
-                return self._take_under(item_lock, take)
+                return self._take_under(item_lock, decrement, take)
             except (LockLost, StaleFence) as exc:
                 raise LockBusy() from exc  # nothing was committed; the buyer may retry
 
-    def _take_under(self, item_lock: LeasedLock, take: Take[R]) -> R:
+    def _take_under(self, item_lock: LeasedLock, decrement: FencedUpdate, take: Take[R]) -> R:
         """Lock, write, commit, unlock: in that order, with nothing else under the lock.
 
         Django's ``atomic`` would spend a round trip on ``SET autocommit=0`` as it
@@ -241,12 +247,12 @@ class RedisLockStrategy(StockStrategy):
         connection = transaction.get_connection()
         if connection.in_atomic_block:
             with self._held(item_lock), transaction.atomic():
-                return self._write(take, item_lock)
+                return self._write(item_lock, decrement, take)
         connection.set_autocommit(False)
         try:
             with self._held(item_lock):
                 try:
-                    record = self._write(take, item_lock)
+                    record = self._write(item_lock, decrement, take)
                     connection.commit()
                     return record
                 except BaseException:
@@ -265,15 +271,10 @@ class RedisLockStrategy(StockStrategy):
         finally:
             lock.release()
 
-    def _write(self, take: Take[R], item_lock: LeasedLock) -> R:
-        """The critical section: one fenced conditional UPDATE and the INSERT of the record."""
+    def _write(self, item_lock: LeasedLock, decrement: FencedUpdate, take: Take[R]) -> R:
+        """The critical section: the fenced conditional UPDATE and the INSERT of the record."""
         with _sold_out_on_negative_stock():
-            taken = fenced_update(
-                Stock.objects.filter(pk=take.stock_id, quantity__gte=take.quantity),
-                lock=item_lock,
-                quantity=F("quantity") - take.quantity,
-                version=F("version") + 1,
-            )
+            taken = decrement.run(item_lock)
         if not taken:
             raise SoldOut()
         record = take.record(self.guarded)

@@ -120,7 +120,7 @@ def test_a_paused_holder_loses_the_lock_and_its_fenced_write_is_refused(r, make_
 
     from inventory.models import Stock
     from locking import CountingMetrics
-    from locking.integration import fenced_update
+    from locking.integration import FencedUpdate, fenced_update
 
     voucher = make_voucher(stock=10)
     metrics = CountingMetrics()
@@ -128,13 +128,14 @@ def test_a_paused_holder_loses_the_lock_and_its_fenced_write_is_refused(r, make_
     acquired, go, report = fork.Event(), fork.Event(), fork.Queue()
 
     def paused_holder() -> None:
+        write = FencedUpdate(Stock.objects.filter(pk=voucher.stock_id), quantity=0)  # prepared, as the strategy does
         lock = Lock(client(), "stock", lease=lease, metrics=metrics)
         lock.acquire()
         acquired.set()
         go.wait(30)  # SIGSTOPped in here, past the lease
         outcome = {"lost": lock.lost.is_set(), "reason": lock.lost_reason}
         try:
-            fenced_update(Stock.objects.filter(pk=voucher.stock_id), lock=lock, quantity=0)
+            write.run(lock)
             outcome["write"] = "applied"
         except StaleFence:
             outcome["write"] = "refused"
