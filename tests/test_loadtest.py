@@ -19,7 +19,7 @@ def test_short_matrix_catches_the_naive_strategies_and_clears_the_safe_ones(tmp_
     out = tmp_path / "loadtest"
     command = [
         sys.executable, "-m", "loadtests.run", "--strategies", "none,local,db_atomic,redis_lock",
-        "--users", "40", "--spawn-rate", "40", "--buyers", "3000", "--duration", "12", "--out", str(out),
+        "--users", "40", "--spawn-rate", "40", "--buyers", "6000", "--duration", "12", "--out", str(out),
     ]  # fmt: skip
     completed = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=600)
     print(completed.stdout[-4000:])
