@@ -50,7 +50,9 @@ class Take(Generic[R]):
         user_key: the scope of the per-user rule, such as ``"voucher:3:user:7"``;
             lock-based strategies lock it together with the item.
         check: raises the caller's domain error when the per-user rule refuses
-            (already bought, draw limit). Runs inside the strategy's guard.
+            (already bought, draw limit). Runs inside the strategy's guard, except
+            under ``db_atomic``, where it is a plain read and the record's
+            backstop decides.
         record: writes the order or award in the same transaction as the stock
             write and returns it. Its argument says whether the strategy is
             guarded, that is whether to write the database backstop key.
@@ -190,9 +192,12 @@ class AtomicStrategy(StockStrategy):
     name = Strategy.DB_ATOMIC
 
     def take(self, take: Take[R]) -> R:
+        # The record's backstop (for orders, the unique key on voucher and buyer)
+        # guards the per-user rule here, as the conditional UPDATE guards the stock;
+        # the check is a plain read that spares a refused buyer the transaction.
+        take.check()
+        race_window()
         with transaction.atomic():
-            take.check()
-            race_window()
             with _sold_out_on_negative_stock():
                 taken = Stock.objects.filter(pk=take.stock_id, quantity__gte=take.quantity).update(
                     quantity=F("quantity") - take.quantity, version=F("version") + 1
