@@ -65,18 +65,26 @@ class TokenDealer:
 
 
 class OutcomeLog:
-    """Appends every purchase's outcome to a file of this process's own."""
+    """Appends every purchase's outcome to a file of this process's own.
+
+    The file is opened on first use, in the process that writes: ``locust
+    --processes`` imports the locustfile once and then forks its workers, and a
+    file opened at import would be shared by all of them.
+    """
 
     def __init__(self) -> None:
-        folder = os.environ.get("LOADTEST_OUTCOMES")
+        self._folder = os.environ.get("LOADTEST_OUTCOMES")
         self._file = None
-        if folder:
-            Path(folder).mkdir(parents=True, exist_ok=True)
-            self._file = open(Path(folder) / f"outcomes-{os.getpid()}.txt", "a", buffering=1)  # noqa: SIM115
+        self._pid = 0
 
     def add(self, outcome: str, order_id: int | None = None) -> None:
-        if self._file is not None:
-            self._file.write(f"{outcome} {order_id}\n" if order_id is not None else f"{outcome}\n")
+        if not self._folder:
+            return
+        if self._pid != os.getpid():
+            Path(self._folder).mkdir(parents=True, exist_ok=True)
+            self._file = open(Path(self._folder) / f"outcomes-{os.getpid()}.txt", "a", buffering=1)  # noqa: SIM115
+            self._pid = os.getpid()
+        self._file.write(f"{outcome} {order_id}\n" if order_id is not None else f"{outcome}\n")
 
 
 outcomes = OutcomeLog()
