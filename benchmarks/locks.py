@@ -168,19 +168,35 @@ def contended(url, contender, processes, seconds, same_key=True):
 
 
 def uncontended(client, rounds=40, cycles=300):
-    """Cycles/s per contender: the median of ``rounds`` runs of ``cycles`` each, contenders
-    interleaved, so that drift in the machine's speed hits every contender alike."""
+    """Per contender, the median cycles/s of ``rounds`` runs of ``cycles`` each and the
+    median of its per-round ratio to the bare floor.
+
+    Contenders take turns within every round, in an order rotated from round to
+    round, and each is compared with the floor of its own round: drift in the
+    machine's speed then cancels out of the ratio instead of landing on whichever
+    contender ran during a slow spell.
+    """
     locks = {name: factory(client, "solo") for name, factory in CONTENDERS.items()}
-    rates = {name: [] for name in locks}
+    names = list(locks)
+    rates = {name: [] for name in names}
+    ratios = {name: [] for name in names}
     for round_ in range(rounds + 1):
-        for name, lock in locks.items():
+        this_round = {}
+        shift = round_ % len(names)
+        for name in names[shift:] + names[:shift]:
+            lock = locks[name]
             started = time.perf_counter()
             for _ in range(cycles):
                 lock.acquire()
                 lock.release()
-            if round_:  # round 0 warms up: scripts loaded, connections open
-                rates[name].append(cycles / (time.perf_counter() - started))
-    return {name: statistics.median(values) for name, values in rates.items()}
+            this_round[name] = cycles / (time.perf_counter() - started)
+        if round_:  # round 0 warms up: scripts loaded, connections open
+            for name, rate in this_round.items():
+                rates[name].append(rate)
+                ratios[name].append(rate / this_round["bare floor"])
+    return {
+        name: {"cycles/s": statistics.median(rates[name]), "x floor": statistics.median(ratios[name])} for name in names
+    }
 
 
 def many_keys(client, count=3000, rounds=5):
@@ -249,12 +265,10 @@ def main(argv=None) -> int:
 
     if "uncontended" in only:
         print("  uncontended ...", file=sys.stderr, flush=True)
-        rows = {name: {"cycles/s": rate} for name, rate in uncontended(client).items()}
-        floor = rows["bare floor"]["cycles/s"]
-        for row in rows.values():
-            row["x floor"] = row["cycles/s"] / floor
+        rows = uncontended(client)
         table(
-            "One client, uncontended acquire + release (median of 40 interleaved runs of 300 cycles)",
+            "One client, uncontended acquire + release (40 rounds of 300 cycles; medians, and the median"
+            " of each round's ratio to the floor)",
             rows,
             ["cycles/s", "x floor"],
         )
