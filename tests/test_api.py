@@ -70,6 +70,15 @@ def test_login_refuses_bad_input(body, status, code):
     assert_error(post_json(Client(), "/api/auth/login", body), status, code)
 
 
+def test_the_token_of_a_deactivated_user_is_401(api_client, make_voucher):
+    voucher = make_voucher()
+    buyer = api_client()
+    buyer.user.is_active = False
+    buyer.user.save()
+    assert_error(buyer.post(f"/api/vouchers/{voucher.pk}/purchase"), 401, "unauthorized")
+    assert_untouched(voucher)
+
+
 def test_an_unknown_bearer_token_is_401():
     response = Client().get("/api/orders", headers={"Authorization": "Bearer not-a-token"})
     assert_error(response, 401, "unauthorized")
