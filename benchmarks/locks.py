@@ -15,7 +15,6 @@ share). Ratios are against the bare floor or redis-py measured in the same run.
 from __future__ import annotations
 
 import argparse
-import multiprocessing
 import statistics
 import sys
 import time
@@ -25,6 +24,7 @@ import redis
 from locking import Lock, lock_many
 
 from .machine import describe
+from .processes import run_together
 
 CAD = "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0"
 SET_MANY = """
@@ -142,17 +142,11 @@ def _worker(url, contender, key, seconds, start, results):
 
 
 def contended(url, contender, processes, seconds, same_key=True):
-    context = multiprocessing.get_context("fork")
-    start, results = context.Barrier(processes), context.Queue()
-    workers = [
-        context.Process(target=_worker, args=(url, contender, "hot" if same_key else f"k{n}", seconds, start, results))
-        for n in range(processes)
-    ]
-    for worker in workers:
-        worker.start()
-    per_process = [results.get(timeout=seconds + 120) for _ in workers]
-    for worker in workers:
-        worker.join()
+    per_process = run_together(
+        _worker,
+        [(url, contender, "hot" if same_key else f"k{n}", seconds) for n in range(processes)],
+        timeout=seconds + 120,
+    )
     waits = [w for ws, _ in per_process for w in ws]
     # A hand-off: the lock passes to a different process than the one that held it last.
     order = sorted((t, n) for n, (_, taken_at) in enumerate(per_process) for t in taken_at)

@@ -15,11 +15,12 @@ team gets from the library's default lock.
 from __future__ import annotations
 
 import argparse
-import multiprocessing
 import os
 import statistics
 import sys
 import time
+
+from .processes import run_together
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings.test")
 os.environ.setdefault("DATABASE_URL", "mysql://root:@127.0.0.1:3306/flashsale_bench")
@@ -131,17 +132,9 @@ def run(strategy, processes, seconds, users_per_process):
     )
     Voucher.objects.filter(pk=voucher.pk).update(strategy=strategy)
     connections.close_all()
-    context = multiprocessing.get_context("fork")
-    start, results = context.Barrier(processes), context.Queue()
-    workers = [
-        context.Process(target=_buyer, args=(strategy, voucher.pk, ids[n::processes], seconds, start, results))
-        for n in range(processes)
-    ]
-    for worker in workers:
-        worker.start()
-    outcomes = [results.get(timeout=seconds + 120) for _ in workers]
-    for worker in workers:
-        worker.join()
+    outcomes = run_together(
+        _buyer, [(strategy, voucher.pk, ids[n::processes], seconds) for n in range(processes)], timeout=seconds + 120
+    )
     bought = sum(b for b, _ in outcomes)
     refused = sum(r for _, r in outcomes)
     return bought / seconds, refused
