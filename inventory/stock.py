@@ -20,6 +20,7 @@ import time
 from collections.abc import Callable
 from contextlib import contextmanager
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import ClassVar, Generic, TypeVar
 
 from django.conf import settings
@@ -207,6 +208,21 @@ class AtomicStrategy(StockStrategy):
             return take.record(self.guarded)
 
 
+@lru_cache(maxsize=1024)
+def fenced_decrement(stock_id: int, quantity: int) -> FencedUpdate:
+    """The fenced ``quantity -= n`` of one stock row, compiled once per process.
+
+    Compiled outside the item lock, since under it every queued buyer would wait
+    for the ORM, and only once, since its SQL differs between holders only by the
+    fence, which ``FencedUpdate.run`` fills in.
+    """
+    return FencedUpdate(
+        Stock.objects.filter(pk=stock_id, quantity__gte=quantity),
+        quantity=F("quantity") - quantity,
+        version=F("version") + 1,
+    )
+
+
 class RedisLockStrategy(StockStrategy):
     """Per-user and per-item locks from ``locking``, taken before the transaction and
     released after it commits; the stock write carries the item lock's fence.
@@ -226,12 +242,7 @@ class RedisLockStrategy(StockStrategy):
             # checked here, outside the item lock: other buyers never wait for it.
             take.check()
             race_window()
-            # Compiled before the lock: under it, every queued buyer would wait for the ORM.
-            decrement = FencedUpdate(
-                Stock.objects.filter(pk=take.stock_id, quantity__gte=take.quantity),
-                quantity=F("quantity") - take.quantity,
-                version=F("version") + 1,
-            )
+            decrement = fenced_decrement(take.stock_id, take.quantity)
             item_lock = self._lock(f"stock:{take.stock_id}", blocking_timeout=settings.LOCK_WAIT_SECONDS)
             try:
                 return self._take_under(item_lock, decrement, take)
