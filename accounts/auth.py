@@ -1,22 +1,25 @@
 """API authentication: bearer tokens for API clients, the session (with CSRF) for the browser."""
 
 from django.conf import settings
+from django.contrib.auth.models import AnonymousUser
 from ninja.security import HttpBearer
 from ninja.security.apikey import APIKeyCookie
 from ninja.utils import check_csrf
 
-from inventory.errors import DomainError
+from core.errors import DomainError
 
 from .selectors import user_for_token
 
 
 class CsrfFailed(DomainError):
     code = "csrf_failed"
+    status = 403
     default_message = "CSRF check failed: send the csrftoken cookie's value in the X-CSRFToken header."
 
 
 class Forbidden(DomainError):
     code = "forbidden"
+    status = 403
     default_message = "Staff only."
 
 
@@ -55,5 +58,12 @@ def require_staff(request) -> None:
         raise Forbidden()
 
 
+def anonymous(request):
+    """The last resort of ``optional_auth``: an anonymous caller (truthy, so ninja lets it in)."""
+    return AnonymousUser()
+
+
 # Bearer first: a request that carries a token never needs a CSRF token.
 api_auth = [BearerToken(), SessionWithCsrf()]
+# For reads that answer everyone and tell a logged-in caller more (a pool's draws left).
+optional_auth = [*api_auth, anonymous]

@@ -85,9 +85,9 @@ def _buyer(strategy, voucher_id, user_ids, seconds, start, results):
     from django.contrib.auth import get_user_model
     from django.db import connections
 
-    from inventory.errors import DomainError
-    from inventory.models import Voucher
+    from core.errors import DomainError
     from inventory.stock import STRATEGIES
+    from orders.models import Voucher
     from orders.services import order_purchase
 
     if strategy == "redispy_lock":
@@ -115,8 +115,8 @@ def run(strategy, processes, seconds, users_per_process):
     from django.utils import timezone
 
     from accounts.services import users_with_tokens_create
-    from inventory.models import Voucher
-    from inventory.services import voucher_create
+    from orders.models import Voucher
+    from orders.services import voucher_create
 
     pairs = users_with_tokens_create(count=processes * users_per_process, prefix="bench")
     from django.contrib.auth import get_user_model

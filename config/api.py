@@ -1,6 +1,7 @@
 """The JSON API under /api/: routers from each app, and one error shape for all.
 
-Errors are ``{"code": ..., "message": ...}``; the status follows DESIGN.md section 5.
+Errors are ``{"code": ..., "message": ...}``; a domain error carries its own status
+(``core.errors.DomainError.status``).
 """
 
 from django.http import Http404
@@ -9,21 +10,9 @@ from ninja.errors import AuthenticationError, HttpError, ValidationError
 
 from accounts.api import router as auth_router
 from accounts.auth import api_auth
-from inventory.api import router as inventory_router
-from inventory.errors import DomainError
+from core.errors import DomainError
+from lottery.api import router as lottery_router
 from orders.api import router as orders_router
-
-STATUS_BY_CODE = {
-    "sold_out": 409,
-    "already_purchased": 409,
-    "busy": 409,
-    "not_started": 403,
-    "ended": 403,
-    "forbidden": 403,
-    "csrf_failed": 403,
-    "invalid": 422,
-    "invalid_quantity": 422,
-}
 
 api = NinjaAPI(
     title="Flash sale and prize draw API",
@@ -33,8 +22,8 @@ api = NinjaAPI(
     docs_url="/docs",
 )
 api.add_router("", auth_router)
-api.add_router("", inventory_router)
 api.add_router("", orders_router)
+api.add_router("", lottery_router)
 
 
 @api.get("/ping", auth=None, tags=["health"])
@@ -49,7 +38,7 @@ def error(request, status: int, code: str, message: str, **extra):
 
 @api.exception_handler(DomainError)
 def on_domain_error(request, exc: DomainError):
-    return error(request, STATUS_BY_CODE.get(exc.code, 400), exc.code, exc.message)
+    return error(request, exc.status, exc.code, exc.message)
 
 
 @api.exception_handler(Http404)

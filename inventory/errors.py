@@ -1,19 +1,16 @@
-"""Typed domain errors. Each carries a machine ``code`` that the API answers with."""
+"""The errors of taking stock, whatever the product."""
 
 from __future__ import annotations
 
-
-class DomainError(Exception):
-    code: str = "error"
-    default_message: str = "The request could not be completed."
-
-    def __init__(self, message: str | None = None) -> None:
-        self.message = message or self.default_message
-        super().__init__(self.message)
+from core.errors import DomainError
 
 
 class SoldOut(DomainError):
+    """No candidate row had the units asked for. Products may answer it in their own
+    words (a pool says ``pool_empty``)."""
+
     code = "sold_out"
+    status = 409
     default_message = "Sold out."
 
 
@@ -21,24 +18,11 @@ class LockBusy(DomainError):
     """Too much contention right now; the caller may retry. Nothing was written."""
 
     code = "busy"
+    status = 409
     default_message = "Too many buyers at once; try again."
-
-
-class NotStarted(DomainError):
-    code = "not_started"
-    default_message = "The sale has not started yet."
-
-
-class Ended(DomainError):
-    code = "ended"
-    default_message = "The sale has ended."
 
 
 class InvalidQuantity(DomainError):
     code = "invalid_quantity"
+    status = 422
     default_message = "Quantity must be a positive whole number."
-
-
-class InvalidVoucher(DomainError):
-    code = "invalid"
-    default_message = "The voucher is not valid."

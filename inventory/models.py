@@ -2,11 +2,10 @@ from __future__ import annotations
 
 from django.conf import settings
 from django.db import models
-from django.utils import timezone
 
 
 class Strategy(models.TextChoices):
-    """The concurrency strategies, one name each, used everywhere (DESIGN.md section 3)."""
+    """The concurrency strategies, one name each, used everywhere (docs/design.md, "Strategies")."""
 
     NONE = "none", "none: naive read-check-write (oversells)"
     LOCAL = "local", "local: process-local lock (oversells across processes)"
@@ -21,6 +20,21 @@ def default_strategy() -> str:
     return settings.DEFAULT_STRATEGY
 
 
+class StockGroup(models.Model):
+    """The stock rows that one take chooses among: a voucher's single row, or every
+    prize of a pool. It is the unit of concurrency control: ``db_pessimistic`` locks
+    its rows, ``db_optimistic`` compares its version, ``redis_lock`` locks its name.
+    """
+
+    version = models.PositiveBigIntegerField(
+        default=0,
+        help_text="Bumped by db_optimistic's writes and by every restock; db_optimistic compares it before writing.",
+    )
+
+    def __str__(self) -> str:
+        return f"stock group {self.pk}"
+
+
 class Stock(models.Model):
     """A countable quantity of one item, shared by vouchers and prizes.
 
@@ -28,13 +42,12 @@ class Stock(models.Model):
     ``inventory.services``; the admin shows it read-only.
     """
 
+    group = models.ForeignKey(StockGroup, on_delete=models.PROTECT, related_name="stocks")
     quantity = models.IntegerField(help_text="Units left to sell or award.")
     initial_quantity = models.IntegerField(
         help_text="Initial stock plus every restock: the total that orders and stock must add up to."
     )
-    version = models.PositiveBigIntegerField(
-        default=0, help_text="Bumped by every write; db_optimistic compares it before writing."
-    )
+    version = models.PositiveBigIntegerField(default=0, help_text="Bumped by every write of this row.")
     fence = models.PositiveBigIntegerField(
         default=0, help_text="The newest lock fence that wrote this row; older holders are refused."
     )
@@ -51,33 +64,3 @@ class Stock(models.Model):
 
     def __str__(self) -> str:
         return f"{self.quantity}/{self.initial_quantity}"
-
-
-class Voucher(models.Model):
-    """A flash-sale item: one order per user, sold within ``begin_at``..``end_at``."""
-
-    title = models.CharField(max_length=200)
-    description = models.TextField(blank=True)
-    begin_at = models.DateTimeField()
-    end_at = models.DateTimeField()
-    strategy = models.CharField(max_length=32, choices=Strategy.choices, default=default_strategy)
-    stock = models.OneToOneField(Stock, on_delete=models.PROTECT, related_name="voucher")
-    created_at = models.DateTimeField(auto_now_add=True)
-
-    class Meta:
-        ordering = ["begin_at", "id"]
-        constraints = [
-            models.CheckConstraint(condition=models.Q(end_at__gt=models.F("begin_at")), name="voucher_window_ordered"),
-        ]
-
-    def __str__(self) -> str:
-        return self.title
-
-    def window_state(self, now=None) -> str:
-        """``upcoming``, ``live`` or ``ended`` at ``now``."""
-        now = now or timezone.now()
-        if now < self.begin_at:
-            return "upcoming"
-        if now >= self.end_at:
-            return "ended"
-        return "live"

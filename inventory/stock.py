@@ -1,15 +1,28 @@
-"""The one place where stock is decremented, under each concurrency strategy.
+"""The one place where stock is taken, under each concurrency strategy, for any product.
 
-A strategy takes a :class:`Take` (which stock, how much, whose rule to check, how
-to record the result) and runs the check and the write under its own concurrency
-control. Callers (``orders.services``, later ``lottery.services``) own the rules;
-strategies own only the concurrency. Every strategy pauses ``RACE_WINDOW_MS``
-between the check and the write, the same for all of them, so that a small
-machine reproduces the race reliably.
+A :class:`Take` names a stock group (the candidate rows: a voucher's one row, every
+prize of a pool), a chooser, the per-user rule and a recorder. The base class
+:class:`StockStrategy` owns the sequence, the same for every strategy and product:
 
-``guarded`` strategies write the order with its backstop key (the unique
-constraint that allows one order per user); ``none`` and ``local`` do not, or the
-demonstration that they oversell would prove nothing.
+1. enter the strategy's **guard** (a transaction, locks, or nothing);
+2. **check** the caller's per-user rule (one order per user, the draw limit);
+3. **read** the candidates' remaining units;
+4. **choose** one of the rows that still have stock, or nothing (a draw that lands on
+   "no prize"); with no row left the take is ``SoldOut``;
+5. pause ``RACE_WINDOW_MS`` (first attempt only), the same in every strategy, so that a
+   small machine reproduces the race reliably;
+6. **write** the decrement of the chosen row; a strategy whose write can miss (someone
+   changed what it read) says so, and the sequence goes back to step 3, a bounded
+   number of times, then answers ``busy``;
+7. **record** the order or award in the same transaction as the decrement, told which
+   row was taken; then the guard commits and releases.
+
+Each strategy supplies only its guard, read and write. Callers (``orders.services``,
+``lottery.services``) own the rules; strategies own only the concurrency.
+
+``guarded`` strategies write the record with its database backstop key (the unique
+constraint behind the per-user rule); ``none`` and ``local`` do not, or the
+demonstration that they break would prove nothing.
 """
 
 from __future__ import annotations
@@ -17,9 +30,9 @@ from __future__ import annotations
 import random
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import ClassVar, Generic, TypeVar
 
@@ -34,40 +47,56 @@ from locking.lease import LeasedLock
 from locking.redlock import Redlock
 
 from .errors import InvalidQuantity, LockBusy, SoldOut
-from .models import Stock, Strategy
+from .models import Stock, StockGroup, Strategy
 
 R = TypeVar("R")
 
 STOCK_NOT_NEGATIVE = "stock_quantity_not_negative"
 
+Chooser = Callable[[Mapping[int, int]], "int | None"]
+
 
 @dataclass(frozen=True)
 class Take(Generic[R]):
-    """One attempt to take ``quantity`` units of a stock for one user.
+    """One attempt to take ``quantity`` units from one row of a stock group, for one user.
 
     Attributes:
-        stock_id: the ``Stock`` row to decrement.
-        quantity: units to take, at least 1.
+        group_id: the ``StockGroup`` whose rows are the candidates.
+        choose: given ``{stock_id: remaining}`` of the rows that still have at least
+            ``quantity`` units (never empty), returns the id of the row to take, or
+            None to take nothing and still record (a draw that lands on "no prize").
+            It runs under the strategy's guard, on the stock the guard protects.
         user_key: the scope of the per-user rule, such as ``"voucher:3:user:7"``;
-            lock-based strategies lock it together with the item.
+            lock-based strategies lock it.
         check: raises the caller's domain error when the per-user rule refuses
-            (already bought, draw limit). Runs inside the strategy's guard, except
-            under ``db_atomic``, where it is a plain read and the record's
-            backstop decides.
+            (already bought, draw limit). Runs first under the guard.
         record: writes the order or award in the same transaction as the stock
-            write and returns it. Its argument says whether the strategy is
+            write and returns it. Called as ``record(stock_id, guarded)``: the row
+            taken (None when the chooser took nothing) and whether the strategy is
             guarded, that is whether to write the database backstop key.
+        quantity: units to take, at least 1.
+        snapshot: ``{stock_id: remaining}`` as the caller already read it, without a
+            guard. Strategies whose own read is unguarded use it for their first
+            attempt instead of reading again; the others ignore it.
     """
 
-    stock_id: int
-    quantity: int
+    group_id: int
+    choose: Chooser
     user_key: str
     check: Callable[[], None]
-    record: Callable[[bool], R]
+    record: Callable[[int | None, bool], R]
+    quantity: int = 1
+    snapshot: Mapping[int, int] | None = None
+
+
+def choose_only(remaining: Mapping[int, int]) -> int:
+    """The chooser of a group with one row (a voucher): that row, whenever it has stock."""
+    (stock_id,) = remaining
+    return stock_id
 
 
 def race_window() -> None:
-    """Sleep ``RACE_WINDOW_MS`` between the check and the write."""
+    """Sleep ``RACE_WINDOW_MS`` between the choice and the write."""
     pause_ms = settings.RACE_WINDOW_MS
     if pause_ms > 0:
         time.sleep(pause_ms / 1000)
@@ -84,7 +113,7 @@ def constraint_violated(exc: IntegrityError, name: str) -> bool:
 
 
 @contextmanager
-def _sold_out_on_negative_stock():
+def _sold_out_on_negative_stock() -> Iterator[None]:
     try:
         yield
     except IntegrityError as exc:
@@ -93,126 +122,239 @@ def _sold_out_on_negative_stock():
         raise
 
 
+@dataclass
+class Held:
+    """What one take holds while its guard is entered; strategies keep their state here."""
+
+    group_version: int = 0
+    group_lock: LeasedLock | None = None
+    extra: dict = field(default_factory=dict)
+
+
+def _remaining(group_id: int, quantity: int) -> dict[int, int]:
+    return dict(
+        Stock.objects.filter(group_id=group_id, quantity__gte=quantity).order_by("id").values_list("id", "quantity")
+    )
+
+
 class StockStrategy:
+    """The fixed sequence of a take (see the module docstring); subclasses supply
+    :meth:`guard`, :meth:`read` and :meth:`write`.
+
+    Class attributes:
+        name: the strategy's one name (``inventory.models.Strategy``).
+        guarded: whether records carry their database backstop key.
+        breaks: ``None`` for a safe strategy; ``"always"`` when it is expected to
+            break an invariant under concurrency; ``"across_processes"`` when it
+            holds in one process and breaks across several.
+        explanation: one line on how it guards, for pages and reports.
+    """
+
     name: ClassVar[str]
     guarded: ClassVar[bool] = True
+    breaks: ClassVar[str | None] = None
+    explanation: ClassVar[str] = ""
+
+    def max_attempts(self) -> int:
+        """How many times the read-choose-write may run before ``busy``."""
+        return 1
+
+    def guard(self, take: Take) -> Iterator[Held]:
+        """A context manager entered around the whole take; commits on a clean exit."""
+        raise NotImplementedError
+
+    def read(self, take: Take, held: Held, attempt: int) -> Mapping[int, int]:
+        """``{stock_id: remaining}`` of the candidates (rows without stock may be left out)."""
+        raise NotImplementedError
+
+    def write(self, take: Take, held: Held, stock_id: int, remaining: Mapping[int, int]) -> bool:
+        """Decrement ``stock_id``; False when the write missed and the choice must be made again."""
+        raise NotImplementedError
+
+    def before_retry(self, attempt: int) -> None:
+        """A pause between a missed write and the next read."""
 
     def take(self, take: Take[R]) -> R:
-        raise NotImplementedError
+        if isinstance(take.quantity, bool) or not isinstance(take.quantity, int) or take.quantity < 1:
+            raise InvalidQuantity()
+        with self.guard(take) as held:
+            take.check()
+            for attempt in range(self.max_attempts()):
+                remaining = self.read(take, held, attempt)
+                chosen = self._choose(take, remaining)
+                if attempt == 0:
+                    race_window()
+                if chosen is None or self.write(take, held, chosen, remaining):
+                    return take.record(chosen, self.guarded)
+                self.before_retry(attempt)
+            raise LockBusy()
+
+    @staticmethod
+    def _choose(take: Take, remaining: Mapping[int, int]) -> int | None:
+        available = {stock_id: left for stock_id, left in remaining.items() if left >= take.quantity}
+        if not available:
+            raise SoldOut()
+        chosen = take.choose(available)
+        if chosen is not None and chosen not in available:
+            raise ValueError(f"the chooser picked stock {chosen}, which was not a candidate with stock")
+        return chosen
 
 
 class NaiveStrategy(StockStrategy):
-    """Read the stock, check it, write ``stock - n`` from Python: the textbook race."""
+    """Read the stock, choose, pause, write ``remaining - n`` from Python: the textbook race."""
 
     name = Strategy.NONE
     guarded = False
+    breaks = "always"
+    explanation = "reads the stock, checks it, then writes stock - 1 from Python: buyers in between all win"
 
-    def take(self, take: Take[R]) -> R:
-        with transaction.atomic():
-            take.check()
-            quantity = Stock.objects.values_list("quantity", flat=True).get(pk=take.stock_id)
-            if quantity < take.quantity:
-                raise SoldOut()
-            race_window()
-            # An absolute write: a concurrent buyer's decrement is silently lost.
-            Stock.objects.filter(pk=take.stock_id).update(quantity=quantity - take.quantity, version=F("version") + 1)
-            return take.record(self.guarded)
+    def guard(self, take: Take) -> Iterator[Held]:
+        return _in_transaction()
+
+    def read(self, take: Take, held: Held, attempt: int) -> Mapping[int, int]:
+        return _remaining(take.group_id, take.quantity)
+
+    def write(self, take: Take, held: Held, stock_id: int, remaining: Mapping[int, int]) -> bool:
+        # An absolute write: a concurrent buyer's decrement is silently lost.
+        Stock.objects.filter(pk=stock_id).update(quantity=remaining[stock_id] - take.quantity, version=F("version") + 1)
+        return True
+
+
+@contextmanager
+def _in_transaction() -> Iterator[Held]:
+    with transaction.atomic():
+        yield Held()
 
 
 class LocalLockStrategy(NaiveStrategy):
-    """The naive code inside a ``threading.Lock`` per item: safe in one process only."""
+    """The naive code inside a ``threading.Lock`` per stock group: safe in one process only."""
 
     name = Strategy.LOCAL
-    guarded = False
+    breaks = "across_processes"
+    explanation = "the naive code inside a lock of this server process: other processes do not see it"
 
     def __init__(self) -> None:
         self._locks: dict[int, threading.Lock] = {}
         self._locks_guard = threading.Lock()
 
-    def _lock_for(self, stock_id: int) -> threading.Lock:
+    def _lock_for(self, group_id: int) -> threading.Lock:
         with self._locks_guard:
-            return self._locks.setdefault(stock_id, threading.Lock())
+            return self._locks.setdefault(group_id, threading.Lock())
 
-    def take(self, take: Take[R]) -> R:
+    @contextmanager
+    def guard(self, take: Take) -> Iterator[Held]:
         # Held until after commit, so the next holder in this process sees the write.
-        with self._lock_for(take.stock_id):
-            return super().take(take)
+        with self._lock_for(take.group_id), transaction.atomic():
+            yield Held()
 
 
 class PessimisticStrategy(StockStrategy):
-    """``SELECT ... FOR UPDATE`` on the stock row: buyers of one item queue on the row."""
+    """``SELECT ... FOR UPDATE`` on every row of the group, in primary-key order.
+
+    The choice depends on every candidate's stock, so every candidate is locked,
+    always in the same order so that two takes never deadlock; a restock, which
+    updates a row, waits for the lock like a buyer. Buyers of one group queue.
+    """
 
     name = Strategy.DB_PESSIMISTIC
+    explanation = "SELECT ... FOR UPDATE on the stock rows: buyers queue on the rows inside the database"
 
-    def take(self, take: Take[R]) -> R:
-        with transaction.atomic():
-            quantity = Stock.objects.select_for_update().values_list("quantity", flat=True).get(pk=take.stock_id)
-            take.check()
-            if quantity < take.quantity:
-                raise SoldOut()
-            race_window()
-            with _sold_out_on_negative_stock():
-                Stock.objects.filter(pk=take.stock_id).update(
-                    quantity=F("quantity") - take.quantity, version=F("version") + 1
-                )
-            return take.record(self.guarded)
+    def guard(self, take: Take) -> Iterator[Held]:
+        return _in_transaction()
+
+    def read(self, take: Take, held: Held, attempt: int) -> Mapping[int, int]:
+        rows = Stock.objects.select_for_update().filter(group_id=take.group_id).order_by("id")
+        return dict(rows.values_list("id", "quantity"))
+
+    def write(self, take: Take, held: Held, stock_id: int, remaining: Mapping[int, int]) -> bool:
+        with _sold_out_on_negative_stock():
+            Stock.objects.filter(pk=stock_id).update(quantity=F("quantity") - take.quantity, version=F("version") + 1)
+        return True
 
 
 class OptimisticStrategy(StockStrategy):
-    """Compare-and-set on the version column, retried a bounded number of times.
+    """Compare-and-set on the group's version, retried a bounded number of times.
 
-    A lost compare-and-set writes nothing; after ``OPTIMISTIC_MAX_ATTEMPTS`` losses
-    the buyer is told ``busy`` rather than queued, so the strategy sheds load.
+    The choice read every candidate, so the compare covers every candidate: the
+    group's version, which this strategy's writes and every restock bump. A lost
+    compare-and-set writes nothing; after ``OPTIMISTIC_MAX_ATTEMPTS`` losses the
+    buyer is told ``busy`` rather than queued, so the strategy sheds load.
     """
 
     name = Strategy.DB_OPTIMISTIC
+    explanation = "reads a version, writes only if it has not changed, retries a few times, then answers busy"
 
-    def take(self, take: Take[R]) -> R:
-        attempts = max(1, settings.OPTIMISTIC_MAX_ATTEMPTS)
-        for attempt in range(attempts):
-            with transaction.atomic():
-                quantity, version = Stock.objects.values_list("quantity", "version").get(pk=take.stock_id)
-                take.check()
-                if quantity < take.quantity:
-                    raise SoldOut()
-                race_window()
-                with _sold_out_on_negative_stock():
-                    won = Stock.objects.filter(pk=take.stock_id, version=version).update(
-                        quantity=F("quantity") - take.quantity, version=F("version") + 1
-                    )
-                if won:
-                    return take.record(self.guarded)
-            # Jittered exponential back-off so the losers do not collide again in step.
-            time.sleep(random.uniform(0, 0.002 * (2**attempt)))
-        raise LockBusy()
+    def max_attempts(self) -> int:
+        return max(1, settings.OPTIMISTIC_MAX_ATTEMPTS)
+
+    def guard(self, take: Take) -> Iterator[Held]:
+        return _in_transaction()
+
+    def read(self, take: Take, held: Held, attempt: int) -> Mapping[int, int]:
+        rows = list(
+            Stock.objects.filter(group_id=take.group_id).order_by("id").values_list("id", "quantity", "group__version")
+        )
+        held.group_version = rows[0][2] if rows else 0
+        return {stock_id: quantity for stock_id, quantity, _ in rows}
+
+    def write(self, take: Take, held: Held, stock_id: int, remaining: Mapping[int, int]) -> bool:
+        won = StockGroup.objects.filter(pk=take.group_id, version=held.group_version).update(version=F("version") + 1)
+        if not won:
+            return False
+        with _sold_out_on_negative_stock():
+            Stock.objects.filter(pk=stock_id).update(quantity=F("quantity") - take.quantity, version=F("version") + 1)
+        return True
+
+    def before_retry(self, attempt: int) -> None:
+        # Jittered exponential back-off so the losers do not collide again in step.
+        time.sleep(random.uniform(0, 0.002 * (2**attempt)))
 
 
 class AtomicStrategy(StockStrategy):
-    """One conditional ``UPDATE ... SET quantity = quantity - n WHERE quantity >= n``."""
+    """One conditional ``UPDATE ... SET quantity = quantity - n WHERE quantity >= n``.
+
+    The read is unguarded (the caller's own snapshot on the first attempt), and the
+    conditional UPDATE is the guard of the stock. When it misses (the chosen row ran
+    out since the read), the take reads again and chooses again, at most
+    ``ATOMIC_MAX_ATTEMPTS`` times, then answers ``busy``. What that does to a draw's
+    odds under contention: each choice is weighted by stock that may be up to one
+    race window old, and a draw whose prize ran out meanwhile draws again from the
+    newer stock. No unit is ever awarded that is not there, but while stock is
+    falling fast the odds lag behind it: prizes (rather than "no prize") come out
+    slightly more often than the exact odds of that instant would give.
+
+    The per-user rule is guarded by the record's backstop (for orders, the unique key
+    on voucher and buyer); the check is a plain read that spares a refused buyer the
+    write.
+    """
 
     name = Strategy.DB_ATOMIC
+    explanation = "one conditional UPDATE ... WHERE stock >= 1: the database refuses the write that would oversell"
 
-    def take(self, take: Take[R]) -> R:
-        # The record's backstop (for orders, the unique key on voucher and buyer)
-        # guards the per-user rule here, as the conditional UPDATE guards the stock;
-        # the check is a plain read that spares a refused buyer the transaction.
-        take.check()
-        race_window()
-        with transaction.atomic():
-            with _sold_out_on_negative_stock():
-                taken = Stock.objects.filter(pk=take.stock_id, quantity__gte=take.quantity).update(
-                    quantity=F("quantity") - take.quantity, version=F("version") + 1
-                )
-            if not taken:
-                raise SoldOut()
-            return take.record(self.guarded)
+    def max_attempts(self) -> int:
+        return max(1, settings.ATOMIC_MAX_ATTEMPTS)
+
+    def guard(self, take: Take) -> Iterator[Held]:
+        return _in_transaction()
+
+    def read(self, take: Take, held: Held, attempt: int) -> Mapping[int, int]:
+        if attempt == 0 and take.snapshot is not None:
+            return take.snapshot
+        return _remaining(take.group_id, take.quantity)
+
+    def write(self, take: Take, held: Held, stock_id: int, remaining: Mapping[int, int]) -> bool:
+        with _sold_out_on_negative_stock():
+            taken = Stock.objects.filter(pk=stock_id, quantity__gte=take.quantity).update(
+                quantity=F("quantity") - take.quantity, version=F("version") + 1
+            )
+        return bool(taken)
 
 
-@lru_cache(maxsize=1024)
+@lru_cache(maxsize=4096)
 def fenced_decrement(stock_id: int, quantity: int) -> FencedUpdate:
     """The fenced ``quantity -= n`` of one stock row, compiled once per process.
 
-    Compiled outside the item lock, since under it every queued buyer would wait
+    Compiled outside the group lock, since under it every queued buyer would wait
     for the ORM, and only once, since its SQL differs between holders only by the
     fence, which ``FencedUpdate.run`` fills in.
     """
@@ -224,62 +366,96 @@ def fenced_decrement(stock_id: int, quantity: int) -> FencedUpdate:
 
 
 class RedisLockStrategy(StockStrategy):
-    """Per-user and per-item locks from ``locking``, taken before the transaction and
-    released after it commits; the stock write carries the item lock's fence.
+    """A per-user lock and a per-group lock from ``locking``, both released after COMMIT;
+    every stock write carries the group lock's fence.
 
-    The user lock fails fast (one buyer firing twice at once is told ``busy``); the
-    item lock queues buyers in arrival order for up to ``LOCK_WAIT_SECONDS``.
+    The user lock is the guard: it fails fast (one buyer firing twice at once is told
+    ``busy``) and is held for the whole take. The read and choice happen under it
+    (the caller's snapshot on the first attempt); the group lock is taken for the
+    write, queueing buyers in arrival order for up to ``LOCK_WAIT_SECONDS``. Once
+    held, the fenced conditional UPDATE writes the chosen row; should that row have
+    run out since the read, the take reads and chooses again while still holding the
+    group lock, so the second choice is made on exact stock and cannot miss. One lock
+    name per group (``stock-group:<id>``): fences are per name, so every row of a
+    group is always written under the same name.
     """
 
     name = Strategy.REDIS_LOCK
+    explanation = "a Redis lock per buyer and per item, held from before the write until after the commit"
+
+    def max_attempts(self) -> int:
+        return 2
 
     def _lock(self, name: str, **options) -> LeasedLock:
         return Lock(lock_client(), name, lease=settings.LOCK_LEASE_SECONDS, **options)
 
-    def take(self, take: Take[R]) -> R:
-        with self._held(self._lock(take.user_key, blocking=False)):
-            # The user lock serialises this buyer's attempts, so the per-user rule is
-            # checked here, outside the item lock: other buyers never wait for it.
-            take.check()
-            race_window()
-            decrement = fenced_decrement(take.stock_id, take.quantity)
-            item_lock = self._lock(f"stock:{take.stock_id}", blocking_timeout=settings.LOCK_WAIT_SECONDS)
-            try:
-                return self._take_under(item_lock, decrement, take)
-            except (LockLost, StaleFence) as exc:
-                raise LockBusy() from exc  # nothing was committed; the buyer may retry
+    @contextmanager
+    def guard(self, take: Take) -> Iterator[Held]:
+        held = Held()
+        try:
+            with self._held(self._lock(take.user_key, blocking=False)):
+                yield from self._transaction(held)
+        except (LockLost, StaleFence) as exc:
+            raise LockBusy() from exc  # nothing was committed; the buyer may retry
 
-    def _take_under(self, item_lock: LeasedLock, decrement: FencedUpdate, take: Take[R]) -> R:
-        """Lock, write, commit, unlock: in that order, with nothing else under the lock.
+    def _transaction(self, held: Held) -> Iterator[Held]:
+        """Commit under the group lock, release it, then switch autocommit back on.
 
         Django's ``atomic`` would spend a round trip on ``SET autocommit=0`` as it
-        opens and another on ``SET autocommit=1`` after the COMMIT, both while the
-        lock is held. So autocommit goes off before the lock is taken (InnoDB starts
-        the transaction at its first statement, once the lock is held), the COMMIT
-        or ROLLBACK is issued under the lock, and autocommit comes back on after the
-        lock is released, which also runs the ``on_commit`` hooks. Inside a caller's
-        own ``atomic`` block the write is a savepoint of that transaction instead.
+        opens and another on ``SET autocommit=1`` after the COMMIT, the latter while
+        the group lock is still held. So autocommit goes off before anything is
+        read, the COMMIT or ROLLBACK is issued under the lock, and autocommit comes
+        back on after the lock is released, which also runs the ``on_commit``
+        hooks. Inside a caller's own ``atomic`` block the take is a savepoint of
+        that transaction instead.
         """
         connection = transaction.get_connection()
         if connection.in_atomic_block:
-            with self._held(item_lock), transaction.atomic():
-                return self._write(item_lock, decrement, take)
+            try:
+                with transaction.atomic():
+                    yield held
+            finally:
+                self._release_group(held)
+            return
         connection.set_autocommit(False)
         try:
-            with self._held(item_lock):
-                try:
-                    record = self._write(item_lock, decrement, take)
-                    connection.commit()
-                    return record
-                except BaseException:
-                    connection.rollback()
-                    raise
+            try:
+                yield held
+                if held.group_lock is not None:
+                    held.group_lock.check()  # a lease lost before commit rolls the take back
+                connection.commit()
+            except BaseException:
+                connection.rollback()
+                raise
+            finally:
+                self._release_group(held)
         finally:
             connection.set_autocommit(True)
 
     @staticmethod
+    def _release_group(held: Held) -> None:
+        if held.group_lock is not None:
+            held.group_lock.release()
+            held.group_lock = None
+
+    def read(self, take: Take, held: Held, attempt: int) -> Mapping[int, int]:
+        if attempt == 0 and take.snapshot is not None:
+            return take.snapshot
+        return _remaining(take.group_id, take.quantity)
+
+    def write(self, take: Take, held: Held, stock_id: int, remaining: Mapping[int, int]) -> bool:
+        decrement = fenced_decrement(stock_id, take.quantity)
+        if held.group_lock is None:
+            group_lock = self._lock(f"stock-group:{take.group_id}", blocking_timeout=settings.LOCK_WAIT_SECONDS)
+            if group_lock.acquire() is None:
+                raise LockBusy()
+            held.group_lock = group_lock
+        with _sold_out_on_negative_stock():
+            return bool(decrement.run(held.group_lock))
+
+    @staticmethod
     @contextmanager
-    def _held(lock: LeasedLock):
+    def _held(lock: LeasedLock) -> Iterator[LeasedLock]:
         if lock.acquire() is None:
             raise LockBusy()
         try:
@@ -287,21 +463,12 @@ class RedisLockStrategy(StockStrategy):
         finally:
             lock.release()
 
-    def _write(self, item_lock: LeasedLock, decrement: FencedUpdate, take: Take[R]) -> R:
-        """The critical section: the fenced conditional UPDATE and the INSERT of the record."""
-        with _sold_out_on_negative_stock():
-            taken = decrement.run(item_lock)
-        if not taken:
-            raise SoldOut()
-        record = take.record(self.guarded)
-        item_lock.check()  # a lease lost before commit rolls the purchase back
-        return record
-
 
 class RedlockStrategy(RedisLockStrategy):
     """The same locks, each held by a majority of the servers in ``LOCK_REDIS_URLS``."""
 
     name = Strategy.REDLOCK
+    explanation = "the same Redis locks, each held on a majority of independent Redis servers"
 
     def _lock(self, name: str, **options) -> LeasedLock:
         if not settings.LOCK_REDIS_URLS:
@@ -325,27 +492,18 @@ STRATEGIES: dict[str, StockStrategy] = {
 }
 
 
+def strategy_names(*, breaks: str | None | bool = True) -> list[str]:
+    """Strategy names in registry order. ``breaks=True`` (the default) lists all;
+    ``None`` only the safe ones; ``"always"`` or ``"across_processes"`` those that
+    break that way."""
+    return [name for name, strategy in STRATEGIES.items() if breaks is True or strategy.breaks == breaks]
+
+
 def stock_take(*, strategy: str, take: Take[R]) -> R:
     """Take stock under ``strategy`` and record the result; see :class:`Take`.
 
-    Raises ``SoldOut`` when there is not enough stock, ``LockBusy`` when the
-    strategy gave up under contention, and whatever ``take.check`` raises.
+    Raises ``SoldOut`` when no candidate has the units, ``LockBusy`` when the
+    strategy gave up under contention, and whatever ``take.check`` raises. On any
+    error nothing is written.
     """
-    if take.quantity < 1:
-        raise InvalidQuantity()
     return STRATEGIES[strategy].take(take)
-
-
-def stock_restock(*, stock_id: int, quantity: int) -> None:
-    """Add ``quantity`` units, as one relative update that composes with any buyer.
-
-    Never an absolute overwrite: a restock written as ``quantity = N`` would race
-    the buyers decrementing the same row.
-    """
-    if not isinstance(quantity, int) or isinstance(quantity, bool) or quantity < 1:
-        raise InvalidQuantity("Restock quantity must be a positive whole number.")
-    Stock.objects.filter(pk=stock_id).update(
-        quantity=F("quantity") + quantity,
-        initial_quantity=F("initial_quantity") + quantity,
-        version=F("version") + 1,
-    )

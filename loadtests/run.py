@@ -195,9 +195,9 @@ def one_run(
 ) -> Result:
     from django.utils import timezone
 
-    from inventory.services import voucher_create
     from orders.models import Order
     from orders.selectors import voucher_audit
+    from orders.services import voucher_create
 
     now = timezone.now()
     voucher = voucher_create(

@@ -1,6 +1,134 @@
-from django.contrib import admin
+"""Stock management. Stock is never edited as a field: restock goes through the
+same guarded service as purchases, so it cannot race the buyers."""
 
-from .models import Order
+from django import forms
+from django.contrib import admin, messages
+from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import path, reverse
+from django.utils.html import format_html
+
+from core.errors import DomainError
+
+from .models import Order, Voucher
+from .selectors import voucher_audit
+from .services import voucher_create, voucher_update
+
+
+class VoucherAddForm(forms.ModelForm):
+    initial_stock = forms.IntegerField(min_value=0, help_text="Units on sale.")
+
+    class Meta:
+        model = Voucher
+        fields = ["title", "description", "begin_at", "end_at", "strategy"]
+
+
+class RestockForm(forms.Form):
+    quantity = forms.IntegerField(min_value=1, max_value=100_000_000, help_text="Units to add to the stock.")
+
+
+@admin.register(Voucher)
+class VoucherAdmin(admin.ModelAdmin):
+    list_display = ["title", "stock_left", "supplied", "begin_at", "end_at", "strategy", "restock_link"]
+    list_filter = ["strategy"]
+    search_fields = ["title"]
+    list_select_related = ["stock"]
+    fields = ["title", "description", "begin_at", "end_at", "strategy", "stock_left", "supplied", "audit"]
+    readonly_fields = ["stock_left", "supplied", "audit"]
+
+    @admin.display(description="stock left")
+    def stock_left(self, obj):
+        return obj.stock.quantity
+
+    @admin.display(description="supplied (initial + restocks)")
+    def supplied(self, obj):
+        return obj.stock.initial_quantity
+
+    @admin.display(description="")
+    def restock_link(self, obj):
+        return format_html('<a href="{}">Restock</a>', reverse("admin:orders_voucher_restock", args=[obj.pk]))
+
+    @admin.display(description="audit")
+    def audit(self, obj):
+        result = voucher_audit(voucher_id=obj.pk)
+        return format_html(
+            "orders {} · buyers {} · stock {} · supplied {} · oversold {} · duplicates {} · conserved {} · "
+            "<strong>{}</strong>",
+            result.orders,
+            result.buyers,
+            result.stock,
+            result.supplied,
+            result.oversold,
+            result.duplicates,
+            "yes" if result.conserved else "NO",
+            "OK" if result.ok else "BROKEN",
+        )
+
+    def get_form(self, request, obj=None, change=False, **kwargs):
+        if obj is None:
+            kwargs["form"] = VoucherAddForm
+            kwargs["fields"] = ["title", "description", "begin_at", "end_at", "strategy", "initial_stock"]
+        return super().get_form(request, obj, change=change, **kwargs)
+
+    def get_fields(self, request, obj=None):
+        if obj is None:
+            return ["title", "description", "begin_at", "end_at", "strategy", "initial_stock"]
+        return self.fields
+
+    def get_readonly_fields(self, request, obj=None):
+        return self.readonly_fields if obj is not None else []
+
+    def save_model(self, request, obj, form, change):
+        if change:
+            data = form.cleaned_data
+            voucher_update(voucher=obj, strategy=data["strategy"], begin_at=data["begin_at"], end_at=data["end_at"])
+            obj.title, obj.description = data["title"], data["description"]
+            obj.save(update_fields=["title", "description"])
+            return
+        created = voucher_create(
+            title=form.cleaned_data["title"],
+            description=form.cleaned_data["description"],
+            stock=form.cleaned_data["initial_stock"],
+            begin_at=form.cleaned_data["begin_at"],
+            end_at=form.cleaned_data["end_at"],
+            strategy=form.cleaned_data["strategy"],
+        )
+        obj.pk, obj.stock = created.pk, created.stock
+
+    def get_urls(self):
+        return [
+            path(
+                "<int:voucher_id>/restock/",
+                self.admin_site.admin_view(self.restock_view),
+                name="orders_voucher_restock",
+            ),
+            *super().get_urls(),
+        ]
+
+    def restock_view(self, request, voucher_id: int):
+        voucher = get_object_or_404(Voucher.objects.select_related("stock"), pk=voucher_id)
+        if not self.has_change_permission(request, voucher):
+            return redirect("admin:index")
+        form = RestockForm(request.POST or None)
+        if request.method == "POST" and form.is_valid():
+            try:
+                voucher_update(voucher=voucher, restock=form.cleaned_data["quantity"])
+            except DomainError as exc:
+                form.add_error("quantity", exc.message)
+            else:
+                self.message_user(
+                    request,
+                    f"Added {form.cleaned_data['quantity']} to “{voucher}”: {voucher.stock.quantity} left.",
+                    messages.SUCCESS,
+                )
+                return redirect("admin:orders_voucher_change", voucher.pk)
+        context = {
+            **self.admin_site.each_context(request),
+            "title": f"Restock {voucher}",
+            "voucher": voucher,
+            "form": form,
+            "opts": self.model._meta,
+        }
+        return render(request, "admin/orders/voucher/restock.html", context)
 
 
 @admin.register(Order)

@@ -1,16 +1,90 @@
-import json
+"""The flash sale's JSON API: vouchers, purchases, orders, and the staff's voucher calls."""
+
 from datetime import datetime
 
+from django.conf import settings
 from ninja import Router, Schema, Status
-from ninja.errors import HttpError
+from pydantic import AwareDatetime, Field
 
 from accounts.auth import require_staff
-from inventory.selectors import voucher_get
+from core.api import refuse_body
+from core.schemas import errors
+from inventory.models import Strategy
+from inventory.services import MAX_UNITS
 
-from .selectors import order_get, order_list, voucher_audit
-from .services import order_purchase
+from .models import Voucher
+from .selectors import order_get, order_list, voucher_audit, voucher_get, voucher_list
+from .services import order_purchase, voucher_create, voucher_update
 
-router = Router(tags=["orders"])
+router = Router(tags=["vouchers"])
+
+
+class VoucherOut(Schema):
+    id: int
+    title: str
+    description: str
+    stock: int
+    initial_stock: int
+    begin_at: datetime
+    end_at: datetime
+    strategy: str
+    state: str
+
+    @staticmethod
+    def resolve_stock(obj: Voucher) -> int:
+        return obj.stock.quantity
+
+    @staticmethod
+    def resolve_initial_stock(obj: Voucher) -> int:
+        return obj.stock.initial_quantity
+
+    @staticmethod
+    def resolve_state(obj: Voucher) -> str:
+        return obj.window_state()
+
+
+class VoucherCreateIn(Schema):
+    title: str = Field(min_length=1, max_length=200)
+    description: str = Field(default="", max_length=10_000)
+    stock: int = Field(ge=0, le=MAX_UNITS, strict=True)
+    begin_at: AwareDatetime
+    end_at: AwareDatetime
+    strategy: Strategy = Field(default_factory=lambda: Strategy(settings.DEFAULT_STRATEGY))
+
+
+class VoucherPatchIn(Schema):
+    restock: int | None = Field(default=None, ge=1, le=MAX_UNITS, strict=True)
+    strategy: Strategy | None = None
+    begin_at: AwareDatetime | None = None
+    end_at: AwareDatetime | None = None
+
+
+@router.get("/vouchers", response=list[VoucherOut], auth=None)
+def vouchers_list(request):
+    return list(voucher_list())
+
+
+@router.get("/vouchers/{int:voucher_id}", response={200: VoucherOut, **errors(404)}, auth=None)
+def vouchers_get(request, voucher_id: int):
+    return voucher_get(voucher_id=voucher_id)
+
+
+@router.post("/admin/vouchers", response={201: VoucherOut, **errors(400, 401, 403, 422)}, tags=["staff"])
+def admin_vouchers_create(request, payload: VoucherCreateIn):
+    require_staff(request)
+    voucher = voucher_create(**payload.dict())
+    return Status(201, voucher_get(voucher_id=voucher.pk))
+
+
+@router.patch(
+    "/admin/vouchers/{int:voucher_id}", response={200: VoucherOut, **errors(400, 401, 403, 404, 422)}, tags=["staff"]
+)
+def admin_vouchers_update(request, voucher_id: int, payload: VoucherPatchIn):
+    require_staff(request)
+    changes = payload.dict(exclude_unset=True, exclude_none=True)
+    voucher = voucher_get(voucher_id=voucher_id)
+    voucher_update(voucher=voucher, **changes)
+    return voucher_get(voucher_id=voucher_id)
 
 
 class PurchaseOut(Schema):
@@ -46,41 +120,27 @@ class AuditOut(Schema):
     ok: bool
 
 
-FORM_TYPES = ("multipart/form-data", "application/x-www-form-urlencoded")
-
-
-def _refuse_unexpected_body(request) -> None:
-    """The purchase takes no input: no body, an empty form, or ``{}``. Anything else is refused whole."""
-    if not request.body.strip():
-        return
-    if request.content_type in FORM_TYPES and not request.POST and not request.FILES:
-        return
-    try:
-        body = json.loads(request.body)
-    except (UnicodeDecodeError, json.JSONDecodeError):
-        raise HttpError(400, "Cannot parse request body: send no body or {}.") from None
-    if body != {}:
-        raise HttpError(400, "A purchase takes no input: the buyer is the authenticated user.")
-
-
-@router.post("/vouchers/{int:voucher_id}/purchase", response={201: PurchaseOut, 202: PurchaseOut})
+@router.post(
+    "/vouchers/{int:voucher_id}/purchase",
+    response={201: PurchaseOut, 202: PurchaseOut, **errors(400, 401, 403, 404, 409)},
+)
 def vouchers_purchase(request, voucher_id: int):
-    _refuse_unexpected_body(request)
+    refuse_body(request, action="purchase")
     order = order_purchase(user=request.auth, voucher=voucher_get(voucher_id=voucher_id))
     return Status(202 if order.status == "pending" else 201, {"order_id": order.pk, "status": order.status})
 
 
-@router.get("/orders", response=list[OrderOut])
+@router.get("/orders", response={200: list[OrderOut], **errors(401)}, tags=["orders"])
 def orders_list(request):
     return list(order_list(user=request.auth))
 
 
-@router.get("/orders/{int:order_id}", response=OrderOut)
+@router.get("/orders/{int:order_id}", response={200: OrderOut, **errors(401, 404)}, tags=["orders"])
 def orders_get(request, order_id: int):
     return order_get(user=request.auth, order_id=order_id)
 
 
-@router.get("/admin/vouchers/{int:voucher_id}/audit", response=AuditOut, tags=["staff"])
+@router.get("/admin/vouchers/{int:voucher_id}/audit", response={200: AuditOut, **errors(401, 403, 404)}, tags=["staff"])
 def admin_vouchers_audit(request, voucher_id: int):
     require_staff(request)
     voucher = voucher_get(voucher_id=voucher_id)

@@ -3,6 +3,31 @@ from __future__ import annotations
 from django.conf import settings
 from django.db import models
 
+from core.window import SaleWindow
+from inventory.models import Stock, Strategy, default_strategy
+
+
+class Voucher(SaleWindow):
+    """A flash-sale item: one order per user, sold within ``begin_at``..``end_at``.
+
+    Its stock is a group of one row (``stock.group``), taken under ``strategy``.
+    """
+
+    title = models.CharField(max_length=200)
+    description = models.TextField(blank=True)
+    strategy = models.CharField(max_length=32, choices=Strategy.choices, default=default_strategy)
+    stock = models.OneToOneField(Stock, on_delete=models.PROTECT, related_name="voucher")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["begin_at", "id"]
+        constraints = [
+            models.CheckConstraint(condition=models.Q(end_at__gt=models.F("begin_at")), name="voucher_window_ordered"),
+        ]
+
+    def __str__(self) -> str:
+        return self.title
+
 
 class Order(models.Model):
     class Status(models.TextChoices):
@@ -10,7 +35,7 @@ class Order(models.Model):
         PENDING = "pending", "pending"
 
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="orders")
-    voucher = models.ForeignKey("inventory.Voucher", on_delete=models.PROTECT, related_name="orders")
+    voucher = models.ForeignKey(Voucher, on_delete=models.PROTECT, related_name="orders")
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.CONFIRMED)
     # The user's id when a guarded strategy wrote the order, NULL when ``none`` or
     # ``local`` did. Unique with the voucher: MySQL has no partial unique index,

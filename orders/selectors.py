@@ -1,4 +1,4 @@
-"""Reads of orders, and the audit of a voucher's invariants (DESIGN.md section 4)."""
+"""Reads of vouchers and orders, and the audit of a voucher's invariants (docs/design.md, "Invariants")."""
 
 from __future__ import annotations
 
@@ -7,9 +7,18 @@ from dataclasses import asdict, dataclass
 from django.db.models import Count, Q, QuerySet
 from django.shortcuts import get_object_or_404
 
-from inventory.models import Stock, Voucher
+from inventory.models import Stock
 
-from .models import Order
+from .models import Order, Voucher
+
+
+def voucher_list() -> QuerySet[Voucher]:
+    return Voucher.objects.select_related("stock").order_by("begin_at", "id")
+
+
+def voucher_get(*, voucher_id: int) -> Voucher:
+    """The voucher with its stock; raises ``Http404`` when there is none."""
+    return get_object_or_404(Voucher.objects.select_related("stock"), pk=voucher_id)
 
 
 def order_list(*, user) -> QuerySet[Order]:

@@ -1,23 +1,89 @@
-"""The purchase: window, one order per user, and stock through the voucher's strategy."""
+"""Vouchers and the purchase: window, one order per user, and stock through the voucher's strategy."""
 
 from __future__ import annotations
 
 from datetime import datetime
 
 from django.contrib.auth.models import AbstractBaseUser
-from django.db import IntegrityError
+from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from inventory.errors import Ended, NotStarted, SoldOut
-from inventory.models import Voucher
-from inventory.stock import Take, constraint_violated, stock_take
+from core.errors import InvalidInput
+from core.window import window_validate
+from inventory.errors import SoldOut
+from inventory.models import Strategy
+from inventory.services import stock_create, stock_group_create, stock_restock
+from inventory.stock import Take, choose_only, constraint_violated, stock_take
 
 from .errors import AlreadyPurchased
-from .models import Order
+from .models import Order, Voucher
 
 ONE_PER_USER = "order_one_per_user"
 # SQLite names the columns instead of the constraint.
 ONE_PER_USER_SQLITE = "orders_order.voucher_id, orders_order.buyer_guard"
+
+
+def strategy_validate(strategy: str) -> None:
+    if strategy not in Strategy.values:
+        raise InvalidInput(f"Unknown strategy {strategy!r}; use one of: {', '.join(Strategy.values)}.")
+
+
+@transaction.atomic
+def voucher_create(
+    *,
+    title: str,
+    stock: int,
+    begin_at: datetime,
+    end_at: datetime,
+    strategy: str,
+    description: str = "",
+) -> Voucher:
+    """A voucher with ``stock`` units in a stock group of its own."""
+    title = title.strip()
+    if not title:
+        raise InvalidInput("title must not be empty.")
+    window_validate(begin_at, end_at)
+    strategy_validate(strategy)
+    stock_row = stock_create(group=stock_group_create(), quantity=stock)
+    return Voucher.objects.create(
+        title=title,
+        description=description,
+        begin_at=begin_at,
+        end_at=end_at,
+        strategy=strategy,
+        stock=stock_row,
+    )
+
+
+def voucher_update(
+    *,
+    voucher: Voucher,
+    restock: int | None = None,
+    strategy: str | None = None,
+    begin_at: datetime | None = None,
+    end_at: datetime | None = None,
+) -> Voucher:
+    """Change a voucher's window or strategy and/or add stock; all or nothing."""
+    new_begin = begin_at or voucher.begin_at
+    new_end = end_at or voucher.end_at
+    if begin_at is not None or end_at is not None:
+        window_validate(new_begin, new_end)
+    if strategy is not None:
+        strategy_validate(strategy)
+    with transaction.atomic():
+        fields = []
+        if strategy is not None:
+            voucher.strategy = strategy
+            fields.append("strategy")
+        if begin_at is not None or end_at is not None:
+            voucher.begin_at, voucher.end_at = new_begin, new_end
+            fields += ["begin_at", "end_at"]
+        if fields:
+            voucher.save(update_fields=fields)
+        if restock is not None:
+            stock_restock(stock_id=voucher.stock_id, quantity=restock)
+    voucher.stock.refresh_from_db()
+    return voucher
 
 
 def order_purchase(*, user: AbstractBaseUser, voucher: Voucher, now: datetime | None = None) -> Order:
@@ -33,12 +99,10 @@ def order_purchase(*, user: AbstractBaseUser, voucher: Voucher, now: datetime | 
     whatever the strategy: in a flash sale nearly everyone arrives after the
     sell-out, and none of them needs a lock, a transaction or the stock row. The
     read never sells anything; only the strategy's guarded write decides a sale.
+    It is also the take's snapshot, which the strategies whose own read is
+    unguarded use instead of reading again.
     """
-    state = voucher.window_state(now or timezone.now())
-    if state == "upcoming":
-        raise NotStarted()
-    if state == "ended":
-        raise Ended()
+    voucher.window_check(now or timezone.now())
 
     def check() -> None:
         if Order.objects.filter(voucher_id=voucher.pk, user_id=user.pk).exists():
@@ -48,7 +112,7 @@ def order_purchase(*, user: AbstractBaseUser, voucher: Voucher, now: datetime | 
         check()  # a buyer who has an order hears so, not sold_out
         raise SoldOut()
 
-    def record(guarded: bool) -> Order:
+    def record(stock_id: int | None, guarded: bool) -> Order:
         return Order.objects.create(
             user_id=user.pk,
             voucher_id=voucher.pk,
@@ -57,11 +121,12 @@ def order_purchase(*, user: AbstractBaseUser, voucher: Voucher, now: datetime | 
         )
 
     take = Take(
-        stock_id=voucher.stock_id,
-        quantity=1,
+        group_id=voucher.stock.group_id,
+        choose=choose_only,
         user_key=f"voucher:{voucher.pk}:user:{user.pk}",
         check=check,
         record=record,
+        snapshot={voucher.stock_id: voucher.stock.quantity},
     )
     try:
         return stock_take(strategy=voucher.strategy, take=take)

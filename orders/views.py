@@ -4,10 +4,9 @@ from django.contrib.auth.decorators import login_required
 from django.shortcuts import render
 from django.views.decorators.http import require_GET, require_POST
 
-from inventory.errors import DomainError
-from inventory.selectors import voucher_get, voucher_list
+from core.errors import DomainError
 
-from .selectors import order_list
+from .selectors import order_list, voucher_get, voucher_list
 from .services import order_purchase
 
 

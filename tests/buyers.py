@@ -18,8 +18,8 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.db import connections
 
-from inventory.errors import DomainError
-from inventory.selectors import voucher_get
+from core.errors import DomainError
+from orders.selectors import voucher_get
 from orders.services import order_purchase
 
 EXPECTED_REFUSALS = {"sold_out", "already_purchased", "busy"}

@@ -8,8 +8,8 @@ from django.test import Client
 from django.utils import timezone
 
 from accounts.services import token_issue
-from inventory.models import Voucher
-from inventory.services import voucher_create
+from orders.models import Voucher
+from orders.services import voucher_create
 
 
 @pytest.fixture

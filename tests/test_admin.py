@@ -7,7 +7,8 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from inventory.models import Stock, Voucher
+from inventory.models import Stock
+from orders.models import Voucher
 
 pytestmark = pytest.mark.django_db
 
@@ -23,7 +24,7 @@ def admin_client_(client, make_user):
 
 def test_restock_adds_units_through_the_service(admin_client_, make_voucher):
     voucher = make_voucher(stock=2)
-    response = admin_client_.post(f"/admin/inventory/voucher/{voucher.pk}/restock/", {"quantity": "3"})
+    response = admin_client_.post(f"/admin/orders/voucher/{voucher.pk}/restock/", {"quantity": "3"})
     assert response.status_code == 302
     stock = Stock.objects.get(pk=voucher.stock_id)
     assert (stock.quantity, stock.initial_quantity) == (5, 5)
@@ -32,7 +33,7 @@ def test_restock_adds_units_through_the_service(admin_client_, make_voucher):
 @pytest.mark.parametrize("quantity", ["0", "-4", "many", ""])
 def test_restock_refuses_bad_quantities_and_changes_nothing(admin_client_, make_voucher, quantity):
     voucher = make_voucher(stock=2)
-    response = admin_client_.post(f"/admin/inventory/voucher/{voucher.pk}/restock/", {"quantity": quantity})
+    response = admin_client_.post(f"/admin/orders/voucher/{voucher.pk}/restock/", {"quantity": quantity})
     assert response.status_code == 200
     assert response.context["form"].errors
     stock = Stock.objects.get(pk=voucher.stock_id)
@@ -41,7 +42,7 @@ def test_restock_refuses_bad_quantities_and_changes_nothing(admin_client_, make_
 
 def test_stock_is_not_an_editable_field(admin_client_, make_voucher):
     voucher = make_voucher(stock=2)
-    page = admin_client_.get(f"/admin/inventory/voucher/{voucher.pk}/change/").content.decode()
+    page = admin_client_.get(f"/admin/orders/voucher/{voucher.pk}/change/").content.decode()
     assert 'name="quantity"' not in page
     assert "supplied 2" in page
 
@@ -49,7 +50,7 @@ def test_stock_is_not_an_editable_field(admin_client_, make_voucher):
 def test_add_voucher_creates_its_stock(admin_client_):
     begin = timezone.now()
     response = admin_client_.post(
-        "/admin/inventory/voucher/add/",
+        "/admin/orders/voucher/add/",
         {
             "title": "Made in admin",
             "description": "",
@@ -70,7 +71,7 @@ def test_a_window_that_ends_before_it_begins_is_refused(admin_client_, make_vouc
     voucher = make_voucher()
     begin = timezone.now()
     response = admin_client_.post(
-        f"/admin/inventory/voucher/{voucher.pk}/change/",
+        f"/admin/orders/voucher/{voucher.pk}/change/",
         {
             "title": voucher.title,
             "description": "",

@@ -12,8 +12,8 @@ import pytest
 from django.test import Client
 from django.utils import timezone
 
-from inventory.models import Stock, Voucher
-from orders.models import Order
+from inventory.models import Stock
+from orders.models import Order, Voucher
 
 pytestmark = pytest.mark.django_db
 

@@ -134,7 +134,7 @@ def test_staff_restock_in_the_admin(page, live_server, make_user, make_voucher):
     page.locator("#id_username").fill("root")
     page.locator("#id_password").fill(PASSWORD)
     page.locator("input[type=submit]").click()
-    page.goto(f"{live_server.url}/admin/inventory/voucher/")
+    page.goto(f"{live_server.url}/admin/orders/voucher/")
     page.get_by_role("row", name="Restock me").get_by_role("link", name="Restock", exact=True).click()
     page.get_by_label("Quantity").fill("0")
     page.get_by_role("button", name="Restock").click()

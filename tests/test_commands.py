@@ -5,7 +5,8 @@ from django.contrib.auth import get_user_model
 from django.core.management import call_command
 from django.test import Client
 
-from inventory.models import Stock, Voucher
+from inventory.models import Stock
+from orders.models import Voucher
 
 pytestmark = pytest.mark.django_db
 

@@ -63,6 +63,9 @@ INSTALLED_APPS = [
     "accounts",
     "inventory",
     "orders",
+    "lottery",
+    # Last: the project's own commands that span both products (seed_demo, audit).
+    "config",
 ]
 
 MIDDLEWARE = [
@@ -153,6 +156,9 @@ LOCK_LEASE_SECONDS = float(os.environ.get("LOCK_LEASE_SECONDS", "5"))
 LOCK_WAIT_SECONDS = float(os.environ.get("LOCK_WAIT_SECONDS", "5"))
 # How often db_optimistic retries a lost compare-and-set before answering "busy".
 OPTIMISTIC_MAX_ATTEMPTS = env_int("OPTIMISTIC_MAX_ATTEMPTS", 8)
+# How often db_atomic reads and chooses again after its conditional UPDATE missed
+# (the chosen prize ran out meanwhile) before answering "busy".
+ATOMIC_MAX_ATTEMPTS = env_int("ATOMIC_MAX_ATTEMPTS", 3)
 
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},

@@ -5,8 +5,8 @@ from django.core.management.base import BaseCommand
 from django.db import transaction
 from django.utils import timezone
 
-from inventory.models import Voucher
-from inventory.services import voucher_create
+from orders.models import Voucher
+from orders.services import voucher_create
 
 DEMO_BUYER = ("buyer", "buyer-pass-2026")
 DEMO_STAFF = ("staff", "staff-pass-2026")

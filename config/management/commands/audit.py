@@ -1,0 +1,78 @@
+import json
+
+from django.core.management.base import BaseCommand, CommandError
+
+from lottery.models import Pool
+from lottery.selectors import pool_audit
+from orders.models import Voucher
+from orders.selectors import voucher_audit
+
+
+class Command(BaseCommand):
+    help = (
+        'Check the invariants of every voucher and prize pool (docs/design.md, "Invariants"); exit 1 when one breaks.'
+    )
+
+    def add_arguments(self, parser):
+        parser.add_argument("--voucher", type=int, action="append", help="Only this voucher id (repeatable).")
+        parser.add_argument("--pool", type=int, action="append", help="Only this pool id (repeatable).")
+        parser.add_argument(
+            "--json", dest="as_json", action="store_true", help="Print one JSON document instead of tables."
+        )
+
+    def handle(self, *args, voucher=None, pool=None, as_json: bool = False, **options):
+        only_some = voucher is not None or pool is not None
+        voucher_ids = self._ids(Voucher, voucher, only_some, "voucher")
+        pool_ids = self._ids(Pool, pool, only_some, "pool")
+        vouchers = [voucher_audit(voucher_id=voucher_id) for voucher_id in voucher_ids]
+        pools = [pool_audit(pool_id=pool_id) for pool_id in pool_ids]
+        broken = [a for a in vouchers if not a.ok] + [a for a in pools if not a.ok]
+        if as_json:
+            document = {
+                "vouchers": [a.as_dict() for a in vouchers],
+                "pools": [a.as_dict() for a in pools],
+                "ok": not broken,
+            }
+            self.stdout.write(json.dumps(document, indent=2))
+        else:
+            self._vouchers_table(vouchers)
+            self._pools_table(pools)
+            self.stdout.write(f"{len(vouchers)} vouchers, {len(pools)} pools, {len(broken)} broken.")
+        if broken:
+            raise SystemExit(1)
+
+    @staticmethod
+    def _ids(model, asked: list[int] | None, only_some: bool, label: str) -> list[int]:
+        if asked is None:
+            return [] if only_some else list(model.objects.order_by("id").values_list("id", flat=True))
+        missing = set(asked) - set(model.objects.filter(id__in=asked).values_list("id", flat=True))
+        if missing:
+            raise CommandError(f"No {label} with id {', '.join(map(str, sorted(missing)))}.")
+        return asked
+
+    def _vouchers_table(self, audits) -> None:
+        if not audits:
+            return
+        self.stdout.write(
+            f"{'voucher':>7} {'strategy':<15} {'supplied':>8} {'stock':>6} {'orders':>6} {'oversold':>8} "
+            f"{'dups':>5} {'conserved':>9}  verdict"
+        )
+        for a in audits:
+            self.stdout.write(
+                f"{a.voucher_id:>7} {a.strategy:<15} {a.supplied:>8} {a.stock:>6} {a.orders:>6} {a.oversold:>8} "
+                f"{a.duplicates:>5} {'yes' if a.conserved else 'NO':>9}  {'ok' if a.ok else 'BROKEN'}"
+            )
+
+    def _pools_table(self, audits) -> None:
+        if not audits:
+            return
+        self.stdout.write(
+            f"{'pool':>7} {'strategy':<15} {'supplied':>8} {'stock':>6} {'awarded':>7} {'over':>5} "
+            f"{'draws':>6} {'users>limit':>11} {'conserved':>9}  verdict"
+        )
+        for a in audits:
+            self.stdout.write(
+                f"{a.pool_id:>7} {a.strategy:<15} {a.supplied:>8} {a.stock:>6} {a.awarded:>7} {a.over_awarded:>5} "
+                f"{a.draws:>6} {a.users_over_limit:>11} {'yes' if a.conserved else 'NO':>9}  "
+                f"{'ok' if a.ok else 'BROKEN'}"
+            )

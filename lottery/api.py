@@ -1,0 +1,275 @@
+"""The prize draw's JSON API: pools, the draw, the caller's draws, and the staff's pool calls."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from decimal import Decimal
+
+from django.conf import settings
+from ninja import Router, Schema, Status
+from pydantic import AwareDatetime, Field
+
+from accounts.auth import optional_auth, require_staff
+from core.api import refuse_body
+from core.schemas import errors
+from inventory.models import Strategy
+from inventory.services import MAX_UNITS
+
+from .models import Pool, Prize
+from .selectors import draw_list, draws_used, pool_audit, pool_get, pool_list, pool_odds, prize_get
+from .services import (
+    MAX_DRAWS_PER_USER,
+    MAX_NO_PRIZE_WEIGHT,
+    pool_create,
+    pool_draw,
+    pool_update,
+    prize_create,
+    prize_update,
+)
+
+router = Router(tags=["pools"])
+
+
+class PoolSummaryOut(Schema):
+    id: int
+    name: str
+    begin_at: datetime
+    end_at: datetime
+    draws_per_user: int
+    strategy: str
+    state: str
+
+    @staticmethod
+    def resolve_state(obj: Pool) -> str:
+        return obj.window_state()
+
+
+class PrizeOut(Schema):
+    id: int
+    name: str
+    description: str
+    value: Decimal
+    stock: int
+    initial_stock: int
+    probability: float = Field(ge=0, le=1, description="stock / (sum of stock + no_prize_weight), now")
+
+
+class PoolOut(Schema):
+    id: int
+    name: str
+    description: str
+    begin_at: datetime
+    end_at: datetime
+    draws_per_user: int
+    no_prize_weight: int
+    strategy: str
+    state: str
+    no_prize_probability: float = Field(ge=0, le=1)
+    prizes: list[PrizeOut]
+    draws_left: int | None = Field(default=None, description="for an authenticated caller only")
+
+
+class PrizeRef(Schema):
+    id: int
+    name: str
+
+
+class DrawOut(Schema):
+    draw_id: int
+    prize: PrizeRef | None
+    draws_left: int
+
+
+class DrawListOut(Schema):
+    draw_id: int
+    pool_id: int
+    prize: PrizeRef | None
+    status: str
+    created_at: datetime
+
+
+class PrizeAuditOut(Schema):
+    prize_id: int
+    name: str
+    supplied: int
+    stock: int
+    awarded: int
+    over_awarded: int
+    conserved: bool
+
+
+class PoolAuditOut(Schema):
+    pool_id: int
+    name: str
+    strategy: str
+    draws_per_user: int
+    supplied: int
+    stock: int
+    awarded: int
+    no_prize_draws: int
+    draws: int
+    pending: int
+    users: int
+    over_awarded: int
+    users_over_limit: int
+    draws_over_limit: int
+    conserved: bool
+    stock_not_negative: bool
+    prizes: list[PrizeAuditOut]
+    ok: bool
+
+
+class PoolCreateIn(Schema):
+    name: str = Field(min_length=1, max_length=200)
+    description: str = Field(default="", max_length=10_000)
+    begin_at: AwareDatetime
+    end_at: AwareDatetime
+    draws_per_user: int = Field(ge=1, le=MAX_DRAWS_PER_USER, strict=True)
+    no_prize_weight: int = Field(ge=0, le=MAX_NO_PRIZE_WEIGHT, strict=True)
+    strategy: Strategy = Field(default_factory=lambda: Strategy(settings.DEFAULT_STRATEGY))
+
+
+class PoolPatchIn(Schema):
+    strategy: Strategy | None = None
+    begin_at: AwareDatetime | None = None
+    end_at: AwareDatetime | None = None
+    draws_per_user: int | None = Field(default=None, ge=1, le=MAX_DRAWS_PER_USER, strict=True)
+    no_prize_weight: int | None = Field(default=None, ge=0, le=MAX_NO_PRIZE_WEIGHT, strict=True)
+
+
+class PrizeCreateIn(Schema):
+    name: str = Field(min_length=1, max_length=200)
+    stock: int = Field(ge=0, le=MAX_UNITS, strict=True)
+    description: str = Field(default="", max_length=10_000)
+    value: Decimal = Field(default=Decimal(0), ge=0, lt=Decimal("1e10"), decimal_places=2, allow_inf_nan=False)
+
+
+class PrizePatchIn(Schema):
+    restock: int | None = Field(default=None, ge=1, le=MAX_UNITS, strict=True)
+    name: str | None = Field(default=None, min_length=1, max_length=200)
+    description: str | None = Field(default=None, max_length=10_000)
+    value: Decimal | None = Field(default=None, ge=0, lt=Decimal("1e10"), decimal_places=2, allow_inf_nan=False)
+
+
+def _prize_out(prize: Prize, probability: float) -> dict:
+    return {
+        "id": prize.pk,
+        "name": prize.name,
+        "description": prize.description,
+        "value": prize.value,
+        "stock": prize.stock.quantity,
+        "initial_stock": prize.stock.initial_quantity,
+        "probability": probability,
+    }
+
+
+def _pool_out(pool: Pool, user=None) -> dict:
+    odds = pool_odds(pool=pool)
+    return {
+        "id": pool.pk,
+        "name": pool.name,
+        "description": pool.description,
+        "begin_at": pool.begin_at,
+        "end_at": pool.end_at,
+        "draws_per_user": pool.draws_per_user,
+        "no_prize_weight": pool.no_prize_weight,
+        "strategy": pool.strategy,
+        "state": pool.window_state(),
+        "no_prize_probability": odds.no_prize,
+        "prizes": [_prize_out(prize, odds.by_prize[prize.pk]) for prize in pool.prizes.all()],
+        "draws_left": (
+            max(0, pool.draws_per_user - draws_used(pool=pool, user=user))
+            if user is not None and user.is_authenticated
+            else None
+        ),
+    }
+
+
+def _prize_ref(prize: Prize | None) -> dict | None:
+    return None if prize is None else {"id": prize.pk, "name": prize.name}
+
+
+@router.get("/pools", response=list[PoolSummaryOut], auth=None)
+def pools_list(request):
+    return list(pool_list())
+
+
+@router.get("/pools/{int:pool_id}", response={200: PoolOut, **errors(404)}, auth=optional_auth)
+def pools_get(request, pool_id: int):
+    return _pool_out(pool_get(pool_id=pool_id), request.auth)
+
+
+@router.post("/pools/{int:pool_id}/draw", response={201: DrawOut, 202: DrawOut, **errors(400, 401, 403, 404, 409)})
+def pools_draw(request, pool_id: int):
+    refuse_body(request, action="draw")
+    pool = pool_get(pool_id=pool_id)
+    draw = pool_draw(user=request.auth, pool=pool)
+    return Status(
+        201,
+        {
+            "draw_id": draw.pk,
+            "prize": _prize_ref(draw.prize),
+            "draws_left": max(0, pool.draws_per_user - draw.seq),
+        },
+    )
+
+
+@router.get("/draws", response={200: list[DrawListOut], **errors(401)}, tags=["draws"])
+def draws_list(request):
+    return [
+        {
+            "draw_id": draw.pk,
+            "pool_id": draw.pool_id,
+            "prize": _prize_ref(draw.prize),
+            "status": draw.status,
+            "created_at": draw.created_at,
+        }
+        for draw in draw_list(user=request.auth)
+    ]
+
+
+@router.post("/admin/pools", response={201: PoolOut, **errors(400, 401, 403, 422)}, tags=["staff"])
+def admin_pools_create(request, payload: PoolCreateIn):
+    require_staff(request)
+    pool = pool_create(**payload.dict())
+    return Status(201, _pool_out(pool_get(pool_id=pool.pk)))
+
+
+@router.patch("/admin/pools/{int:pool_id}", response={200: PoolOut, **errors(400, 401, 403, 404, 422)}, tags=["staff"])
+def admin_pools_update(request, pool_id: int, payload: PoolPatchIn):
+    require_staff(request)
+    pool_update(pool=pool_get(pool_id=pool_id), **payload.dict(exclude_unset=True, exclude_none=True))
+    return _pool_out(pool_get(pool_id=pool_id))
+
+
+@router.post(
+    "/admin/pools/{int:pool_id}/prizes",
+    response={201: PrizeOut, **errors(400, 401, 403, 404, 422)},
+    tags=["staff"],
+)
+def admin_prizes_create(request, pool_id: int, payload: PrizeCreateIn):
+    require_staff(request)
+    prize = prize_create(pool=pool_get(pool_id=pool_id), **payload.dict())
+    return Status(201, _prize_probability_out(prize.pk))
+
+
+@router.patch(
+    "/admin/prizes/{int:prize_id}", response={200: PrizeOut, **errors(400, 401, 403, 404, 422)}, tags=["staff"]
+)
+def admin_prizes_update(request, prize_id: int, payload: PrizePatchIn):
+    require_staff(request)
+    prize_update(prize=prize_get(prize_id=prize_id), **payload.dict(exclude_unset=True, exclude_none=True))
+    return _prize_probability_out(prize_id)
+
+
+def _prize_probability_out(prize_id: int) -> dict:
+    prize = prize_get(prize_id=prize_id)
+    pool = pool_get(pool_id=prize.pool_id)
+    return _prize_out(prize, pool_odds(pool=pool).by_prize[prize.pk])
+
+
+@router.get("/admin/pools/{int:pool_id}/audit", response={200: PoolAuditOut, **errors(401, 403, 404)}, tags=["staff"])
+def admin_pools_audit(request, pool_id: int):
+    require_staff(request)
+    pool = pool_get(pool_id=pool_id)
+    return pool_audit(pool_id=pool.pk).as_dict()

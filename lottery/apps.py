@@ -1,0 +1,6 @@
+from django.apps import AppConfig
+
+
+class LotteryConfig(AppConfig):
+    name = "lottery"
+    verbose_name = "Prize draws"

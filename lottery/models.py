@@ -1,0 +1,85 @@
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+
+from core.window import SaleWindow
+from inventory.models import Stock, StockGroup, Strategy, default_strategy
+
+
+class Pool(SaleWindow):
+    """A prize draw: each draw wins prize i with probability
+    ``stock_i / (sum of stock + no_prize_weight)``, within ``begin_at``..``end_at``,
+    at most ``draws_per_user`` times per user.
+
+    Its prizes' stock rows form one stock group (``group``), taken under ``strategy``.
+    """
+
+    name = models.CharField(max_length=200)
+    description = models.TextField(blank=True)
+    draws_per_user = models.PositiveIntegerField(default=1, help_text="Draws each user may make in this pool.")
+    no_prize_weight = models.PositiveIntegerField(
+        default=0, help_text='The weight of "no prize", counted like units of stock that are never used up.'
+    )
+    strategy = models.CharField(max_length=32, choices=Strategy.choices, default=default_strategy)
+    group = models.OneToOneField(StockGroup, on_delete=models.PROTECT, related_name="pool", editable=False)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["begin_at", "id"]
+        constraints = [
+            models.CheckConstraint(condition=models.Q(end_at__gt=models.F("begin_at")), name="pool_window_ordered"),
+            models.CheckConstraint(condition=models.Q(draws_per_user__gte=1), name="pool_draws_per_user_positive"),
+        ]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Prize(models.Model):
+    """One prize of a pool, with its own stock row in the pool's stock group."""
+
+    pool = models.ForeignKey(Pool, on_delete=models.PROTECT, related_name="prizes")
+    name = models.CharField(max_length=200)
+    description = models.TextField(blank=True)
+    value = models.DecimalField(max_digits=12, decimal_places=2, default=0, help_text="What the prize is worth.")
+    stock = models.OneToOneField(Stock, on_delete=models.PROTECT, related_name="prize", editable=False)
+
+    class Meta:
+        ordering = ["pool", "id"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Draw(models.Model):
+    """One draw by one user in one pool: a prize, or none ("no prize")."""
+
+    class Status(models.TextChoices):
+        CONFIRMED = "confirmed", "confirmed"
+        PENDING = "pending", "pending"
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="draws")
+    pool = models.ForeignKey(Pool, on_delete=models.PROTECT, related_name="draws")
+    prize = models.ForeignKey(Prize, on_delete=models.PROTECT, related_name="draws", null=True, blank=True)
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.CONFIRMED)
+    # The user's n-th draw in this pool, n counted when the draw was checked: at most
+    # the pool's limit. With ``user_guard`` it is the per-user limit's backstop.
+    seq = models.PositiveIntegerField(editable=False)
+    # The user's id when a guarded strategy wrote the draw, NULL when ``none`` or
+    # ``local`` did. Two draws that counted the same earlier draws carry the same
+    # ``seq``, so the unique key refuses the second; NULLs never collide, which lets
+    # the naive strategies exceed the limit, as the demonstration needs.
+    user_guard = models.BigIntegerField(null=True, blank=True, editable=False)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        constraints = [
+            models.UniqueConstraint(fields=["pool", "user_guard", "seq"], name="draw_one_per_seq"),
+            models.CheckConstraint(condition=models.Q(seq__gte=1), name="draw_seq_positive"),
+        ]
+        indexes = [models.Index(fields=["pool", "user"], name="draw_pool_user")]
+
+    def __str__(self) -> str:
+        return f"Draw {self.pk} in {self.pool_id} by {self.user_id}"

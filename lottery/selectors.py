@@ -1,0 +1,152 @@
+"""Reads of pools, prizes and draws, the odds, and the audit of a pool's invariants
+(docs/design.md, "Invariants")."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+
+from django.db.models import Count, Prefetch, Q, QuerySet
+from django.shortcuts import get_object_or_404
+
+from .models import Draw, Pool, Prize
+
+
+def pool_list() -> QuerySet[Pool]:
+    return Pool.objects.order_by("begin_at", "id")
+
+
+def pool_get(*, pool_id: int) -> Pool:
+    """The pool with its prizes and their stock; raises ``Http404`` when there is none."""
+    prizes = Prefetch("prizes", queryset=Prize.objects.select_related("stock").order_by("id"))
+    return get_object_or_404(Pool.objects.prefetch_related(prizes), pk=pool_id)
+
+
+def prize_get(*, prize_id: int) -> Prize:
+    return get_object_or_404(Prize.objects.select_related("stock", "pool"), pk=prize_id)
+
+
+@dataclass(frozen=True)
+class Odds:
+    """Each prize's probability now, and that of "no prize"; all 0 once the pool is empty
+    (a draw then answers ``pool_empty``)."""
+
+    by_prize: dict[int, float]
+    no_prize: float
+
+    @property
+    def empty(self) -> bool:
+        return not any(self.by_prize.values())
+
+
+def pool_odds(*, pool: Pool) -> Odds:
+    """``stock_i / (sum of stock + no_prize_weight)`` from the prizes as read with the pool."""
+    prizes = list(pool.prizes.all())
+    stock = sum(max(prize.stock.quantity, 0) for prize in prizes)
+    if stock == 0:
+        return Odds(by_prize=dict.fromkeys((prize.pk for prize in prizes), 0.0), no_prize=0.0)
+    total = stock + pool.no_prize_weight
+    return Odds(
+        by_prize={prize.pk: max(prize.stock.quantity, 0) / total for prize in prizes},
+        no_prize=pool.no_prize_weight / total,
+    )
+
+
+def draws_used(*, pool: Pool, user) -> int:
+    return Draw.objects.filter(pool_id=pool.pk, user_id=user.pk).count()
+
+
+def draw_list(*, user) -> QuerySet[Draw]:
+    """The user's draws, newest first."""
+    return Draw.objects.filter(user_id=user.pk).select_related("prize").order_by("-created_at", "-id")
+
+
+@dataclass(frozen=True)
+class PrizeAudit:
+    prize_id: int
+    name: str
+    supplied: int
+    stock: int
+    awarded: int
+    over_awarded: int
+    conserved: bool
+
+
+@dataclass(frozen=True)
+class PoolAudit:
+    pool_id: int
+    name: str
+    strategy: str
+    draws_per_user: int
+    supplied: int
+    stock: int
+    awarded: int
+    no_prize_draws: int
+    draws: int
+    pending: int
+    users: int
+    over_awarded: int
+    users_over_limit: int
+    draws_over_limit: int
+    conserved: bool
+    stock_not_negative: bool
+    prizes: list[PrizeAudit] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return self.over_awarded == 0 and self.users_over_limit == 0 and self.conserved and self.stock_not_negative
+
+    def as_dict(self) -> dict:
+        return {**asdict(self), "ok": self.ok}
+
+
+def pool_audit(*, pool_id: int) -> PoolAudit:
+    """The invariants of one pool, read from the database as it is now.
+
+    Per prize, ``supplied`` is its initial stock plus every restock: ``awarded``
+    must not exceed it and ``stock + awarded`` must equal it. ``users_over_limit``
+    counts users with more draws recorded than the pool allows (``draws_over_limit``
+    the draws beyond it).
+    """
+    pool = Pool.objects.get(pk=pool_id)
+    prizes = list(
+        Prize.objects.filter(pool_id=pool_id).select_related("stock").annotate(awarded=Count("draws")).order_by("id")
+    )
+    per_prize = [
+        PrizeAudit(
+            prize_id=prize.pk,
+            name=prize.name,
+            supplied=prize.stock.initial_quantity,
+            stock=prize.stock.quantity,
+            awarded=prize.awarded,
+            over_awarded=max(0, prize.awarded - prize.stock.initial_quantity),
+            conserved=prize.stock.quantity + prize.awarded == prize.stock.initial_quantity,
+        )
+        for prize in prizes
+    ]
+    totals = Draw.objects.filter(pool_id=pool_id).aggregate(
+        draws=Count("id"),
+        pending=Count("id", filter=Q(status=Draw.Status.PENDING)),
+        no_prize=Count("id", filter=Q(prize__isnull=True)),
+        users=Count("user_id", distinct=True),
+    )
+    per_user = Draw.objects.filter(pool_id=pool_id).values("user_id").annotate(n=Count("id"))
+    over = [row["n"] - pool.draws_per_user for row in per_user.filter(n__gt=pool.draws_per_user)]
+    return PoolAudit(
+        pool_id=pool.pk,
+        name=pool.name,
+        strategy=pool.strategy,
+        draws_per_user=pool.draws_per_user,
+        supplied=sum(p.supplied for p in per_prize),
+        stock=sum(p.stock for p in per_prize),
+        awarded=sum(p.awarded for p in per_prize),
+        no_prize_draws=totals["no_prize"],
+        draws=totals["draws"],
+        pending=totals["pending"],
+        users=totals["users"],
+        over_awarded=sum(p.over_awarded for p in per_prize),
+        users_over_limit=len(over),
+        draws_over_limit=sum(over),
+        conserved=all(p.conserved for p in per_prize),
+        stock_not_negative=all(p.stock >= 0 for p in per_prize),
+        prizes=per_prize,
+    )

@@ -1,0 +1,243 @@
+"""Pools, prizes and the draw: window, per-user limit, and a prize chosen by remaining stock
+under the pool's strategy."""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Callable, Mapping
+from datetime import datetime
+from decimal import Decimal
+from random import Random
+
+from django.contrib.auth.models import AbstractBaseUser
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from core.errors import InvalidInput
+from core.window import window_validate
+from inventory.errors import SoldOut
+from inventory.models import Strategy
+from inventory.services import stock_create, stock_group_create, stock_restock
+from inventory.stock import Take, constraint_violated, stock_take
+
+from .errors import DrawLimit, PoolEmpty
+from .models import Draw, Pool, Prize
+
+MAX_DRAWS_PER_USER = 1_000_000
+MAX_NO_PRIZE_WEIGHT = 1_000_000_000
+ONE_PER_SEQ = "draw_one_per_seq"
+# SQLite names the columns instead of the constraint.
+ONE_PER_SEQ_SQLITE = "lottery_draw.pool_id, lottery_draw.user_guard, lottery_draw.seq"
+
+_system_random = secrets.SystemRandom()
+
+
+def _whole(value: object, *, name: str, minimum: int, maximum: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not minimum <= value <= maximum:
+        raise InvalidInput(f"{name} must be a whole number from {minimum} to {maximum:,}.")
+    return value
+
+
+def _text(value: str, *, name: str) -> str:
+    value = value.strip()
+    if not value:
+        raise InvalidInput(f"{name} must not be empty.")
+    return value
+
+
+def _strategy(strategy: str) -> str:
+    if strategy not in Strategy.values:
+        raise InvalidInput(f"Unknown strategy {strategy!r}; use one of: {', '.join(Strategy.values)}.")
+    return strategy
+
+
+def _value(value: Decimal | int | float | str) -> Decimal:
+    try:
+        amount = Decimal(str(value))
+    except ArithmeticError:
+        raise InvalidInput("value must be a number.") from None
+    if not amount.is_finite() or amount < 0 or amount >= Decimal("1e10"):
+        raise InvalidInput("value must be zero or more, below 10,000,000,000.")
+    return amount.quantize(Decimal("0.01"))
+
+
+@transaction.atomic
+def pool_create(
+    *,
+    name: str,
+    begin_at: datetime,
+    end_at: datetime,
+    draws_per_user: int,
+    no_prize_weight: int,
+    strategy: str,
+    description: str = "",
+) -> Pool:
+    """A pool with no prizes yet (add them with :func:`prize_create`)."""
+    window_validate(begin_at, end_at)
+    return Pool.objects.create(
+        name=_text(name, name="name"),
+        description=description,
+        begin_at=begin_at,
+        end_at=end_at,
+        draws_per_user=_whole(draws_per_user, name="draws_per_user", minimum=1, maximum=MAX_DRAWS_PER_USER),
+        no_prize_weight=_whole(no_prize_weight, name="no_prize_weight", minimum=0, maximum=MAX_NO_PRIZE_WEIGHT),
+        strategy=_strategy(strategy),
+        group=stock_group_create(),
+    )
+
+
+def pool_update(
+    *,
+    pool: Pool,
+    strategy: str | None = None,
+    begin_at: datetime | None = None,
+    end_at: datetime | None = None,
+    draws_per_user: int | None = None,
+    no_prize_weight: int | None = None,
+) -> Pool:
+    """Change a pool's strategy, window, limit or no-prize weight; all or nothing."""
+    changes: dict[str, object] = {}
+    if begin_at is not None or end_at is not None:
+        changes["begin_at"], changes["end_at"] = begin_at or pool.begin_at, end_at or pool.end_at
+        window_validate(changes["begin_at"], changes["end_at"])
+    if strategy is not None:
+        changes["strategy"] = _strategy(strategy)
+    if draws_per_user is not None:
+        changes["draws_per_user"] = _whole(draws_per_user, name="draws_per_user", minimum=1, maximum=MAX_DRAWS_PER_USER)
+    if no_prize_weight is not None:
+        changes["no_prize_weight"] = _whole(
+            no_prize_weight, name="no_prize_weight", minimum=0, maximum=MAX_NO_PRIZE_WEIGHT
+        )
+    for field, value in changes.items():
+        setattr(pool, field, value)
+    if changes:
+        pool.save(update_fields=list(changes))
+    return pool
+
+
+@transaction.atomic
+def prize_create(*, pool: Pool, name: str, stock: int, description: str = "", value: Decimal | int | str = 0) -> Prize:
+    """A prize of ``stock`` units, a new row of the pool's stock group."""
+    name = _text(name, name="name")
+    amount = _value(value)
+    return Prize.objects.create(
+        pool=pool,
+        name=name,
+        description=description,
+        value=amount,
+        stock=stock_create(group=pool.group, quantity=stock),
+    )
+
+
+def prize_update(
+    *,
+    prize: Prize,
+    restock: int | None = None,
+    name: str | None = None,
+    description: str | None = None,
+    value: Decimal | int | str | None = None,
+) -> Prize:
+    """Rename or revalue a prize and/or add units through the guarded restock; all or nothing."""
+    changes: dict[str, object] = {}
+    if name is not None:
+        changes["name"] = _text(name, name="name")
+    if description is not None:
+        changes["description"] = description
+    if value is not None:
+        changes["value"] = _value(value)
+    with transaction.atomic():
+        for field, new in changes.items():
+            setattr(prize, field, new)
+        if changes:
+            prize.save(update_fields=list(changes))
+        if restock is not None:
+            stock_restock(stock_id=prize.stock_id, quantity=restock)
+    prize.stock.refresh_from_db()
+    return prize
+
+
+def weighted_choice(*, no_prize_weight: int, rng: Random) -> Callable[[Mapping[int, int]], int | None]:
+    """A chooser that picks stock row i with probability ``remaining_i / (sum + no_prize_weight)``,
+    and nothing with the rest.
+
+    Integer arithmetic only: one ticket is drawn uniformly from ``sum + no_prize_weight``
+    and walks the rows in id order, so the odds are exact whatever the numbers.
+    """
+
+    def choose(remaining: Mapping[int, int]) -> int | None:
+        ticket = rng.randrange(sum(remaining.values()) + no_prize_weight)
+        for stock_id in sorted(remaining):
+            if ticket < remaining[stock_id]:
+                return stock_id
+            ticket -= remaining[stock_id]
+        return None
+
+    return choose
+
+
+def pool_draw(*, user: AbstractBaseUser, pool: Pool, rng: Random | None = None, now: datetime | None = None) -> Draw:
+    """Draw once in ``pool`` for ``user``: a prize, or "no prize", recorded either way.
+
+    The prize is chosen under the pool's strategy from the stock that strategy
+    reads (see ``inventory.stock``), and its award commits with its decrement, so
+    nobody is told they won a prize that has just run out. A "no prize" draw
+    counts against the limit like any other.
+
+    Raises ``NotStarted``/``Ended`` outside the window, ``DrawLimit`` when the user
+    has used every draw, ``PoolEmpty`` when no prize is left (nothing is counted),
+    and ``LockBusy`` when the strategy gave up under contention. On any error
+    nothing is written.
+
+    ``pool.prizes`` as read with the pool (``pool_get`` prefetches them with their
+    stock) answers ``pool_empty`` without a strategy once every prize reads zero,
+    and is the take's snapshot for the strategies whose own read is unguarded.
+
+    Arguments:
+        rng: the source of randomness, ``secrets.SystemRandom`` unless a test
+            passes a seeded ``random.Random``.
+    """
+    pool.window_check(now or timezone.now())
+    prizes = list(pool.prizes.all())
+    prize_by_stock = {prize.stock_id: prize for prize in prizes}
+    snapshot = {prize.stock_id: prize.stock.quantity for prize in prizes}
+    used = 0
+
+    def check() -> None:
+        nonlocal used
+        used = Draw.objects.filter(pool_id=pool.pk, user_id=user.pk).count()
+        if used >= pool.draws_per_user:
+            raise DrawLimit()
+
+    if not any(quantity > 0 for quantity in snapshot.values()):
+        check()  # a user with no draws left hears so, not pool_empty
+        raise PoolEmpty()
+
+    def record(stock_id: int | None, guarded: bool) -> Draw:
+        prize = None
+        if stock_id is not None:
+            prize = prize_by_stock.get(stock_id) or Prize.objects.get(stock_id=stock_id)  # added since the read
+        return Draw.objects.create(
+            user_id=user.pk,
+            pool_id=pool.pk,
+            prize=prize,
+            status=Draw.Status.CONFIRMED,
+            seq=used + 1,
+            user_guard=user.pk if guarded else None,
+        )
+
+    take = Take(
+        group_id=pool.group_id,
+        choose=weighted_choice(no_prize_weight=pool.no_prize_weight, rng=rng or _system_random),
+        user_key=f"pool:{pool.pk}:user:{user.pk}",
+        check=check,
+        record=record,
+        snapshot=snapshot,
+    )
+    try:
+        return stock_take(strategy=pool.strategy, take=take)
+    except SoldOut as exc:
+        raise PoolEmpty() from exc
+    except IntegrityError as exc:
+        if constraint_violated(exc, ONE_PER_SEQ) or constraint_violated(exc, ONE_PER_SEQ_SQLITE):
+            raise DrawLimit() from exc
+        raise
