@@ -8,6 +8,7 @@ from django.urls import path, reverse
 from django.utils.html import format_html
 
 from core.errors import DomainError
+from inventory.services import MAX_UNITS
 
 from .models import Order, Voucher
 from .selectors import voucher_audit
@@ -23,7 +24,7 @@ class VoucherAddForm(forms.ModelForm):
 
 
 class RestockForm(forms.Form):
-    quantity = forms.IntegerField(min_value=1, max_value=100_000_000, help_text="Units to add to the stock.")
+    quantity = forms.IntegerField(min_value=1, max_value=MAX_UNITS, help_text="Units to add to the stock.")
 
 
 @admin.register(Voucher)
@@ -124,11 +125,11 @@ class VoucherAdmin(admin.ModelAdmin):
         context = {
             **self.admin_site.each_context(request),
             "title": f"Restock {voucher}",
-            "voucher": voucher,
+            "stock": voucher.stock,
             "form": form,
             "opts": self.model._meta,
         }
-        return render(request, "admin/orders/voucher/restock.html", context)
+        return render(request, "admin/restock.html", context)
 
 
 @admin.register(Order)

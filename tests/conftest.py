@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from datetime import timedelta
 
 import pytest
@@ -8,9 +8,6 @@ from django.test import Client
 from django.utils import timezone
 
 from accounts.services import token_issue
-from lottery.models import Pool
-from lottery.selectors import pool_get
-from lottery.services import pool_create, prize_create
 from orders.models import Voucher
 from orders.services import voucher_create
 
@@ -97,34 +94,6 @@ def make_pool():
         lasts: timedelta = timedelta(hours=1),
         name: str = "Test pool",
     ):
-        begin_at = timezone.now() + starts_in
-        pool = pool_create(
-            name=name,
-            begin_at=begin_at,
-            end_at=begin_at + lasts,
-            draws_per_user=draws_per_user,
-            no_prize_weight=no_prize_weight,
-            strategy=strategy,
-        )
-        for prize_name, stock in prizes:
-            prize_create(pool=pool, name=prize_name, stock=stock)
-        return pool_get(pool_id=pool.pk)
-
-    return make
-
-
-@pytest.fixture
-def make_pool() -> Callable[..., Pool]:
-    def make(
-        *,
-        prizes: Iterable[tuple[str, int]] = (("Gold", 1), ("Silver", 19)),
-        no_prize_weight: int = 0,
-        draws_per_user: int = 3,
-        strategy: str = "db_atomic",
-        starts_in: timedelta = -timedelta(minutes=1),
-        lasts: timedelta = timedelta(hours=1),
-        name: str = "Test pool",
-    ) -> Pool:
         begin_at = timezone.now() + starts_in
         pool = pool_create(
             name=name,

@@ -5,15 +5,22 @@ from django.core.management.base import BaseCommand
 from django.db import transaction
 from django.utils import timezone
 
+from lottery.models import Pool
+from lottery.services import pool_create, prize_create
 from orders.models import Voucher
 from orders.services import voucher_create
 
 DEMO_BUYER = ("buyer", "buyer-pass-2026")
 DEMO_STAFF = ("staff", "staff-pass-2026")
+DEMO_POOL = "Lucky wheel"
+DEMO_PRIZES = [("Weekend trip", 1, 800), ("Headphones", 5, 120), ("Tote bag", 20, 15), ("Free coffee", 60, 3)]
 
 
 class Command(BaseCommand):
-    help = "Create demo data: a live, an upcoming and a sold-out voucher, a buyer and a staff user. Idempotent."
+    help = (
+        "Create demo data: a live, an upcoming and a sold-out voucher, a live prize pool, "
+        "a buyer and a staff user. Idempotent."
+    )
 
     def add_arguments(self, parser):
         parser.add_argument("--quiet", action="store_true", help="Do not print the logins.")
@@ -57,7 +64,21 @@ class Command(BaseCommand):
                     strategy="db_atomic",
                 )
                 made += 1
+        pools = 0
+        if not Pool.objects.filter(name=DEMO_POOL).exists():
+            pool = pool_create(
+                name=DEMO_POOL,
+                description="Three draws each. The odds follow what is left: watch them move as prizes are won.",
+                begin_at=now - timedelta(minutes=5),
+                end_at=now + timedelta(days=7),
+                draws_per_user=3,
+                no_prize_weight=100,
+                strategy="db_atomic",
+            )
+            for name, stock, value in DEMO_PRIZES:
+                prize_create(pool=pool, name=name, stock=stock, value=value)
+            pools += 1
         if not quiet:
-            self.stdout.write(f"Demo data ready ({made} vouchers created).")
+            self.stdout.write(f"Demo data ready ({made} vouchers and {pools} prize pool created).")
             self.stdout.write(f"  buyer: username {DEMO_BUYER[0]!r}, password {DEMO_BUYER[1]!r}")
             self.stdout.write(f"  staff: username {DEMO_STAFF[0]!r}, password {DEMO_STAFF[1]!r} (admin at /admin/)")

@@ -1,0 +1,211 @@
+"""Pools and prizes in the admin. A prize's stock is never edited as a field: it is set
+when the prize is added and grows only through the guarded restock, so it cannot race
+the draws."""
+
+from django import forms
+from django.contrib import admin, messages
+from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import path, reverse
+from django.utils.html import format_html, format_html_join
+
+from core.errors import DomainError
+from inventory.services import MAX_UNITS
+from orders.admin import RestockForm
+
+from .models import Draw, Pool, Prize
+from .selectors import pool_audit
+from .services import pool_create, pool_update, prize_create, prize_update
+
+
+class PrizeInlineForm(forms.ModelForm):
+    initial_stock = forms.IntegerField(
+        min_value=0, max_value=MAX_UNITS, required=False, help_text="Units of a new prize; restock an existing one."
+    )
+
+    class Meta:
+        model = Prize
+        fields = ["name", "description", "value"]
+
+    def clean_initial_stock(self):
+        stock = self.cleaned_data.get("initial_stock")
+        if self.instance.pk is None and stock is None:
+            raise forms.ValidationError("A new prize needs its stock.")
+        return stock
+
+
+class PrizeInline(admin.TabularInline):
+    model = Prize
+    form = PrizeInlineForm
+    extra = 1
+    can_delete = False
+    fields = ["name", "description", "value", "initial_stock", "stock_left", "supplied", "restock_link"]
+    readonly_fields = ["stock_left", "supplied", "restock_link"]
+
+    @admin.display(description="left")
+    def stock_left(self, obj):
+        return obj.stock.quantity if obj.pk else "-"
+
+    @admin.display(description="supplied")
+    def supplied(self, obj):
+        return obj.stock.initial_quantity if obj.pk else "-"
+
+    @admin.display(description="")
+    def restock_link(self, obj):
+        if not obj.pk:
+            return ""
+        return format_html('<a href="{}">Restock</a>', reverse("admin:lottery_prize_restock", args=[obj.pk]))
+
+
+class PoolAddForm(forms.ModelForm):
+    class Meta:
+        model = Pool
+        fields = ["name", "description", "begin_at", "end_at", "draws_per_user", "no_prize_weight", "strategy"]
+
+    def clean(self):
+        cleaned = super().clean()
+        begin_at, end_at = cleaned.get("begin_at"), cleaned.get("end_at")
+        if begin_at and end_at and end_at <= begin_at:
+            self.add_error("end_at", "The end must be after the begin.")
+        return cleaned
+
+
+@admin.register(Pool)
+class PoolAdmin(admin.ModelAdmin):
+    form = PoolAddForm
+    inlines = [PrizeInline]
+    list_display = ["name", "prizes_left", "begin_at", "end_at", "draws_per_user", "no_prize_weight", "strategy"]
+    list_filter = ["strategy"]
+    search_fields = ["name"]
+    fields = ["name", "description", "begin_at", "end_at", "draws_per_user", "no_prize_weight", "strategy", "audit"]
+    readonly_fields = ["audit"]
+
+    def get_queryset(self, request):
+        return super().get_queryset(request).prefetch_related("prizes__stock")
+
+    @admin.display(description="prizes left")
+    def prizes_left(self, obj):
+        prizes = list(obj.prizes.all())
+        return f"{sum(p.stock.quantity for p in prizes)} / {sum(p.stock.initial_quantity for p in prizes)}"
+
+    @admin.display(description="audit")
+    def audit(self, obj):
+        if obj.pk is None:
+            return "-"
+        result = pool_audit(pool_id=obj.pk)
+        per_prize = format_html_join(
+            "",
+            "<li>{}: awarded {} of {} supplied, {} left, over-awarded {}, conserved {}</li>",
+            (
+                (p.name, p.awarded, p.supplied, p.stock, p.over_awarded, "yes" if p.conserved else "NO")
+                for p in result.prizes
+            ),
+        )
+        return format_html(
+            "draws {} ({} without a prize) · users {} · users over the limit {} · over-awarded {} · "
+            "conserved {} · <strong>{}</strong><ul>{}</ul>",
+            result.draws,
+            result.no_prize_draws,
+            result.users,
+            result.users_over_limit,
+            result.over_awarded,
+            "yes" if result.conserved else "NO",
+            "OK" if result.ok else "BROKEN",
+            per_prize,
+        )
+
+    def save_model(self, request, obj, form, change):
+        data = form.cleaned_data
+        if change:
+            pool_update(
+                pool=obj,
+                strategy=data["strategy"],
+                begin_at=data["begin_at"],
+                end_at=data["end_at"],
+                draws_per_user=data["draws_per_user"],
+                no_prize_weight=data["no_prize_weight"],
+            )
+            obj.name, obj.description = data["name"], data["description"]
+            obj.save(update_fields=["name", "description"])
+            return
+        created = pool_create(
+            name=data["name"],
+            description=data["description"],
+            begin_at=data["begin_at"],
+            end_at=data["end_at"],
+            draws_per_user=data["draws_per_user"],
+            no_prize_weight=data["no_prize_weight"],
+            strategy=data["strategy"],
+        )
+        obj.pk, obj.group = created.pk, created.group
+        obj._state.adding = False
+
+    def save_formset(self, request, form, formset, change):
+        # The admin's change message reads these, which formset.save() would have set.
+        formset.new_objects, formset.changed_objects, formset.deleted_objects = [], [], []
+        for prize_form in formset.forms:
+            if not prize_form.has_changed() or not prize_form.cleaned_data:
+                continue
+            data = prize_form.cleaned_data
+            if prize_form.instance.pk is None:
+                created = prize_create(
+                    pool=form.instance,
+                    name=data["name"],
+                    description=data["description"],
+                    value=data["value"],
+                    stock=data["initial_stock"],
+                )
+                formset.new_objects.append(created)
+            else:
+                prize_update(
+                    prize=prize_form.instance, name=data["name"], description=data["description"], value=data["value"]
+                )
+                formset.changed_objects.append((prize_form.instance, prize_form.changed_data))
+
+    def get_urls(self):
+        return [
+            path(
+                "prize/<int:prize_id>/restock/",
+                self.admin_site.admin_view(self.restock_view),
+                name="lottery_prize_restock",
+            ),
+            *super().get_urls(),
+        ]
+
+    def restock_view(self, request, prize_id: int):
+        prize = get_object_or_404(Prize.objects.select_related("stock", "pool"), pk=prize_id)
+        if not self.has_change_permission(request, prize.pool):
+            return redirect("admin:index")
+        form = RestockForm(request.POST or None)
+        if request.method == "POST" and form.is_valid():
+            try:
+                prize_update(prize=prize, restock=form.cleaned_data["quantity"])
+            except DomainError as exc:
+                form.add_error("quantity", exc.message)
+            else:
+                self.message_user(
+                    request,
+                    f"Added {form.cleaned_data['quantity']} to “{prize}”: {prize.stock.quantity} left.",
+                    messages.SUCCESS,
+                )
+                return redirect("admin:lottery_pool_change", prize.pool_id)
+        context = {
+            **self.admin_site.each_context(request),
+            "title": f"Restock {prize} ({prize.pool})",
+            "stock": prize.stock,
+            "form": form,
+            "opts": self.model._meta,
+        }
+        return render(request, "admin/restock.html", context)
+
+
+@admin.register(Draw)
+class DrawAdmin(admin.ModelAdmin):
+    list_display = ["id", "pool", "user", "prize", "status", "created_at"]
+    list_filter = ["status", "pool"]
+    list_select_related = ["pool", "user", "prize"]
+    search_fields = ["user__username", "pool__name"]
+    readonly_fields = ["user", "pool", "prize", "status", "created_at"]
+
+    def has_add_permission(self, request):
+        # Draws come from the draw only; one typed in by hand would skip the stock.
+        return False

@@ -1,0 +1,99 @@
+"""Pools and prizes in the Django admin go through the lottery's services."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from inventory.models import Stock
+from lottery.models import Pool
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def admin_client_(client, make_user):
+    admin = make_user("boss", staff=True)
+    admin.is_superuser = True
+    admin.save()
+    client.force_login(admin)
+    return client
+
+
+def pool_form(begin, end, **overrides) -> dict:
+    data = {
+        "name": "Admin pool",
+        "description": "",
+        "begin_at_0": begin.strftime("%Y-%m-%d"),
+        "begin_at_1": begin.strftime("%H:%M:%S"),
+        "end_at_0": end.strftime("%Y-%m-%d"),
+        "end_at_1": end.strftime("%H:%M:%S"),
+        "draws_per_user": "2",
+        "no_prize_weight": "5",
+        "strategy": "redis_lock",
+        "prizes-TOTAL_FORMS": "1",
+        "prizes-INITIAL_FORMS": "0",
+        "prizes-MIN_NUM_FORMS": "0",
+        "prizes-MAX_NUM_FORMS": "1000",
+        "prizes-0-name": "Kite",
+        "prizes-0-description": "",
+        "prizes-0-value": "4.00",
+        "prizes-0-initial_stock": "7",
+    }
+    return data | overrides
+
+
+def test_add_a_pool_with_a_prize(admin_client_):
+    begin = timezone.now()
+    response = admin_client_.post("/admin/lottery/pool/add/", pool_form(begin, begin + timedelta(days=1)))
+    assert response.status_code == 302, response.content.decode()[-3000:]
+    pool = Pool.objects.get(name="Admin pool")
+    prize = pool.prizes.select_related("stock").get()
+    assert (pool.strategy, pool.draws_per_user, pool.no_prize_weight) == ("redis_lock", 2, 5)
+    assert (prize.name, prize.stock.quantity, prize.stock.initial_quantity, prize.stock.group_id) == (
+        "Kite",
+        7,
+        7,
+        pool.group_id,
+    )
+
+
+def test_a_pool_that_ends_before_it_begins_is_refused_with_a_message(admin_client_):
+    begin = timezone.now()
+    response = admin_client_.post("/admin/lottery/pool/add/", pool_form(begin, begin - timedelta(days=1)))
+    assert response.status_code == 200
+    assert "The end must be after the begin." in response.content.decode()
+    assert not Pool.objects.exists()
+
+
+def test_a_new_prize_needs_its_stock(admin_client_):
+    begin = timezone.now()
+    data = pool_form(begin, begin + timedelta(days=1), **{"prizes-0-initial_stock": ""})
+    response = admin_client_.post("/admin/lottery/pool/add/", data)
+    assert response.status_code == 200
+    assert "A new prize needs its stock." in response.content.decode()
+    assert not Pool.objects.exists()
+
+
+def test_the_pool_page_shows_the_audit_and_the_stock_read_only(admin_client_, make_pool):
+    pool = make_pool()
+    page = admin_client_.get(f"/admin/lottery/pool/{pool.pk}/change/").content.decode()
+    assert "users over the limit 0" in page
+    assert "Gold: awarded 0 of 1 supplied" in page
+    assert "<strong>OK</strong>" in page
+    assert 'name="prizes-0-quantity"' not in page
+
+
+def test_restock_a_prize_through_the_service(admin_client_, make_pool):
+    pool = make_pool()
+    gold = pool.prizes.all()[0]
+    response = admin_client_.post(f"/admin/lottery/pool/prize/{gold.pk}/restock/", {"quantity": "3"})
+    assert response.status_code == 302
+    stock = Stock.objects.get(pk=gold.stock_id)
+    assert (stock.quantity, stock.initial_quantity) == (4, 4)
+    for bad in ("0", "-2", "x"):
+        response = admin_client_.post(f"/admin/lottery/pool/prize/{gold.pk}/restock/", {"quantity": bad})
+        assert response.status_code == 200
+    assert Stock.objects.get(pk=gold.stock_id).quantity == 4
