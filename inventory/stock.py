@@ -148,12 +148,15 @@ class StockStrategy:
             break an invariant under concurrency; ``"across_processes"`` when it
             holds in one process and breaks across several.
         explanation: one line on how it guards, for pages and reports.
+        sheds_load: whether contention is answered ``busy`` rather than queued, so
+            that while buyers are refused some stock may still be left.
     """
 
     name: ClassVar[str]
     guarded: ClassVar[bool] = True
     breaks: ClassVar[str | None] = None
     explanation: ClassVar[str] = ""
+    sheds_load: ClassVar[bool] = False
 
     def max_attempts(self) -> int:
         """How many times the read-choose-write may run before ``busy``."""
@@ -282,6 +285,7 @@ class OptimisticStrategy(StockStrategy):
     """
 
     name = Strategy.DB_OPTIMISTIC
+    sheds_load = True
     explanation = "reads a version, writes only if it has not changed, retries a few times, then answers busy"
 
     def max_attempts(self) -> int:

@@ -16,7 +16,16 @@ from inventory.models import Strategy
 from inventory.services import MAX_UNITS
 
 from .models import Pool, Prize
-from .selectors import draw_list, draws_used, pool_audit, pool_get, pool_list, pool_odds, prize_get
+from .selectors import (
+    draw_list,
+    draws_used,
+    pool_audit,
+    pool_for_draw,
+    pool_get,
+    pool_list,
+    pool_odds,
+    prize_get,
+)
 from .services import (
     MAX_DRAWS_PER_USER,
     MAX_NO_PRIZE_WEIGHT,
@@ -202,7 +211,7 @@ def pools_get(request, pool_id: int):
 @router.post("/pools/{int:pool_id}/draw", response={201: DrawOut, 202: DrawOut, **errors(400, 401, 403, 404, 409)})
 def pools_draw(request, pool_id: int):
     refuse_body(request, action="draw")
-    pool = pool_get(pool_id=pool_id)
+    pool = pool_for_draw(pool_id=pool_id)
     draw = pool_draw(user=request.auth, pool=pool)
     return Status(
         201,

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 
-from django.db.models import Count, Prefetch, Q, QuerySet
+from django.db.models import Count, Prefetch, Q, QuerySet, Sum
 from django.shortcuts import get_object_or_404
 
 from .models import Draw, Pool, Prize
@@ -15,10 +15,22 @@ def pool_list() -> QuerySet[Pool]:
     return Pool.objects.order_by("begin_at", "id")
 
 
+def pool_list_with_totals() -> QuerySet[Pool]:
+    """The pools with ``prizes_left`` and ``prizes_supplied``: their prizes' stock summed."""
+    return pool_list().annotate(
+        prizes_left=Sum("prizes__stock__quantity"), prizes_supplied=Sum("prizes__stock__initial_quantity")
+    )
+
+
 def pool_get(*, pool_id: int) -> Pool:
     """The pool with its prizes and their stock; raises ``Http404`` when there is none."""
     prizes = Prefetch("prizes", queryset=Prize.objects.select_related("stock").order_by("id"))
     return get_object_or_404(Pool.objects.prefetch_related(prizes), pk=pool_id)
+
+
+def pool_for_draw(*, pool_id: int) -> Pool:
+    """The pool alone: the draw reads its prizes' stock itself, in one narrow query."""
+    return get_object_or_404(Pool, pk=pool_id)
 
 
 def prize_get(*, prize_id: int) -> Prize:
@@ -55,9 +67,12 @@ def draws_used(*, pool: Pool, user) -> int:
     return Draw.objects.filter(pool_id=pool.pk, user_id=user.pk).count()
 
 
-def draw_list(*, user) -> QuerySet[Draw]:
-    """The user's draws, newest first."""
-    return Draw.objects.filter(user_id=user.pk).select_related("prize").order_by("-created_at", "-id")
+def draw_list(*, user, pool: Pool | None = None) -> QuerySet[Draw]:
+    """The user's draws (in ``pool`` only, if given), newest first."""
+    draws = Draw.objects.filter(user_id=user.pk)
+    if pool is not None:
+        draws = draws.filter(pool_id=pool.pk)
+    return draws.select_related("prize").order_by("-created_at", "-id")
 
 
 @dataclass(frozen=True)

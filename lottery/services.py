@@ -188,18 +188,20 @@ def pool_draw(*, user: AbstractBaseUser, pool: Pool, rng: Random | None = None, 
     and ``LockBusy`` when the strategy gave up under contention. On any error
     nothing is written.
 
-    ``pool.prizes`` as read with the pool (``pool_get`` prefetches them with their
-    stock) answers ``pool_empty`` without a strategy once every prize reads zero,
-    and is the take's snapshot for the strategies whose own read is unguarded.
+    The prizes' stock is read once, unguarded, before the take: once every prize
+    reads zero the draw answers ``pool_empty`` without a strategy, and otherwise it
+    is the take's snapshot for the strategies whose own read is unguarded.
 
     Arguments:
         rng: the source of randomness, ``secrets.SystemRandom`` unless a test
             passes a seeded ``random.Random``.
     """
     pool.window_check(now or timezone.now())
-    prizes = list(pool.prizes.all())
-    prize_by_stock = {prize.stock_id: prize for prize in prizes}
-    snapshot = {prize.stock_id: prize.stock.quantity for prize in prizes}
+    # One query, three numbers per prize, whatever the pool's size: the snapshot and the
+    # prize each stock row stands for.
+    rows = Prize.objects.filter(pool_id=pool.pk).values_list("stock_id", "id", "stock__quantity")
+    prize_by_stock = {stock_id: prize_id for stock_id, prize_id, _ in rows}
+    snapshot = {stock_id: quantity for stock_id, _, quantity in rows}
     used = 0
 
     def check() -> None:
@@ -213,13 +215,15 @@ def pool_draw(*, user: AbstractBaseUser, pool: Pool, rng: Random | None = None, 
         raise PoolEmpty()
 
     def record(stock_id: int | None, guarded: bool) -> Draw:
-        prize = None
+        prize_id = None
         if stock_id is not None:
-            prize = prize_by_stock.get(stock_id) or Prize.objects.get(stock_id=stock_id)  # added since the read
+            prize_id = prize_by_stock.get(stock_id)
+            if prize_id is None:  # a prize added since the snapshot
+                prize_id = Prize.objects.values_list("id", flat=True).get(stock_id=stock_id)
         return Draw.objects.create(
             user_id=user.pk,
             pool_id=pool.pk,
-            prize=prize,
+            prize_id=prize_id,
             status=Draw.Status.CONFIRMED,
             seq=used + 1,
             user_guard=user.pk if guarded else None,

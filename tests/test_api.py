@@ -1,4 +1,4 @@
-"""The HTTP API contract of DESIGN.md section 5, row by row, including bad input.
+"""The HTTP API contract of docs/design.md ("HTTP API"), row by row, including bad input.
 
 Every refusal is checked to leave nothing behind: no order, no stock change.
 """

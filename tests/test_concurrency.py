@@ -2,8 +2,8 @@
 
 Stock is 5, there are 28 distinct buyers, and 4 buyers fire twice from two
 different processes. ``RACE_WINDOW_MS`` widens the gap between check and write
-identically for every strategy. Each test says which invariant (DESIGN.md
-section 4) must hold, or which one must break: the unsafe strategies are
+identically for every strategy. Each test says which invariant (docs/design.md,
+"Invariants") must hold, or which one must break: the unsafe strategies are
 asserted to fail, so a test here cannot pass by doing nothing.
 """
 
@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import pytest
 
+from inventory.stock import STRATEGIES, strategy_names
 from orders.models import Order
 from orders.selectors import voucher_audit
 
@@ -19,6 +20,8 @@ from .buyers import buy_concurrently
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("redlock_urls")]
 
 STOCK = 5
+QUEUEING = [name for name in strategy_names(breaks=None) if not STRATEGIES[name].sheds_load]
+SHEDDING = [name for name in strategy_names(breaks=None) if STRATEGIES[name].sheds_load]
 RACE_MS = 30
 PROCESSES = 8
 THREADS = 4
@@ -50,8 +53,8 @@ def assert_every_confirmed_purchase_is_one_order(voucher, outcome) -> None:
     assert not outcome.unexpected, outcome.unexpected
 
 
-@pytest.mark.parametrize("strategy", ["db_pessimistic", "db_atomic", "redis_lock", "redlock"])
-def test_serialising_strategies_sell_exactly_the_stock_once_per_user(strategy, make_voucher, crowd):
+@pytest.mark.parametrize("strategy", QUEUEING)
+def test_queueing_strategies_sell_exactly_the_stock_once_per_user(strategy, make_voucher, crowd):
     voucher = make_voucher(stock=STOCK, strategy=strategy)
     outcome = buy_concurrently(voucher_id=voucher.pk, plan=crowd, race_ms=RACE_MS)
     audit = voucher_audit(voucher_id=voucher.pk)
@@ -62,8 +65,9 @@ def test_serialising_strategies_sell_exactly_the_stock_once_per_user(strategy, m
     assert sum(outcome.refusals.values()) == PROCESSES * THREADS - STOCK
 
 
-def test_optimistic_never_oversells_and_sheds_the_rest_as_busy_or_sold_out(make_voucher, crowd):
-    voucher = make_voucher(stock=STOCK, strategy="db_optimistic")
+@pytest.mark.parametrize("strategy", SHEDDING)
+def test_load_shedding_strategies_never_oversell_and_refuse_the_rest(strategy, make_voucher, crowd):
+    voucher = make_voucher(stock=STOCK, strategy=strategy)
     outcome = buy_concurrently(voucher_id=voucher.pk, plan=crowd, race_ms=RACE_MS)
     audit = voucher_audit(voucher_id=voucher.pk)
     assert audit.ok, audit
@@ -119,7 +123,7 @@ def test_local_lets_one_user_buy_once_per_process(make_voucher, make_user):
     assert_every_confirmed_purchase_is_one_order(voucher, outcome)
 
 
-@pytest.mark.parametrize("strategy", ["db_pessimistic", "db_optimistic", "db_atomic", "redis_lock", "redlock"])
+@pytest.mark.parametrize("strategy", strategy_names(breaks=None))
 def test_safe_strategies_give_one_user_one_order_across_processes(strategy, make_voucher, make_user):
     voucher = make_voucher(stock=STOCK, strategy=strategy)
     user = make_user().pk
