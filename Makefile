@@ -37,11 +37,12 @@ loadtest: $(VENV)/.dev
 	bash scripts/ensure-services.sh
 	$(PY) -m loadtests.run $(ARGS)
 
-## Benchmarks (they print their figures and the machine): locks, then purchase throughput.
+## Benchmarks (they print their figures and the machine): locks, purchase throughput, draw throughput by pool size.
 bench: $(VENV)/.dev
 	bash scripts/ensure-services.sh
 	$(PY) -m benchmarks.locks
 	$(PY) -m benchmarks.purchase
+	$(PY) -m benchmarks.draw
 
 lint: $(VENV)/.dev
 	$(PY) -m ruff check .
