@@ -32,7 +32,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import lru_cache
 from typing import ClassVar, Generic, TypeVar
 
@@ -128,7 +128,6 @@ class Held:
 
     group_version: int = 0
     group_lock: LeasedLock | None = None
-    extra: dict = field(default_factory=dict)
 
 
 def _remaining(group_id: int, quantity: int) -> dict[int, int]:
@@ -203,6 +202,12 @@ class StockStrategy:
         return chosen
 
 
+@contextmanager
+def _in_transaction() -> Iterator[Held]:
+    with transaction.atomic():
+        yield Held()
+
+
 class NaiveStrategy(StockStrategy):
     """Read the stock, choose, pause, write ``remaining - n`` from Python: the textbook race."""
 
@@ -221,12 +226,6 @@ class NaiveStrategy(StockStrategy):
         # An absolute write: a concurrent buyer's decrement is silently lost.
         Stock.objects.filter(pk=stock_id).update(quantity=remaining[stock_id] - take.quantity, version=F("version") + 1)
         return True
-
-
-@contextmanager
-def _in_transaction() -> Iterator[Held]:
-    with transaction.atomic():
-        yield Held()
 
 
 class LocalLockStrategy(NaiveStrategy):
