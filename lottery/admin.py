@@ -3,14 +3,13 @@ when the prize is added and grows only through the guarded restock, so it cannot
 the draws."""
 
 from django import forms
-from django.contrib import admin, messages
-from django.shortcuts import get_object_or_404, redirect, render
+from django.contrib import admin
+from django.shortcuts import get_object_or_404, redirect
 from django.urls import path, reverse
 from django.utils.html import format_html, format_html_join
 
-from core.errors import DomainError
+from inventory.admin import restock_page
 from inventory.services import MAX_UNITS
-from orders.admin import RestockForm
 
 from .models import Draw, Pool, Prize
 from .selectors import pool_audit
@@ -175,27 +174,14 @@ class PoolAdmin(admin.ModelAdmin):
         prize = get_object_or_404(Prize.objects.select_related("stock", "pool"), pk=prize_id)
         if not self.has_change_permission(request, prize.pool):
             return redirect("admin:index")
-        form = RestockForm(request.POST or None)
-        if request.method == "POST" and form.is_valid():
-            try:
-                prize_update(prize=prize, restock=form.cleaned_data["quantity"])
-            except DomainError as exc:
-                form.add_error("quantity", exc.message)
-            else:
-                self.message_user(
-                    request,
-                    f"Added {form.cleaned_data['quantity']} to “{prize}”: {prize.stock.quantity} left.",
-                    messages.SUCCESS,
-                )
-                return redirect("admin:lottery_pool_change", prize.pool_id)
-        context = {
-            **self.admin_site.each_context(request),
-            "title": f"Restock {prize} ({prize.pool})",
-            "stock": prize.stock,
-            "form": form,
-            "opts": self.model._meta,
-        }
-        return render(request, "admin/restock.html", context)
+        return restock_page(
+            self,
+            request,
+            item=f"{prize} ({prize.pool})",
+            stock=prize.stock,
+            restock=lambda quantity: prize_update(prize=prize, restock=quantity),
+            back_to=reverse("admin:lottery_pool_change", args=[prize.pool_id]),
+        )
 
 
 @admin.register(Draw)

@@ -2,13 +2,12 @@
 same guarded service as purchases, so it cannot race the buyers."""
 
 from django import forms
-from django.contrib import admin, messages
-from django.shortcuts import get_object_or_404, redirect, render
+from django.contrib import admin
+from django.shortcuts import get_object_or_404, redirect
 from django.urls import path, reverse
 from django.utils.html import format_html
 
-from core.errors import DomainError
-from inventory.services import MAX_UNITS
+from inventory.admin import restock_page
 
 from .models import Order, Voucher
 from .selectors import voucher_audit
@@ -21,10 +20,6 @@ class VoucherAddForm(forms.ModelForm):
     class Meta:
         model = Voucher
         fields = ["title", "description", "begin_at", "end_at", "strategy"]
-
-
-class RestockForm(forms.Form):
-    quantity = forms.IntegerField(min_value=1, max_value=MAX_UNITS, help_text="Units to add to the stock.")
 
 
 @admin.register(Voucher)
@@ -109,27 +104,14 @@ class VoucherAdmin(admin.ModelAdmin):
         voucher = get_object_or_404(Voucher.objects.select_related("stock"), pk=voucher_id)
         if not self.has_change_permission(request, voucher):
             return redirect("admin:index")
-        form = RestockForm(request.POST or None)
-        if request.method == "POST" and form.is_valid():
-            try:
-                voucher_update(voucher=voucher, restock=form.cleaned_data["quantity"])
-            except DomainError as exc:
-                form.add_error("quantity", exc.message)
-            else:
-                self.message_user(
-                    request,
-                    f"Added {form.cleaned_data['quantity']} to “{voucher}”: {voucher.stock.quantity} left.",
-                    messages.SUCCESS,
-                )
-                return redirect("admin:orders_voucher_change", voucher.pk)
-        context = {
-            **self.admin_site.each_context(request),
-            "title": f"Restock {voucher}",
-            "stock": voucher.stock,
-            "form": form,
-            "opts": self.model._meta,
-        }
-        return render(request, "admin/restock.html", context)
+        return restock_page(
+            self,
+            request,
+            item=voucher,
+            stock=voucher.stock,
+            restock=lambda quantity: voucher_update(voucher=voucher, restock=quantity),
+            back_to=reverse("admin:orders_voucher_change", args=[voucher.pk]),
+        )
 
 
 @admin.register(Order)

@@ -42,6 +42,16 @@ def make_voucher() -> Callable[..., Voucher]:
 
 
 @pytest.fixture
+def admin_client_(client, make_user):
+    """The test client, logged in to the admin as a superuser."""
+    admin = make_user("boss", staff=True)
+    admin.is_superuser = True
+    admin.save()
+    client.force_login(admin)
+    return client
+
+
+@pytest.fixture
 def api_client(make_user) -> Callable[..., Client]:
     """A test client that authenticates every request with a fresh bearer token."""
 

@@ -13,15 +13,6 @@ from orders.models import Voucher
 pytestmark = pytest.mark.django_db
 
 
-@pytest.fixture
-def admin_client_(client, make_user):
-    admin = make_user("boss", staff=True)
-    admin.is_superuser = True
-    admin.save()
-    client.force_login(admin)
-    return client
-
-
 def test_restock_adds_units_through_the_service(admin_client_, make_voucher):
     voucher = make_voucher(stock=2)
     response = admin_client_.post(f"/admin/orders/voucher/{voucher.pk}/restock/", {"quantity": "3"})

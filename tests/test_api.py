@@ -5,7 +5,6 @@ Every refusal is checked to leave nothing behind: no order, no stock change.
 
 from __future__ import annotations
 
-import json
 from datetime import timedelta
 
 import pytest
@@ -15,23 +14,9 @@ from django.utils import timezone
 from inventory.models import Stock
 from orders.models import Order, Voucher
 
+from .http import assert_error, patch_json, post_json
+
 pytestmark = pytest.mark.django_db
-
-
-def post_json(client: Client, url: str, body, **kwargs):
-    data = body if isinstance(body, str | bytes) else json.dumps(body)
-    return client.post(url, data=data, content_type="application/json", **kwargs)
-
-
-def patch_json(client: Client, url: str, body):
-    return client.patch(url, data=json.dumps(body), content_type="application/json")
-
-
-def assert_error(response, status: int, code: str) -> None:
-    assert response.status_code == status, response.content
-    body = response.json()
-    assert body["code"] == code
-    assert body["message"]
 
 
 def assert_untouched(voucher: Voucher) -> None:

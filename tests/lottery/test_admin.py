@@ -13,15 +13,6 @@ from lottery.models import Pool
 pytestmark = pytest.mark.django_db
 
 
-@pytest.fixture
-def admin_client_(client, make_user):
-    admin = make_user("boss", staff=True)
-    admin.is_superuser = True
-    admin.save()
-    client.force_login(admin)
-    return client
-
-
 def pool_form(begin, end, **overrides) -> dict:
     data = {
         "name": "Admin pool",

@@ -15,23 +15,9 @@ from django.utils import timezone
 from inventory.models import Stock
 from lottery.models import Draw, Pool, Prize
 
+from ..http import assert_error, patch_json, post_json
+
 pytestmark = pytest.mark.django_db
-
-
-def post_json(client: Client, url: str, body):
-    data = body if isinstance(body, str | bytes) else json.dumps(body)
-    return client.post(url, data=data, content_type="application/json")
-
-
-def patch_json(client: Client, url: str, body):
-    return client.patch(url, data=json.dumps(body), content_type="application/json")
-
-
-def assert_error(response, status: int, code: str) -> None:
-    assert response.status_code == status, response.content
-    body = response.json()
-    assert body["code"] == code
-    assert body["message"]
 
 
 def stock_snapshot(pool) -> list[tuple[int, int]]:

@@ -1,0 +1,56 @@
+"""The admin's restock page, which every product's admin uses: stock is never edited as
+a field, it grows through the product's guarded restock service, so it cannot race the
+buyers or the draws. (Nothing is registered here: stock is shown with its product.)"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from django import forms
+from django.contrib import messages
+from django.contrib.admin import ModelAdmin
+from django.http import HttpResponse
+from django.shortcuts import redirect, render
+
+from core.errors import DomainError
+
+from .models import Stock
+from .services import MAX_UNITS
+
+
+class RestockForm(forms.Form):
+    quantity = forms.IntegerField(min_value=1, max_value=MAX_UNITS, help_text="Units to add to the stock.")
+
+
+def restock_page(
+    model_admin: ModelAdmin,
+    request,
+    *,
+    item: object,
+    stock: Stock,
+    restock: Callable[[int], object],
+    back_to: str,
+) -> HttpResponse:
+    """The form, and on a valid POST ``restock(quantity)`` then a redirect to ``back_to``.
+
+    A refusal of the service (``DomainError``) is shown on the form, and nothing changes.
+    """
+    form = RestockForm(request.POST or None)
+    if request.method == "POST" and form.is_valid():
+        quantity = form.cleaned_data["quantity"]
+        try:
+            restock(quantity)
+        except DomainError as exc:
+            form.add_error("quantity", exc.message)
+        else:
+            stock.refresh_from_db()
+            model_admin.message_user(request, f"Added {quantity} to “{item}”: {stock.quantity} left.", messages.SUCCESS)
+            return redirect(back_to)
+    context = {
+        **model_admin.admin_site.each_context(request),
+        "title": f"Restock {item}",
+        "stock": stock,
+        "form": form,
+        "opts": model_admin.model._meta,
+    }
+    return render(request, "admin/restock.html", context)
