@@ -32,7 +32,7 @@ test: $(VENV)/.dev
 	DJANGO_SETTINGS_MODULE=config.settings.test $(PY) manage.py makemigrations --check --dry-run
 	$(PY) -m pytest
 
-## The Locust verdict matrix: every strategy, audited (options: make loadtest ARGS="--scenario all").
+## The Locust verdict matrix: every strategy, audited, for vouchers and prize pools (options: make loadtest ARGS="--scenario all").
 loadtest: $(VENV)/.dev
 	bash scripts/ensure-services.sh
 	$(PY) -m loadtests.run $(ARGS)

@@ -1,12 +1,15 @@
-"""What every scenario shares: tokens, the purchase call and its validation.
+"""What every scenario shares: tokens, the purchase and draw calls and their validation,
+and the outcome files the runner audits.
 
 Configuration comes from the environment, so that a locustfile runs the same
 under the runner, in Locust's web UI and in distributed mode:
 
 - ``LOADTEST_TOKENS``: a file of ``username token`` lines (``manage.py issue_tokens``)
 - ``LOADTEST_VOUCHER``: the voucher id to buy
-- ``LOADTEST_OUTCOMES``: a folder where each Locust process appends every purchase's
-  outcome (``confirmed <order id>`` or the refusal code), for the audit (optional)
+- ``LOADTEST_POOL``: the pool id to draw from
+- ``LOADTEST_OUTCOMES``: a folder where each Locust process appends every answer's
+  outcome, for the audit (optional): ``confirmed <order id>``, ``won <draw id> <prize
+  id>``, ``no_prize <draw id>``, the refusal code, or ``error``
 - ``LOADTEST_STAFF_TOKEN``: a staff token (the restock scenario)
 - ``LOADTEST_WORKERS``: how many Locust processes share the tokens (default 1)
 """
@@ -18,8 +21,15 @@ import os
 import threading
 from pathlib import Path
 
-# Every answer a purchase may give, from DESIGN.md section 5. Anything else is a failure.
+# Every refusal a purchase or a draw may give, from DESIGN.md section 5. Anything else is a failure.
 PURCHASE_REFUSALS = {409: {"sold_out", "already_purchased", "busy"}, 403: {"not_started", "ended"}}
+DRAW_REFUSALS = {409: {"draw_limit", "pool_empty", "busy"}, 403: {"not_started", "ended"}}
+
+# The outcomes that are not a refusal code.
+CONFIRMED = "confirmed"  # a purchase: an order
+WON = "won"  # a draw that won a prize
+NO_PRIZE = "no_prize"  # a draw that won nothing, counted against the limit all the same
+ERROR = "error"  # any undocumented answer
 
 
 def env_path(name: str) -> Path:
@@ -34,11 +44,19 @@ def load_tokens() -> list[str]:
     return [line.split()[1] for line in lines if line.strip()]
 
 
-def voucher_id() -> int:
-    value = os.environ.get("LOADTEST_VOUCHER", "")
+def env_id(name: str, what: str) -> int:
+    value = os.environ.get(name, "")
     if not value.isdigit():
-        raise RuntimeError("Set LOADTEST_VOUCHER to the id of the voucher to buy.")
+        raise RuntimeError(f"Set {name} to the id of {what}.")
     return int(value)
+
+
+def voucher_id() -> int:
+    return env_id("LOADTEST_VOUCHER", "the voucher to buy")
+
+
+def pool_id() -> int:
+    return env_id("LOADTEST_POOL", "the pool to draw from")
 
 
 class TokenDealer:
@@ -61,11 +79,29 @@ class TokenDealer:
             mine = self._tokens[index % workers :: workers]
             if not mine:
                 raise RuntimeError("no tokens for this Locust process")
-            return mine[n] if n < len(mine) else None
+            if n < len(mine):
+                return mine[n]
+            if n == len(mine):
+                outcomes.note_crowd_exhausted()
+            return None
+
+
+def hammer_token(environment, seat: int) -> str:
+    """The token of the hammer's Locust user number ``seat`` (counted in this process).
+
+    The first ``LOADTEST_BUYERS`` tokens are shared by this process's Locust users, in
+    blocks of consecutive seats: one buyer's users start one after the other, so that
+    when they all fire at once (``loadtests.barrier``) that buyer's requests reach the
+    server together instead of interleaved with the other buyers'.
+    """
+    tokens = load_tokens()[: int(os.environ.get("LOADTEST_BUYERS", "3"))]
+    users = getattr(environment.runner, "target_user_count", 0) if environment.runner else 0
+    per_buyer = max(1, -(-users // len(tokens)))  # rounded up
+    return tokens[(seat // per_buyer) % len(tokens)]
 
 
 class OutcomeLog:
-    """Appends every purchase's outcome to a file of this process's own.
+    """Appends every answer's outcome to a file of this process's own.
 
     The file is opened on first use, in the process that writes: ``locust
     --processes`` imports the locustfile once and then forks its workers, and a
@@ -77,21 +113,57 @@ class OutcomeLog:
         self._file = None
         self._pid = 0
 
-    def add(self, outcome: str, order_id: int | None = None) -> None:
+    def add(self, outcome: str, *ids: int) -> None:
         if not self._folder:
             return
         if self._pid != os.getpid():
             Path(self._folder).mkdir(parents=True, exist_ok=True)
             self._file = open(Path(self._folder) / f"outcomes-{os.getpid()}.txt", "a", buffering=1)  # noqa: SIM115
             self._pid = os.getpid()
-        self._file.write(f"{outcome} {order_id}\n" if order_id is not None else f"{outcome}\n")
+        self._file.write(" ".join([outcome, *map(str, ids)]) + "\n")
+
+    def note_crowd_exhausted(self) -> None:
+        """Leaves a mark that this process dealt its last token before the run ended: its
+        Locust users then idle, and req/s measures the crowd, not the server."""
+        if self._folder:
+            Path(self._folder).mkdir(parents=True, exist_ok=True)
+            (Path(self._folder) / f"crowd-exhausted-{os.getpid()}").touch()
 
 
 outcomes = OutcomeLog()
 
 
+def read_outcomes(folder: Path) -> list[list[str]]:
+    """Every outcome every Locust process logged in ``folder``, split into words."""
+    return [line.split() for f in sorted(folder.glob("outcomes-*.txt")) for line in f.read_text().splitlines() if line]
+
+
+def crowd_exhausted(folder: Path) -> bool:
+    return any(folder.glob("crowd-exhausted-*"))
+
+
+def _json(response) -> dict | None:
+    try:
+        body = response.json()
+    except Exception:  # noqa: BLE001
+        return None
+    return body if isinstance(body, dict) else None
+
+
+def _refused(response, body: dict, refusals: dict[int, set[str]]) -> str:
+    """A documented refusal is a correct answer; anything else fails."""
+    code = body.get("code")
+    if code in refusals.get(response.status_code, ()):
+        response.success()
+        outcomes.add(code)
+        return code
+    response.failure(f"unexpected answer {response.status_code} {body}")
+    outcomes.add(ERROR)
+    return ERROR
+
+
 def purchase(user, voucher: int, token: str) -> str:
-    """POST the purchase and validate the answer; returns the outcome code.
+    """POST the purchase and validate the answer; returns the outcome.
 
     A 201/202 must carry an order id (logged for the audit); a refusal must be one
     of the documented codes with its documented status. Anything else fails.
@@ -102,21 +174,54 @@ def purchase(user, voucher: int, token: str) -> str:
         name="/api/vouchers/[id]/purchase",
         catch_response=True,
     ) as response:
-        try:
-            body = response.json()
-        except Exception:  # noqa: BLE001
-            response.failure(f"not JSON: status {response.status_code}")
-            outcomes.add("error")
-            return "error"
+        body = _json(response)
+        if body is None:
+            response.failure(f"not a JSON object: status {response.status_code}")
+            outcomes.add(ERROR)
+            return ERROR
         if response.status_code in (201, 202) and isinstance(body.get("order_id"), int):
-            outcomes.add("confirmed", body["order_id"])
+            outcomes.add(CONFIRMED, body["order_id"])
             response.success()
-            return "confirmed"
-        code = body.get("code")
-        if code in PURCHASE_REFUSALS.get(response.status_code, ()):
-            response.success()  # a documented refusal is a correct answer
-            outcomes.add(code)
-            return code
-        response.failure(f"unexpected answer {response.status_code} {body}")
-        outcomes.add("error")
-        return "error"
+            return CONFIRMED
+        return _refused(response, body, PURCHASE_REFUSALS)
+
+
+def _is_prize(prize: object) -> bool:
+    """A draw's prize as documented: null ("no prize") or ``{"id": int, "name": str}``."""
+    return prize is None or (
+        isinstance(prize, dict) and isinstance(prize.get("id"), int) and isinstance(prize.get("name"), str)
+    )
+
+
+def draw(user, pool: int, token: str) -> str:
+    """POST one draw and validate the answer; returns the outcome.
+
+    A 201/202 must carry a draw id, the prize (or null for "no prize") and the draws
+    left (logged for the audit as ``won <draw id> <prize id>`` or ``no_prize <draw
+    id>``); a refusal must be one of the documented codes with its documented
+    status. Anything else fails.
+    """
+    with user.client.post(
+        f"/api/pools/{pool}/draw",
+        headers={"Authorization": f"Bearer {token}"},
+        name="/api/pools/[id]/draw",
+        catch_response=True,
+    ) as response:
+        body = _json(response)
+        if body is None:
+            response.failure(f"not a JSON object: status {response.status_code}")
+            outcomes.add(ERROR)
+            return ERROR
+        if response.status_code in (201, 202):
+            draw_id, prize, draws_left = body.get("draw_id"), body.get("prize"), body.get("draws_left")
+            if isinstance(draw_id, int) and _is_prize(prize) and isinstance(draws_left, int) and draws_left >= 0:
+                response.success()
+                if prize is None:
+                    outcomes.add(NO_PRIZE, draw_id)
+                    return NO_PRIZE
+                outcomes.add(WON, draw_id, prize["id"])
+                return WON
+            response.failure(f"malformed draw {response.status_code} {body}")
+            outcomes.add(ERROR)
+            return ERROR
+        return _refused(response, body, DRAW_REFUSALS)

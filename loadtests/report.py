@@ -1,8 +1,15 @@
-"""The load-test report: one HTML page, charts drawn as inline SVG (no JavaScript)."""
+"""The load test's outputs: the matrix (printed, CSV, JSON, Markdown) and one HTML page
+whose charts are inline SVG (no JavaScript)."""
 
 from __future__ import annotations
 
+import csv
+import json
+from dataclasses import asdict
 from html import escape
+from pathlib import Path
+
+from .verdict import TAKEN, Result, counted_breaks, taken
 
 PALETTE = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#17becf"]
 
@@ -35,9 +42,14 @@ def bar_chart(
     return "".join(parts)
 
 
-def line_chart(title: str, series: dict[str, list[tuple[float, int]]]) -> str:
+def line_chart(
+    title: str, series: dict[str, list[tuple[float, int]]], dashed: dict[str, list[tuple[float, int]]] | None = None
+) -> str:
+    """One line per series; ``dashed`` lines (references, such as the supply) take the colour
+    of the series of the same name, grey otherwise."""
+    dashed = dashed or {}
     width, height, left, bottom, top = 760, 300, 50, 40, 30
-    points = [p for values in series.values() for p in values]
+    points = [p for values in [*series.values(), *dashed.values()] for p in values]
     if not points:
         return ""
     t_max = max(t for t, _ in points) or 1
@@ -51,59 +63,111 @@ def line_chart(title: str, series: dict[str, list[tuple[float, int]]]) -> str:
              f'<text x="{left - 6}" y="{top + 4}" text-anchor="end">{y_max}</text>',
              f'<text x="{left - 6}" y="{height - bottom + 4}" text-anchor="end">0</text>',
              f'<text x="{width - 170}" y="{height - bottom + 18}" text-anchor="end">{t_max:.0f} s</text>']  # fmt: skip
-    for i, (name, values) in enumerate(series.items()):
-        colour = PALETTE[i % len(PALETTE)]
+    colours = {name: PALETTE[i % len(PALETTE)] for i, name in enumerate(series)}
+    lines = [(name, values, colours[name], "") for name, values in series.items()]
+    lines += [(name, values, colours.get(name, "#555"), ' stroke-dasharray="6 4"') for name, values in dashed.items()]
+    for i, (name, values, colour, dash) in enumerate(lines):
         path = " ".join(f"{left + t * sx:.1f},{height - bottom - v * sy:.1f}" for t, v in values)
-        parts.append(f'<polyline fill="none" stroke="{colour}" stroke-width="2" points="{path}"/>')
-        parts.append(f'<text x="{width - 160}" y="{top + 14 + 16 * i}" fill="{colour}">{escape(name)}</text>')
+        parts.append(f'<polyline fill="none" stroke="{colour}" stroke-width="2"{dash} points="{path}"/>')
+        label = f"{name} (dashed)" if dash and name in colours else name
+        parts.append(f'<text x="{width - 160}" y="{top + 14 + 16 * i}" fill="{colour}">{escape(label)}</text>')
     parts.append("</svg>")
     return "".join(parts)
 
 
-def render_report(results, meta: dict) -> str:
+def supply_lines(rows: list[Result]) -> dict[str, list[tuple[float, int]]]:
+    """The supply to draw against: one line when every run had the same fixed supply, else
+    each run's own (a restock raises it while the run goes on)."""
+    values = {v for r in rows for _, v in r.supply_series}
+    if len(values) == 1:
+        (supplied,) = values
+        t_max = max((t for r in rows for t, _ in r.supply_series), default=0)
+        return {f"supply {supplied}": [(0.0, supplied), (t_max, supplied)]}
+    return {r.strategy: r.supply_series for r in rows if r.supply_series}
+
+
+def scenario_section(scenario: str, rows: list[Result], baseline: Result | None) -> str:
+    labels = " + ".join(label for label, _ in counted_breaks(rows[0]))
+    broken = [
+        (r.strategy, float(sum(n for _, n in counted_breaks(r))), "#d62728" if r.expected_to_break else "#2ca02c")
+        for r in rows
+    ]
+    speed = [(r.strategy, r.rps, "#1f77b4") for r in rows]
+    reference = (f"no-op baseline {baseline.rps:,.0f} req/s", baseline.rps) if baseline else None
+    name = TAKEN[rows[0].product]
+    return (
+        f"<h2>{escape(scenario)} ({escape(rows[0].product)})</h2>"
+        + bar_chart(f"{labels[0].upper()}{labels[1:]} (0 is correct)", broken, "")
+        + bar_chart("Throughput", speed, "req/s", reference)
+        + line_chart(
+            f"{name[0].upper()}{name[1:]} over time, against the supply (above it is an oversell)",
+            {r.strategy: r.taken_series for r in rows},
+            supply_lines(rows),
+        )
+        + line_chart("Stock left over time", {r.strategy: r.stock_series for r in rows})
+    )
+
+
+# The matrix: (Result field, heading). A product's own columns read "-" on the other's rows.
+COLUMNS = [
+    ("scenario", "scenario"), ("strategy", "strategy"), ("requests", "requests"), ("confirmed", "confirmed"),
+    ("orders", "orders"), ("awarded", "awarded"), ("supplied", "supplied"), ("oversold", "oversold"),
+    ("duplicates", "dup orders"), ("over_awarded", "over-awarded"), ("users_over_limit", "users over limit"),
+    ("lost_confirmations", "lost"), ("stock_left", "stock left"), ("rps", "req/s"), ("p50_ms", "p50 ms"),
+    ("p95_ms", "p95 ms"), ("p99_ms", "p99 ms"), ("cpu_ms_per_request", "CPU ms/req"), ("verdict", "verdict"),
+]  # fmt: skip
+
+
+def cell(value) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return f"{value:,.1f}" if value < 100 else f"{value:,.0f}"
+    return str(value)
+
+
+def matrix_text(results: list[Result]) -> str:
+    """The matrix as a Markdown table."""
+    lines = ["| " + " | ".join(label for _, label in COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
+    for result in results:
+        lines.append("| " + " | ".join(cell(getattr(result, name)) for name, _ in COLUMNS) + " |")
+    return "\n".join(lines)
+
+
+def summary(result: Result) -> str:
+    """One line on a finished run, for the progress output."""
+    name, count = taken(result)
+    breaks = ", ".join(f"{label} {n}" for label, n in counted_breaks(result))
+    return (
+        f"confirmed {result.confirmed}, {name} {count} of {result.supplied} supplied, {breaks}, "
+        f"lost {result.lost_confirmations}, {result.rps:,.0f} req/s: {result.verdict}"
+    )
+
+
+def write_outputs(out: Path, results: list[Result], meta: dict) -> None:
+    """``matrix.csv``, ``matrix.json`` (every figure and series), ``matrix.md`` and ``report.html``."""
+    rows = [{name: getattr(r, name) for name, _ in COLUMNS} | {"ok": r.ok} for r in results]
+    with open(out / "matrix.csv", "w", newline="") as csv_file:
+        writer = csv.DictWriter(csv_file, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    document = {"meta": meta, "results": [asdict(r) for r in results]}
+    (out / "matrix.json").write_text(json.dumps(document, indent=2))
+    (out / "matrix.md").write_text(matrix_text(results) + "\n")
+    (out / "report.html").write_text(render_report(results, meta))
+
+
+def render_report(results: list[Result], meta: dict) -> str:
     runs = [r for r in results if r.scenario != "baseline"]
     baseline = next((r for r in results if r.scenario == "baseline"), None)
-    sections = []
-    for scenario in dict.fromkeys(r.scenario for r in runs):
-        rows = [r for r in runs if r.scenario == scenario]
-        broken = [
-            (r.strategy, float(r.oversold + r.duplicates), "#d62728" if r.expected_to_break else "#2ca02c")
-            for r in rows
-        ]
-        speed = [(r.strategy, r.rps, "#1f77b4") for r in rows]
-        reference = (f"no-op baseline {baseline.rps:,.0f} req/s", baseline.rps) if baseline else None
-        sections.append(
-            f"<h2>{escape(scenario)}</h2>"
-            + bar_chart("Oversold + duplicate orders (0 is correct)", broken, "")
-            + bar_chart("Throughput", speed, "req/s", reference)
-            + line_chart("Stock left over time", {r.strategy: r.stock_series for r in rows})
-        )
-    header = "".join(f"<th>{escape(label)}</th>" for label in (
-        "scenario", "strategy", "requests", "confirmed", "orders", "supplied", "oversold", "dup orders", "lost",
-        "stock left", "req/s", "p50 ms", "p95 ms", "p99 ms", "CPU ms/req", "verdict"))  # fmt: skip
+    sections = [
+        scenario_section(scenario, [r for r in runs if r.scenario == scenario], baseline)
+        for scenario in dict.fromkeys(r.scenario for r in runs)
+    ]
+    header = "".join(f"<th>{escape(label)}</th>" for _, label in COLUMNS)
     body = "".join(
         f'<tr class="{"ok" if r.ok else "bad"}">'
-        + "".join(
-            f"<td>{escape(str(round(v, 1) if isinstance(v, float) else v))}</td>"
-            for v in (
-                r.scenario,
-                r.strategy,
-                r.requests,
-                r.confirmed,
-                r.orders,
-                r.supplied,
-                r.oversold,
-                r.duplicates,
-                r.lost_confirmations,
-                r.stock_left,
-                r.rps,
-                r.p50_ms,
-                r.p95_ms,
-                r.p99_ms,
-                r.cpu_ms_per_request,
-                r.verdict,
-            )  # fmt: skip
-        )
+        + "".join(f"<td>{escape(cell(getattr(r, name)))}</td>" for name, _ in COLUMNS)
         + "</tr>"
         for r in results
     )
@@ -119,7 +183,8 @@ svg {{ max-width: 100%; font-size: 12px; margin: .5rem 0 1.5rem; }} .title {{ fo
 <h1>Load test verdict</h1>
 <p>{settings}</p>
 <p>Red bars are strategies expected to break (the demonstration); green bars must be 0.
-Each run's Locust report sits next to this file.</p>
+In the charts over time, the orders or awarded prizes of a strategy that oversells climb
+above the dashed supply. Each run's Locust report sits next to this file.</p>
 <table><thead><tr>{header}</tr></thead><tbody>{body}</tbody></table>
 {"".join(sections)}
 </body></html>"""

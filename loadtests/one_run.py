@@ -1,0 +1,173 @@
+"""One run of the matrix: a fresh product, Locust headless against the server, a wait until
+the server is quiet, the audit, and the verdict.
+
+Imported once Django is set up.
+"""
+
+from __future__ import annotations
+
+import csv
+import os
+import subprocess
+import sys
+import threading
+import time
+from argparse import Namespace
+from dataclasses import asdict, replace
+from pathlib import Path
+
+from django.db import connection
+from django.utils import timezone
+
+from inventory.stock import STRATEGIES
+
+from .common import ERROR, crowd_exhausted, read_outcomes
+from .console import say
+from .products import PRODUCTS, Product, Supply, Target
+from .scenarios import LOCUSTFILES, Scenario
+from .server import ROOT, Server
+from .verdict import TAKEN, Result, judge
+
+
+def run_locust(args: Namespace, locustfile: Path, host: str, prefix: Path, env: dict[str, str], users: int) -> dict:
+    """Run Locust headless; return the stats row of the busiest endpoint."""
+    command = [
+        sys.executable, "-m", "locust", "-f", str(locustfile), "--headless",
+        "-u", str(users), "-r", str(args.spawn_rate), "-t", f"{args.duration}s", "--stop-timeout", "5",
+        "--host", host, "--csv", str(prefix), "--html", f"{prefix}.html", "--only-summary",
+        "--exit-code-on-error", "0", "--loglevel", "WARNING",
+    ]  # fmt: skip
+    if args.locust_processes > 1:
+        command += ["--processes", str(args.locust_processes)]
+    completed = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True)
+    if completed.returncode != 0:
+        raise SystemExit(f"[loadtest] Locust failed ({completed.returncode}):\n{completed.stderr[-3000:]}")
+    with open(f"{prefix}_stats.csv") as stats:
+        rows = [row for row in csv.DictReader(stats) if row["Name"] != "Aggregated"]
+    return max(rows, key=lambda row: int(row["Request Count"]))
+
+
+class Sampler(threading.Thread):
+    """Samples the product's stock, its supply and the records that took it while Locust
+    runs, for the charts and the progress line."""
+
+    def __init__(self, product: Product, target: Target) -> None:
+        super().__init__(daemon=True)
+        self.product = product
+        self.target = target
+        self.stock: list[tuple[float, int]] = []
+        self.taken: list[tuple[float, int]] = []
+        self.supply: list[tuple[float, int]] = []
+        self.stopped = threading.Event()
+
+    def run(self) -> None:
+        started = time.monotonic()
+        next_report = 5.0
+        name = TAKEN[self.product.name]
+        try:
+            while not self.stopped.is_set():
+                sample = self.product.sample(self.target)
+                elapsed = time.monotonic() - started
+                at = round(elapsed, 2)
+                self.stock.append((at, sample.stock))
+                self.taken.append((at, sample.taken))
+                self.supply.append((at, sample.supplied))
+                if elapsed >= next_report:
+                    say(f"  ... {elapsed:.0f}s, stock left {sample.stock}, {name} {sample.taken}")
+                    next_report += 5.0
+                self.stopped.wait(0.25)
+        finally:
+            connection.close()
+
+    def stop(self) -> None:
+        self.stopped.set()
+        self.join()
+
+
+def one_run(
+    args: Namespace, scenario: Scenario, strategy: str, server: Server, tokens: Path, staff_token: str, name: str
+) -> Result:
+    product = PRODUCTS[scenario.product]
+    supply = Supply(
+        stock=args.stock, prizes=args.prizes, draws_per_user=args.draws_per_user, no_prize_weight=args.no_prize_weight
+    )
+    target = product.create(
+        title=f"load {scenario.name} {strategy} {timezone.now():%H:%M:%S}", strategy=strategy, supply=supply
+    )
+    run_dir = args.out / name
+    outcomes_dir = run_dir / "outcomes"
+    if outcomes_dir.exists():
+        raise SystemExit(f"[loadtest] {outcomes_dir} exists: each run needs a folder of its own")
+    outcomes_dir.mkdir(parents=True)
+    env = dict(os.environ)
+    env.update(
+        product.locust_env(target),
+        LOADTEST_TOKENS=str(tokens),
+        LOADTEST_OUTCOMES=str(outcomes_dir),
+        LOADTEST_STAFF_TOKEN=staff_token,
+        LOADTEST_WORKERS=str(args.locust_processes),
+        LOADTEST_BUYERS=str(args.hammer_buyers),
+        PYTHONPATH=str(ROOT),
+    )
+    sampler = Sampler(product, target)
+    sampler.start()
+    cpu_before = server.cpu_seconds()
+    stats = run_locust(args, scenario.path, server.host, run_dir / "locust", env, args.users)
+    cpu_used = server.cpu_seconds() - cpu_before
+    product.wait_until_quiet(target)
+    sampler.stop()
+
+    audit = product.audit(target)
+    outcomes = read_outcomes(outcomes_dir)
+    confirmed, lost = product.confirmations(target, outcomes)
+    # Counted from the validated answers: Locust's own table can close before the last
+    # in-flight requests return.
+    requests = len(outcomes)
+    result = Result(
+        scenario=scenario.name,
+        strategy=strategy,
+        product=product.name,
+        requests=requests,
+        failures=sum(1 for outcome in outcomes if outcome[0] == ERROR),
+        confirmed=confirmed,
+        lost_confirmations=lost,
+        **audit.figures,
+        rps=float(stats["Requests/s"]),
+        p50_ms=float(stats["50%"] or 0),
+        p95_ms=float(stats["95%"] or 0),
+        p99_ms=float(stats["99%"] or 0),
+        cpu_ms_per_request=1000 * cpu_used / max(requests, 1),
+        race_window_ms=args.race_window_ms,
+        crowd_ran_out=scenario.serves_the_crowd and crowd_exhausted(outcomes_dir),
+        stock_series=sampler.stock,
+        taken_series=sampler.taken,
+        supply_series=sampler.supply,
+    )
+    verdict = judge(
+        result, breaks=STRATEGIES[strategy].breaks, server_processes=args.server_processes, audit_ok=audit.ok
+    )
+    return replace(result, **asdict(verdict))
+
+
+def baseline_run(args: Namespace, server: Server) -> Result:
+    """The no-op JSON endpoint of the same server: what a request costs with no stock at all."""
+    cpu_before = server.cpu_seconds()
+    stats = run_locust(
+        args, LOCUSTFILES / "baseline.py", server.host, args.out / "baseline", dict(os.environ), args.baseline_users
+    )
+    cpu_used = server.cpu_seconds() - cpu_before
+    requests = int(stats["Request Count"])
+    return Result(
+        scenario="baseline",
+        strategy="no-op JSON",
+        requests=requests,
+        failures=int(stats["Failure Count"]),
+        rps=float(stats["Requests/s"]),
+        p50_ms=float(stats["50%"] or 0),
+        p95_ms=float(stats["95%"] or 0),
+        p99_ms=float(stats["99%"] or 0),
+        cpu_ms_per_request=1000 * cpu_used / max(requests, 1),
+        race_window_ms=args.race_window_ms,
+        verdict="baseline",
+        ok=int(stats["Failure Count"]) == 0,
+    )

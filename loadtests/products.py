@@ -1,0 +1,247 @@
+"""The products a run takes stock from, as a parameter: a voucher (the flash sale) or a
+pool of prizes (the prize draw).
+
+Each product knows how to create fresh data for one run, which records take its
+stock (orders; draws that won a prize), how to audit it, and how to read what the
+API confirmed from the outcome files the locustfiles wrote (``loadtests/common.py``).
+What is the same for both lives once, in :class:`Product`: both keep their stock in
+one stock group, so sampling the stock, waiting until the server has gone quiet and
+counting the confirmations the database does not bear out are written once.
+
+Imported once Django is set up (the runner does so before it needs a product).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import ClassVar
+
+from django.db.models import Model, QuerySet, Sum
+from django.utils import timezone
+
+from inventory.models import Stock
+from lottery.models import Draw
+from lottery.selectors import pool_audit
+from lottery.services import pool_create, prize_create
+from orders.models import Order
+from orders.selectors import voucher_audit
+from orders.services import voucher_create
+
+from .common import CONFIRMED, NO_PRIZE, WON
+from .verdict import POOL, VOUCHER, lost_confirmations
+
+
+@dataclass(frozen=True)
+class Supply:
+    """What each run's fresh product holds (``--stock``, ``--prizes``, ``--draws-per-user``,
+    ``--no-prize-weight``); a voucher uses only the stock."""
+
+    stock: int
+    prizes: int = 1
+    draws_per_user: int = 1
+    no_prize_weight: int = 0
+
+
+@dataclass(frozen=True)
+class Target:
+    """The fresh voucher or pool of one run."""
+
+    pk: int
+    group_id: int
+
+
+@dataclass(frozen=True)
+class Sample:
+    stock: int
+    supplied: int
+    taken: int
+
+
+@dataclass(frozen=True)
+class Audit:
+    ok: bool
+    figures: dict  # fields of ``verdict.Result``
+
+
+def split_stock(total: int, parts: int) -> list[int]:
+    """``total`` units over ``parts`` prizes, as even as whole units allow (the first get the rest)."""
+    if parts < 1:
+        raise ValueError("a pool needs at least one prize")
+    share, rest = divmod(total, parts)
+    return [share + (1 if i < rest else 0) for i in range(parts)]
+
+
+def sale_window() -> dict:
+    """Open now and for longer than any run."""
+    now = timezone.now()
+    return {"begin_at": now - timedelta(minutes=1), "end_at": now + timedelta(hours=2)}
+
+
+class Product:
+    """What a run needs of a product; subclasses supply the methods that raise ``NotImplementedError``."""
+
+    name: ClassVar[str]
+    # The environment variable that tells the locustfiles which one to hit.
+    env_var: ClassVar[str]
+    # The outcome (``loadtests/common.py``) of an answer that took a unit of stock.
+    confirmed_outcome: ClassVar[str]
+    # The model of the records that the audit counts (orders, draws).
+    record_model: ClassVar[type[Model]]
+
+    def create(self, *, title: str, strategy: str, supply: Supply) -> Target:
+        raise NotImplementedError
+
+    def records(self, target: Target) -> QuerySet:
+        """Every record of the target, taking stock or not."""
+        raise NotImplementedError
+
+    def taken(self, target: Target) -> QuerySet:
+        """The records that took a unit of stock."""
+        raise NotImplementedError
+
+    def audit(self, target: Target) -> Audit:
+        raise NotImplementedError
+
+    def announced(self, outcomes: list[list[str]]) -> list[tuple[int, int | None]]:
+        """(record id, announced detail) of every confirmation in the outcome lines."""
+        raise NotImplementedError
+
+    def recorded(self, target: Target, ids: list[int]) -> dict[int, int | None]:
+        """{record id: detail} of the target's records among ``ids``."""
+        raise NotImplementedError
+
+    def locust_env(self, target: Target) -> dict[str, str]:
+        return {self.env_var: str(target.pk)}
+
+    def sample(self, target: Target) -> Sample:
+        """The stock left, the units supplied so far and the records that took one, now."""
+        totals = Stock.objects.filter(group_id=target.group_id).aggregate(
+            stock=Sum("quantity"), supplied=Sum("initial_quantity")
+        )
+        return Sample(stock=totals["stock"] or 0, supplied=totals["supplied"] or 0, taken=self.taken(target).count())
+
+    def _activity(self, target: Target) -> tuple[int, int, int, int]:
+        """What changes while requests are in flight; the last item is the pending records."""
+        stock = Stock.objects.filter(group_id=target.group_id).aggregate(
+            quantity=Sum("quantity"), version=Sum("version")
+        )
+        records = self.records(target)
+        pending = records.filter(status=self.record_model.Status.PENDING).count()
+        return stock["quantity"], stock["version"], records.count(), pending
+
+    def wait_until_quiet(self, target: Target, seconds: float = 1.0, timeout: float = 30) -> None:
+        """In-flight requests finish after Locust stops: wait until nothing has changed for
+        ``seconds`` and nothing is pending."""
+        give_up = time.monotonic() + timeout
+        last, since = self._activity(target), time.monotonic()
+        while time.monotonic() < give_up:
+            time.sleep(0.2)
+            now = self._activity(target)
+            if now != last:
+                last, since = now, time.monotonic()
+            elif time.monotonic() - since >= seconds and now[-1] == 0:
+                return
+
+    def confirmations(self, target: Target, outcomes: list[list[str]]) -> tuple[int, int]:
+        """(units the API said were taken, confirmations the database does not bear out)."""
+        announced = self.announced(outcomes)
+        recorded = self.recorded(target, sorted({record_id for record_id, _ in announced}))
+        confirmed = sum(1 for outcome in outcomes if outcome[0] == self.confirmed_outcome)
+        return confirmed, lost_confirmations(announced, recorded)
+
+
+class VoucherProduct(Product):
+    name = VOUCHER
+    env_var = "LOADTEST_VOUCHER"
+    confirmed_outcome = CONFIRMED
+    record_model = Order
+
+    def create(self, *, title: str, strategy: str, supply: Supply) -> Target:
+        voucher = voucher_create(title=title, stock=supply.stock, strategy=strategy, **sale_window())
+        return Target(pk=voucher.pk, group_id=voucher.stock.group_id)
+
+    def records(self, target: Target) -> QuerySet:
+        return Order.objects.filter(voucher_id=target.pk)
+
+    def taken(self, target: Target) -> QuerySet:
+        return self.records(target)
+
+    def audit(self, target: Target) -> Audit:
+        audit = voucher_audit(voucher_id=target.pk)
+        return Audit(
+            ok=audit.ok,
+            figures={
+                "orders": audit.orders,
+                "supplied": audit.supplied,
+                "oversold": audit.oversold,
+                "duplicates": audit.duplicates,
+                "stock_left": audit.stock,
+                "conserved": audit.conserved,
+                "stock_not_negative": audit.stock_not_negative,
+            },
+        )
+
+    def announced(self, outcomes: list[list[str]]) -> list[tuple[int, int | None]]:
+        return [(int(outcome[1]), None) for outcome in outcomes if outcome[0] == CONFIRMED]
+
+    def recorded(self, target: Target, ids: list[int]) -> dict[int, int | None]:
+        return dict.fromkeys(self.records(target).filter(pk__in=ids).values_list("id", flat=True))
+
+
+class PoolProduct(Product):
+    name = POOL
+    env_var = "LOADTEST_POOL"
+    confirmed_outcome = WON
+    record_model = Draw
+
+    def create(self, *, title: str, strategy: str, supply: Supply) -> Target:
+        pool = pool_create(
+            name=title,
+            draws_per_user=supply.draws_per_user,
+            no_prize_weight=supply.no_prize_weight,
+            strategy=strategy,
+            **sale_window(),
+        )
+        for n, stock in enumerate(split_stock(supply.stock, supply.prizes), start=1):
+            prize_create(pool=pool, name=f"prize {n}", stock=stock)
+        return Target(pk=pool.pk, group_id=pool.group_id)
+
+    def records(self, target: Target) -> QuerySet:
+        return Draw.objects.filter(pool_id=target.pk)
+
+    def taken(self, target: Target) -> QuerySet:
+        return self.records(target).filter(prize__isnull=False)
+
+    def audit(self, target: Target) -> Audit:
+        audit = pool_audit(pool_id=target.pk)
+        return Audit(
+            ok=audit.ok,
+            figures={
+                "awarded": audit.awarded,
+                "draws": audit.draws,
+                "no_prize_draws": audit.no_prize_draws,
+                "supplied": audit.supplied,
+                "over_awarded": audit.over_awarded,
+                "users_over_limit": audit.users_over_limit,
+                "draws_over_limit": audit.draws_over_limit,
+                "stock_left": audit.stock,
+                "conserved": audit.conserved,
+                "stock_not_negative": audit.stock_not_negative,
+            },
+        )
+
+    def announced(self, outcomes: list[list[str]]) -> list[tuple[int, int | None]]:
+        # "won <draw id> <prize id>" or "no_prize <draw id>"
+        return [
+            (int(outcome[1]), int(outcome[2]) if outcome[0] == WON else None)
+            for outcome in outcomes
+            if outcome[0] in (WON, NO_PRIZE)
+        ]
+
+    def recorded(self, target: Target, ids: list[int]) -> dict[int, int | None]:
+        return dict(self.records(target).filter(pk__in=ids).values_list("id", "prize_id"))
+
+
+PRODUCTS: dict[str, Product] = {product.name: product for product in (VoucherProduct(), PoolProduct())}

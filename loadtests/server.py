@@ -1,0 +1,109 @@
+"""The server under load: gunicorn with several worker processes, and the Redis servers
+that Redlock takes its majority from, started and stopped by the runner itself."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from locking.testing import RedisServer, free_port
+
+from .console import say
+
+ROOT = Path(__file__).resolve().parent.parent
+REDLOCK_SERVERS = 3
+
+
+@dataclass(frozen=True)
+class Server:
+    host: str
+    pid: int
+
+    def cpu_seconds(self) -> float:
+        """CPU seconds used so far by gunicorn's master and workers."""
+        return process_tree_cpu(self.pid)
+
+
+def server_env(*, database_url: str, redis_url: str, lock_urls: list[str], race_window_ms: int) -> dict[str, str]:
+    env = dict(os.environ)
+    env.update(
+        DJANGO_SETTINGS_MODULE="config.settings.base",
+        DATABASE_URL=database_url,
+        REDIS_URL=redis_url,
+        LOCK_REDIS_URLS=",".join(lock_urls),
+        RACE_WINDOW_MS=str(race_window_ms),
+        PYTHONPATH=str(ROOT),
+    )
+    return env
+
+
+def wait_healthy(url: str, timeout: float = 60) -> None:
+    give_up = time.monotonic() + timeout
+    while time.monotonic() < give_up:
+        try:
+            with urllib.request.urlopen(f"{url}/healthz", timeout=2) as response:
+                if response.status == 200:
+                    return
+        except OSError:
+            pass
+        time.sleep(0.2)
+    raise SystemExit(f"[loadtest] the server at {url} did not become healthy")
+
+
+def process_tree_cpu(pid: int) -> float:
+    """CPU seconds used so far by ``pid`` and its children (gunicorn's workers)."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    total = 0.0
+    pids = [pid]
+    try:
+        children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+        pids += [int(child) for child in children]
+    except OSError:
+        pass
+    for one in pids:
+        try:
+            fields = Path(f"/proc/{one}/stat").read_text().rsplit(")", 1)[1].split()
+            total += (int(fields[11]) + int(fields[12])) / ticks
+        except (OSError, IndexError, ValueError):
+            pass
+    return total
+
+
+@contextmanager
+def running_server(
+    *, database_url: str, redis_url: str, processes: int, race_window_ms: int, port: int = 0
+) -> Iterator[Server]:
+    """gunicorn on 127.0.0.1 (``port``, or a free one), healthy, with its own Redlock servers;
+    everything stopped on the way out."""
+    lock_servers = [RedisServer().start() for _ in range(REDLOCK_SERVERS)]
+    try:
+        port = port or free_port()
+        host = f"http://127.0.0.1:{port}"
+        env = server_env(
+            database_url=database_url,
+            redis_url=redis_url,
+            lock_urls=[server.url for server in lock_servers],
+            race_window_ms=race_window_ms,
+        )
+        say(f"starting gunicorn: {processes} worker processes on {host}, RACE_WINDOW_MS={race_window_ms}")
+        gunicorn = subprocess.Popen(
+            [sys.executable, "-m", "gunicorn", "config.wsgi", "--bind", f"127.0.0.1:{port}",
+             "--workers", str(processes), "--log-level", "warning"],
+            cwd=ROOT, env=env,
+        )  # fmt: skip
+        try:
+            wait_healthy(host)
+            yield Server(host=host, pid=gunicorn.pid)
+        finally:
+            gunicorn.terminate()
+            gunicorn.wait(30)
+    finally:
+        for lock_server in lock_servers:
+            lock_server.close()

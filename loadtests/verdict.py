@@ -1,0 +1,168 @@
+"""The verdict of one run: what it measured, and whether the strategy did what it should.
+
+Pure functions over plain data (no Django, no I/O), so that the rules are tested on
+their own (``tests/loadtests/test_verdict.py``).
+
+A run is judged on its product's invariants (docs/design.md, "Invariants"):
+
+- a voucher: nothing oversold, at most one order per buyer, stock + orders = supplied;
+- a pool: no prize awarded beyond its supply, nobody over the draw limit, and
+  stock + awards = supplied for every prize;
+
+and, for both, every confirmation the API gave exists in the database once, as it
+was announced, and no stock is below zero.
+
+What to expect comes from the strategy's ``breaks`` (``inventory.stock``): ``None``
+must hold; ``"always"`` must break, or the demonstration lost its point;
+``"across_processes"`` must break when the server runs several processes and is
+judged as a safe strategy in one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+VOUCHER = "voucher"
+POOL = "pool"
+# What a product's records that took a unit of stock are called.
+TAKEN = {VOUCHER: "orders", POOL: "awarded"}
+
+# The values of ``StockStrategy.breaks``.
+BREAKS_ALWAYS = "always"
+BREAKS_ACROSS_PROCESSES = "across_processes"
+
+_MISSING = object()
+
+
+@dataclass
+class Result:
+    """One row of the matrix. A product's own figures are None on the other product's rows
+    and on the baseline's."""
+
+    scenario: str
+    strategy: str
+    product: str = ""  # VOUCHER, POOL, or "" for the baseline
+    requests: int = 0
+    failures: int = 0
+    # Units the API said were taken: orders confirmed, prizes announced as won.
+    confirmed: int | None = None
+    supplied: int | None = None
+    stock_left: int | None = None
+    # A voucher's.
+    orders: int | None = None
+    oversold: int | None = None
+    duplicates: int | None = None
+    # A pool's.
+    awarded: int | None = None
+    draws: int | None = None
+    no_prize_draws: int | None = None
+    over_awarded: int | None = None
+    users_over_limit: int | None = None
+    draws_over_limit: int | None = None
+    # Both products'.
+    lost_confirmations: int | None = None
+    conserved: bool = True
+    stock_not_negative: bool = True
+    rps: float = 0.0
+    p50_ms: float = 0.0
+    p95_ms: float = 0.0
+    p99_ms: float = 0.0
+    cpu_ms_per_request: float = 0.0
+    race_window_ms: int = 0
+    # Whether the crowd's tokens ran out before the run ended: Locust then idled, and
+    # req/s measures the crowd rather than the server.
+    crowd_ran_out: bool = False
+    verdict: str = ""
+    expected_to_break: bool = False
+    ok: bool = False
+    # (seconds since the start, value), sampled from the database while Locust ran.
+    stock_series: list[tuple[float, int]] = field(default_factory=list)
+    taken_series: list[tuple[float, int]] = field(default_factory=list)
+    supply_series: list[tuple[float, int]] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Verdict:
+    verdict: str
+    expected_to_break: bool
+    ok: bool
+
+
+def taken(result: Result) -> tuple[str, int]:
+    """What the product's records took from the stock, by name: orders, or awarded prizes."""
+    if result.product not in TAKEN:
+        raise ValueError(f"not a product's result: {result.product!r}")
+    name = TAKEN[result.product]
+    return name, getattr(result, name) or 0
+
+
+def counted_breaks(result: Result) -> list[tuple[str, int]]:
+    """The product's own invariants that are counted: (label, how many broke it)."""
+    if result.product == VOUCHER:
+        return [("oversold", result.oversold or 0), ("duplicate orders", result.duplicates or 0)]
+    if result.product == POOL:
+        return [("over-awarded", result.over_awarded or 0), ("users over the limit", result.users_over_limit or 0)]
+    raise ValueError(f"not a product's result: {result.product!r}")
+
+
+def broken_invariants(result: Result, *, audit_ok: bool = True) -> list[str]:
+    """Labels of every invariant the run broke; ``audit_ok`` is the audit's own summary,
+    so that an invariant it checks and these rules do not still fails the run."""
+    name, _ = taken(result)
+    broken = [label for label, count in counted_breaks(result) if count > 0]
+    if not result.conserved:
+        broken.append(f"stock + {name} != supplied" + (" (per prize)" if result.product == POOL else ""))
+    if result.lost_confirmations:
+        broken.append("confirmations lost")
+    if not result.stock_not_negative or (result.stock_left or 0) < 0:
+        broken.append("stock below zero")
+    if not audit_ok and not broken:
+        broken.append("audit failed")
+    return broken
+
+
+def expected_to_break(breaks: str | None, server_processes: int) -> bool:
+    """Whether a strategy that ``breaks`` this way must break on a server of that many processes."""
+    if breaks is None:
+        return False
+    if breaks == BREAKS_ALWAYS:
+        return True
+    if breaks == BREAKS_ACROSS_PROCESSES:
+        return server_processes > 1
+    # A new kind of breaking needs a rule here, not a silent "safe".
+    raise ValueError(f"unknown way to break: {breaks!r}")
+
+
+def judge(result: Result, *, breaks: str | None, server_processes: int, audit_ok: bool = True) -> Verdict:
+    """The verdict of one run of a strategy that ``breaks`` this way (``StockStrategy.breaks``).
+
+    A strategy expected to break passes when it broke something (the demonstration
+    reproduced) and fails otherwise ("FAILED TO REPRODUCE"); any other strategy passes
+    only when it broke nothing and every answer was a documented one.
+    """
+    broken = broken_invariants(result, audit_ok=audit_ok)
+    if expected_to_break(breaks, server_processes):
+        if broken:
+            return Verdict(f"broke as expected: {', '.join(broken)}", expected_to_break=True, ok=True)
+        return Verdict("FAILED TO REPRODUCE", expected_to_break=True, ok=False)
+    if broken:
+        return Verdict(f"BROKEN: {', '.join(broken)}", expected_to_break=False, ok=False)
+    if result.failures:
+        return Verdict(f"UNEXPECTED ANSWERS ({result.failures})", expected_to_break=False, ok=False)
+    return Verdict("holds", expected_to_break=False, ok=True)
+
+
+def lost_confirmations(announced: Iterable[tuple[int, int | None]], recorded: Mapping[int, int | None]) -> int:
+    """How many confirmations the database does not bear out.
+
+    ``announced`` is every (record id, detail) the API confirmed, the detail being the
+    prize a draw announced (None for an order, or a draw without a prize);
+    ``recorded`` maps the ids found in the database, for this product, to their
+    detail. A confirmation counts as lost when its id is missing, when its detail
+    differs, or when the same id was confirmed more than once (each extra counts).
+    """
+    announced = list(announced)
+    repeated = len(announced) - len({record_id for record_id, _ in announced})
+    unmatched = sum(1 for record_id, detail in set(announced) if recorded.get(record_id, _MISSING) != detail)
+    return repeated + unmatched

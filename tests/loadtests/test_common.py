@@ -1,0 +1,141 @@
+"""The locustfiles' calls on their own: every documented answer accepted and logged for the
+audit, anything else a failure (a fake Locust client, no server)."""
+
+from __future__ import annotations
+
+import pytest
+
+from loadtests import common
+
+
+class FakeResponse:
+    def __init__(self, status_code: int, body) -> None:
+        self.status_code = status_code
+        self.body = body
+        self.marked: str | None = None
+
+    def json(self):
+        if isinstance(self.body, Exception):
+            raise self.body
+        return self.body
+
+    def success(self) -> None:
+        self.marked = "success"
+
+    def failure(self, message: str) -> None:
+        self.marked = "failure"
+
+    def __enter__(self) -> FakeResponse:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        return None
+
+
+class FakeUser:
+    def __init__(self, response: FakeResponse) -> None:
+        self.client = self
+        self.response = response
+        self.calls: list[tuple[str, str]] = []
+
+    def post(self, url: str, *, headers: dict, name: str, catch_response: bool) -> FakeResponse:
+        assert headers == {"Authorization": "Bearer t0k3n"} and catch_response
+        self.calls.append((url, name))
+        return self.response
+
+
+@pytest.fixture
+def outcomes_dir(tmp_path, monkeypatch):
+    monkeypatch.setenv("LOADTEST_OUTCOMES", str(tmp_path))
+    monkeypatch.setattr(common, "outcomes", common.OutcomeLog())
+    return tmp_path
+
+
+@pytest.mark.parametrize(
+    ("status", "body", "outcome", "logged"),
+    [
+        (201, {"draw_id": 7, "prize": {"id": 3, "name": "A mug"}, "draws_left": 2}, "won", "won 7 3"),
+        (201, {"draw_id": 8, "prize": None, "draws_left": 0}, "no_prize", "no_prize 8"),
+        (202, {"draw_id": 9, "prize": None, "draws_left": 1}, "no_prize", "no_prize 9"),
+        (409, {"code": "draw_limit", "message": "..."}, "draw_limit", "draw_limit"),
+        (409, {"code": "pool_empty", "message": "..."}, "pool_empty", "pool_empty"),
+        (409, {"code": "busy", "message": "..."}, "busy", "busy"),
+        (403, {"code": "not_started", "message": "..."}, "not_started", "not_started"),
+        (403, {"code": "ended", "message": "..."}, "ended", "ended"),
+    ],
+)
+def test_every_documented_answer_to_a_draw_is_accepted_and_logged(outcomes_dir, status, body, outcome, logged):
+    user = FakeUser(FakeResponse(status, body))
+    assert common.draw(user, 5, "t0k3n") == outcome
+    assert user.response.marked == "success"
+    assert user.calls == [("/api/pools/5/draw", "/api/pools/[id]/draw")]
+    assert common.read_outcomes(outcomes_dir) == [logged.split()]
+
+
+@pytest.mark.parametrize(
+    ("status", "body"),
+    [
+        (409, {"code": "sold_out"}),  # a purchase's refusal, not a draw's
+        (403, {"code": "draw_limit"}),  # a documented code with the wrong status
+        (500, {"code": "server_error"}),
+        (201, {"prize": None, "draws_left": 1}),  # no draw id
+        (201, {"draw_id": 7, "prize": {"id": "3", "name": "A mug"}, "draws_left": 1}),
+        (201, {"draw_id": 7, "prize": {"id": 3}, "draws_left": 1}),
+        (201, {"draw_id": 7, "prize": None, "draws_left": -1}),
+        (201, {"draw_id": 7, "prize": None}),
+        (201, ["not", "an", "object"]),
+        (502, ValueError("not JSON")),
+    ],
+)
+def test_any_other_answer_to_a_draw_fails(outcomes_dir, status, body):
+    user = FakeUser(FakeResponse(status, body))
+    assert common.draw(user, 5, "t0k3n") == "error"
+    assert user.response.marked == "failure"
+    assert common.read_outcomes(outcomes_dir) == [["error"]]
+
+
+@pytest.mark.parametrize(
+    ("status", "body", "outcome"),
+    [
+        (201, {"order_id": 41, "status": "confirmed"}, "confirmed"),
+        (409, {"code": "sold_out"}, "sold_out"),
+        (409, {"code": "already_purchased"}, "already_purchased"),
+        (409, {"code": "draw_limit"}, "error"),
+        (201, {"status": "confirmed"}, "error"),
+    ],
+)
+def test_a_purchase_is_validated_the_same_way(outcomes_dir, status, body, outcome):
+    user = FakeUser(FakeResponse(status, body))
+    assert common.purchase(user, 2, "t0k3n") == outcome
+    assert user.response.marked == ("failure" if outcome == "error" else "success")
+    assert common.read_outcomes(outcomes_dir) == [["confirmed", "41"] if outcome == "confirmed" else [outcome]]
+
+
+def test_the_dealer_marks_when_the_crowd_has_run_out(outcomes_dir, tmp_path, monkeypatch):
+    tokens = tmp_path / "tokens.txt"
+    tokens.write_text("u1 a\nu2 b\n")
+    monkeypatch.setenv("LOADTEST_TOKENS", str(tokens))
+
+    class Environment:
+        runner = None
+
+    dealer = common.TokenDealer()
+    assert [dealer.deal(Environment()) for _ in range(2)] == ["a", "b"]
+    assert not common.crowd_exhausted(outcomes_dir)
+    assert dealer.deal(Environment()) is None
+    assert common.crowd_exhausted(outcomes_dir)
+
+
+def test_a_hammers_users_share_the_first_tokens_in_blocks(tmp_path, monkeypatch):
+    tokens = tmp_path / "tokens.txt"
+    tokens.write_text("u1 a\nu2 b\nu3 c\nu4 d\n")
+    monkeypatch.setenv("LOADTEST_TOKENS", str(tokens))
+    monkeypatch.setenv("LOADTEST_BUYERS", "3")
+
+    class Runner:
+        target_user_count = 7
+
+    class Environment:
+        runner = Runner()
+
+    assert [common.hammer_token(Environment(), seat) for seat in range(7)] == list("aaabbbc")

@@ -1,0 +1,40 @@
+"""The registries the runner is driven by: scenarios, products, the command line's defaults."""
+
+from __future__ import annotations
+
+import ast
+
+import pytest
+
+from loadtests.run import parse_args
+from loadtests.scenarios import DEFAULT, SCENARIOS, scenarios_named
+
+
+def test_all_runs_both_products_scenarios_and_the_default_stays_the_crowd():
+    assert [s.name for s in scenarios_named("all")] == ["crowd", "hammer", "restock", "draw-crowd", "draw-hammer"]
+    assert {s.product for s in scenarios_named("all")} == {"voucher", "pool"}
+    assert DEFAULT == "crowd" and parse_args([]).scenario == "crowd"
+
+
+def test_names_are_taken_in_the_order_given_and_unknown_ones_are_named():
+    assert [s.name for s in scenarios_named("draw-crowd,crowd")] == ["draw-crowd", "crowd"]
+    with pytest.raises(KeyError, match="draw-mob, nope"):
+        scenarios_named("crowd,draw-mob,nope")
+
+
+def test_every_scenario_has_a_locustfile_that_says_what_it_shows_and_a_product():
+    from loadtests.products import PRODUCTS
+
+    for scenario in SCENARIOS.values():
+        docstring = ast.get_docstring(ast.parse(scenario.path.read_text()))
+        assert docstring and "What it shows:" in docstring, scenario.locustfile
+        assert scenario.product in PRODUCTS
+        assert scenario.proves
+
+
+def test_the_command_line_keeps_its_defaults_and_shapes_the_pools():
+    args = parse_args([])
+    assert (args.strategies, args.users, args.buyers, args.spawn_rate, args.duration) == ("all", 50, 20000, 50, 15)
+    assert (args.stock, args.server_processes, args.locust_processes, args.race_window_ms) == (500, 4, 1, 20)
+    assert (args.repeat, args.hammer_buyers, args.baseline_users, args.port, args.out) == (1, 3, 20, 0, None)
+    assert (args.prizes, args.draws_per_user, args.no_prize_weight) == (5, 3, 0)
