@@ -197,11 +197,11 @@ def pool_draw(*, user: AbstractBaseUser, pool: Pool, rng: Random | None = None, 
             passes a seeded ``random.Random``.
     """
     pool.window_check(now or timezone.now())
-    # One query, three numbers per prize, whatever the pool's size: the snapshot and the
-    # prize each stock row stands for.
-    rows = Prize.objects.filter(pool_id=pool.pk).values_list("stock_id", "id", "stock__quantity")
-    prize_by_stock = {stock_id: prize_id for stock_id, prize_id, _ in rows}
-    snapshot = {stock_id: quantity for stock_id, _, quantity in rows}
+    # One query, a few small columns per prize, whatever the pool's size: the snapshot,
+    # and the prize each stock row stands for (named, so that the answer needs no query).
+    rows = Prize.objects.filter(pool_id=pool.pk).values_list("stock_id", "id", "name", "stock__quantity")
+    prize_by_stock = {stock_id: (prize_id, name) for stock_id, prize_id, name, _ in rows}
+    snapshot = {stock_id: quantity for stock_id, _, _, quantity in rows}
     used = 0
 
     def check() -> None:
@@ -215,15 +215,17 @@ def pool_draw(*, user: AbstractBaseUser, pool: Pool, rng: Random | None = None, 
         raise PoolEmpty()
 
     def record(stock_id: int | None, guarded: bool) -> Draw:
-        prize_id = None
+        prize = None
         if stock_id is not None:
-            prize_id = prize_by_stock.get(stock_id)
-            if prize_id is None:  # a prize added since the snapshot
-                prize_id = Prize.objects.values_list("id", flat=True).get(stock_id=stock_id)
+            if stock_id not in prize_by_stock:  # a prize added since the snapshot
+                prize_by_stock[stock_id] = Prize.objects.values_list("id", "name").get(stock_id=stock_id)
+            prize_id, name = prize_by_stock[stock_id]
+            # The prize as the snapshot read it (id and name): enough to announce it.
+            prize = Prize(pk=prize_id, name=name, pool_id=pool.pk, stock_id=stock_id)
         return Draw.objects.create(
             user_id=user.pk,
             pool_id=pool.pk,
-            prize_id=prize_id,
+            prize=prize,
             status=Draw.Status.CONFIRMED,
             seq=used + 1,
             user_guard=user.pk if guarded else None,
