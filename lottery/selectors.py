@@ -29,8 +29,9 @@ def pool_get(*, pool_id: int) -> Pool:
 
 
 def pool_for_draw(*, pool_id: int) -> Pool:
-    """The pool alone: the draw reads its prizes' stock itself, in one narrow query."""
-    return get_object_or_404(Pool, pk=pool_id)
+    """The pool with ``stock_left``, its prizes' stock summed in the same query: once that
+    reads zero the draw answers ``pool_empty`` without reading the prizes one by one."""
+    return get_object_or_404(Pool.objects.annotate(stock_left=Sum("prizes__stock__quantity")), pk=pool_id)
 
 
 def prize_get(*, prize_id: int) -> Prize:

@@ -197,11 +197,6 @@ def pool_draw(*, user: AbstractBaseUser, pool: Pool, rng: Random | None = None, 
             passes a seeded ``random.Random``.
     """
     pool.window_check(now or timezone.now())
-    # One query, a few small columns per prize, whatever the pool's size: the snapshot,
-    # and the prize each stock row stands for (named, so that the answer needs no query).
-    rows = Prize.objects.filter(pool_id=pool.pk).values_list("stock_id", "id", "name", "stock__quantity")
-    prize_by_stock = {stock_id: (prize_id, name) for stock_id, prize_id, name, _ in rows}
-    snapshot = {stock_id: quantity for stock_id, _, _, quantity in rows}
     used = 0
 
     def check() -> None:
@@ -209,6 +204,17 @@ def pool_draw(*, user: AbstractBaseUser, pool: Pool, rng: Random | None = None, 
         used = Draw.objects.filter(pool_id=pool.pk, user_id=user.pk).count()
         if used >= pool.draws_per_user:
             raise DrawLimit()
+
+    # After the last prize is won nearly every draw is refused: a pool read with its
+    # stock summed (``pool_for_draw``) answers them without the prizes' rows.
+    if getattr(pool, "stock_left", None) is not None and pool.stock_left <= 0:
+        check()  # a user with no draws left hears so, not pool_empty
+        raise PoolEmpty()
+    # One query, a few small columns per prize, whatever the pool's size: the snapshot,
+    # and the prize each stock row stands for (named, so that the answer needs no query).
+    rows = Prize.objects.filter(pool_id=pool.pk).values_list("stock_id", "id", "name", "stock__quantity")
+    prize_by_stock = {stock_id: (prize_id, name) for stock_id, prize_id, name, _ in rows}
+    snapshot = {stock_id: quantity for stock_id, _, _, quantity in rows}
 
     if not any(quantity > 0 for quantity in snapshot.values()):
         check()  # a user with no draws left hears so, not pool_empty

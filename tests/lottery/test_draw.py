@@ -14,7 +14,7 @@ from inventory.models import Stock
 from inventory.stock import strategy_names
 from lottery.errors import DrawLimit, PoolEmpty
 from lottery.models import Draw
-from lottery.selectors import pool_audit, pool_get, pool_odds
+from lottery.selectors import pool_audit, pool_for_draw, pool_get, pool_odds
 from lottery.services import pool_draw, weighted_choice
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("redlock_urls")]
@@ -143,3 +143,12 @@ def test_the_odds_are_stock_over_stock_plus_the_no_prize_weight(make_pool):
     assert odds.no_prize == 0.5
     empty = pool_odds(pool=make_pool(prizes=(("A", 0),), no_prize_weight=4))
     assert (list(empty.by_prize.values()), empty.no_prize, empty.empty) == ([0.0], 0.0, True)
+
+
+def test_an_emptied_pool_read_for_a_draw_refuses_with_two_queries(make_pool, make_user, django_assert_num_queries):
+    pool = make_pool(prizes=(("Gold", 1),))
+    pool_draw(user=make_user(), pool=pool)
+    user = make_user()
+    with django_assert_num_queries(2):  # the pool with its stock summed, and the user's draw count
+        with pytest.raises(PoolEmpty):
+            pool_draw(user=user, pool=pool_for_draw(pool_id=pool.pk))
