@@ -143,11 +143,16 @@ def crowd_exhausted(folder: Path) -> bool:
 
 
 def _json(response) -> dict | None:
+    """The answer's JSON object; anything else is failed and logged as an error (None)."""
     try:
         body = response.json()
     except Exception:  # noqa: BLE001
-        return None
-    return body if isinstance(body, dict) else None
+        body = None
+    if isinstance(body, dict):
+        return body
+    response.failure(f"not a JSON object: status {response.status_code}")
+    outcomes.add(ERROR)
+    return None
 
 
 def _refused(response, body: dict, refusals: dict[int, set[str]]) -> str:
@@ -176,8 +181,6 @@ def purchase(user, voucher: int, token: str) -> str:
     ) as response:
         body = _json(response)
         if body is None:
-            response.failure(f"not a JSON object: status {response.status_code}")
-            outcomes.add(ERROR)
             return ERROR
         if response.status_code in (201, 202) and isinstance(body.get("order_id"), int):
             outcomes.add(CONFIRMED, body["order_id"])
@@ -209,8 +212,6 @@ def draw(user, pool: int, token: str) -> str:
     ) as response:
         body = _json(response)
         if body is None:
-            response.failure(f"not a JSON object: status {response.status_code}")
-            outcomes.add(ERROR)
             return ERROR
         if response.status_code in (201, 202):
             draw_id, prize, draws_left = body.get("draw_id"), body.get("prize"), body.get("draws_left")

@@ -8,6 +8,7 @@ from collections.abc import Callable, Mapping
 from datetime import datetime
 from decimal import Decimal
 from random import Random
+from typing import NoReturn
 
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import IntegrityError, transaction
@@ -205,11 +206,14 @@ def pool_draw(*, user: AbstractBaseUser, pool: Pool, rng: Random | None = None, 
         if used >= pool.draws_per_user:
             raise DrawLimit()
 
+    def refuse_empty() -> NoReturn:
+        check()  # a user with no draws left hears so, not pool_empty
+        raise PoolEmpty()
+
     # After the last prize is won nearly every draw is refused: a pool read with its
     # stock summed (``pool_for_draw``) answers them without the prizes' rows.
     if getattr(pool, "stock_left", None) is not None and pool.stock_left <= 0:
-        check()  # a user with no draws left hears so, not pool_empty
-        raise PoolEmpty()
+        refuse_empty()
     # One query, a few small columns per prize, whatever the pool's size: the snapshot,
     # and the prize each stock row stands for (named, so that the answer needs no query).
     rows = Prize.objects.filter(pool_id=pool.pk).values_list("stock_id", "id", "name", "stock__quantity")
@@ -217,8 +221,7 @@ def pool_draw(*, user: AbstractBaseUser, pool: Pool, rng: Random | None = None, 
     snapshot = {stock_id: quantity for stock_id, _, _, quantity in rows}
 
     if not any(quantity > 0 for quantity in snapshot.values()):
-        check()  # a user with no draws left hears so, not pool_empty
-        raise PoolEmpty()
+        refuse_empty()
 
     def record(stock_id: int | None, guarded: bool) -> Draw:
         prize = None
