@@ -21,7 +21,7 @@ import os
 import threading
 from pathlib import Path
 
-# Every refusal a purchase or a draw may give, from DESIGN.md section 5. Anything else is a failure.
+# Every refusal a purchase or a draw may give, from docs/design.md ("HTTP API"). Anything else is a failure.
 PURCHASE_REFUSALS = {409: {"sold_out", "already_purchased", "busy"}, 403: {"not_started", "ended"}}
 DRAW_REFUSALS = {409: {"draw_limit", "pool_empty", "busy"}, 403: {"not_started", "ended"}}
 

@@ -5,8 +5,8 @@
 
 For each scenario and strategy it creates a fresh voucher or pool, runs Locust
 headless against a gunicorn server it started itself (several worker processes),
-waits until the server has gone quiet, and audits the database against DESIGN.md
-section 4 and the ids the API confirmed. It also measures a no-op JSON endpoint of
+waits until the server has gone quiet, and audits the database against docs/design.md
+("Invariants") and the ids the API confirmed. It also measures a no-op JSON endpoint of
 the same server as the baseline.
 
 Writes ``matrix.csv``, ``matrix.json``, ``matrix.md``, Locust's HTML report per run
