@@ -13,6 +13,7 @@ import sys
 import threading
 import time
 from argparse import Namespace
+from collections.abc import Callable
 from dataclasses import asdict, replace
 from pathlib import Path
 
@@ -23,10 +24,18 @@ from inventory.stock import STRATEGIES
 
 from .common import ERROR, crowd_exhausted, read_outcomes
 from .console import say
-from .products import PRODUCTS, Product, Supply, Target
+from .products import PRODUCTS, Product, Sample, Supply, Target
 from .scenarios import LOCUSTFILES, Scenario
 from .server import ROOT, Server
 from .verdict import TAKEN, Result, judge
+
+# Called with the run's target, the seconds since Locust started and a sample of the stock,
+# about four times a second while Locust runs (the race lab shows them live).
+Observer = Callable[[Target, float, Sample], None]
+
+
+class LoadRunFailed(Exception):
+    """A run could not be carried out (Locust failed, its folder was taken); nothing was judged."""
 
 
 def run_locust(args: Namespace, locustfile: Path, host: str, prefix: Path, env: dict[str, str], users: int) -> dict:
@@ -41,20 +50,42 @@ def run_locust(args: Namespace, locustfile: Path, host: str, prefix: Path, env: 
         command += ["--processes", str(args.locust_processes)]
     completed = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True)
     if completed.returncode != 0:
-        raise SystemExit(f"[loadtest] Locust failed ({completed.returncode}):\n{completed.stderr[-3000:]}")
+        raise LoadRunFailed(f"Locust failed ({completed.returncode}):\n{completed.stderr[-3000:]}")
     with open(f"{prefix}_stats.csv") as stats:
         rows = [row for row in csv.DictReader(stats) if row["Name"] != "Aggregated"]
     return max(rows, key=lambda row: int(row["Request Count"]))
+
+
+def locust_now(prefix: Path) -> tuple[float, float]:
+    """(requests per second, p95 ms) of the last few seconds, from the stats history that
+    Locust appends to every second while it runs; zeros before its first line."""
+    try:
+        with open(f"{prefix}_stats_history.csv") as history:
+            rows = [row for row in csv.DictReader(history) if row.get("Name") == "Aggregated"]
+    except OSError:
+        return 0.0, 0.0
+    if not rows:
+        return 0.0, 0.0
+    last = rows[-1]
+
+    def number(name: str) -> float:
+        try:
+            return float(last.get(name) or 0)
+        except ValueError:  # "N/A" before the first answer
+            return 0.0
+
+    return number("Requests/s"), number("95%")
 
 
 class Sampler(threading.Thread):
     """Samples the product's stock, its supply and the records that took it while Locust
     runs, for the charts and the progress line."""
 
-    def __init__(self, product: Product, target: Target) -> None:
+    def __init__(self, product: Product, target: Target, observe: Observer | None = None) -> None:
         super().__init__(daemon=True)
         self.product = product
         self.target = target
+        self.observe = observe
         self.stock: list[tuple[float, int]] = []
         self.taken: list[tuple[float, int]] = []
         self.supply: list[tuple[float, int]] = []
@@ -72,6 +103,8 @@ class Sampler(threading.Thread):
                 self.stock.append((at, sample.stock))
                 self.taken.append((at, sample.taken))
                 self.supply.append((at, sample.supplied))
+                if self.observe is not None:
+                    self.observe(self.target, elapsed, sample)
                 if elapsed >= next_report:
                     say(f"  ... {elapsed:.0f}s, stock left {sample.stock}, {name} {sample.taken}")
                     next_report += 5.0
@@ -85,7 +118,14 @@ class Sampler(threading.Thread):
 
 
 def one_run(
-    args: Namespace, scenario: Scenario, strategy: str, server: Server, tokens: Path, staff_token: str, name: str
+    args: Namespace,
+    scenario: Scenario,
+    strategy: str,
+    server: Server,
+    tokens: Path,
+    staff_token: str,
+    name: str,
+    observe: Observer | None = None,
 ) -> Result:
     product = PRODUCTS[scenario.product]
     supply = Supply(
@@ -97,7 +137,7 @@ def one_run(
     run_dir = args.out / name
     outcomes_dir = run_dir / "outcomes"
     if outcomes_dir.exists():
-        raise SystemExit(f"[loadtest] {outcomes_dir} exists: each run needs a folder of its own")
+        raise LoadRunFailed(f"{outcomes_dir} exists: each run needs a folder of its own")
     outcomes_dir.mkdir(parents=True)
     env = dict(os.environ)
     env.update(
@@ -109,7 +149,7 @@ def one_run(
         LOADTEST_BUYERS=str(args.hammer_buyers),
         PYTHONPATH=str(ROOT),
     )
-    sampler = Sampler(product, target)
+    sampler = Sampler(product, target, observe)
     sampler.start()
     cpu_before = server.cpu_seconds()
     stats = run_locust(args, scenario.path, server.host, run_dir / "locust", env, args.users)

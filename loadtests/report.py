@@ -43,34 +43,50 @@ def bar_chart(
 
 
 def line_chart(
-    title: str, series: dict[str, list[tuple[float, int]]], dashed: dict[str, list[tuple[float, int]]] | None = None
+    title: str,
+    series: dict[str, list[tuple[float, int]]],
+    dashed: dict[str, list[tuple[float, int]]] | None = None,
+    *,
+    width: int = 760,
+    height: int = 300,
+    legend: int = 170,
+    colours: dict[str, str] | None = None,
+    t_min: float = 0,
 ) -> str:
     """One line per series; ``dashed`` lines (references, such as the supply) take the colour
-    of the series of the same name, grey otherwise."""
+    of the series of the same name, grey otherwise.
+
+    ``width`` and ``height`` are the drawing's own units (it scales to its box), so a
+    small drawing keeps its text readable on a phone; ``legend`` is the width kept on the
+    right for the series' names (0: no legend); ``colours`` overrides the palette per
+    series; the time axis spans at least ``t_min`` seconds (a run's planned duration,
+    while it is still going)."""
     dashed = dashed or {}
-    width, height, left, bottom, top = 760, 300, 50, 40, 30
+    left, bottom, top = 50, 40, 30
     points = [p for values in [*series.values(), *dashed.values()] for p in values]
     if not points:
         return ""
-    t_max = max(t for t, _ in points) or 1
+    t_max = max(max(t for t, _ in points), t_min) or 1
     y_max = max(max(v for _, v in points), 1)
-    sx = (width - left - 170) / t_max
+    right = width - legend - 10 if legend else width - 10
+    sx = (right - left) / t_max
     sy = (height - top - bottom) / y_max
     parts = [f'<svg viewBox="0 0 {width} {height}" role="img" aria-label="{escape(title)}">',
              f'<text x="0" y="18" class="title">{escape(title)}</text>',
-             f'<line x1="{left}" y1="{height - bottom}" x2="{width - 170}" y2="{height - bottom}" stroke="#999"/>',
+             f'<line x1="{left}" y1="{height - bottom}" x2="{right}" y2="{height - bottom}" stroke="#999"/>',
              f'<line x1="{left}" y1="{top}" x2="{left}" y2="{height - bottom}" stroke="#999"/>',
              f'<text x="{left - 6}" y="{top + 4}" text-anchor="end">{y_max}</text>',
              f'<text x="{left - 6}" y="{height - bottom + 4}" text-anchor="end">0</text>',
-             f'<text x="{width - 170}" y="{height - bottom + 18}" text-anchor="end">{t_max:.0f} s</text>']  # fmt: skip
-    colours = {name: PALETTE[i % len(PALETTE)] for i, name in enumerate(series)}
-    lines = [(name, values, colours[name], "") for name, values in series.items()]
-    lines += [(name, values, colours.get(name, "#555"), ' stroke-dasharray="6 4"') for name, values in dashed.items()]
+             f'<text x="{right}" y="{height - bottom + 18}" text-anchor="end">{t_max:.0f} s</text>']  # fmt: skip
+    palette = {name: PALETTE[i % len(PALETTE)] for i, name in enumerate(series)} | (colours or {})
+    lines = [(name, values, palette[name], "") for name, values in series.items()]
+    lines += [(name, values, palette.get(name, "#555"), ' stroke-dasharray="6 4"') for name, values in dashed.items()]
     for i, (name, values, colour, dash) in enumerate(lines):
         path = " ".join(f"{left + t * sx:.1f},{height - bottom - v * sy:.1f}" for t, v in values)
         parts.append(f'<polyline fill="none" stroke="{colour}" stroke-width="2"{dash} points="{path}"/>')
-        label = f"{name} (dashed)" if dash and name in colours else name
-        parts.append(f'<text x="{width - 160}" y="{top + 14 + 16 * i}" fill="{colour}">{escape(label)}</text>')
+        if legend:
+            label = f"{name} (dashed)" if dash and name in series else name
+            parts.append(f'<text x="{right + 10}" y="{top + 14 + 16 * i}" fill="{colour}">{escape(label)}</text>')
     parts.append("</svg>")
     return "".join(parts)
 

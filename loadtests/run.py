@@ -30,7 +30,7 @@ from pathlib import Path
 
 from .console import say
 from .report import matrix_text, summary, write_outputs
-from .scenarios import DEFAULT, SCENARIOS, scenarios_help, scenarios_named
+from .scenarios import DEFAULT, SCENARIOS, Scenario, scenarios_help, scenarios_named
 from .server import ROOT, running_server
 from .verdict import Result
 
@@ -112,7 +112,7 @@ def main(argv=None) -> int:
     from accounts.services import users_with_tokens_create
     from inventory.stock import strategy_names
 
-    from .one_run import baseline_run, one_run
+    from .one_run import LoadRunFailed
 
     strategies = strategy_names() if args.strategies == "all" else args.strategies.split(",")
     unknown = [s for s in strategies if s not in strategy_names()]
@@ -128,31 +128,10 @@ def main(argv=None) -> int:
     staff_token = users_with_tokens_create(count=1, prefix="load-staff", staff=True)[0][1]
     connections.close_all()
 
-    results: list[Result] = []
-    with running_server(
-        database_url=args.database_url,
-        redis_url=args.redis_url,
-        processes=args.server_processes,
-        race_window_ms=args.race_window_ms,
-        port=args.port,
-    ) as server:
-        say(f"baseline: no-op JSON endpoint, {args.baseline_users} users for {args.duration}s ...")
-        results.append(baseline_run(args, server))
-        say(f"  {results[-1].rps:,.0f} req/s")
-        runs = [
-            (repeat, scenario, strategy)
-            for repeat in range(1, args.repeat + 1)
-            for scenario in scenarios
-            for strategy in strategies
-        ]
-        for n, (repeat, scenario, strategy) in enumerate(runs, start=1):
-            say(f"[{n}/{len(runs)}] {scenario.name} / {strategy}: {args.users} Locust users for {args.duration}s ...")
-            name = f"{scenario.name}-{strategy}" + (f"-{repeat}" if args.repeat > 1 else "")
-            result = one_run(args, scenario, strategy, server, tokens, staff_token, name)
-            results.append(result)
-            if result.crowd_ran_out:
-                say("  the crowd ran out before the run ended: req/s understates; raise --buyers")
-            say(f"  {summary(result)}")
+    try:
+        results = run_matrix(args, scenarios, strategies, tokens, staff_token)
+    except LoadRunFailed as failure:
+        raise SystemExit(f"[loadtest] {failure}") from None
 
     meta = {
         "when": datetime.now().isoformat(timespec="seconds"),
@@ -182,6 +161,39 @@ def main(argv=None) -> int:
         return 1
     say("every safe strategy held every invariant, and every unsafe one was caught breaking one")
     return 0
+
+
+def run_matrix(args, scenarios: list[Scenario], strategies: list[str], tokens: Path, staff_token: str) -> list[Result]:
+    """The baseline, then every (repeat, scenario, strategy) against one server."""
+    # Only once Django is set up.
+    from .one_run import baseline_run, one_run
+
+    results: list[Result] = []
+    with running_server(
+        database_url=args.database_url,
+        redis_url=args.redis_url,
+        processes=args.server_processes,
+        race_window_ms=args.race_window_ms,
+        port=args.port,
+    ) as server:
+        say(f"baseline: no-op JSON endpoint, {args.baseline_users} users for {args.duration}s ...")
+        results.append(baseline_run(args, server))
+        say(f"  {results[-1].rps:,.0f} req/s")
+        runs = [
+            (repeat, scenario, strategy)
+            for repeat in range(1, args.repeat + 1)
+            for scenario in scenarios
+            for strategy in strategies
+        ]
+        for n, (repeat, scenario, strategy) in enumerate(runs, start=1):
+            say(f"[{n}/{len(runs)}] {scenario.name} / {strategy}: {args.users} Locust users for {args.duration}s ...")
+            name = f"{scenario.name}-{strategy}" + (f"-{repeat}" if args.repeat > 1 else "")
+            result = one_run(args, scenario, strategy, server, tokens, staff_token, name)
+            results.append(result)
+            if result.crowd_ran_out:
+                say("  the crowd ran out before the run ended: req/s understates; raise --buyers")
+            say(f"  {summary(result)}")
+    return results
 
 
 def machine() -> str:

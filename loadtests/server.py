@@ -23,12 +23,15 @@ REDLOCK_SERVERS = 3
 
 @dataclass(frozen=True)
 class Server:
+    """The server under load; ``pid`` is None for a server this process did not start
+    (the race lab drives the server it runs in), whose CPU time is then not measured."""
+
     host: str
-    pid: int
+    pid: int | None = None
 
     def cpu_seconds(self) -> float:
-        """CPU seconds used so far by gunicorn's master and workers."""
-        return process_tree_cpu(self.pid)
+        """CPU seconds used so far by gunicorn's master and workers (0 when unknown)."""
+        return process_tree_cpu(self.pid) if self.pid is not None else 0.0
 
 
 def server_env(*, database_url: str, redis_url: str, lock_urls: list[str], race_window_ms: int) -> dict[str, str]:

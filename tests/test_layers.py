@@ -1,5 +1,6 @@
-"""Imports run one way: config -> products (orders, lottery) -> inventory -> locking,
-and everyone may import core. No product imports the other; nothing imports upward."""
+"""Imports run one way: config -> lab -> loadtests -> products (orders, lottery) ->
+inventory -> locking, and everyone may import core. No product imports the other;
+nothing imports upward."""
 
 from __future__ import annotations
 
@@ -9,7 +10,10 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-PROJECT = {"config", "core", "accounts", "inventory", "orders", "lottery", "locking"}
+PROJECT = {
+    "config", "core", "accounts", "inventory", "orders", "lottery", "locking", "lab", "loadtests", "benchmarks"
+}  # fmt: skip
+PRODUCTS_AND_BELOW = {"core", "inventory", "accounts", "locking", "orders", "lottery"}
 # What each package may import of the project (besides itself).
 ALLOWED = {
     "core": set(),
@@ -18,6 +22,9 @@ ALLOWED = {
     "inventory": {"core", "locking"},
     "orders": {"core", "inventory", "accounts", "locking"},
     "lottery": {"core", "inventory", "accounts", "locking"},
+    # The load tests drive both products; the lab runs the load tests from the web UI.
+    "loadtests": PRODUCTS_AND_BELOW | {"benchmarks"},
+    "lab": PRODUCTS_AND_BELOW | {"loadtests", "benchmarks"},
     "config": PROJECT,
 }
 

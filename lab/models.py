@@ -1,0 +1,114 @@
+"""A lab run (the proof, run from the web UI) and its lanes, one per strategy compared.
+
+A run is created by staff on ``/lab/``, executed by a Celery task that drives Locust at
+this same server, and kept afterwards: its parameters, the commit and machine it ran
+on, and every lane's figures and series, so that ``/proof/`` can show the latest.
+"""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+
+from inventory.stock import STRATEGIES, StockStrategy
+
+
+class LabRun(models.Model):
+    class Status(models.TextChoices):
+        QUEUED = "queued"
+        RUNNING = "running"
+        DONE = "done"
+        FAILED = "failed"
+
+    class Product(models.TextChoices):
+        VOUCHER = "voucher", "Flash sale"
+        POOL = "pool", "Prize draw"
+
+    product = models.CharField(max_length=16, choices=Product.choices)
+    scenario = models.CharField(max_length=32)
+    stock = models.PositiveIntegerField()
+    crowd = models.PositiveIntegerField(help_text="Distinct buyers (or drawing users).")
+    users = models.PositiveIntegerField(help_text="Locust users: the concurrency.")
+    duration = models.PositiveIntegerField(help_text="Seconds of load per strategy.")
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.QUEUED)
+    # Where Locust sends its requests: this same server, as the browser that started the run reached it.
+    target_url = models.CharField(max_length=200)
+    # What the server did between the check and the write, and how many processes served.
+    race_window_ms = models.PositiveIntegerField(default=0)
+    server_processes = models.PositiveIntegerField(default=1)
+    database = models.CharField(max_length=32, blank=True)
+    commit = models.CharField(max_length=40, blank=True)
+    machine = models.CharField(max_length=300, blank=True)
+    error = models.TextField(blank=True)
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, related_name="+")
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        constraints = [
+            models.CheckConstraint(
+                condition=models.Q(duration__gte=1, duration__lte=60), name="lab_run_duration_bounded"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"Lab run {self.pk} ({self.get_product_display()}, {self.scenario})"
+
+    @property
+    def active(self) -> bool:
+        return self.status in (self.Status.QUEUED, self.Status.RUNNING)
+
+    @property
+    def ok(self) -> bool:
+        """Finished, and every lane's verdict passed (safe held, unsafe broke)."""
+        return self.status == self.Status.DONE and all(lane.ok for lane in self.lanes.all())
+
+
+class LabLane(models.Model):
+    """One strategy of a run: its figures while Locust runs, then its audit verdict."""
+
+    class Status(models.TextChoices):
+        WAITING = "waiting"
+        RUNNING = "running"
+        DONE = "done"
+        FAILED = "failed"
+
+    run = models.ForeignKey(LabRun, on_delete=models.CASCADE, related_name="lanes")
+    position = models.PositiveIntegerField()
+    strategy = models.CharField(max_length=32)
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.WAITING)
+    elapsed = models.FloatField(default=0)
+    supplied = models.IntegerField(default=0)
+    taken = models.IntegerField(default=0, help_text="Orders, or prizes awarded.")
+    stock_left = models.IntegerField(default=0)
+    # The product's counted invariants, live: oversold and duplicate orders, or
+    # over-awarded prizes and users over the draw limit. Above 0 is a break.
+    breaks = models.JSONField(default=list, help_text="[[label, count], ...]")
+    rps = models.FloatField(default=0)
+    p95_ms = models.FloatField(default=0)
+    taken_series = models.JSONField(default=list)
+    supply_series = models.JSONField(default=list)
+    # Once audited: the verdict and every figure of the matrix row.
+    verdict = models.CharField(max_length=300, blank=True)
+    expected_to_break = models.BooleanField(default=False)
+    ok = models.BooleanField(default=False)
+    figures = models.JSONField(default=dict)
+
+    class Meta:
+        ordering = ["run", "position"]
+        constraints = [models.UniqueConstraint(fields=["run", "position"], name="lab_lane_one_per_position")]
+
+    def __str__(self) -> str:
+        return f"{self.run_id}/{self.strategy}"
+
+    @property
+    def broken(self) -> bool:
+        return any(count > 0 for _, count in self.breaks)
+
+    @property
+    def strategy_info(self) -> StockStrategy | None:
+        """The registry's strategy (its explanation, whether it is expected to break);
+        None for a strategy since removed."""
+        return STRATEGIES.get(self.strategy)

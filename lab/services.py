@@ -1,0 +1,290 @@
+"""Starting a lab run and carrying it out: Locust at this same server, one strategy after
+another, each on fresh data, with live figures written to the run's lanes.
+
+The work is ``loadtests``' own (``one_run``: fresh product, Locust, a wait until the
+server is quiet, the audit, the verdict), so the lab and ``make loadtest`` judge a run
+by the same rules; the lab only adds the live figures and keeps the result.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import subprocess
+import time
+import traceback
+from argparse import Namespace
+from datetime import timedelta
+from pathlib import Path
+
+from django.conf import settings
+from django.db import connection, transaction
+from django.utils import timezone
+
+from accounts.services import users_with_tokens_create
+from benchmarks.machine import describe
+from core.errors import InvalidInput
+from inventory.stock import strategy_names
+from loadtests.one_run import locust_now, one_run
+from loadtests.products import PRODUCTS, Sample, Target
+from loadtests.report import write_outputs
+from loadtests.scenarios import SCENARIOS
+from loadtests.server import ROOT, Server
+from loadtests.verdict import Result, counted_breaks
+from locking import Lock
+from locking.integration import lock_client
+
+from .errors import LabBusy
+from .models import LabLane, LabRun
+
+# The bounds of a run's parameters: (smallest, largest). A run takes up to one duration
+# per strategy, so the whole lab stays within minutes.
+BOUNDS = {
+    "stock": (1, 10_000),
+    "crowd": (1, 5_000),
+    "users": (1, 200),
+    "duration": (1, 60),
+}
+# What a pool of a lab run holds besides its stock (the load-test runner's defaults).
+PRIZES = 5
+DRAWS_PER_USER = 3
+LOCK_NAME = "lab:run"
+# How often the live figures of a lane are written (each write is one UPDATE).
+LIVE_EVERY_SECONDS = 1.0
+# Past this, a queued or running run is taken for abandoned (its worker died): each lane
+# gets its duration plus this much for fresh data, the wait until quiet and the audit.
+LANE_OVERHEAD_SECONDS = 60
+
+
+def lab_dir(run: LabRun) -> Path:
+    """Where a run's outputs go: matrix files, report.html, Locust's reports."""
+    return Path(settings.VAR_DIR) / "lab" / str(run.pk)
+
+
+def _bounded(name: str, value: int) -> int:
+    low, high = BOUNDS[name]
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        raise InvalidInput(f"{name} must be a whole number from {low:,} to {high:,}.")
+    return value
+
+
+def _abandon_stale_runs(now) -> None:
+    """Mark failed the active runs that have outlived every lane's time: their worker died."""
+    for run in LabRun.objects.filter(status__in=[LabRun.Status.QUEUED, LabRun.Status.RUNNING]):
+        lanes = run.lanes.count()
+        allowed = timedelta(seconds=lanes * (run.duration + LANE_OVERHEAD_SECONDS) + LANE_OVERHEAD_SECONDS)
+        if now - run.created_at > allowed:
+            lab_run_fail(run=run, error="Abandoned: no Celery worker finished it in time.")
+
+
+@transaction.atomic
+def lab_run_create(
+    *,
+    user,
+    product: str,
+    scenario: str,
+    strategies: list[str] | None,
+    stock: int,
+    crowd: int,
+    users: int,
+    duration: int,
+    target_url: str,
+) -> LabRun:
+    """A queued run with one lane per strategy, and its Celery task sent once the run is
+    committed. ``strategies`` None or empty means all of the registry's, in its order.
+
+    Raises ``InvalidInput`` for a product, scenario or strategy that does not exist, a
+    scenario of the other product, or a number out of ``BOUNDS``; ``LabBusy`` while
+    another run is queued or running.
+    """
+    from .tasks import lab_run_task  # the task module imports this one
+
+    if product not in PRODUCTS:
+        raise InvalidInput(f"Unknown product {product!r}: choose one of {', '.join(PRODUCTS)}.")
+    if scenario not in SCENARIOS:
+        raise InvalidInput(f"Unknown scenario {scenario!r}: choose one of {', '.join(SCENARIOS)}.")
+    if SCENARIOS[scenario].product != product:
+        raise InvalidInput(f"The scenario {scenario!r} runs against the other product.")
+    known = strategy_names()
+    chosen = [name for name in known if name in set(strategies)] if strategies else known
+    unknown = sorted(set(strategies or []) - set(known))
+    if unknown:
+        raise InvalidInput(f"Unknown strategies: {', '.join(unknown)}.")
+    now = timezone.now()
+    _abandon_stale_runs(now)
+    # Locks the runs' table range so that two staff clicking Run at once do not both
+    # pass the check; the Celery task holds a Redis lock besides (one run at a time).
+    if LabRun.objects.select_for_update().filter(status__in=[LabRun.Status.QUEUED, LabRun.Status.RUNNING]).exists():
+        raise LabBusy()
+    run = LabRun.objects.create(
+        product=product,
+        scenario=scenario,
+        stock=_bounded("stock", stock),
+        crowd=_bounded("crowd", crowd),
+        users=_bounded("users", users),
+        duration=_bounded("duration", duration),
+        target_url=target_url.rstrip("/"),
+        race_window_ms=settings.RACE_WINDOW_MS,
+        server_processes=settings.LAB_SERVER_PROCESSES,
+        database=connection.vendor,
+        created_by=user,
+    )
+    LabLane.objects.bulk_create(
+        LabLane(run=run, position=position, strategy=name) for position, name in enumerate(chosen, start=1)
+    )
+    transaction.on_commit(lambda: lab_run_task.delay(run.pk))
+    return run
+
+
+def lab_run_fail(*, run: LabRun, error: str) -> None:
+    run.status = LabRun.Status.FAILED
+    run.error = error
+    run.finished_at = timezone.now()
+    run.save(update_fields=["status", "error", "finished_at"])
+    run.lanes.filter(status__in=[LabLane.Status.WAITING, LabLane.Status.RUNNING]).update(status=LabLane.Status.FAILED)
+
+
+def lab_run_execute(*, run_id: int) -> LabRun:
+    """Carry out a queued run, one lane after another; a run that is not queued (a task
+    delivered twice) is left alone.
+
+    Raises ``LabBusy`` when another run holds the lab's lock (the task retries). A lane
+    that fails fails the run, with the error kept on it; the run's outputs (matrix
+    files, ``report.html``) are written under ``lab_dir``.
+    """
+    lock = Lock(lock_client(), LOCK_NAME, lease=settings.LOCK_LEASE_SECONDS, blocking=False)
+    if lock.acquire() is None:
+        raise LabBusy()
+    try:
+        run = LabRun.objects.get(pk=run_id)
+        if run.status != LabRun.Status.QUEUED:
+            return run
+        run.status = LabRun.Status.RUNNING
+        run.started_at = timezone.now()
+        run.commit = _commit()
+        run.machine = describe()
+        run.save(update_fields=["status", "started_at", "commit", "machine"])
+        try:
+            _run_lanes(run)
+        except Exception:  # noqa: BLE001  (kept on the run for the page; the worker goes on)
+            lab_run_fail(run=run, error=traceback.format_exc(limit=5))
+        else:
+            run.status = LabRun.Status.DONE
+            run.finished_at = timezone.now()
+            run.save(update_fields=["status", "finished_at"])
+        return run
+    finally:
+        lock.release()
+
+
+def _commit() -> str:
+    try:
+        completed = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True, timeout=5
+        )
+    except (OSError, subprocess.SubprocessError):
+        return ""
+    return completed.stdout.strip()
+
+
+def _run_lanes(run: LabRun) -> None:
+    scenario = SCENARIOS[run.scenario]
+    out = lab_dir(run)
+    out.mkdir(parents=True, exist_ok=True)
+    tokens = out / "tokens.txt"
+    pairs = users_with_tokens_create(count=run.crowd, prefix=f"lab{run.pk}")
+    tokens.write_text("".join(f"{username} {token}\n" for username, token in pairs))
+    staff_token = users_with_tokens_create(count=1, prefix=f"lab{run.pk}-staff", staff=True)[0][1]
+    args = Namespace(
+        stock=run.stock,
+        prizes=PRIZES,
+        draws_per_user=DRAWS_PER_USER,
+        no_prize_weight=0,
+        out=out,
+        users=run.users,
+        spawn_rate=run.users,
+        duration=run.duration,
+        locust_processes=1,
+        hammer_buyers=3,
+        race_window_ms=run.race_window_ms,
+        server_processes=run.server_processes,
+    )
+    server = Server(host=run.target_url)
+    results = []
+    for lane in run.lanes.all():
+        lane.status = LabLane.Status.RUNNING
+        lane.save(update_fields=["status"])
+        live = LiveLane(lane, run_dir=out / lane.strategy)
+        result = one_run(args, scenario, lane.strategy, server, tokens, staff_token, lane.strategy, observe=live)
+        results.append(result)
+        lane_finish(lane=lane, result=result)
+    meta = {
+        "lab run": run.pk,
+        "when": run.started_at.isoformat(timespec="seconds"),
+        "users": run.users,
+        "buyers": run.crowd,
+        "duration_s": run.duration,
+        "stock": run.stock,
+        "server_processes": run.server_processes,
+        "race_window_ms": run.race_window_ms,
+        "database": run.database,
+        "machine": run.machine,
+    }
+    write_outputs(out, results, meta)
+
+
+def lane_finish(*, lane: LabLane, result) -> None:
+    """The lane's final figures and verdict, from the audited result."""
+    figures = dataclasses.asdict(result)
+    lane.taken_series = figures.pop("taken_series")
+    lane.supply_series = figures.pop("supply_series")
+    figures.pop("stock_series")
+    lane.figures = figures
+    lane.breaks = counted_breaks(result)
+    lane.supplied = result.supplied or 0
+    lane.stock_left = result.stock_left or 0
+    lane.taken = (result.orders if result.orders is not None else result.awarded) or 0
+    lane.rps = result.rps
+    lane.p95_ms = result.p95_ms
+    lane.verdict = result.verdict
+    lane.expected_to_break = result.expected_to_break
+    lane.ok = result.ok
+    lane.status = LabLane.Status.DONE
+    lane.save()
+
+
+class LiveLane:
+    """The observer of one lane: writes the stock, the counted breaks (from the product's
+    audit, the same rules as the verdict) and Locust's pace to the lane about once a
+    second, for the page that polls it."""
+
+    def __init__(self, lane: LabLane, *, run_dir: Path) -> None:
+        self.lane = lane
+        self.locust_prefix = run_dir / "locust"
+        self.last_write = 0.0
+        self.taken: list[tuple[float, int]] = []
+        self.supply: list[tuple[float, int]] = []
+
+    def __call__(self, target: Target, elapsed: float, sample: Sample) -> None:
+        at = round(elapsed, 2)
+        self.taken.append((at, sample.taken))
+        self.supply.append((at, sample.supplied))
+        now = time.monotonic()
+        if now - self.last_write < LIVE_EVERY_SECONDS:
+            return
+        self.last_write = now
+        product = PRODUCTS[self.lane.run.product]
+        # The audit's figures, counted by the verdict's own rule.
+        audited = Result(scenario=self.lane.run.scenario, strategy=self.lane.strategy, product=product.name)
+        breaks = counted_breaks(dataclasses.replace(audited, **product.audit(target).figures))
+        rps, p95 = locust_now(self.locust_prefix)
+        LabLane.objects.filter(pk=self.lane.pk).update(
+            elapsed=at,
+            supplied=sample.supplied,
+            taken=sample.taken,
+            stock_left=sample.stock,
+            breaks=breaks,
+            rps=rps,
+            p95_ms=p95,
+            taken_series=self.taken,
+            supply_series=self.supply,
+        )

@@ -1,0 +1,13 @@
+from django.urls import path
+
+from . import views
+
+app_name = "lab"
+
+urlpatterns = [
+    path("lab/", views.lab_page, name="lab"),
+    path("lab/runs/<int:run_id>/", views.lab_run_page, name="run"),
+    path("lab/runs/<int:run_id>/live", views.lab_run_live, name="run_live"),
+    path("lab/runs/<int:run_id>/report", views.lab_run_report, name="run_report"),
+    path("proof/", views.proof_page, name="proof"),
+]

@@ -1,0 +1,87 @@
+"""The race lab (staff) and the public proof page."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.contrib.admin.views.decorators import staff_member_required
+from django.http import FileResponse, Http404
+from django.shortcuts import redirect, render
+from django.views.decorators.http import require_GET, require_http_methods
+
+from core.errors import DomainError
+from inventory.stock import STRATEGIES, strategy_names
+
+from .charts import lane_chart
+from .forms import LabRunForm
+from .models import LabRun
+from .selectors import lab_run_active, lab_run_get, lab_run_latest_done, lab_run_list
+from .services import lab_dir, lab_run_create
+
+
+def _target_url(request) -> str:
+    return settings.LAB_TARGET_URL or request.build_absolute_uri("/")
+
+
+def _lanes(run: LabRun) -> list[dict]:
+    """Each lane with its chart, for the lane cards."""
+    return [{"lane": lane, "chart": lane_chart(lane, duration=run.duration)} for lane in run.lanes.all()]
+
+
+@staff_member_required
+@require_http_methods(["GET", "POST"])
+def lab_page(request):
+    """The form, the run going on (live) and the past runs."""
+    form = LabRunForm(request.POST or None)
+    if request.method == "POST" and form.is_valid():
+        try:
+            run = lab_run_create(user=request.user, target_url=_target_url(request), **form.cleaned_data)
+        except DomainError as exc:
+            form.add_error(None, exc.message)
+        else:
+            return redirect("lab:run", run_id=run.pk)
+    active = lab_run_active()
+    context = {
+        "form": form,
+        "active": active,
+        "lanes": _lanes(active) if active else [],
+        "runs": lab_run_list(),
+        "race_window_ms": settings.RACE_WINDOW_MS,
+    }
+    return render(request, "lab/lab.html", context, status=422 if form.errors else 200)
+
+
+@staff_member_required
+@require_GET
+def lab_run_page(request, run_id: int):
+    run = lab_run_get(run_id=run_id)
+    return render(request, "lab/run.html", {"run": run, "lanes": _lanes(run)})
+
+
+@staff_member_required
+@require_GET
+def lab_run_live(request, run_id: int):
+    """The lane cards, polled every second while the run is going on."""
+    run = lab_run_get(run_id=run_id)
+    return render(request, "lab/_live.html", {"run": run, "lanes": _lanes(run)})
+
+
+@staff_member_required
+@require_GET
+def lab_run_report(request, run_id: int):
+    """The run's full HTML report (the same page ``make loadtest`` writes)."""
+    run = lab_run_get(run_id=run_id)
+    report = lab_dir(run) / "report.html"
+    if not report.is_file():
+        raise Http404("This run has no report (it has not finished, or it failed).")
+    return FileResponse(report.open("rb"), content_type="text/html; charset=utf-8")
+
+
+@require_GET
+def proof_page(request):
+    """Public: the latest finished run of each product, and what each strategy does and costs."""
+    proofs = []
+    for product, label in LabRun.Product.choices:
+        run = lab_run_latest_done(product=product)
+        proofs.append({"label": label, "run": run, "lanes": _lanes(run) if run else []})
+    strategies = [STRATEGIES[name] for name in strategy_names()]
+    return render(request, "lab/proof.html", {"proofs": proofs, "strategies": strategies})
