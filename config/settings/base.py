@@ -64,6 +64,7 @@ INSTALLED_APPS = [
     "inventory",
     "orders",
     "lottery",
+    "lab",
     # Last: the project's own commands that span both products (seed_demo, audit).
     "config",
 ]
@@ -159,6 +160,13 @@ OPTIMISTIC_MAX_ATTEMPTS = env_int("OPTIMISTIC_MAX_ATTEMPTS", 8)
 # How often db_atomic reads and chooses again after its conditional UPDATE missed
 # (the chosen prize ran out meanwhile) before answering "busy".
 ATOMIC_MAX_ATTEMPTS = env_int("ATOMIC_MAX_ATTEMPTS", 3)
+
+# The race lab (/lab/): Locust drives this same server, at LAB_TARGET_URL when set (behind a
+# proxy, or when the worker reaches the server by another name), otherwise at the address the
+# browser that started the run used. LAB_SERVER_PROCESSES is how many processes serve it,
+# which decides whether `local` is expected to break (across processes) or to hold (in one).
+LAB_TARGET_URL = os.environ.get("LAB_TARGET_URL", "")
+LAB_SERVER_PROCESSES = env_int("WEB_CONCURRENCY", 1)
 
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
