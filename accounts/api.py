@@ -3,12 +3,14 @@ from ninja import Router, Schema
 from ninja.errors import AuthenticationError
 from pydantic import Field
 
+from core.schemas import BODY_ERRORS, InputSchema, errors
+
 from .services import token_issue
 
 router = Router(tags=["auth"])
 
 
-class LoginIn(Schema):
+class LoginIn(InputSchema):
     username: str = Field(min_length=1, max_length=150)
     password: str = Field(min_length=1, max_length=4096)
 
@@ -17,7 +19,7 @@ class TokenOut(Schema):
     token: str
 
 
-@router.post("/auth/login", response={200: TokenOut}, auth=None)
+@router.post("/auth/login", response={200: TokenOut, **errors(401, *BODY_ERRORS)}, auth=None)
 def auth_login(request, payload: LoginIn):
     user = authenticate(request, username=payload.username, password=payload.password)
     if user is None:

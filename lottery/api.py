@@ -11,7 +11,7 @@ from pydantic import AwareDatetime, Field
 
 from accounts.auth import optional_auth, require_staff
 from core.api import refuse_body
-from core.schemas import errors
+from core.schemas import BODY_ERRORS, InputSchema, errors
 from inventory.models import Strategy
 from inventory.services import MAX_UNITS
 
@@ -128,7 +128,7 @@ class PoolAuditOut(Schema):
     ok: bool
 
 
-class PoolCreateIn(Schema):
+class PoolCreateIn(InputSchema):
     name: str = Field(min_length=1, max_length=200)
     description: str = Field(default="", max_length=10_000)
     begin_at: AwareDatetime
@@ -138,7 +138,7 @@ class PoolCreateIn(Schema):
     strategy: Strategy = Field(default_factory=lambda: Strategy(settings.DEFAULT_STRATEGY))
 
 
-class PoolPatchIn(Schema):
+class PoolPatchIn(InputSchema):
     strategy: Strategy | None = None
     begin_at: AwareDatetime | None = None
     end_at: AwareDatetime | None = None
@@ -146,14 +146,14 @@ class PoolPatchIn(Schema):
     no_prize_weight: int | None = Field(default=None, ge=0, le=MAX_NO_PRIZE_WEIGHT, strict=True)
 
 
-class PrizeCreateIn(Schema):
+class PrizeCreateIn(InputSchema):
     name: str = Field(min_length=1, max_length=200)
     stock: int = Field(ge=0, le=MAX_UNITS, strict=True)
     description: str = Field(default="", max_length=10_000)
     value: Decimal = Field(default=Decimal(0), ge=0, lt=Decimal("1e10"), decimal_places=2, allow_inf_nan=False)
 
 
-class PrizePatchIn(Schema):
+class PrizePatchIn(InputSchema):
     restock: int | None = Field(default=None, ge=1, le=MAX_UNITS, strict=True)
     name: str | None = Field(default=None, min_length=1, max_length=200)
     description: str | None = Field(default=None, max_length=10_000)
@@ -237,14 +237,16 @@ def draws_list(request):
     ]
 
 
-@router.post("/admin/pools", response={201: PoolOut, **errors(400, 401, 403, 422)}, tags=["staff"])
+@router.post("/admin/pools", response={201: PoolOut, **errors(401, 403, *BODY_ERRORS)}, tags=["staff"])
 def admin_pools_create(request, payload: PoolCreateIn):
     require_staff(request)
     pool = pool_create(**payload.dict())
     return Status(201, _pool_out(pool_get(pool_id=pool.pk)))
 
 
-@router.patch("/admin/pools/{int:pool_id}", response={200: PoolOut, **errors(400, 401, 403, 404, 422)}, tags=["staff"])
+@router.patch(
+    "/admin/pools/{int:pool_id}", response={200: PoolOut, **errors(401, 403, 404, *BODY_ERRORS)}, tags=["staff"]
+)
 def admin_pools_update(request, pool_id: int, payload: PoolPatchIn):
     require_staff(request)
     pool_update(pool=pool_get(pool_id=pool_id), **payload.dict(exclude_unset=True, exclude_none=True))
@@ -253,7 +255,7 @@ def admin_pools_update(request, pool_id: int, payload: PoolPatchIn):
 
 @router.post(
     "/admin/pools/{int:pool_id}/prizes",
-    response={201: PrizeOut, **errors(400, 401, 403, 404, 422)},
+    response={201: PrizeOut, **errors(401, 403, 404, *BODY_ERRORS)},
     tags=["staff"],
 )
 def admin_prizes_create(request, pool_id: int, payload: PrizeCreateIn):
@@ -263,7 +265,7 @@ def admin_prizes_create(request, pool_id: int, payload: PrizeCreateIn):
 
 
 @router.patch(
-    "/admin/prizes/{int:prize_id}", response={200: PrizeOut, **errors(400, 401, 403, 404, 422)}, tags=["staff"]
+    "/admin/prizes/{int:prize_id}", response={200: PrizeOut, **errors(401, 403, 404, *BODY_ERRORS)}, tags=["staff"]
 )
 def admin_prizes_update(request, prize_id: int, payload: PrizePatchIn):
     require_staff(request)

@@ -8,7 +8,7 @@ from pydantic import AwareDatetime, Field
 
 from accounts.auth import require_staff
 from core.api import refuse_body
-from core.schemas import errors
+from core.schemas import BODY_ERRORS, InputSchema, errors
 from inventory.models import Strategy
 from inventory.services import MAX_UNITS
 
@@ -43,7 +43,7 @@ class VoucherOut(Schema):
         return obj.window_state()
 
 
-class VoucherCreateIn(Schema):
+class VoucherCreateIn(InputSchema):
     title: str = Field(min_length=1, max_length=200)
     description: str = Field(default="", max_length=10_000)
     stock: int = Field(ge=0, le=MAX_UNITS, strict=True)
@@ -52,7 +52,7 @@ class VoucherCreateIn(Schema):
     strategy: Strategy = Field(default_factory=lambda: Strategy(settings.DEFAULT_STRATEGY))
 
 
-class VoucherPatchIn(Schema):
+class VoucherPatchIn(InputSchema):
     restock: int | None = Field(default=None, ge=1, le=MAX_UNITS, strict=True)
     strategy: Strategy | None = None
     begin_at: AwareDatetime | None = None
@@ -69,7 +69,7 @@ def vouchers_get(request, voucher_id: int):
     return voucher_get(voucher_id=voucher_id)
 
 
-@router.post("/admin/vouchers", response={201: VoucherOut, **errors(400, 401, 403, 422)}, tags=["staff"])
+@router.post("/admin/vouchers", response={201: VoucherOut, **errors(401, 403, *BODY_ERRORS)}, tags=["staff"])
 def admin_vouchers_create(request, payload: VoucherCreateIn):
     require_staff(request)
     voucher = voucher_create(**payload.dict())
@@ -77,7 +77,9 @@ def admin_vouchers_create(request, payload: VoucherCreateIn):
 
 
 @router.patch(
-    "/admin/vouchers/{int:voucher_id}", response={200: VoucherOut, **errors(400, 401, 403, 404, 422)}, tags=["staff"]
+    "/admin/vouchers/{int:voucher_id}",
+    response={200: VoucherOut, **errors(401, 403, 404, *BODY_ERRORS)},
+    tags=["staff"],
 )
 def admin_vouchers_update(request, voucher_id: int, payload: VoucherPatchIn):
     require_staff(request)

@@ -244,6 +244,34 @@ def test_staff_restock_a_prize_through_the_guarded_service(make_pool, api_client
     assert stock_snapshot(pool) == [(5, 5)]
 
 
+@pytest.mark.parametrize(
+    ("path", "body"),
+    [
+        ("/api/admin/pools/{pool}", {"name": "Renamed"}),
+        ("/api/admin/pools/{pool}", {"strategy": "none", "stock": 100}),
+        ("/api/admin/prizes/{prize}", {"stock": 100}),  # stock is restocked, never set
+        ("/api/admin/prizes/{prize}", {"restock": 2, "probability": 0.5}),
+    ],
+)
+def test_staff_patches_refuse_fields_they_do_not_take(make_pool, api_client, path, body):
+    pool = make_pool(strategy="db_atomic")
+    url = path.format(pool=pool.pk, prize=pool.prizes.first().pk)
+    response = patch_json(api_client(staff=True), url, body)
+    assert_error(response, 422, "invalid")
+    assert "not a field this call takes" in response.json()["message"]
+    assert Pool.objects.filter(pk=pool.pk, name="Test pool", strategy="db_atomic").exists()
+    assert stock_snapshot(pool) == [(1, 1), (19, 19)]
+
+
+def test_staff_creates_refuse_fields_they_do_not_take(make_pool, api_client):
+    staff = api_client(staff=True)
+    assert_error(post_json(staff, "/api/admin/pools", pool_body(prizes=[])), 422, "invalid")
+    pool = make_pool()
+    assert_error(post_json(staff, f"/api/admin/pools/{pool.pk}/prizes", {"name": "Kite", "stok": 3}), 422, "invalid")
+    assert Pool.objects.count() == 1
+    assert pool.prizes.count() == 2
+
+
 def test_staff_read_a_pools_audit(make_pool, api_client):
     pool = make_pool()
     api_client().post(f"/api/pools/{pool.pk}/draw")
@@ -265,7 +293,12 @@ def test_staff_read_a_pools_audit(make_pool, api_client):
 def test_staff_endpoints_refuse_buyers_and_strangers(make_pool, api_client, method, url):
     pool = make_pool()
     url = url.format(pool=pool.pk, prize=pool.prizes.first().pk)
-    body = {"name": "x", "stock": 1, **pool_body()} if method == "post" else {"restock": 5}
+    bodies = {
+        "/api/admin/pools": pool_body(),
+        f"/api/admin/pools/{pool.pk}": {"strategy": "none"},
+        f"/api/admin/pools/{pool.pk}/prizes": {"name": "x", "stock": 1},
+    }
+    body = bodies.get(url, {"restock": 5})
     for client, status, code in ((api_client(), 403, "forbidden"), (Client(), 401, "unauthorized")):
         call = getattr(client, method)
         response = call(url, data=json.dumps(body), content_type="application/json") if method != "get" else call(url)
