@@ -1,23 +1,81 @@
 """The JSON API under /api/: routers from each app, and one error shape for all.
 
 Errors are ``{"code": ..., "message": ...}``; a domain error carries its own status
-(``core.errors.DomainError.status``).
+(``core.errors.DomainError.status``). Everything under /api/ answers JSON, also a path
+that is not there, a method a path does not take and a server error: a client of a JSON
+API should never have to parse an HTML page.
 """
 
-from django.http import Http404
+import logging
+from functools import wraps
+
+from django.core.signals import got_request_exception
+from django.http import Http404, HttpResponseNotAllowed
+from django.urls import URLPattern, re_path
+from django.views.decorators.csrf import csrf_exempt
 from ninja import NinjaAPI
 from ninja.errors import AuthenticationError, HttpError, ValidationError
 
 from accounts.api import router as auth_router
 from accounts.auth import api_auth
+from core.api import JsonParser
 from core.errors import DomainError
 from lottery.api import router as lottery_router
 from orders.api import router as orders_router
 
-api = NinjaAPI(
-    title="Flash sale and prize draw API",
+logger = logging.getLogger("django.request")
+
+DESCRIPTION = """\
+Flash sales and prize draws that never oversell.
+
+**Vouchers and purchases.** `GET /api/vouchers` lists vouchers with their stock, sale
+window, stock-control strategy and state (`upcoming`, `live`, `ended`).
+`POST /api/vouchers/{id}/purchase` (no body) buys one for the caller: one order per
+buyer, never more orders than stock. `GET /api/orders` lists the caller's orders.
+
+**Pools and draws.** `GET /api/pools/{id}` shows a prize pool with each prize's stock and
+its probability now: `stock / (sum of stock + no_prize_weight)`. `POST /api/pools/{id}/draw`
+(no body) draws once for the caller, up to the pool's draws per user; "no prize" counts as
+a draw. `GET /api/draws` lists the caller's draws.
+
+**Staff calls** (`/api/admin/...`, staff users only) create vouchers, pools and prizes,
+change a window, a strategy or a pool's rules, restock (a relative, guarded update that
+never races buyers) and audit the invariants (`.../audit`).
+
+**Auth.** `POST /api/auth/login` with `{"username", "password"}` answers a bearer token:
+send `Authorization: Bearer <token>`. It also logs a browser in; a session then sends its
+CSRF token in `X-CSRFToken` on unsafe methods. Reading vouchers and pools needs no login.
+
+**Errors.** Every refusal is `{"code", "message"}` with its HTTP status, for example
+409 `sold_out`, `already_purchased`, `draw_limit`, `pool_empty` or `busy`; 403 `not_started`,
+`ended` or `forbidden`; 401 `unauthorized`; 404 `not_found`; 405 `method_not_allowed`;
+422 `invalid` (also for a field the call does not take). Bodies are JSON: anything else is
+415 `unsupported_media_type`, and JSON that does not parse is 400 `bad_request`.
+"""
+
+
+class JsonApi(NinjaAPI):
+    """A NinjaAPI whose every URL answers JSON.
+
+    Ninja answers a method a path does not take with its own plain-text 405, and a path
+    it does not know falls through to Django's HTML 404 (or, with DEBUG, the technical
+    page). Here the path views are wrapped to answer those in the error shape, and one
+    last pattern catches every other path under the API's prefix.
+    """
+
+    @property
+    def urls(self):
+        patterns, app_name, namespace = super().urls
+        wrapped = [URLPattern(p.pattern, _json_errors(p.callback), p.default_args, p.name) for p in patterns]
+        return [*wrapped, re_path(r"", csrf_exempt(_not_found), name="not-found")], app_name, namespace
+
+
+api = JsonApi(
+    title="Flash sales and prize draws API",
     version="1.0",
+    description=DESCRIPTION,
     auth=api_auth,
+    parser=JsonParser(),
     urls_namespace="api",
     docs_url="/docs",
 )
@@ -34,6 +92,27 @@ def ping(request):
 
 def error(request, status: int, code: str, message: str, **extra):
     return api.create_response(request, {"code": code, "message": message, **extra}, status=status)
+
+
+def _not_found(request, *args, **kwargs):
+    return error(request, 404, "not_found", f"Nothing at {request.path}: the API is described at /api/docs.")
+
+
+def _json_errors(view):
+    @wraps(view)  # keeps csrf_exempt: ninja checks CSRF itself, for sessions only
+    def wrapped(request, *args, **kwargs):
+        try:
+            response = view(request, *args, **kwargs)
+        except Http404:  # raised by ninja's root view, outside its exception handlers
+            return _not_found(request)
+        if isinstance(response, HttpResponseNotAllowed):
+            allowed = ", ".join(sorted(method.strip() for method in response["Allow"].split(",")))
+            message = f"{request.method} is not allowed here; {request.path} takes {allowed}."
+            response = error(request, 405, "method_not_allowed", message)
+            response["Allow"] = allowed
+        return response
+
+    return wrapped
 
 
 @api.exception_handler(DomainError)
@@ -58,11 +137,38 @@ def on_unauthenticated(request, exc: AuthenticationError):
 
 @api.exception_handler(ValidationError)
 def on_invalid(request, exc: ValidationError):
-    fields = ", ".join(".".join(str(p) for p in e.get("loc", ())[1:]) or "body" for e in exc.errors)
-    return error(request, 422, "invalid", f"Invalid input: {fields}.", errors=exc.errors)
+    problems = "; ".join(f"{_field(e)}: {_problem(e)}" for e in exc.errors)
+    return error(request, 422, "invalid", f"Invalid input: {problems}.", errors=exc.errors)
+
+
+def _field(error_item: dict) -> str:
+    # ("body", "payload", "stock") names "stock": the source and the view's parameter name
+    # mean nothing to a client.
+    loc = [str(part) for part in error_item.get("loc", ())]
+    return ".".join(loc[2:] if loc[:1] == ["body"] else loc[1:]) or "body"
+
+
+def _problem(error_item: dict) -> str:
+    if error_item.get("type") == "extra_forbidden":
+        return "not a field this call takes"
+    return error_item.get("msg", "invalid")
 
 
 @api.exception_handler(HttpError)
 def on_http_error(request, exc: HttpError):
+    # Ninja wraps whatever the body parser raised in a 400 of its own; ours says what to send.
+    if isinstance(exc.__cause__, DomainError):
+        return on_domain_error(request, exc.__cause__)
     code = {400: "bad_request", 405: "method_not_allowed"}.get(exc.status_code, "error")
     return error(request, exc.status_code, code, exc.message)
+
+
+@api.exception_handler(Exception)
+def on_server_error(request, exc: Exception):
+    # What Django does for an unhandled exception (log it, send the signal that error
+    # reporters and the test client listen to), but answered in the error shape.
+    logger.error(
+        "Internal Server Error: %s", request.path, exc_info=exc, extra={"status_code": 500, "request": request}
+    )
+    got_request_exception.send(sender=None, request=request)
+    return error(request, 500, "server_error", "The server failed to answer; the error is logged.")

@@ -5,8 +5,37 @@ from __future__ import annotations
 import json
 
 from ninja.errors import HttpError
+from ninja.parser import Parser
+
+from .errors import DomainError
 
 FORM_TYPES = ("multipart/form-data", "application/x-www-form-urlencoded")
+
+
+class NotJson(DomainError):
+    code = "unsupported_media_type"
+    status = 415
+    default_message = "Send the body as JSON, with 'Content-Type: application/json'."
+
+
+class MalformedJson(DomainError):
+    code = "bad_request"
+    status = 400
+    default_message = "The body is not valid JSON."
+
+
+class JsonParser(Parser):
+    """Bodies are JSON, and say so. Without the check a form post was answered with a bare
+    "Cannot parse request body", which does not tell a client what to send instead."""
+
+    def parse_body(self, request):
+        media_type = request.content_type or ""
+        if media_type != "application/json" and not media_type.endswith("+json"):
+            raise NotJson(f"Send the body as JSON, with 'Content-Type: application/json' (got {media_type or 'none'}).")
+        try:
+            return json.loads(request.body)
+        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise MalformedJson(f"The body is not valid JSON ({exc}).") from None
 
 
 def refuse_body(request, *, action: str) -> None:

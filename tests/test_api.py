@@ -296,6 +296,108 @@ def test_staff_audit_reports_the_invariants(api_client, make_voucher):
     assert audit["conserved"] and audit["ok"]
 
 
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"stock": 100},  # stock is restocked, never set: ignoring this answered 200 and changed nothing
+        {"title": "Renamed"},
+        {"restock": 2, "colour": "red"},
+    ],
+)
+def test_staff_update_refuses_fields_it_does_not_take(api_client, make_voucher, body):
+    voucher = make_voucher(stock=3)
+    response = patch_json(api_client(staff=True), f"/api/admin/vouchers/{voucher.pk}", body)
+    assert_error(response, 422, "invalid")
+    assert "not a field this call takes" in response.json()["message"]
+    voucher.refresh_from_db()
+    assert voucher.title == "Test voucher"
+    assert_untouched(voucher)
+
+
+def test_staff_create_refuses_fields_it_does_not_take(api_client):
+    response = post_json(api_client(staff=True), "/api/admin/vouchers", voucher_body(stratgy="none"))
+    assert_error(response, 422, "invalid")
+    assert "stratgy" in response.json()["message"]
+    assert not Voucher.objects.exists()
+
+
+# --- JSON everywhere under /api/ ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("method", "path"),
+    [
+        ("get", "/api/nothing-here"),
+        ("get", "/api/"),
+        ("get", "/api/vouchers/not-a-number"),
+        ("get", "/api/vouchers/"),
+        ("post", "/api/nothing/deeper"),
+        ("delete", "/api/admin/nothing"),
+    ],
+)
+def test_an_unknown_path_is_a_json_404(method, path):
+    response = getattr(Client(), method)(path)
+    assert_error(response, 404, "not_found")
+    assert response["Content-Type"].startswith("application/json")
+    assert "/api/docs" in response.json()["message"]
+
+
+def test_an_unknown_path_is_404_even_for_a_session_without_a_csrf_token(make_user):
+    # Not Django's HTML CSRF page: the catch-all is csrf-exempt like every API view.
+    client = Client(enforce_csrf_checks=True)
+    client.force_login(make_user())
+    assert_error(client.post("/api/nothing-here"), 404, "not_found")
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "allow"),
+    [
+        ("delete", "/api/vouchers", "GET"),
+        ("post", "/api/vouchers/1", "GET"),
+        ("get", "/api/vouchers/1/purchase", "POST"),
+        ("put", "/api/admin/vouchers/1", "PATCH"),
+        ("get", "/api/auth/login", "POST"),
+    ],
+)
+def test_a_method_a_path_does_not_take_is_a_json_405_with_allow(api_client, method, path, allow):
+    response = getattr(api_client(staff=True), method)(path)
+    assert_error(response, 405, "method_not_allowed")
+    assert response["Allow"] == allow
+    assert method.upper() in response.json()["message"]
+
+
+@pytest.mark.parametrize(
+    ("body", "content_type"),
+    [
+        ("username=ann&password=ann-secret-77", "application/x-www-form-urlencoded"),
+        ('{"username": "ann", "password": "ann-secret-77"}', "text/plain"),
+    ],
+)
+def test_a_body_not_sent_as_json_is_415_and_says_to_send_json(make_user, body, content_type):
+    make_user("ann", password="ann-secret-77")
+    response = Client().post("/api/auth/login", data=body, content_type=content_type)
+    assert_error(response, 415, "unsupported_media_type")
+    assert "application/json" in response.json()["message"]
+
+
+def test_a_body_that_is_not_json_is_400_and_says_so(api_client):
+    response = post_json(api_client(staff=True), "/api/admin/vouchers", "{title: oops}")
+    assert_error(response, 400, "bad_request")
+    assert "not valid JSON" in response.json()["message"]
+    assert not Voucher.objects.exists()
+
+
+def test_a_server_error_is_a_json_500(monkeypatch, caplog):
+    def broken():
+        raise RuntimeError("the database went away")
+
+    monkeypatch.setattr("orders.api.voucher_list", broken)
+    response = Client(raise_request_exception=False).get("/api/vouchers")
+    assert_error(response, 500, "server_error")
+    assert "the database went away" not in response.content.decode()  # the details go to the log only
+    assert "the database went away" in caplog.text
+
+
 # --- health and schema ----------------------------------------------------------------------------
 
 
@@ -332,6 +434,18 @@ def test_openapi_document_lists_every_endpoint():
         "/api/admin/vouchers/{voucher_id}/audit",
     ]:
         assert path in paths
+
+
+def test_openapi_declares_the_body_errors_and_describes_the_api():
+    document = Client().get("/api/openapi.json").json()
+    login = document["paths"]["/api/auth/login"]["post"]["responses"]
+    assert {"200", "400", "401", "415", "422"} <= set(login)
+    patch = document["paths"]["/api/admin/vouchers/{voucher_id}"]["patch"]["responses"]
+    assert {"200", "400", "401", "403", "404", "415", "422"} <= set(patch)
+    info = document["info"]
+    assert "prize draws" in info["title"].lower()
+    for topic in ("vouchers", "purchase", "pools", "draw", "staff", "Bearer"):
+        assert topic in info["description"]
 
 
 @pytest.mark.parametrize(
