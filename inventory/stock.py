@@ -4,7 +4,7 @@ A :class:`Take` names a stock group (the candidate rows: a voucher's one row, ev
 prize of a pool), a chooser, the per-user rule and a recorder. The base class
 :class:`StockStrategy` owns the sequence, the same for every strategy and product:
 
-1. enter the strategy's **guard** (a transaction, locks, or nothing);
+1. enter the strategy's **guard** (a transaction, locks, or nothing at all);
 2. **check** the caller's per-user rule (one order per user, the draw limit);
 3. **read** the candidates' remaining units;
 4. **choose** one of the rows that still have stock, or nothing (a draw that lands on
@@ -15,10 +15,18 @@ prize of a pool), a chooser, the per-user rule and a recorder. The base class
    changed what it read) says so, and the sequence goes back to step 3, a bounded
    number of times, then answers ``busy``;
 7. **record** the order or award in the same transaction as the decrement, told which
-   row was taken; then the guard commits and releases.
+   row was taken; then that transaction commits and the guard releases.
 
-Each strategy supplies only its guard, read and write. Callers (``orders.services``,
-``lottery.services``) own the rules; strategies own only the concurrency.
+Steps 6 and 7 run inside the strategy's **write scope**: nothing more for a strategy
+whose guard already is the transaction, and the transaction of the write for ``none``
+and ``local``, which guard nothing with a transaction. Their check and read are plain
+autocommit queries, as naive code's are, and only the write and the record commit
+together; so they race on every database, SQLite included, whose transactions here
+begin ``IMMEDIATE`` and would otherwise serialise the whole take.
+
+Each strategy supplies only its guard, read and write (and, if it needs one, its write
+scope). Callers (``orders.services``, ``lottery.services``) own the rules; strategies
+own only the concurrency.
 
 ``guarded`` strategies write the record with its database backstop key (the unique
 constraint behind the per-user rule); ``none`` and ``local`` do not, or the
@@ -31,7 +39,7 @@ import random
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import ClassVar, Generic, TypeVar
@@ -162,8 +170,14 @@ class StockStrategy:
         return 1
 
     def guard(self, take: Take) -> Iterator[Held]:
-        """A context manager entered around the whole take; commits on a clean exit."""
+        """A context manager entered around the whole take; a guard that is the take's
+        transaction commits on a clean exit."""
         raise NotImplementedError
+
+    def writing(self, take: Take, held: Held) -> AbstractContextManager[object]:
+        """A context manager around the write and the record of one attempt; commits on a
+        clean exit. By default nothing: the guard's transaction already holds both."""
+        return nullcontext()
 
     def read(self, take: Take, held: Held, attempt: int) -> Mapping[int, int]:
         """``{stock_id: remaining}`` of the candidates (rows without stock may be left out)."""
@@ -186,8 +200,9 @@ class StockStrategy:
                 chosen = self._choose(take, remaining)
                 if attempt == 0:
                     race_window()
-                if chosen is None or self.write(take, held, chosen, remaining):
-                    return take.record(chosen, self.guarded)
+                with self.writing(take, held):
+                    if chosen is None or self.write(take, held, chosen, remaining):
+                        return take.record(chosen, self.guarded)
                 self.before_retry(attempt)
             raise LockBusy()
 
@@ -209,7 +224,13 @@ def _in_transaction() -> Iterator[Held]:
 
 
 class NaiveStrategy(StockStrategy):
-    """Read the stock, choose, pause, write ``remaining - n`` from Python: the textbook race."""
+    """Read the stock, choose, pause, write ``remaining - n`` from Python: the textbook race.
+
+    No guard: the check ("has an order?", "draws used?") and the read are plain
+    autocommit queries, and only the absolute write and the record share a
+    transaction, so every buyer who read before the first write commits sees the
+    same stock and writes the same number.
+    """
 
     name = Strategy.NONE
     guarded = False
@@ -217,7 +238,10 @@ class NaiveStrategy(StockStrategy):
     explanation = "reads the stock, checks it, then writes stock - 1 from Python: buyers in between all win"
 
     def guard(self, take: Take) -> Iterator[Held]:
-        return _in_transaction()
+        return nullcontext(Held())
+
+    def writing(self, take: Take, held: Held) -> AbstractContextManager[object]:
+        return transaction.atomic()
 
     def read(self, take: Take, held: Held, attempt: int) -> Mapping[int, int]:
         return _remaining(take.group_id, take.quantity)
@@ -229,7 +253,12 @@ class NaiveStrategy(StockStrategy):
 
 
 class LocalLockStrategy(NaiveStrategy):
-    """The naive code inside a ``threading.Lock`` per stock group: safe in one process only."""
+    """The naive code inside a ``threading.Lock`` per stock group: safe in one process only.
+
+    The lock is the guard; the write and the record commit in their own transaction
+    inside it, so the next holder in this process reads the committed stock. Another
+    process neither sees the lock nor waits for it.
+    """
 
     name = Strategy.LOCAL
     breaks = "across_processes"
@@ -245,8 +274,8 @@ class LocalLockStrategy(NaiveStrategy):
 
     @contextmanager
     def guard(self, take: Take) -> Iterator[Held]:
-        # Held until after commit, so the next holder in this process sees the write.
-        with self._lock_for(take.group_id), transaction.atomic():
+        # Released after the write's commit, so the next holder in this process sees the write.
+        with self._lock_for(take.group_id):
             yield Held()
 
 
@@ -256,6 +285,11 @@ class PessimisticStrategy(StockStrategy):
     The choice depends on every candidate's stock, so every candidate is locked,
     always in the same order so that two takes never deadlock; a restock, which
     updates a row, waits for the lock like a buyer. Buyers of one group queue.
+
+    SQLite has no ``FOR UPDATE`` (Django leaves it out of the query there); the
+    transaction's ``BEGIN IMMEDIATE`` (``config.settings.base``) takes SQLite's one
+    write lock before the read instead, which guards these rows too, and every
+    other row of the database with them: there every take queues behind every other.
     """
 
     name = Strategy.DB_PESSIMISTIC
@@ -411,6 +445,13 @@ class RedisLockStrategy(StockStrategy):
         back on after the lock is released, which also runs the ``on_commit``
         hooks. Inside a caller's own ``atomic`` block the take is a savepoint of
         that transaction instead.
+
+        On SQLite, autocommit off leaves the driver to open the transaction itself,
+        deferred, at the first write: the stock write under the group lock, or the
+        record. A transaction that begins with a write takes SQLite's one write lock
+        at once, as ``BEGIN IMMEDIATE`` would, and waits for it (the ``timeout``)
+        instead of failing; the check and read before it are plain reads under the
+        user's lock, as READ COMMITTED makes them on MySQL too.
         """
         connection = transaction.get_connection()
         if connection.in_atomic_block:

@@ -27,6 +27,7 @@ pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("
 
 ALL = strategy_names()
 SAFE = strategy_names(breaks=None)
+NAIVE = strategy_names(breaks="always") + strategy_names(breaks="across_processes")
 
 
 def make_group(*quantities: int) -> tuple[StockGroup, list[int]]:
@@ -124,6 +125,8 @@ def test_check_runs_first_inside_the_guard_and_a_refusal_writes_nothing(strategy
 
     def check():
         seen["in_transaction"] = not connection.get_autocommit()
+        if STRATEGIES[strategy].name == "local":
+            seen["process_lock_held"] = STRATEGIES[strategy]._lock_for(group.pk).locked()
         if STRATEGIES[strategy].name in ("redis_lock", "redlock"):
             # The buyer's own lock is held: a second attempt of this user is refused at once.
             other = threading.Thread(target=lambda: seen.setdefault("second", _second_take(strategy, group)))
@@ -133,7 +136,12 @@ def test_check_runs_first_inside_the_guard_and_a_refusal_writes_nothing(strategy
 
     with pytest.raises(Refused):
         stock_take(strategy=strategy, take=a_take(group, check=check))
-    assert seen["in_transaction"]
+    # The safe strategies check inside their guard's transaction. The naive ones check
+    # (and read) with plain autocommit queries, as naive code does, and open a
+    # transaction only for the write and the record; local's guard is its process lock.
+    assert seen["in_transaction"] == (strategy not in NAIVE)
+    if "process_lock_held" in seen:
+        assert seen["process_lock_held"]
     if "second" in seen:
         assert seen["second"] == "busy"
     assert stock_of([a]) == [2]
@@ -163,6 +171,25 @@ def test_record_runs_in_the_transaction_of_the_decrement(strategy):
     with pytest.raises(RecordFailed):
         stock_take(strategy=strategy, take=a_take(group, record=record))
     assert stock_of([a]) == [2]  # the decrement was rolled back with the failed record
+
+
+@pytest.mark.parametrize("strategy", NAIVE)
+def test_the_naive_strategies_hold_a_transaction_only_around_the_write_and_the_record(strategy):
+    # Nothing is held across the read, the choice and the race window, on any database:
+    # the textbook race, which SQLite's serialised transactions would otherwise hide.
+    group, (a,) = make_group(2)
+    seen = []
+
+    def choose(remaining):
+        seen.append(("choose", connection.get_autocommit()))
+        return first(remaining)
+
+    def record(stock_id, guarded):
+        seen.append(("record", connection.get_autocommit()))
+
+    stock_take(strategy=strategy, take=a_take(group, choose=choose, record=record))
+    assert seen == [("choose", True), ("record", False)]
+    assert stock_of([a]) == [1]
 
 
 def _optimistic_loses_every_compare(group: StockGroup, settings):
