@@ -40,6 +40,9 @@ class LabRun(models.Model):
     commit = models.CharField(max_length=40, blank=True)
     machine = models.CharField(max_length=300, blank=True)
     error = models.TextField(blank=True)
+    # The run's folder under VAR_DIR/lab/ (matrix files, report.html, Locust's reports): named
+    # by time and a random part, never by id alone, which a fresh database hands out again.
+    folder = models.CharField(max_length=64, unique=True)
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, related_name="+")
     created_at = models.DateTimeField(auto_now_add=True)
     started_at = models.DateTimeField(null=True, blank=True)
@@ -106,6 +109,16 @@ class LabLane(models.Model):
     @property
     def broken(self) -> bool:
         return any(count > 0 for _, count in self.breaks)
+
+    @property
+    def state(self) -> str:
+        """What the lane's card shows: ``broken`` as soon as a counted invariant is above 0,
+        else ``waiting``, ``failed`` or ``holding`` (running or finished with none broken)."""
+        if self.broken:
+            return "broken"
+        if self.status in (self.Status.WAITING, self.Status.FAILED):
+            return self.status
+        return "holding"
 
     @property
     def strategy_info(self) -> StockStrategy | None:

@@ -9,6 +9,7 @@ by the same rules; the lab only adds the live figures and keeps the result.
 from __future__ import annotations
 
 import dataclasses
+import secrets
 import subprocess
 import time
 import traceback
@@ -57,7 +58,7 @@ LANE_OVERHEAD_SECONDS = 60
 
 def lab_dir(run: LabRun) -> Path:
     """Where a run's outputs go: matrix files, report.html, Locust's reports."""
-    return Path(settings.VAR_DIR) / "lab" / str(run.pk)
+    return Path(settings.VAR_DIR) / "lab" / run.folder
 
 
 def _bounded(name: str, value: int) -> int:
@@ -126,6 +127,7 @@ def lab_run_create(
         race_window_ms=settings.RACE_WINDOW_MS,
         server_processes=settings.LAB_SERVER_PROCESSES,
         database=connection.vendor,
+        folder=f"{now:%Y%m%d-%H%M%S}-{secrets.token_hex(4)}",
         created_by=user,
     )
     LabLane.objects.bulk_create(

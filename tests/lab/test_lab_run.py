@@ -143,6 +143,7 @@ def test_the_proof_shows_the_latest_finished_run_of_each_product(client, make_us
         LabRun.objects.create(
             product="voucher", scenario="crowd", stock=5, crowd=50, users=5, duration=3, target_url="http://x",
             status=LabRun.Status.DONE, finished_at=timezone.now() - timedelta(minutes=m), created_by=staff,
+            folder=f"proof-{m}",
         )
         for m in (10, 1)
     )  # fmt: skip

@@ -1,0 +1,95 @@
+"""The race lab end to end: a staff user runs it in headless Chromium against gunicorn
+(two worker processes), a real Celery worker carries the run out with Locust, and the
+page shows `none` turn red while a safe strategy stays green."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from types import SimpleNamespace
+
+import pytest
+import redis
+from django.contrib.auth.hashers import PBKDF2PasswordHasher
+from django.db import connection
+from playwright.sync_api import expect
+
+from lab.models import LabLane, LabRun
+from loadtests.server import ROOT, running_server
+from tests import test_browser
+from tests.test_browser import PASSWORD, log_in
+
+browser = test_browser.browser
+page = test_browser.page
+
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+
+# A broker of its own, so that no task another test queued (and never ran) reaches this worker.
+BROKER = "redis://127.0.0.1:6379/8"
+
+
+def database_url() -> str:
+    """The test database, as the server and the worker reach it."""
+    settings = connection.settings_dict
+    if connection.vendor == "sqlite":
+        return f"sqlite:///{settings['NAME']}"
+    host, port = settings["HOST"] or "127.0.0.1", settings["PORT"] or 3306
+    return f"mysql://{settings['USER']}:{settings['PASSWORD']}@{host}:{port}/{settings['NAME']}"
+
+
+@pytest.fixture
+def stack(tmp_path, monkeypatch):
+    """gunicorn with two processes and a Celery worker, on the test database, writing the
+    runs' outputs under ``tmp_path``."""
+    monkeypatch.setenv("VAR_DIR", str(tmp_path))
+    redis.Redis.from_url(BROKER).flushdb()
+    with running_server(database_url=database_url(), redis_url=BROKER, processes=2, race_window_ms=20) as server:
+        worker = subprocess.Popen(
+            [sys.executable, "-m", "celery", "-A", "config", "worker", "--concurrency", "1", "--loglevel", "WARNING",
+             "--without-gossip", "--without-mingle", "--without-heartbeat"],
+            cwd=ROOT, env=server.env,
+        )  # fmt: skip
+        try:
+            yield server
+        finally:
+            worker.terminate()
+            worker.wait(30)
+
+
+def test_a_lab_run_shows_none_oversell_and_a_safe_strategy_hold(page, stack, make_user):
+    staff = make_user("lab-staff", staff=True)
+    # The server runs the production hashers, not the test suite's fast one.
+    staff.password = PBKDF2PasswordHasher().encode(PASSWORD, PBKDF2PasswordHasher().salt())
+    staff.save(update_fields=["password"])
+    log_in(page, SimpleNamespace(url=stack.host), "lab-staff")
+    page.get_by_test_id("lab-link").click()
+    form = page.get_by_test_id("lab-form")
+    expect(form).to_be_visible()
+    for box in form.locator("input[name=strategies]").all():
+        box.set_checked(box.get_attribute("value") in {"none", "db_atomic"})
+    form.locator("input[name=stock]").fill("10")
+    form.locator("input[name=crowd]").fill("300")
+    form.locator("input[name=users]").fill("20")
+    form.locator("input[name=duration]").fill("3")
+    page.get_by_test_id("run").click()
+
+    none, safe = page.get_by_test_id("lane-none"), page.get_by_test_id("lane-db_atomic")
+    # Live: red while the run is still going on (the safe lane has not finished yet).
+    expect(none).to_have_attribute("data-state", "broken", timeout=60_000)
+    expect(none.get_by_test_id("counter").first).to_have_class("counter bad")
+    expect(page.get_by_test_id("run-status")).to_have_text("done", timeout=90_000)
+    expect(none.get_by_test_id("verdict")).to_contain_text("broke as expected")
+    expect(safe).to_have_attribute("data-state", "holding")
+    expect(safe.get_by_test_id("verdict")).to_have_text("holds")
+    for counter in safe.get_by_test_id("counter").all():
+        expect(counter).to_have_class("counter good")
+
+    run = LabRun.objects.get()
+    assert run.status == LabRun.Status.DONE and run.server_processes == 2
+    lanes = {lane.strategy: lane for lane in run.lanes.all()}
+    assert lanes["none"].figures["oversold"] > 0 and lanes["none"].ok
+    assert lanes["db_atomic"].figures["oversold"] == 0 and lanes["db_atomic"].ok
+    assert all(lane.status == LabLane.Status.DONE for lane in lanes.values())
+    # The full report the run wrote, served to staff.
+    page.get_by_test_id("report-link").click()
+    expect(page.locator("h1")).to_have_text("Load test verdict")
