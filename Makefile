@@ -24,13 +24,15 @@ $(VENV)/.dev: requirements.txt requirements-dev.txt | $(VENV)/bin/python
 run: $(VENV)/.runtime
 	PORT=$(PORT) $(PY) scripts/serve.py
 
-## Run the whole suite against MariaDB and Redis on 127.0.0.1.
+## Run the whole suite against MariaDB and Redis on 127.0.0.1, then the race tests again on
+## SQLite, the database of the zero-setup `make run` (its test database is a file under var/).
 test: $(VENV)/.dev
 	bash scripts/ensure-services.sh
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
 	DJANGO_SETTINGS_MODULE=config.settings.test $(PY) manage.py makemigrations --check --dry-run
 	$(PY) -m pytest
+	DATABASE_URL=sqlite:///$(CURDIR)/var/race.sqlite3 $(PY) -m pytest -m race
 
 ## The Locust verdict matrix: every strategy, audited, for vouchers and prize pools (options: make loadtest ARGS="--scenario all").
 loadtest: $(VENV)/.dev

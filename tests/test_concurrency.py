@@ -17,7 +17,7 @@ from orders.selectors import voucher_audit
 
 from .buyers import buy_concurrently
 
-pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("redlock_urls")]
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("redlock_urls"), pytest.mark.race]
 
 STOCK = 5
 QUEUEING = [name for name in strategy_names(breaks=None) if not STRATEGIES[name].sheds_load]

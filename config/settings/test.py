@@ -1,14 +1,25 @@
 """Settings for the test suite: real MariaDB/MySQL and Redis on 127.0.0.1.
 
-A test never falls back to SQLite: the concurrency claims only mean something on
-the database the project runs on.
+The suite runs on MariaDB, the database the project runs on: the concurrency claims
+only mean something there. The race tests (marker ``race``) also run on SQLite, the
+database of the zero-setup ``make run``, when ``DATABASE_URL`` is a ``sqlite://`` URL
+(``make test`` does so in a second pass). The SQLite test database is then a file
+under ``var/``: the race tests fork processes that must all open the same database,
+which an in-memory one cannot be.
 """
 
 import os
+from pathlib import Path
 
 os.environ.setdefault("DATABASE_URL", "mysql://root:@127.0.0.1:3306/test")
 os.environ.setdefault("REDIS_URL", "redis://127.0.0.1:6379/15")
 
 from .base import *  # noqa: E402,F403
+from .base import DATABASES, VAR_DIR  # noqa: E402
 
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+    VAR_DIR.mkdir(parents=True, exist_ok=True)
+    _name = Path(DATABASES["default"]["NAME"]).name.replace(":", "") or "db.sqlite3"
+    DATABASES["default"]["TEST"] = {"NAME": str(VAR_DIR / f"test_{_name}")}

@@ -279,6 +279,7 @@ def _take_one(group_id: int, strategy: str, user: int) -> int | None:
     return stock_take(strategy=strategy, take=take)
 
 
+@pytest.mark.race
 @pytest.mark.parametrize("strategy", ALL)
 def test_stock_never_goes_below_zero_with_many_processes(strategy):
     """8 processes x 4 threads take from two rows of 3 and 2 units, released together.

@@ -17,7 +17,7 @@ from lottery.selectors import pool_audit
 
 from ..buyers import draw_concurrently
 
-pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("redlock_urls")]
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("redlock_urls"), pytest.mark.race]
 
 PRIZES = (("Gold", 1), ("Silver", 2), ("Bronze", 2))
 SUPPLY = 5
