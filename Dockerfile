@@ -10,4 +10,5 @@ COPY . .
 RUN DJANGO_SECRET_KEY=build-only-build-only-build-only-build-only-build-only \
     DATABASE_URL=mysql://build@localhost/build python manage.py collectstatic --noinput -v0
 EXPOSE 8000
-CMD ["gunicorn", "config.wsgi", "--bind", "0.0.0.0:8000", "--workers", "4"]
+# gunicorn takes its worker count from WEB_CONCURRENCY (docker-compose.yml sets it).
+CMD ["gunicorn", "config.wsgi", "--bind", "0.0.0.0:8000"]

@@ -86,6 +86,22 @@ def test_compose_runs_mysql_redis_migrations_two_web_replicas_and_nginx(compose)
     assert services["web"]["environment"]["DATABASE_URL"].startswith("mysql://")
 
 
+def mounts(service: dict) -> set[tuple[str, str]]:
+    """(volume, path) of a service: ``docker compose config`` writes mappings, docker-compose v1 strings."""
+    return {(v["source"], v["target"]) if isinstance(v, dict) else tuple(v.split(":")[:2]) for v in service["volumes"]}
+
+
+def test_compose_runs_the_race_labs_celery_worker_beside_the_web_and_shares_its_reports(compose):
+    services = compose["services"]
+    worker = services["worker"]
+    assert worker["command"][:4] == ["celery", "-A", "config", "worker"]
+    assert worker["environment"]["DATABASE_URL"] == services["web"]["environment"]["DATABASE_URL"]
+    assert worker["environment"]["LAB_TARGET_URL"] == "http://nginx"
+    # The worker writes a run's report and the web serves it: the same volume at the same path.
+    assert mounts(worker) <= mounts(services["web"])
+    assert worker["depends_on"]["migrate"]["condition"] == "service_completed_successfully"
+
+
 def test_compose_runs_locust_master_and_workers_on_the_repository_locustfiles(compose):
     services = compose["services"]
     assert "--master" in services["locust-master"]["command"]
