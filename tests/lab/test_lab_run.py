@@ -162,3 +162,9 @@ def test_the_report_of_a_run_without_one_is_not_found(client, make_user, create)
     run = create()
     client.force_login(make_user(staff=True))
     assert client.get(reverse("lab:run_report", args=[run.pk])).status_code == 404
+
+
+def test_the_home_page_says_what_the_application_demonstrates_and_links_the_proof(client):
+    page = client.get("/").content.decode()
+    assert "which strategies sell more than there is and which never do" in page
+    assert f'href="{reverse("lab:proof")}"' in page
