@@ -9,6 +9,7 @@ from collections.abc import Callable
 from django import forms
 from django.contrib import messages
 from django.contrib.admin import ModelAdmin
+from django.db.models import Model
 from django.http import HttpResponse
 from django.shortcuts import redirect, render
 
@@ -29,11 +30,15 @@ def restock_page(
     item: object,
     stock: Stock,
     restock: Callable[[int], object],
+    parent: Model,
     back_to: str,
 ) -> HttpResponse:
     """The form, and on a valid POST ``restock(quantity)`` then a redirect to ``back_to``.
 
-    A refusal of the service (``DomainError``) is shown on the form, and nothing changes.
+    ``parent`` is the object of ``model_admin`` the stock belongs to (the voucher, or the
+    prize's pool), whose change page is ``back_to``: the breadcrumbs lead through it back
+    to the list. A refusal of the service (``DomainError``) is shown on the form, and
+    nothing changes.
     """
     form = RestockForm(request.POST or None)
     if request.method == "POST" and form.is_valid():
@@ -52,5 +57,7 @@ def restock_page(
         "stock": stock,
         "form": form,
         "opts": model_admin.model._meta,
+        "parent": parent,
+        "back_to": back_to,
     }
     return render(request, "admin/restock.html", context)

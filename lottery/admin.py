@@ -8,6 +8,8 @@ from django.shortcuts import get_object_or_404, redirect
 from django.urls import path, reverse
 from django.utils.html import format_html, format_html_join
 
+from core.admin import SaleWindowColumns
+from core.forms import SaleWindowForm
 from inventory.admin import restock_page
 from inventory.services import MAX_UNITS
 
@@ -55,24 +57,17 @@ class PrizeInline(admin.TabularInline):
         return format_html('<a href="{}">Restock</a>', reverse("admin:lottery_prize_restock", args=[obj.pk]))
 
 
-class PoolAddForm(forms.ModelForm):
+class PoolAddForm(SaleWindowForm):
     class Meta:
         model = Pool
         fields = ["name", "description", "begin_at", "end_at", "draws_per_user", "no_prize_weight", "strategy"]
 
-    def clean(self):
-        cleaned = super().clean()
-        begin_at, end_at = cleaned.get("begin_at"), cleaned.get("end_at")
-        if begin_at and end_at and end_at <= begin_at:
-            self.add_error("end_at", "The end must be after the begin.")
-        return cleaned
-
 
 @admin.register(Pool)
-class PoolAdmin(admin.ModelAdmin):
+class PoolAdmin(SaleWindowColumns, admin.ModelAdmin):
     form = PoolAddForm
     inlines = [PrizeInline]
-    list_display = ["name", "prizes_left", "begin_at", "end_at", "draws_per_user", "no_prize_weight", "strategy"]
+    list_display = ["name", "prizes_left", "window", "draws_per_user", "no_prize_weight", "strategy_name"]
     list_filter = ["strategy"]
     search_fields = ["name"]
     fields = ["name", "description", "begin_at", "end_at", "draws_per_user", "no_prize_weight", "strategy", "audit"]
@@ -180,6 +175,7 @@ class PoolAdmin(admin.ModelAdmin):
             item=f"{prize} ({prize.pool})",
             stock=prize.stock,
             restock=lambda quantity: prize_update(prize=prize, restock=quantity),
+            parent=prize.pool,
             back_to=reverse("admin:lottery_pool_change", args=[prize.pool_id]),
         )
 

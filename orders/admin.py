@@ -7,6 +7,8 @@ from django.shortcuts import get_object_or_404, redirect
 from django.urls import path, reverse
 from django.utils.html import format_html
 
+from core.admin import SaleWindowColumns
+from core.forms import SaleWindowForm
 from inventory.admin import restock_page
 
 from .models import Order, Voucher
@@ -14,17 +16,20 @@ from .selectors import voucher_audit
 from .services import voucher_create, voucher_update
 
 
-class VoucherAddForm(forms.ModelForm):
-    initial_stock = forms.IntegerField(min_value=0, help_text="Units on sale.")
-
+class VoucherForm(SaleWindowForm):
     class Meta:
         model = Voucher
         fields = ["title", "description", "begin_at", "end_at", "strategy"]
 
 
+class VoucherAddForm(VoucherForm):
+    initial_stock = forms.IntegerField(min_value=0, help_text="Units on sale.")
+
+
 @admin.register(Voucher)
-class VoucherAdmin(admin.ModelAdmin):
-    list_display = ["title", "stock_left", "supplied", "begin_at", "end_at", "strategy", "restock_link"]
+class VoucherAdmin(SaleWindowColumns, admin.ModelAdmin):
+    form = VoucherForm
+    list_display = ["title", "stock_left_of_supplied", "window", "strategy_name", "restock_link"]
     list_filter = ["strategy"]
     search_fields = ["title"]
     list_select_related = ["stock"]
@@ -38,6 +43,10 @@ class VoucherAdmin(admin.ModelAdmin):
     @admin.display(description="supplied (initial + restocks)")
     def supplied(self, obj):
         return obj.stock.initial_quantity
+
+    @admin.display(description="left / supplied", ordering="stock__quantity")
+    def stock_left_of_supplied(self, obj):
+        return f"{obj.stock.quantity} / {obj.stock.initial_quantity}"
 
     @admin.display(description="")
     def restock_link(self, obj):
@@ -110,6 +119,7 @@ class VoucherAdmin(admin.ModelAdmin):
             item=voucher,
             stock=voucher.stock,
             restock=lambda quantity: voucher_update(voucher=voucher, restock=quantity),
+            parent=voucher,
             back_to=reverse("admin:orders_voucher_change", args=[voucher.pk]),
         )
 

@@ -58,20 +58,48 @@ def test_add_voucher_creates_its_stock(admin_client_):
     assert (voucher.stock.quantity, voucher.stock.initial_quantity, voucher.strategy) == (12, 12, "db_pessimistic")
 
 
-def test_a_window_that_ends_before_it_begins_is_refused(admin_client_, make_voucher):
-    voucher = make_voucher()
+def window_form(begin, end, **fields) -> dict:
+    return {
+        "description": "",
+        "begin_at_0": begin.strftime("%Y-%m-%d"),
+        "begin_at_1": begin.strftime("%H:%M:%S"),
+        "end_at_0": end.strftime("%Y-%m-%d"),
+        "end_at_1": end.strftime("%H:%M:%S"),
+        "strategy": "db_atomic",
+        **fields,
+    }
+
+
+@pytest.mark.parametrize("page", ["change", "add"])
+def test_a_window_that_ends_before_it_begins_is_refused_with_a_message(admin_client_, make_voucher, page):
+    voucher = make_voucher(title="Kept")
     begin = timezone.now()
-    response = admin_client_.post(
-        f"/admin/orders/voucher/{voucher.pk}/change/",
-        {
-            "title": voucher.title,
-            "description": "",
-            "begin_at_0": begin.strftime("%Y-%m-%d"),
-            "begin_at_1": begin.strftime("%H:%M:%S"),
-            "end_at_0": (begin - timedelta(days=1)).strftime("%Y-%m-%d"),
-            "end_at_1": begin.strftime("%H:%M:%S"),
-            "strategy": "db_atomic",
-        },
-    )
+    url = f"/admin/orders/voucher/{voucher.pk}/change/" if page == "change" else "/admin/orders/voucher/add/"
+    response = admin_client_.post(url, window_form(begin, begin - timedelta(days=1), title="Moved", initial_stock="3"))
     assert response.status_code == 200
-    assert response.context["adminform"].form.errors
+    errors = response.context["adminform"].form.errors
+    # On the end field, in words: not the database constraint's name.
+    assert errors == {"end_at": ["The end must be after the begin."]}
+    assert "voucher_window_ordered" not in response.content.decode()
+    assert list(Voucher.objects.values_list("title", flat=True)) == ["Kept"]
+
+
+def test_the_voucher_list_shows_stock_window_strategy_and_restock_in_few_columns(admin_client_, make_voucher):
+    voucher = make_voucher(stock=4, strategy="db_pessimistic")
+    page = admin_client_.get("/admin/orders/voucher/").content.decode()
+    assert '<td class="field-stock_left_of_supplied">4 / 4</td>' in page
+    assert '<td class="field-window">live: ' in page
+    assert '<td class="field-strategy_name">db_pessimistic</td>' in page
+    assert f'href="/admin/orders/voucher/{voucher.pk}/restock/"' in page
+
+
+def test_the_restock_page_leads_back_through_its_breadcrumbs(admin_client_, make_voucher):
+    voucher = make_voucher(title="Crumbs")
+    page = admin_client_.get(f"/admin/orders/voucher/{voucher.pk}/restock/").content.decode()
+    crumbs = page[page.index('<div class="breadcrumbs">') :]
+    crumbs = crumbs[: crumbs.index("</div>")]
+    assert 'href="/admin/"' in crumbs
+    assert 'href="/admin/orders/"' in crumbs
+    assert 'href="/admin/orders/voucher/"' in crumbs
+    assert f'href="/admin/orders/voucher/{voucher.pk}/change/">Crumbs</a>' in crumbs
+    assert "Restock" in crumbs

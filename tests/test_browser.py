@@ -146,3 +146,32 @@ def test_staff_restock_in_the_admin(page, live_server, make_user, make_voucher):
     stock = Stock.objects.get(pk=voucher.stock_id)
     assert (stock.quantity, stock.initial_quantity) == (10, 10)
     expect(page.locator(".field-audit")).to_contain_text("OK")
+
+
+@pytest.mark.parametrize(("path", "last_column"), [("orders/voucher", "Restock"), ("lottery/pool", None)])
+def test_the_changelists_fit_a_1280_pixel_screen(browser, live_server, make_user, make_voucher, path, last_column):
+    from django.core.management import call_command
+
+    admin = make_user("root", staff=True)
+    admin.is_superuser = True
+    admin.save()
+    call_command("seed_demo", "--quiet")  # what a new user meets, and a long title with the longest strategy name
+    make_voucher(title="Two tickets to the season's closing concert, row A", strategy="db_pessimistic")
+    context = browser.new_context(viewport={"width": 1280, "height": 800})
+    page = context.new_page()
+    page.set_default_timeout(10_000)
+    page.goto(f"{live_server.url}/admin/login/")
+    page.locator("#id_username").fill("root")
+    page.locator("#id_password").fill(PASSWORD)
+    page.locator("input[type=submit]").click()
+    page.goto(f"{live_server.url}/admin/{path}/")
+    overflow = page.locator("#changelist .results").evaluate("el => el.scrollWidth - el.clientWidth")
+    assert overflow <= 0, f"the result list scrolls sideways by {overflow}px at 1280px"
+    cells = [page.locator("th.column-strategy_name")]
+    if last_column:
+        cells.append(page.get_by_role("link", name=last_column, exact=True).first)
+    for cell in cells:
+        expect(cell).to_be_visible()
+        box = cell.bounding_box()
+        assert box["x"] + box["width"] <= 1280
+    context.close()

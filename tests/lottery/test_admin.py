@@ -88,3 +88,26 @@ def test_restock_a_prize_through_the_service(admin_client_, make_pool):
         response = admin_client_.post(f"/admin/lottery/pool/prize/{gold.pk}/restock/", {"quantity": bad})
         assert response.status_code == 200
     assert Stock.objects.get(pk=gold.stock_id).quantity == 4
+
+
+def test_a_pool_whose_window_is_turned_around_is_refused_with_a_message(admin_client_, make_pool):
+    pool = make_pool()
+    begin = timezone.now()
+    data = pool_form(begin, begin - timedelta(days=1), **{"prizes-TOTAL_FORMS": "0"})
+    response = admin_client_.post(f"/admin/lottery/pool/{pool.pk}/change/", data)
+    assert response.status_code == 200
+    assert response.context["adminform"].form.errors == {"end_at": ["The end must be after the begin."]}
+    assert "pool_window_ordered" not in response.content.decode()
+    assert Pool.objects.get(pk=pool.pk).name == "Test pool"
+
+
+def test_the_prize_restock_page_leads_back_through_its_breadcrumbs(admin_client_, make_pool):
+    pool = make_pool()
+    gold = pool.prizes.all()[0]
+    page = admin_client_.get(f"/admin/lottery/pool/prize/{gold.pk}/restock/").content.decode()
+    crumbs = page[page.index('<div class="breadcrumbs">') :]
+    crumbs = crumbs[: crumbs.index("</div>")]
+    assert 'href="/admin/lottery/"' in crumbs
+    assert 'href="/admin/lottery/pool/"' in crumbs
+    assert f'href="/admin/lottery/pool/{pool.pk}/change/">Test pool</a>' in crumbs
+    assert "Restock" in crumbs
