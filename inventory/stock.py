@@ -155,6 +155,7 @@ class StockStrategy:
             break an invariant under concurrency; ``"across_processes"`` when it
             holds in one process and breaks across several.
         explanation: one line on how it guards, for pages and reports.
+        why: why it breaks, or what holding costs, in a few sentences for the proof page.
         sheds_load: whether contention is answered ``busy`` rather than queued, so
             that while buyers are refused some stock may still be left.
     """
@@ -163,6 +164,7 @@ class StockStrategy:
     guarded: ClassVar[bool] = True
     breaks: ClassVar[str | None] = None
     explanation: ClassVar[str] = ""
+    why: ClassVar[str] = ""
     sheds_load: ClassVar[bool] = False
 
     def max_attempts(self) -> int:
@@ -236,6 +238,11 @@ class NaiveStrategy(StockStrategy):
     guarded = False
     breaks = "always"
     explanation = "reads the stock, checks it, then writes stock - 1 from Python: buyers in between all win"
+    why = (
+        "Every buyer who reads the stock before the first write lands sees the same number, and each "
+        "writes that number minus one: the writes overwrite each other, and more orders are confirmed "
+        "than there was stock. It costs nothing and guarantees nothing."
+    )
 
     def guard(self, take: Take) -> Iterator[Held]:
         return nullcontext(Held())
@@ -263,6 +270,11 @@ class LocalLockStrategy(NaiveStrategy):
     name = Strategy.LOCAL
     breaks = "across_processes"
     explanation = "the naive code inside a lock of this server process: other processes do not see it"
+    why = (
+        "The lock lives in one server process. gunicorn serves with several, each with a lock of its "
+        "own, so buyers in different processes race exactly as with none; it holds only when a single "
+        "process serves."
+    )
 
     def __init__(self) -> None:
         self._locks: dict[int, threading.Lock] = {}
@@ -294,6 +306,11 @@ class PessimisticStrategy(StockStrategy):
 
     name = Strategy.DB_PESSIMISTIC
     explanation = "SELECT ... FOR UPDATE on the stock rows: buyers queue on the rows inside the database"
+    why = (
+        "It holds because the second buyer's read waits for the first one's commit. The cost: the "
+        "buyers of one item pass one transaction at a time, pause included, so its throughput is the "
+        "lowest under a crowd; nobody is refused busy."
+    )
 
     def guard(self, take: Take) -> Iterator[Held]:
         return _in_transaction()
@@ -320,6 +337,11 @@ class OptimisticStrategy(StockStrategy):
     name = Strategy.DB_OPTIMISTIC
     sheds_load = True
     explanation = "reads a version, writes only if it has not changed, retries a few times, then answers busy"
+    why = (
+        "It holds because a write based on a stale read changes nothing. The cost: under a crowd most "
+        "writers lose and retry, and after a few losses the buyer hears busy while stock may be left; "
+        "it suits low contention."
+    )
 
     def max_attempts(self) -> int:
         return max(1, settings.OPTIMISTIC_MAX_ATTEMPTS)
@@ -367,6 +389,11 @@ class AtomicStrategy(StockStrategy):
 
     name = Strategy.DB_ATOMIC
     explanation = "one conditional UPDATE ... WHERE stock >= 1: the database refuses the write that would oversell"
+    why = (
+        "It holds because the database checks and decrements in one statement. The cost is one row "
+        "lock for the length of that statement's transaction and nothing held between requests: "
+        "usually the fastest database strategy."
+    )
 
     def max_attempts(self) -> int:
         return max(1, settings.ATOMIC_MAX_ATTEMPTS)
@@ -419,6 +446,11 @@ class RedisLockStrategy(StockStrategy):
 
     name = Strategy.REDIS_LOCK
     explanation = "a Redis lock per buyer and per item, held from before the write until after the commit"
+    why = (
+        "It holds because buyers of one item queue in Redis and every write carries a fencing token, "
+        "so a holder whose lease ran out cannot write. The cost: lock and unlock round trips to Redis, "
+        "and one Redis server to depend on."
+    )
 
     def max_attempts(self) -> int:
         return 2
@@ -513,6 +545,10 @@ class RedlockStrategy(RedisLockStrategy):
 
     name = Strategy.REDLOCK
     explanation = "the same Redis locks, each held on a majority of independent Redis servers"
+    why = (
+        "It holds as redis_lock does, and keeps holding when a minority of its Redis servers is lost. "
+        "The cost: every lock and unlock is a round trip to each server."
+    )
 
     def _lock(self, name: str, **options) -> LeasedLock:
         if not settings.LOCK_REDIS_URLS:

@@ -63,6 +63,7 @@ def test_the_registry_names_every_strategy_once_and_says_which_ones_break():
     }
     assert all(STRATEGIES[name].guarded for name in SAFE)
     assert all(STRATEGIES[name].explanation for name in ALL)
+    assert all(STRATEGIES[name].why for name in ALL)  # the proof page explains every one
 
 
 @pytest.mark.parametrize("strategy", ALL)

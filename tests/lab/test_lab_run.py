@@ -7,9 +7,10 @@ from datetime import timedelta
 import pytest
 from django.urls import reverse
 from django.utils import timezone
+from django.utils.html import escape
 
 from core.errors import InvalidInput
-from inventory.stock import strategy_names
+from inventory.stock import STRATEGIES, strategy_names
 from lab.errors import LabBusy
 from lab.models import LabLane, LabRun
 from lab.services import BOUNDS, lab_run_create, lab_run_fail
@@ -135,6 +136,7 @@ def test_the_proof_is_public_and_says_when_there_is_no_run_yet(client):
     assert "No run of the prize draw yet" in page
     for name in strategy_names():
         assert f"<code>{name}</code>" in page
+        assert escape(STRATEGIES[name].why) in page
 
 
 def test_the_proof_shows_the_latest_finished_run_of_each_product(client, make_user):
