@@ -145,6 +145,22 @@ def lab_run_fail(*, run: LabRun, error: str) -> None:
     run.lanes.filter(status__in=[LabLane.Status.WAITING, LabLane.Status.RUNNING]).update(status=LabLane.Status.FAILED)
 
 
+def lab_run_cancel(*, run: LabRun, user) -> None:
+    """Stop a queued or running run: it is marked failed at once, and its task stops before
+    the next strategy (a strategy under way finishes its seconds). A finished run is left alone."""
+    if run.active:
+        lab_run_fail(run=run, error=f"Cancelled by {user.get_username()}.")
+
+
+class _Cancelled(Exception):
+    pass
+
+
+def _stop_if_cancelled(run: LabRun) -> None:
+    if not LabRun.objects.filter(pk=run.pk, status=LabRun.Status.RUNNING).exists():
+        raise _Cancelled()
+
+
 def lab_run_execute(*, run_id: int) -> LabRun:
     """Carry out a queued run, one lane after another; a run that is not queued (a task
     delivered twice) is left alone.
@@ -167,6 +183,8 @@ def lab_run_execute(*, run_id: int) -> LabRun:
         run.save(update_fields=["status", "started_at", "commit", "machine"])
         try:
             _run_lanes(run)
+        except _Cancelled:
+            run.refresh_from_db()
         except Exception:  # noqa: BLE001  (kept on the run for the page; the worker goes on)
             lab_run_fail(run=run, error=traceback.format_exc(limit=5))
         else:
@@ -213,12 +231,14 @@ def _run_lanes(run: LabRun) -> None:
     server = Server(host=run.target_url)
     results = []
     for lane in run.lanes.all():
+        _stop_if_cancelled(run)
         lane.status = LabLane.Status.RUNNING
         lane.save(update_fields=["status"])
         live = LiveLane(lane, run_dir=out / lane.strategy)
         result = one_run(args, scenario, lane.strategy, server, tokens, staff_token, lane.strategy, observe=live)
         results.append(result)
         lane_finish(lane=lane, result=result)
+    _stop_if_cancelled(run)
     meta = {
         "lab run": run.pk,
         "when": run.started_at.isoformat(timespec="seconds"),

@@ -6,7 +6,7 @@ from django.conf import settings
 from django.contrib.admin.views.decorators import staff_member_required
 from django.http import FileResponse, Http404
 from django.shortcuts import redirect, render
-from django.views.decorators.http import require_GET, require_http_methods
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from core.errors import DomainError
 from inventory.stock import STRATEGIES, strategy_names
@@ -15,7 +15,7 @@ from .charts import lane_chart
 from .forms import LabRunForm
 from .models import LabRun
 from .selectors import lab_run_active, lab_run_get, lab_run_latest_done, lab_run_list
-from .services import lab_dir, lab_run_create
+from .services import lab_dir, lab_run_cancel, lab_run_create
 
 
 def _target_url(request) -> str:
@@ -55,6 +55,13 @@ def lab_page(request):
 def lab_run_page(request, run_id: int):
     run = lab_run_get(run_id=run_id)
     return render(request, "lab/run.html", {"run": run, "lanes": _lanes(run)})
+
+
+@staff_member_required
+@require_POST
+def lab_run_cancel_view(request, run_id: int):
+    lab_run_cancel(run=lab_run_get(run_id=run_id), user=request.user)
+    return redirect("lab:run", run_id=run_id)
 
 
 @staff_member_required

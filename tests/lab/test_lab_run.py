@@ -170,3 +170,17 @@ def test_the_home_page_says_what_the_application_demonstrates_and_links_the_proo
     page = client.get("/").content.decode()
     assert "which strategies sell more than there is and which never do" in page
     assert f'href="{reverse("lab:proof")}"' in page
+
+
+def test_staff_cancel_a_run_and_its_task_then_leaves_it_alone(client, make_user, create):
+    from lab.services import lab_run_execute
+
+    run = create(strategies=["none"])
+    client.force_login(make_user(staff=True))
+    response = client.post(reverse("lab:run_cancel", args=[run.pk]))
+    assert response.status_code == 302
+    run.refresh_from_db()
+    assert run.status == LabRun.Status.FAILED and run.error.startswith("Cancelled by")
+    assert lab_run_execute(run_id=run.pk).status == LabRun.Status.FAILED  # the task, arriving late
+    assert run.lanes.get().status == LabLane.Status.FAILED
+    assert create().status == LabRun.Status.QUEUED  # the lab is free again
