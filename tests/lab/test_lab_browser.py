@@ -1,6 +1,6 @@
 """The race lab end to end: a staff user runs it in headless Chromium against gunicorn
 (two worker processes), a real Celery worker carries the run out with Locust, and the
-page shows `none` turn red while a safe strategy stays green."""
+page shows `none` turn red while a safe strategy stays green, on MariaDB and on SQLite."""
 
 from __future__ import annotations
 
@@ -22,7 +22,8 @@ from tests.test_browser import PASSWORD, log_in
 browser = test_browser.browser
 page = test_browser.page
 
-pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+# Also a race test: make test runs it again on SQLite, the database of make run.
+pytestmark = [pytest.mark.browser, pytest.mark.race, pytest.mark.django_db(transaction=True)]
 
 # A broker of its own, so that no task another test queued (and never ran) reaches this worker.
 BROKER = "redis://127.0.0.1:6379/8"
