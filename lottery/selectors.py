@@ -3,11 +3,14 @@
 
 from __future__ import annotations
 
+from collections import defaultdict
 from dataclasses import asdict, dataclass, field
+from datetime import datetime
 
-from django.db.models import Count, Prefetch, Q, QuerySet, Sum
+from django.db.models import Count, F, Prefetch, Q, QuerySet, Sum
 from django.db.models.expressions import RawSQL
 from django.shortcuts import get_object_or_404
+from django.utils import timezone
 
 from inventory.models import Stock
 
@@ -141,9 +144,31 @@ def pool_audit(*, pool_id: int) -> PoolAudit:
     the draws beyond it).
     """
     pool = Pool.objects.get(pk=pool_id)
-    prizes = list(
-        Prize.objects.filter(pool_id=pool_id).select_related("stock").annotate(awarded=Count("draws")).order_by("id")
-    )
+    prizes = list(_prizes_awarded().filter(pool_id=pool_id))
+    totals = Draw.objects.filter(pool_id=pool_id).aggregate(**_DRAW_TOTALS)
+    per_user = Draw.objects.filter(pool_id=pool_id).values("user_id").annotate(n=Count("id"))
+    over = [row["n"] - pool.draws_per_user for row in per_user.filter(n__gt=pool.draws_per_user)]
+    return _pool_audit(pool, prizes, totals, over)
+
+
+def _prizes_awarded() -> QuerySet[Prize]:
+    """Prizes with their stock and ``awarded``, the draws that won each."""
+    return Prize.objects.select_related("stock").annotate(awarded=Count("draws")).order_by("id")
+
+
+# A pool's draws counted for its audit.
+_DRAW_TOTALS = {
+    "draws": Count("id"),
+    "pending": Count("id", filter=Q(status=Draw.Status.PENDING)),
+    "no_prize": Count("id", filter=Q(prize__isnull=True)),
+    "users": Count("user_id", distinct=True),
+}
+
+
+def _pool_audit(pool: Pool, prizes: list[Prize], totals: dict[str, int], over: list[int]) -> PoolAudit:
+    """The audit from the counts, one definition for ``pool_audit`` and the audited list:
+    ``prizes`` from ``_prizes_awarded``, ``totals`` as ``_DRAW_TOTALS`` counts them, and
+    ``over`` the draws beyond the limit of each user who has gone over it."""
     per_prize = [
         PrizeAudit(
             prize_id=prize.pk,
@@ -156,14 +181,6 @@ def pool_audit(*, pool_id: int) -> PoolAudit:
         )
         for prize in prizes
     ]
-    totals = Draw.objects.filter(pool_id=pool_id).aggregate(
-        draws=Count("id"),
-        pending=Count("id", filter=Q(status=Draw.Status.PENDING)),
-        no_prize=Count("id", filter=Q(prize__isnull=True)),
-        users=Count("user_id", distinct=True),
-    )
-    per_user = Draw.objects.filter(pool_id=pool_id).values("user_id").annotate(n=Count("id"))
-    over = [row["n"] - pool.draws_per_user for row in per_user.filter(n__gt=pool.draws_per_user)]
     return PoolAudit(
         pool_id=pool.pk,
         name=pool.name,
@@ -183,3 +200,56 @@ def pool_audit(*, pool_id: int) -> PoolAudit:
         stock_not_negative=all(p.stock >= 0 for p in per_prize),
         prizes=per_prize,
     )
+
+
+def pool_list_audited() -> list[Pool]:
+    """The pools of ``pool_list_with_totals``, each with ``audit``: its ``PoolAudit``.
+
+    Four queries for the whole list, however long (the pools, then their prizes, draw
+    totals and users over the limit, each counted for every listed pool at once), so
+    that the list page, polled every few seconds, marks an over-awarded pool without
+    an audit per row.
+    """
+    pools = list(pool_list_with_totals())
+    ids = [pool.pk for pool in pools]
+    prizes: dict[int, list[Prize]] = defaultdict(list)
+    for prize in _prizes_awarded().filter(pool_id__in=ids):
+        prizes[prize.pool_id].append(prize)
+    totals: dict[int, dict[str, int]] = {}
+    for row in Draw.objects.filter(pool_id__in=ids).order_by().values("pool_id").annotate(**_DRAW_TOTALS):
+        totals[row.pop("pool_id")] = row
+    over: dict[int, list[int]] = defaultdict(list)
+    per_user = (
+        Draw.objects.filter(pool_id__in=ids)
+        .order_by()
+        .values("pool_id", "user_id", "pool__draws_per_user")
+        .annotate(n=Count("id"))
+        .filter(n__gt=F("pool__draws_per_user"))
+    )
+    for row in per_user:
+        over[row["pool_id"]].append(row["n"] - row["pool__draws_per_user"])
+    no_draws = dict.fromkeys(_DRAW_TOTALS, 0)
+    for pool in pools:
+        pool.audit = _pool_audit(pool, prizes[pool.pk], totals.get(pool.pk, no_draws), over[pool.pk])
+    return pools
+
+
+def pool_draw_refusal(*, pool: Pool, draws_left: int | None, empty: bool, now: datetime | None = None) -> str | None:
+    """The code of the refusal a draw would get now (``lottery.services.pool_draw``), or
+    ``None`` when it may draw: what the page disables the Draw button for, and says.
+
+    ``draws_left`` is ``None`` for an anonymous visitor; ``empty`` says every prize
+    read as won. The user's own last draw comes first, as the reason that lasts; then
+    the window; then the stock. A guess from a read, never a decision: the service
+    decides under the pool's strategy.
+    """
+    if draws_left == 0:
+        return "draw_limit"
+    state = pool.window_state(now or timezone.now())
+    if state == "upcoming":
+        return "not_started"
+    if state == "ended":
+        return "ended"
+    if empty:
+        return "pool_empty"
+    return None

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
+from datetime import datetime
 
 from django.db.models import Count, Q, QuerySet
 from django.shortcuts import get_object_or_404
+from django.utils import timezone
 
 from inventory.models import Stock
 
@@ -66,17 +68,63 @@ def voucher_audit(*, voucher_id: int) -> VoucherAudit:
         pending=Count("id", filter=Q(status=Order.Status.PENDING)),
         buyers=Count("user_id", distinct=True),
     )
+    return _voucher_audit(voucher, stock, **totals)
+
+
+def _voucher_audit(voucher: Voucher, stock: Stock, *, orders: int, pending: int, buyers: int) -> VoucherAudit:
+    """The audit from the counts, one definition for ``voucher_audit`` and the audited list."""
     return VoucherAudit(
         voucher_id=voucher.pk,
         title=voucher.title,
         strategy=voucher.strategy,
         supplied=stock.initial_quantity,
         stock=stock.quantity,
-        orders=totals["orders"],
-        pending=totals["pending"],
-        buyers=totals["buyers"],
-        oversold=max(0, totals["orders"] - stock.initial_quantity),
-        duplicates=totals["orders"] - totals["buyers"],
-        conserved=stock.quantity + totals["orders"] == stock.initial_quantity,
+        orders=orders,
+        pending=pending,
+        buyers=buyers,
+        oversold=max(0, orders - stock.initial_quantity),
+        duplicates=orders - buyers,
+        conserved=stock.quantity + orders == stock.initial_quantity,
         stock_not_negative=stock.quantity >= 0,
     )
+
+
+def voucher_list_audited() -> list[Voucher]:
+    """The vouchers of ``voucher_list``, each with ``audit``: its ``VoucherAudit``.
+
+    One query for the whole list, the orders counted per voucher in a join, so that
+    the list page (polled every few seconds) marks an oversold voucher without an
+    audit per row.
+    """
+    vouchers = list(
+        voucher_list().annotate(
+            orders_n=Count("orders"),
+            pending_n=Count("orders", filter=Q(orders__status=Order.Status.PENDING)),
+            buyers_n=Count("orders__user_id", distinct=True),
+        )
+    )
+    for voucher in vouchers:
+        voucher.audit = _voucher_audit(
+            voucher, voucher.stock, orders=voucher.orders_n, pending=voucher.pending_n, buyers=voucher.buyers_n
+        )
+    return vouchers
+
+
+def voucher_buy_refusal(*, voucher: Voucher, bought: bool, now: datetime | None = None) -> str | None:
+    """The code of the refusal a purchase would get now (``orders.services.order_purchase``),
+    or ``None`` when it may sell: what the page disables the Buy button for, and says.
+
+    The buyer's own order comes first, as the reason that lasts; then the window; then
+    the stock as read with the voucher. A guess from a read, never a decision: the
+    service decides under the voucher's strategy.
+    """
+    if bought:
+        return "already_purchased"
+    state = voucher.window_state(now or timezone.now())
+    if state == "upcoming":
+        return "not_started"
+    if state == "ended":
+        return "ended"
+    if voucher.stock.quantity < 1:
+        return "sold_out"
+    return None
