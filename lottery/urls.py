@@ -11,4 +11,5 @@ urlpatterns = [
     path("pools/<int:pool_id>/odds", views.pool_odds_partial, name="pool_odds"),
     path("pools/<int:pool_id>/standing", views.pool_standing_partial, name="pool_standing"),
     path("pools/<int:pool_id>/draw", views.pool_draw_view, name="pool_draw"),
+    path("pools/<int:pool_id>/strategy", views.pool_strategy_switch, name="pool_strategy"),
 ]

@@ -77,42 +77,53 @@ def test_log_in_buy_and_see_the_order(page, live_server, make_user, make_voucher
     assert fits, "the orders page scrolls sideways on a phone-width screen"
 
 
-def test_sold_out_is_shown_in_place(page, live_server, make_user, make_voucher):
+def stale_buy(page, live_server, voucher) -> str:
+    """A click on Buy from a tab that still shows it on: the fragment the page would swap in."""
+    csrf = next(c["value"] for c in page.context.cookies() if c["name"] == "csrftoken")
+    response = page.context.request.post(f"{live_server.url}/vouchers/{voucher.pk}/buy", headers={"X-CSRFToken": csrf})
+    assert response.ok
+    return response.text()
+
+
+def test_sold_out_turns_buy_off_and_a_stale_click_is_refused(page, live_server, make_user, make_voucher):
     make_user("bob")
     voucher = make_voucher(stock=0, title="Gone already")
     log_in(page, live_server, "bob")
     page.goto(f"{live_server.url}/vouchers/{voucher.pk}/")
-    page.get_by_test_id("buy").click()
-    expect(page.locator("[data-outcome=sold_out]")).to_be_visible()
+    expect(page.get_by_test_id("buy")).to_be_disabled()
+    expect(page.get_by_test_id("buy-reason")).to_have_text("Sold out.")
+    assert 'data-outcome="sold_out"' in stale_buy(page, live_server, voucher)
     assert not Order.objects.exists()
 
 
-def test_already_bought_is_shown_in_place_and_after_reload(page, live_server, make_user, make_voucher):
+def test_already_bought_turns_buy_off_in_place_and_after_reload(page, live_server, make_user, make_voucher):
     user = make_user("carol")
     voucher = make_voucher(stock=5)
     log_in(page, live_server, "carol")
     page.goto(f"{live_server.url}/vouchers/{voucher.pk}/")
-    # A second tab buys first; this one still shows the button.
-    page.context.request.post(
-        f"{live_server.url}/vouchers/{voucher.pk}/buy",
-        headers={"X-CSRFToken": next(c["value"] for c in page.context.cookies() if c["name"] == "csrftoken")},
-    )
-    page.get_by_test_id("buy").click()
-    expect(page.locator("[data-outcome=already_purchased]")).to_be_visible()
+    expect(page.get_by_test_id("buy")).to_be_enabled()
+    # A second tab buys; this one's poll turns its button off and says why.
+    assert 'data-outcome="bought"' in stale_buy(page, live_server, voucher)
+    expect(page.get_by_test_id("buy")).to_be_disabled()
+    expect(page.get_by_test_id("buy-reason")).to_contain_text("You bought this voucher")
     page.reload()
-    expect(page.locator("[data-outcome=already_purchased]")).to_be_visible()
-    expect(page.get_by_test_id("buy")).to_have_count(0)
+    expect(page.get_by_test_id("buy")).to_be_disabled()
+    expect(page.get_by_test_id("buy-reason")).to_contain_text("You bought this voucher")
+    # A third tab, stale, is refused in place.
+    assert 'data-outcome="already_purchased"' in stale_buy(page, live_server, voucher)
     assert Order.objects.filter(user=user, voucher=voucher).count() == 1
 
 
-def test_not_started_shows_a_countdown_and_refuses(page, live_server, make_user, make_voucher):
+def test_not_started_shows_a_countdown_and_turns_buy_off(page, live_server, make_user, make_voucher):
     make_user("dan")
     voucher = make_voucher(starts_in=timedelta(hours=2))
     log_in(page, live_server, "dan")
     page.goto(f"{live_server.url}/vouchers/{voucher.pk}/")
     expect(page.get_by_test_id("countdown")).to_contain_text("Starts in 01:59")
-    page.get_by_test_id("buy").click()
-    expect(page.locator("[data-outcome=not_started]")).to_be_visible()
+    expect(page.get_by_test_id("buy")).to_be_disabled()
+    expect(page.get_by_test_id("buy-reason")).to_contain_text("The sale opens")
+    assert 'data-outcome="not_started"' in stale_buy(page, live_server, voucher)
+    assert not Order.objects.exists()
 
 
 def test_list_page_shows_live_stock(page, live_server, make_voucher, make_user):

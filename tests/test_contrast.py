@@ -18,6 +18,8 @@ TEXT = 4.5  # 1.4.3, normal-size text
 NON_TEXT = 3.0  # 1.4.11, graphics that carry meaning
 
 BODY_TEXT = ("body", "color")
+# A strategy's explanation, why a button is off, a window's time.
+MUTED = (".explain, .reason, .state .when", "color")
 # (what, foreground (selector, property), background (selector, property), minimum)
 PAIRS = [
     ("body text on the page", BODY_TEXT, ("body", "background"), TEXT),
@@ -47,6 +49,18 @@ PAIRS = [
         (".no-prize .odds-bar > div", "background"),
         (".odds-bar", "background"),
         NON_TEXT,
+    ),
+    ("muted text on a voucher card", MUTED, (".voucher, .login", "background"), TEXT),
+    ("muted text on a pool card", MUTED, (".pool", "background"), TEXT),
+    ("muted text on the sales table", MUTED, ("table.sales", "background"), TEXT),
+    ("muted text on the pools table", MUTED, ("table.pools", "background"), TEXT),
+    ("an unsafe strategy's tag", (".tag.unsafe", "color"), (".tag.unsafe", "background"), TEXT),
+    ("an audit's red mark", (".tag.flag", "color"), (".tag.flag", "background"), TEXT),
+    (
+        "the label of a disabled buy or draw button",
+        ("button.buy[disabled]", "color"),
+        ("button.buy[disabled]", "background"),
+        TEXT,
     ),
 ]
 # Colours that carry nothing to read: the rules between table rows.

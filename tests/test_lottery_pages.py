@@ -87,7 +87,7 @@ def test_the_odds_move_when_someone_else_draws(page, live_server, make_user, mak
 
 
 @browser_test
-def test_the_last_draw_hides_the_button_and_another_is_refused(page, live_server, make_user, make_pool):
+def test_the_last_draw_turns_the_button_off_and_another_is_refused(page, live_server, make_user, make_pool):
     user = make_user("bob")
     pool = make_pool(draws_per_user=1)
     log_in(page, live_server, "bob")
@@ -96,8 +96,9 @@ def test_the_last_draw_hides_the_button_and_another_is_refused(page, live_server
     page.get_by_test_id("draw").click()
     expect(page.locator("[data-outcome=won]")).to_be_visible()
     expect(page.get_by_test_id("draws-left")).to_have_text("0")
-    expect(page.get_by_test_id("draw")).to_have_count(0)
+    expect(page.get_by_test_id("draw")).to_be_disabled()
     expect(page.get_by_test_id("no-draws-left")).to_be_visible()
+    expect(page.locator("[data-outcome=won]")).to_be_visible()  # the button's change keeps the outcome in view
 
     # A second tab that still shows the button.
     response = page.context.request.post(f"{live_server.url}/pools/{pool.pk}/draw", headers=csrf_header(page))
@@ -108,7 +109,7 @@ def test_the_last_draw_hides_the_button_and_another_is_refused(page, live_server
 
 
 @browser_test
-def test_an_empty_pool_refuses_and_records_nothing(page, live_server, make_user, make_pool):
+def test_an_empty_pool_turns_draw_off_refuses_and_records_nothing(page, live_server, make_user, make_pool):
     make_user("carol")
     pool = make_pool(prizes=(("Gold", 0),))
     (gold,) = pool.prizes.all()
@@ -116,21 +117,26 @@ def test_an_empty_pool_refuses_and_records_nothing(page, live_server, make_user,
     page.goto(f"{live_server.url}/pools/{pool.pk}/")
     expect(page.get_by_test_id(f"prize-stock-{gold.pk}")).to_have_text("0 of 0 left")
     expect(page.get_by_test_id(f"prize-odds-{gold.pk}")).to_have_text("0.0%")
-    page.get_by_test_id("draw").click()
-    expect(page.locator("[data-outcome=pool_empty]")).to_be_visible()
+    expect(page.get_by_test_id("draw")).to_be_disabled()
+    expect(page.get_by_test_id("draw-reason")).to_have_text("Every prize has been won.")
+    # A tab opened before the last prize was won still posts: refused, nothing counted.
+    response = page.context.request.post(f"{live_server.url}/pools/{pool.pk}/draw", headers=csrf_header(page))
+    assert 'data-outcome="pool_empty"' in response.text()
     expect(page.get_by_test_id("draws-left")).to_have_text("3")
     assert not Draw.objects.exists()
 
 
 @browser_test
-def test_not_started_shows_a_countdown_and_refuses(page, live_server, make_user, make_pool):
+def test_not_started_shows_a_countdown_and_turns_draw_off(page, live_server, make_user, make_pool):
     make_user("dan")
     pool = make_pool(starts_in=timedelta(hours=2))
     log_in(page, live_server, "dan")
     page.goto(f"{live_server.url}/pools/{pool.pk}/")
     expect(page.get_by_test_id("countdown")).to_contain_text("Starts in 01:59")
-    page.get_by_test_id("draw").click()
-    expect(page.locator("[data-outcome=not_started]")).to_be_visible()
+    expect(page.get_by_test_id("draw")).to_be_disabled()
+    expect(page.get_by_test_id("draw-reason")).to_contain_text("The draw opens")
+    response = page.context.request.post(f"{live_server.url}/pools/{pool.pk}/draw", headers=csrf_header(page))
+    assert 'data-outcome="not_started"' in response.text()
     assert not Draw.objects.exists()
 
 
@@ -170,7 +176,7 @@ def test_a_draw_tells_the_page_to_reload_the_odds_and_my_draws(client, make_user
     assert b'data-outcome="won"' in response.content
     standing = client.get(reverse("lottery:pool_standing", args=[pool.pk])).content.decode()
     assert 'data-testid="no-draws-left"' in standing
-    assert 'data-testid="draw"' not in standing
+    assert 'data-testid="draw" disabled' in standing
 
 
 @pytest.mark.django_db
