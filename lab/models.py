@@ -11,6 +11,7 @@ from django.conf import settings
 from django.db import models
 
 from inventory.stock import STRATEGIES, StockStrategy
+from loadtests.verdict import Result, counted_breaks
 
 
 class LabRun(models.Model):
@@ -62,6 +63,11 @@ class LabRun(models.Model):
     @property
     def active(self) -> bool:
         return self.status in (self.Status.QUEUED, self.Status.RUNNING)
+
+    @property
+    def break_labels(self) -> list[str]:
+        """The product's counted invariants, in the verdict's order: the matrix's columns."""
+        return [label for label, _ in counted_breaks(Result(scenario=self.scenario, strategy="", product=self.product))]
 
     @property
     def ok(self) -> bool:

@@ -67,9 +67,10 @@ def lab_run_cancel_view(request, run_id: int):
 @staff_member_required
 @require_GET
 def lab_run_live(request, run_id: int):
-    """The lane cards, polled every second while the run is going on."""
+    """The lane cards (and with ``?full=1`` the matrix and parameters of the run's own page),
+    polled every second while the run is going on."""
     run = lab_run_get(run_id=run_id)
-    return render(request, "lab/_live.html", {"run": run, "lanes": _lanes(run)})
+    return render(request, "lab/_live.html", {"run": run, "lanes": _lanes(run), "full": "full" in request.GET})
 
 
 @staff_member_required
