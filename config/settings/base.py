@@ -184,7 +184,10 @@ USE_I18N = True
 USE_TZ = True
 
 STATIC_URL = "static/"
-STATIC_ROOT = VAR_DIR / "static"
+# No STATIC_ROOT here: a local run serves straight from the static folders (below), and
+# WhiteNoise warned "No directory at: .../var/static/" at every start about the one that
+# collectstatic had never filled. production.py collects into one.
+STATIC_ROOT = None
 STATICFILES_DIRS = [BASE_DIR / "static"]
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
