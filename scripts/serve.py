@@ -42,6 +42,46 @@ def manage(*args: str, env: dict) -> None:
     subprocess.run([PYTHON, "manage.py", *args], cwd=ROOT, env=env, check=True)
 
 
+def database_ready(url: str) -> bool:
+    """Create the MySQL/MariaDB database ``url`` names when the server answers without it,
+    as ``make run`` needs nothing set up; otherwise say in one line what is wrong, instead
+    of migrate's traceback. Other engines (SQLite) need nothing."""
+    import dj_database_url
+
+    config = dj_database_url.parse(url)
+    if config["ENGINE"] != "django.db.backends.mysql":
+        return True
+    import MySQLdb
+
+    name, where = config["NAME"], f"{config['HOST'] or 'localhost'}:{config['PORT'] or 3306}"
+    server = {
+        "host": config["HOST"] or "localhost",
+        "port": int(config["PORT"] or 3306),
+        "user": config["USER"] or "",
+        "password": config["PASSWORD"] or "",
+        "connect_timeout": 5,
+    }
+    try:
+        MySQLdb.connect(database=name, **server).close()
+        return True
+    except MySQLdb.OperationalError as exc:
+        if exc.args[0] != 1049:  # ER_BAD_DB_ERROR: the server answers, the database is missing
+            say(f"Cannot use the database at {where}: {exc.args[-1]}. Check DATABASE_URL, or unset it for SQLite.")
+            return False
+    try:
+        connection = MySQLdb.connect(**server)
+        try:
+            quoted = name.replace("`", "``")
+            connection.cursor().execute(f"CREATE DATABASE `{quoted}` CHARACTER SET utf8mb4 COLLATE utf8mb4_unicode_ci")
+        finally:
+            connection.close()
+    except MySQLdb.Error as exc:
+        say(f"There is no database {name!r} at {where}, and creating it failed: {exc.args[-1]}. Create it yourself.")
+        return False
+    say(f"There was no database {name!r} at {where}: created it.")
+    return True
+
+
 def main() -> int:
     env = dict(os.environ)
     env.setdefault("DJANGO_SETTINGS_MODULE", "config.settings.base")
@@ -73,6 +113,10 @@ def main() -> int:
     if env.get("DATABASE_URL"):
         database = urlparse(env["DATABASE_URL"])
         say(f"Database: {database.scheme} at {database.hostname}:{database.port or 'default port'}")
+        if not database_ready(env["DATABASE_URL"]):
+            for server in servers:
+                server.close()
+            return 1
     else:
         say("Database: SQLite file var/db.sqlite3 (set DATABASE_URL=mysql://... for MySQL/MariaDB)")
 
@@ -85,7 +129,7 @@ def main() -> int:
         worker = subprocess.Popen(
             [PYTHON, "-m", "celery", "-A", "config", "worker", "--concurrency", "1", "--loglevel", "WARNING",
              "--without-gossip", "--without-mingle", "--without-heartbeat"],
-            cwd=ROOT, env=env,
+            cwd=ROOT, env=env, process_group=0,
         )  # fmt: skip
         say("Celery worker started for the race lab (/lab/).")
         say(f"Serving on http://127.0.0.1:{port}/ with gunicorn ({workers} worker processes). Ctrl-C stops.")
@@ -106,20 +150,30 @@ def main() -> int:
             ],
             cwd=ROOT,
             env=env,
+            process_group=0,
         )
-        signal.signal(signal.SIGTERM, lambda *_: gunicorn.terminate())
+        # Closing the terminal stops the run as a kill does: the children, in process groups
+        # of their own, would not get its hangup.
+        for stop in (signal.SIGTERM, signal.SIGHUP):
+            signal.signal(stop, lambda *_: gunicorn.terminate())
         return gunicorn.wait()
     except KeyboardInterrupt:
         say("Stopping.")
         return 0
     finally:
-        for process in (gunicorn, worker):
-            if process is not None and process.poll() is None:
-                process.terminate()
-                try:
-                    process.wait(timeout=10)
-                except subprocess.TimeoutExpired:
-                    process.kill()
+        # The children run in process groups of their own (process_group=0), so Ctrl-C reaches
+        # this script alone and it stops each child with one SIGTERM. When the terminal's
+        # SIGINT reached them all as well, a Celery worker still importing printed a
+        # KeyboardInterrupt traceback, and gunicorn and Celery each got two signals.
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C while stopping
+        running = [process for process in (gunicorn, worker) if process is not None and process.poll() is None]
+        for process in running:
+            process.terminate()
+        for process in running:
+            try:
+                process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                process.kill()
         for server in servers:
             server.close()
 

@@ -1,0 +1,154 @@
+"""``make run`` (scripts/serve.py) starts and stops quietly: no warning on start, a missing
+database created or named in one line, and nothing but its own goodbyes on Ctrl-C."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+import warnings
+from pathlib import Path
+
+import MySQLdb
+import pytest
+from django.conf import settings
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="module")
+def serve():
+    spec = importlib.util.spec_from_file_location("serve", ROOT / "scripts" / "serve.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def server_url(name: str, *, password: str | None = None) -> str:
+    db = settings.DATABASES["default"]
+    password = db["PASSWORD"] if password is None else password
+    return f"mysql://{db['USER']}:{password}@{db['HOST']}:{db['PORT'] or 3306}/{name}"
+
+
+def drop(name: str) -> None:
+    db = settings.DATABASES["default"]
+    connection = MySQLdb.connect(host=db["HOST"], port=int(db["PORT"] or 3306), user=db["USER"], passwd=db["PASSWORD"])
+    try:
+        connection.cursor().execute(f"DROP DATABASE IF EXISTS `{name}`")
+    finally:
+        connection.close()
+
+
+@pytest.fixture
+def missing_database():
+    name = f"{settings.DATABASES['default']['NAME']}_serve_missing"[:64]
+    drop(name)
+    yield name
+    drop(name)
+
+
+def test_whitenoise_starts_without_a_warning():
+    # It warned "No directory at: .../var/static/" for a STATIC_ROOT that a local run never fills.
+    from whitenoise.middleware import WhiteNoiseMiddleware
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        WhiteNoiseMiddleware(get_response=lambda request: None)
+
+
+def test_a_missing_database_is_created(serve, missing_database, capsys):
+    assert serve.database_ready(server_url(missing_database))
+    assert f"There was no database {missing_database!r}" in capsys.readouterr().out
+    assert serve.database_ready(server_url(missing_database))  # now there, and nothing to say
+    assert capsys.readouterr().out == ""
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "mysql://root:@127.0.0.1:1/anything",  # nothing listens
+        pytest.param(None, id="wrong password"),
+    ],
+)
+def test_a_database_that_cannot_be_used_is_one_line_not_a_traceback(serve, capsys, url):
+    url = url or server_url("anything", password="not-the-password")
+    assert not serve.database_ready(url)
+    out = capsys.readouterr().out
+    assert out.startswith("[run] Cannot use the database at ") and out.count("\n") == 1
+
+
+def test_sqlite_needs_nothing(serve, capsys):
+    assert serve.database_ready("sqlite:///var/db.sqlite3")
+    assert capsys.readouterr().out == ""
+
+
+@pytest.mark.parametrize("when", ["while starting", "once serving"])
+def test_start_and_ctrl_c_are_quiet(missing_database, when):
+    """What a terminal does: serve.py in its own process group, then Ctrl-C (SIGINT to the
+    whole group), either as soon as it says it serves (gunicorn's and Celery's workers still
+    starting) or once the site answers."""
+    from locking.testing import free_port
+
+    port = free_port()
+    env = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "config.settings.base",
+        "DATABASE_URL": server_url(missing_database),
+        "REDIS_URL": settings.REDIS_URL,
+        "PORT": str(port),
+    }
+    env.pop("LOCK_REDIS_URLS", None)
+    server = subprocess.Popen(
+        [sys.executable, "scripts/serve.py"],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+        # A shell that started the tests in the background ignores SIGINT, and so would its children.
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
+    lines: list[str] = []
+    serving = threading.Event()
+
+    def read() -> None:
+        for line in server.stdout:
+            lines.append(line)
+            if "[run] Serving on" in line:
+                serving.set()
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    try:
+        assert serving.wait(120), "".join(lines)
+        if when == "once serving":
+            give_up = time.monotonic() + 60
+            while True:
+                try:
+                    with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=3):
+                        break
+                except OSError:
+                    assert time.monotonic() < give_up, "".join(lines)
+                    time.sleep(0.3)
+            time.sleep(2)  # the Celery worker well into its start
+        else:
+            time.sleep(0.3)
+        os.killpg(server.pid, signal.SIGINT)
+        server.wait(timeout=60)
+        reader.join(timeout=10)
+    finally:
+        if server.poll() is None:
+            os.killpg(server.pid, signal.SIGKILL)
+            server.wait()
+    out = "".join(lines)
+    assert server.returncode == 0, out
+    assert f"There was no database {missing_database!r}" in out
+    assert "[run] Stopping." in out
+    for noise in ("Traceback", "KeyboardInterrupt", "[ERROR]", "UserWarning", "No directory at", "was sent SIG"):
+        assert noise not in out, out
