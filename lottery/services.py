@@ -95,8 +95,9 @@ def pool_update(
     end_at: datetime | None = None,
     draws_per_user: int | None = None,
     no_prize_weight: int | None = None,
+    description: str | None = None,
 ) -> Pool:
-    """Change a pool's strategy, window, limit or no-prize weight; all or nothing."""
+    """Change a pool's strategy, window, limit, no-prize weight or description; all or nothing."""
     changes: dict[str, object] = {}
     if begin_at is not None or end_at is not None:
         changes["begin_at"], changes["end_at"] = begin_at or pool.begin_at, end_at or pool.end_at
@@ -109,6 +110,8 @@ def pool_update(
         changes["no_prize_weight"] = _whole(
             no_prize_weight, name="no_prize_weight", minimum=0, maximum=MAX_NO_PRIZE_WEIGHT
         )
+    if description is not None:
+        changes["description"] = description
     for field, value in changes.items():
         setattr(pool, field, value)
     if changes:

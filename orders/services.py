@@ -62,8 +62,9 @@ def voucher_update(
     strategy: str | None = None,
     begin_at: datetime | None = None,
     end_at: datetime | None = None,
+    description: str | None = None,
 ) -> Voucher:
-    """Change a voucher's window or strategy and/or add stock; all or nothing."""
+    """Change a voucher's window, strategy or description and/or add stock; all or nothing."""
     new_begin = begin_at or voucher.begin_at
     new_end = end_at or voucher.end_at
     if begin_at is not None or end_at is not None:
@@ -78,6 +79,9 @@ def voucher_update(
         if begin_at is not None or end_at is not None:
             voucher.begin_at, voucher.end_at = new_begin, new_end
             fields += ["begin_at", "end_at"]
+        if description is not None:
+            voucher.description = description
+            fields.append("description")
         if fields:
             voucher.save(update_fields=fields)
         if restock is not None:

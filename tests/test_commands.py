@@ -1,14 +1,19 @@
 from __future__ import annotations
 
+from datetime import timedelta
+
 import pytest
 from django.contrib.auth import get_user_model
 from django.core.management import call_command
 from django.test import Client
+from django.utils import timezone
 
 from inventory.models import Stock
 from lottery.models import Pool
 from lottery.services import pool_draw
-from orders.models import Voucher
+from orders.models import Order, Voucher
+from orders.selectors import voucher_audit
+from orders.services import order_purchase, voucher_create, voucher_update
 
 pytestmark = pytest.mark.django_db
 
@@ -25,6 +30,82 @@ def test_seed_demo_makes_a_live_an_upcoming_and_a_sold_out_voucher_once(capsys):
     assert User.objects.get(username="staff").is_staff
     assert User.objects.get(username="buyer").check_password("buyer-pass-2026")
     assert "buyer-pass-2026" in capsys.readouterr().out
+
+
+def demo_voucher(title: str) -> Voucher:
+    return Voucher.objects.select_related("stock").get(title=title)
+
+
+def test_seed_demo_starts_the_upcoming_voucher_a_few_minutes_after_each_run():
+    call_command("seed_demo", "--quiet")
+    Voucher.objects.update(begin_at=timezone.now() - timedelta(days=3))  # a run days ago: it went live since
+    Pool.objects.update(begin_at=timezone.now() - timedelta(days=9), end_at=timezone.now() - timedelta(days=2))
+    before = timezone.now()
+    call_command("seed_demo", "--quiet")
+    upcoming = demo_voucher("Midnight sneaker drop")
+    assert upcoming.window_state() == "upcoming"
+    assert timedelta(minutes=1) <= upcoming.begin_at - before <= timedelta(minutes=10)
+    assert demo_voucher("Coffee for 1 cent").window_state() == "live"
+    assert Pool.objects.get().window_state() == "live"  # had ended
+
+
+def test_seed_demo_describes_the_data_not_a_fixed_text():
+    call_command("seed_demo", "--quiet")
+    voucher_update(voucher=demo_voucher("Coffee for 1 cent"), strategy="redis_lock", restock=10)
+    call_command("seed_demo", "--quiet")
+    coffee = demo_voucher("Coffee for 1 cent")
+    assert coffee.description.startswith("60 units, one per buyer, on sale from ")
+    assert "redis_lock" in coffee.description and "db_atomic" not in coffee.description
+    assert timezone.localtime(coffee.end_at).strftime("%b %H:%M") in coffee.description
+    sneakers = demo_voucher("Midnight sneaker drop")
+    assert "minutes" not in sneakers.description  # "Starts in ten minutes." was false ten minutes later
+    assert timezone.localtime(sneakers.begin_at).strftime("%b %H:%M") in sneakers.description
+    pool = Pool.objects.get()
+    assert "3 draws each" in pool.description and "1 × Weekend trip" in pool.description
+    assert "no-prize weight of 100" in pool.description
+
+
+def test_seed_demo_sells_the_sold_out_voucher_to_demo_buyers_so_its_audit_adds_up():
+    call_command("seed_demo", "--quiet")
+    concert = demo_voucher("Concert tickets at cost")
+    orders = Order.objects.filter(voucher=concert)
+    audit = voucher_audit(voucher_id=concert.pk)
+    assert (audit.supplied, audit.orders, audit.stock, audit.buyers) == (5, 5, 0, 5)
+    assert audit.ok
+    assert all(order.user.username.startswith("demo-fan-") for order in orders.select_related("user"))
+    assert "Sold out" in concert.description
+    call_command("seed_demo", "--quiet")
+    assert orders.count() == 5  # nothing sold twice
+    voucher_update(voucher=concert, restock=2)  # staff restocked it: the next run sells that too
+    call_command("seed_demo", "--quiet")
+    audit = voucher_audit(voucher_id=concert.pk)
+    assert (audit.supplied, audit.orders, audit.stock) == (7, 7, 0)
+    assert audit.ok
+
+
+def test_seed_demo_really_sells_out_an_empty_voucher_an_older_seed_left():
+    begin = timezone.now() - timedelta(hours=1)
+    voucher_create(
+        title="Concert tickets at cost", stock=0, begin_at=begin, end_at=begin + timedelta(days=7), strategy="db_atomic"
+    )
+    call_command("seed_demo", "--quiet")
+    audit = voucher_audit(voucher_id=demo_voucher("Concert tickets at cost").pk)
+    assert (audit.supplied, audit.orders, audit.stock) == (5, 5, 0)
+
+
+def test_seed_demo_reruns_create_nothing_twice_and_keep_what_was_bought():
+    call_command("seed_demo", "--quiet")
+    coffee = demo_voucher("Coffee for 1 cent")
+    order_purchase(user=get_user_model().objects.get(username="buyer"), voucher=coffee)
+
+    def counts() -> tuple[int, ...]:
+        models = (Voucher, Pool, get_user_model(), Order, Stock)
+        return tuple(model.objects.count() for model in models)
+
+    before = counts()
+    call_command("seed_demo", "--quiet")
+    assert counts() == before
+    assert demo_voucher("Coffee for 1 cent").stock.quantity == 49
 
 
 def test_issue_tokens_writes_working_tokens_for_2000_users(tmp_path, make_voucher, capsys):

@@ -1,4 +1,13 @@
-from datetime import timedelta
+"""The demo a new user meets: ``make run`` runs this before every start.
+
+Every run makes the demo true again for the moment it starts: the windows are set from
+now (the upcoming voucher opens a few minutes later), the descriptions are written from
+the data (supply, window, strategy), and the sold-out voucher is sold out by real
+purchases of demo buyers, through the same service as any purchase, so that its audit
+adds up. A rerun creates nothing twice and keeps what users bought or drew.
+"""
+
+from datetime import datetime, timedelta
 
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand
@@ -6,20 +15,61 @@ from django.db import transaction
 from django.utils import timezone
 
 from lottery.models import Pool
-from lottery.services import pool_create, prize_create
+from lottery.selectors import pool_get
+from lottery.services import pool_create, pool_update, prize_create
 from orders.models import Voucher
-from orders.services import voucher_create
+from orders.selectors import voucher_get
+from orders.services import order_purchase, voucher_create, voucher_update
 
 DEMO_BUYER = ("buyer", "buyer-pass-2026")
 DEMO_STAFF = ("staff", "staff-pass-2026")
+# The sold-out voucher's buyers: users of the demo that nobody logs in as.
+DEMO_FAN = "demo-fan-{}"
+LIVE = "Coffee for 1 cent"
+UPCOMING = "Midnight sneaker drop"
+SOLD_OUT = "Concert tickets at cost"
+# title: (supply, start relative to the run); every window ends a week after the run.
+DEMO_VOUCHERS = {
+    LIVE: (50, -timedelta(minutes=5)),
+    UPCOMING: (20, timedelta(minutes=5)),
+    SOLD_OUT: (5, -timedelta(hours=1)),
+}
 DEMO_POOL = "Lucky wheel"
 DEMO_PRIZES = [("Weekend trip", 1, 800), ("Headphones", 5, 120), ("Tote bag", 20, 15), ("Free coffee", 60, 3)]
+DEMO_LASTS = timedelta(days=7)
+DEMO_STRATEGY = "db_atomic"
+
+
+def _when(moment: datetime) -> str:
+    moment = timezone.localtime(moment)
+    return f"{moment.day} {moment:%b %H:%M %Z}"
+
+
+def voucher_description(voucher: Voucher) -> str:
+    supplied = voucher.stock.initial_quantity
+    text = (
+        f"{supplied} units, one per buyer, on sale from {_when(voucher.begin_at)} to {_when(voucher.end_at)}. "
+        f"Stock is taken under {voucher.get_strategy_display()}."
+    )
+    if supplied and not voucher.stock.quantity:
+        text += " Sold out: every unit has been bought."
+    return text
+
+
+def pool_description(pool: Pool) -> str:
+    prizes = ", ".join(f"{prize.stock.initial_quantity} × {prize.name}" for prize in pool.prizes.all())
+    return (
+        f"{pool.draws_per_user} draws each, from {_when(pool.begin_at)} to {_when(pool.end_at)}. "
+        f"Prizes supplied: {prizes}, and a no-prize weight of {pool.no_prize_weight}: a draw wins a prize "
+        f"with the probability of its stock left over all stock left plus {pool.no_prize_weight}, "
+        f"so the odds move as prizes are won. Prizes are taken under {pool.get_strategy_display()}."
+    )
 
 
 class Command(BaseCommand):
     help = (
-        "Create demo data: a live, an upcoming and a sold-out voucher, a live prize pool, "
-        "a buyer and a staff user. Idempotent."
+        "Create or refresh the demo: a live, an upcoming and a sold-out voucher, a live prize pool, "
+        "a buyer and a staff user. Windows and descriptions are set from now on every run; idempotent."
     )
 
     def add_arguments(self, parser):
@@ -35,50 +85,57 @@ class Command(BaseCommand):
                 user.is_staff = user.is_superuser = staff
                 user.save()
         now = timezone.now()
-        demo = [
-            (
-                "Coffee for 1 cent",
-                "Live now: 50 vouchers, one per buyer.",
-                50,
-                now - timedelta(minutes=5),
-                now + timedelta(days=7),
-            ),
-            (
-                "Midnight sneaker drop",
-                "Starts in ten minutes.",
-                20,
-                now + timedelta(minutes=10),
-                now + timedelta(days=7),
-            ),
-            ("Concert tickets at cost", "All gone.", 0, now - timedelta(hours=1), now + timedelta(days=7)),
-        ]
-        made = 0
-        for title, description, stock, begin_at, end_at in demo:
-            if not Voucher.objects.filter(title=title).exists():
-                voucher_create(
-                    title=title,
-                    description=description,
-                    stock=stock,
-                    begin_at=begin_at,
-                    end_at=end_at,
-                    strategy="db_atomic",
+        created = 0
+        for title, (supply, starts_in) in DEMO_VOUCHERS.items():
+            begin_at = now + starts_in
+            voucher = Voucher.objects.filter(title=title).first()
+            if voucher is None:
+                voucher = voucher_create(
+                    title=title, stock=supply, begin_at=begin_at, end_at=now + DEMO_LASTS, strategy=DEMO_STRATEGY
                 )
-                made += 1
-        pools = 0
-        if not Pool.objects.filter(name=DEMO_POOL).exists():
+                created += 1
+            else:
+                voucher_update(voucher=voucher, begin_at=begin_at, end_at=now + DEMO_LASTS)
+            if title == SOLD_OUT:
+                self._sell_out(voucher, supply=supply, now=now)
+            voucher = voucher_get(voucher_id=voucher.pk)
+            voucher_update(voucher=voucher, description=voucher_description(voucher))
+        pool = Pool.objects.filter(name=DEMO_POOL).first()
+        if pool is None:
             pool = pool_create(
                 name=DEMO_POOL,
-                description="Three draws each. The odds follow what is left: watch them move as prizes are won.",
                 begin_at=now - timedelta(minutes=5),
-                end_at=now + timedelta(days=7),
+                end_at=now + DEMO_LASTS,
                 draws_per_user=3,
                 no_prize_weight=100,
-                strategy="db_atomic",
+                strategy=DEMO_STRATEGY,
             )
             for name, stock, value in DEMO_PRIZES:
                 prize_create(pool=pool, name=name, stock=stock, value=value)
-            pools += 1
+            created += 1
+        else:
+            pool_update(pool=pool, begin_at=now - timedelta(minutes=5), end_at=now + DEMO_LASTS)
+        pool = pool_get(pool_id=pool.pk)
+        pool_update(pool=pool, description=pool_description(pool))
         if not quiet:
-            self.stdout.write(f"Demo data ready ({made} vouchers and {pools} prize pool created).")
+            self.stdout.write(f"Demo data ready ({created} created; every window now starts from this run).")
             self.stdout.write(f"  buyer: username {DEMO_BUYER[0]!r}, password {DEMO_BUYER[1]!r}")
             self.stdout.write(f"  staff: username {DEMO_STAFF[0]!r}, password {DEMO_STAFF[1]!r} (admin at /admin/)")
+
+    def _sell_out(self, voucher: Voucher, *, supply: int, now: datetime) -> None:
+        """Demo buyers buy what is left, one unit each, through the purchase service.
+
+        A voucher that was never supplied (an older seed made it with no stock at all) is
+        first given its supply, so that "sold out" means sold, not empty."""
+        if voucher.stock.initial_quantity == 0:
+            voucher_update(voucher=voucher, restock=supply)
+        User = get_user_model()
+        fan = 0
+        while (voucher := voucher_get(voucher_id=voucher.pk)).stock.quantity > 0:
+            fan += 1
+            buyer, made = User.objects.get_or_create(username=DEMO_FAN.format(fan))
+            if made:
+                buyer.set_unusable_password()
+                buyer.save(update_fields=["password"])
+            if not voucher.orders.filter(user=buyer).exists():
+                order_purchase(user=buyer, voucher=voucher, now=now)
