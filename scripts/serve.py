@@ -127,7 +127,7 @@ def main() -> int:
         manage("seed_demo", env=env)
         # The race lab's runs are Celery tasks: one worker process, since runs go one at a time.
         worker = subprocess.Popen(
-            [PYTHON, "-m", "celery", "-A", "config", "worker", "--concurrency", "1", "--loglevel", "WARNING",
+            [PYTHON, "-m", "celery", "-A", "config", "worker", "--concurrency", "1", "--loglevel", "WARNING", "--quiet",
              "--without-gossip", "--without-mingle", "--without-heartbeat"],
             cwd=ROOT, env=env, process_group=0,
         )  # fmt: skip
