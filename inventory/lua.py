@@ -1,0 +1,118 @@
+"""The Lua scripts of the ``redis_lua`` strategy, as named constants.
+
+A stock group's state lives in Redis under one hash tag (``res:{group:<id>}:...``), so
+that every script touches a single Cluster slot:
+
+- ``...:state``, a hash: ``begin_ms`` and ``end_ms`` (the sale window), ``limit`` (takes
+  per user: 1 for a voucher, the draw limit for a pool), ``no_take`` (the weight of
+  taking nothing: a pool's "no prize"), and ``stock:<stock_id>`` (units left) for every
+  row of the group;
+- ``...:takers``, a hash: user id -> takes so far (its keys are a voucher's buyer set);
+- ``...:pending``, a stream: one entry per reservation not yet persisted, read by the
+  persisting worker through the consumer group ``persist``.
+
+One take, any product, as in ``inventory.stock``: a voucher is a group of one row with a
+limit of 1 and no weight of taking nothing, so RESERVE's weighted choice always lands on
+its row; a pool's choice is weighted by the stock left, at the moment of the script.
+"""
+
+# Reserve one unit for a user: check the window (Redis time), the user's takes and the
+# stock; choose a row weighted by its stock (or nothing, by the weight of taking
+# nothing); decrement it, count the take, and append the pending reservation.
+# KEYS[1] state, KEYS[2] takers, KEYS[3] pending stream
+# ARGV[1] user id, ARGV[2] reservation id, ARGV[3] a uniform random number in [0, 1)
+#         drawn by the caller (so that tests can seed it)
+# Returns {"ok", stock id or ""} or {refusal}: "unavailable" (no state: never sell from
+# nothing), "not_started", "ended", "limit", "sold_out".
+RESERVE = """
+local fields = redis.call('HGETALL', KEYS[1])
+if #fields == 0 then return {'unavailable'} end
+local rules, ids, left = {}, {}, {}
+for i = 1, #fields, 2 do
+    local name, value = fields[i], fields[i + 1]
+    if string.sub(name, 1, 6) == 'stock:' then
+        local units = tonumber(value)
+        if units > 0 then
+            local id = tonumber(string.sub(name, 7))
+            ids[#ids + 1] = id
+            left[id] = units
+        end
+    else
+        rules[name] = tonumber(value)
+    end
+end
+local now = redis.call('TIME')
+local now_ms = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
+if now_ms < rules['begin_ms'] then return {'not_started'} end
+if now_ms >= rules['end_ms'] then return {'ended'} end
+local taken = tonumber(redis.call('HGET', KEYS[2], ARGV[1]) or '0')
+if taken >= rules['limit'] then return {'limit'} end
+if #ids == 0 then return {'sold_out'} end
+table.sort(ids)
+local total = rules['no_take'] or 0
+for _, id in ipairs(ids) do total = total + left[id] end
+local point = tonumber(ARGV[3]) * total
+local chosen = ''
+for _, id in ipairs(ids) do
+    if point < left[id] then chosen = id break end
+    point = point - left[id]
+end
+if chosen ~= '' then redis.call('HINCRBY', KEYS[1], 'stock:' .. chosen, -1) end
+redis.call('HINCRBY', KEYS[2], ARGV[1], 1)
+redis.call('XADD', KEYS[3], '*', 'id', ARGV[2], 'user', ARGV[1], 'stock', tostring(chosen))
+return {'ok', tostring(chosen)}
+"""
+
+# Undo a reservation that could not be persisted for good, once: only while its stream
+# entry is still unacknowledged by the persisting group (so that neither a second
+# compensation nor one after a successful persist can run).
+# KEYS[1] state, KEYS[2] takers, KEYS[3] pending stream
+# ARGV[1] stream entry id, ARGV[2] consumer group, ARGV[3] user id,
+# ARGV[4] stock id or "" (a take of nothing)
+# Returns 1 when compensated, 0 when there was nothing to undo.
+RELEASE = """
+if redis.call('XACK', KEYS[3], ARGV[2], ARGV[1]) == 0 then return 0 end
+redis.call('XDEL', KEYS[3], ARGV[1])
+if ARGV[4] ~= '' and redis.call('EXISTS', KEYS[1]) == 1 then
+    redis.call('HINCRBY', KEYS[1], 'stock:' .. ARGV[4], 1)
+end
+local taken = redis.call('HINCRBY', KEYS[2], ARGV[3], -1)
+if taken <= 0 then redis.call('HDEL', KEYS[2], ARGV[3]) end
+return 1
+"""
+
+# Load a group's state built from the database, unless a state is already there: live
+# Redis state is never overwritten blindly (reconciliation repairs it field by field).
+# The persisting consumer group is created from the stream's start, so that no entry
+# appended before it existed is skipped.
+# KEYS[1] state, KEYS[2] takers, KEYS[3] pending stream
+# ARGV[1] consumer group, ARGV[2] the number of state fields n, then n name/value pairs
+# of the state, then name/value pairs of the takers (user id, takes)
+# Returns 1 when loaded, 0 when a state was already there.
+LOAD = """
+if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
+local n = tonumber(ARGV[2])
+for i = 3, 2 + 2 * n, 2 do
+    redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1])
+end
+redis.call('DEL', KEYS[2])
+for i = 3 + 2 * n, #ARGV, 2 do
+    redis.call('HSET', KEYS[2], ARGV[i], ARGV[i + 1])
+end
+if redis.call('EXISTS', KEYS[3]) == 0 then
+    redis.call('XGROUP', 'CREATE', KEYS[3], ARGV[1], '0', 'MKSTREAM')
+else
+    redis.pcall('XGROUP', 'CREATE', KEYS[3], ARGV[1], '0')
+end
+return 1
+"""
+
+# Add units to one row (a restock), only where the state is loaded: a missing state is
+# rebuilt from the database, which already holds the restock.
+# KEYS[1] state
+# ARGV[1] stock id, ARGV[2] units (may be negative for a correction)
+# Returns the units left after, or false when no state is loaded.
+ADD_UNITS = """
+if redis.call('EXISTS', KEYS[1]) == 0 then return false end
+return redis.call('HINCRBY', KEYS[1], 'stock:' .. ARGV[1], ARGV[2])
+"""

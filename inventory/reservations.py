@@ -1,0 +1,139 @@
+"""Reservations in Redis for the ``redis_lua`` strategy: one script call per take.
+
+Plain redis-py, no Django: a client (``redis.Redis`` or ``redis.cluster.RedisCluster``)
+and a stock group's id are all it needs. The scripts and the keys they use are
+described in ``inventory.lua``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
+
+import redis
+
+from . import lua
+
+# The consumer group that persists pending reservations to the database.
+PERSIST_GROUP = "persist"
+
+
+@dataclass(frozen=True)
+class GroupKeys:
+    """The keys of one stock group, under one hash tag (one Cluster slot)."""
+
+    state: str
+    takers: str
+    pending: str
+
+    @classmethod
+    def of(cls, group_id: int) -> GroupKeys:
+        tag = f"res:{{group:{group_id}}}"
+        return cls(state=f"{tag}:state", takers=f"{tag}:takers", pending=f"{tag}:pending")
+
+    def all(self) -> list[str]:
+        return [self.state, self.takers, self.pending]
+
+
+@dataclass(frozen=True)
+class Rules:
+    """What RESERVE checks besides the stock.
+
+    Attributes:
+        begin_at, end_at: the sale window, compared with Redis' clock.
+        limit: takes per user (1 for a voucher, the draw limit for a pool).
+        no_take: the weight of taking nothing (a pool's "no prize"), 0 for a voucher.
+    """
+
+    begin_at: datetime
+    end_at: datetime
+    limit: int
+    no_take: int = 0
+
+
+@dataclass(frozen=True)
+class Reserved:
+    """What RESERVE answered: ``refusal`` is None when a unit (or nothing, by the weight
+    of taking nothing) was reserved, else one of ``REFUSALS``."""
+
+    refusal: str | None
+    stock_id: int | None = None
+
+
+REFUSALS = ("unavailable", "not_started", "ended", "limit", "sold_out")
+
+
+def _ms(moment: datetime) -> int:
+    return int(moment.timestamp() * 1000)
+
+
+class Reservations:
+    """The scripts of ``inventory.lua`` bound to one Redis client."""
+
+    def __init__(self, client: redis.Redis) -> None:
+        self.client = client
+        self._reserve = client.register_script(lua.RESERVE)
+        self._release = client.register_script(lua.RELEASE)
+        self._load = client.register_script(lua.LOAD)
+        self._add_units = client.register_script(lua.ADD_UNITS)
+
+    def reserve(self, *, group_id: int, user_id: int, reservation_id: int, rand: float) -> Reserved:
+        """Reserve one unit of the group for ``user_id`` in one round trip.
+
+        Arguments:
+            reservation_id: the id the record will have once persisted, made by the
+                caller before the call, so that the answer can name it.
+            rand: a uniform random number in [0, 1) that makes the weighted choice.
+        """
+        if not 0 <= rand < 1:
+            raise ValueError(f"rand must be in [0, 1), got {rand!r}")
+        answer = self._reserve(keys=GroupKeys.of(group_id).all(), args=[user_id, reservation_id, repr(rand)])
+        status = _text(answer[0])
+        if status != "ok":
+            return Reserved(refusal=status)
+        chosen = _text(answer[1])
+        return Reserved(refusal=None, stock_id=int(chosen) if chosen else None)
+
+    def release(self, *, group_id: int, entry_id: str, user_id: int, stock_id: int | None) -> bool:
+        """Undo the reservation of stream entry ``entry_id`` (stock and take back) if it is
+        still pending for the persisting group; True when it was undone by this call."""
+        args = [entry_id, PERSIST_GROUP, user_id, "" if stock_id is None else stock_id]
+        return bool(self._release(keys=GroupKeys.of(group_id).all(), args=args))
+
+    def load(
+        self, *, group_id: int, rules: Rules, stock: Mapping[int, int], takers: Mapping[int, int] | None = None
+    ) -> bool:
+        """Load the group's state (built from the database) unless one is already there;
+        True when loaded."""
+        state = {
+            "begin_ms": _ms(rules.begin_at),
+            "end_ms": _ms(rules.end_at),
+            "limit": rules.limit,
+            "no_take": rules.no_take,
+        } | {f"stock:{stock_id}": units for stock_id, units in stock.items()}
+        args: list = [PERSIST_GROUP, len(state)]
+        for name, value in state.items():
+            args += [name, value]
+        for user_id, takes in (takers or {}).items():
+            args += [user_id, takes]
+        return bool(self._load(keys=GroupKeys.of(group_id).all(), args=args))
+
+    def add_units(self, *, group_id: int, stock_id: int, units: int) -> int | None:
+        """Add ``units`` to one row where the state is loaded; the units left after, or None."""
+        left = self._add_units(keys=[GroupKeys.of(group_id).state], args=[stock_id, units])
+        return None if left is None else int(left)
+
+    def stock(self, *, group_id: int) -> dict[int, int] | None:
+        """The units left per row, or None when no state is loaded."""
+        fields = self.client.hgetall(GroupKeys.of(group_id).state)
+        if not fields:
+            return None
+        return {int(_text(name)[6:]): int(value) for name, value in fields.items() if _text(name).startswith("stock:")}
+
+    def takers(self, *, group_id: int) -> dict[int, int]:
+        return {int(user): int(takes) for user, takes in self.client.hgetall(GroupKeys.of(group_id).takers).items()}
+
+
+def _text(value) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)

@@ -1,0 +1,220 @@
+"""The redis_lua scripts on a real Redis, and on a real three-node Redis Cluster."""
+
+from __future__ import annotations
+
+import itertools
+import multiprocessing
+import random
+from datetime import timedelta
+
+import pytest
+import redis
+from django.conf import settings
+from django.utils import timezone
+from redis.cluster import RedisCluster
+
+from inventory.reservations import PERSIST_GROUP, GroupKeys, Reservations, Rules
+from locking.testing import start_cluster
+
+_groups = itertools.count(random.randrange(10**6, 10**7) * 1000)
+
+
+def open_rules(limit: int = 1, no_take: int = 0, **window) -> Rules:
+    now = timezone.now()
+    return Rules(
+        begin_at=window.get("begin_at", now - timedelta(minutes=1)),
+        end_at=window.get("end_at", now + timedelta(hours=1)),
+        limit=limit,
+        no_take=no_take,
+    )
+
+
+@pytest.fixture
+def client():
+    client = redis.Redis.from_url(settings.REDIS_URL)
+    yield client
+    client.close()
+
+
+@pytest.fixture
+def group(client):
+    """A fresh group id; its keys are deleted afterwards."""
+    group_id = next(_groups)
+    yield group_id
+    client.delete(*GroupKeys.of(group_id).all())
+
+
+def read_pending(client, group_id: int) -> list[tuple[str, dict]]:
+    answer = client.xreadgroup(PERSIST_GROUP, "test", {GroupKeys.of(group_id).pending: ">"}, count=100)
+    entries = answer[0][1] if answer else []
+    return [(entry_id.decode(), {k.decode(): v.decode() for k, v in fields.items()}) for entry_id, fields in entries]
+
+
+def test_a_voucher_sells_once_per_user_and_records_each_reservation(client, group):
+    reservations = Reservations(client)
+    assert reservations.load(group_id=group, rules=open_rules(), stock={7: 2})
+    first = reservations.reserve(group_id=group, user_id=1, reservation_id=101, rand=0.5)
+    assert (first.refusal, first.stock_id) == (None, 7)
+    assert reservations.reserve(group_id=group, user_id=1, reservation_id=102, rand=0.5).refusal == "limit"
+    assert reservations.reserve(group_id=group, user_id=2, reservation_id=103, rand=0.9).stock_id == 7
+    assert reservations.reserve(group_id=group, user_id=3, reservation_id=104, rand=0.1).refusal == "sold_out"
+    assert reservations.stock(group_id=group) == {7: 0}
+    assert reservations.takers(group_id=group) == {1: 1, 2: 1}
+    pending = [fields for _, fields in read_pending(client, group)]
+    assert pending == [{"id": "101", "user": "1", "stock": "7"}, {"id": "103", "user": "2", "stock": "7"}]
+
+
+def test_no_state_means_unavailable_never_a_sale_from_nothing(client, group):
+    reservations = Reservations(client)
+    assert reservations.reserve(group_id=group, user_id=1, reservation_id=1, rand=0.0).refusal == "unavailable"
+    assert not client.exists(*GroupKeys.of(group).all())
+
+
+def test_the_window_is_checked_against_redis_time(client, group):
+    reservations = Reservations(client)
+    later = timezone.now() + timedelta(minutes=5)
+    reservations.load(group_id=group, rules=open_rules(begin_at=later, end_at=later + timedelta(hours=1)), stock={1: 5})
+    assert reservations.reserve(group_id=group, user_id=1, reservation_id=1, rand=0.0).refusal == "not_started"
+    client.delete(GroupKeys.of(group).state)
+    earlier = timezone.now() - timedelta(hours=2)
+    reservations.load(
+        group_id=group, rules=open_rules(begin_at=earlier, end_at=earlier + timedelta(hours=1)), stock={1: 5}
+    )
+    assert reservations.reserve(group_id=group, user_id=1, reservation_id=1, rand=0.0).refusal == "ended"
+    assert reservations.stock(group_id=group) == {1: 5}
+
+
+def test_the_choice_is_weighted_by_the_stock_left_and_the_weight_of_taking_nothing(client, group):
+    """Rows 1 (1 unit) and 2 (3 units) and a weight of 4 for nothing: [0, 1/8) takes row 1,
+    [1/8, 1/2) row 2, [1/2, 1) nothing, which still counts as the user's take."""
+    reservations = Reservations(client)
+    for rand, expected in [(0.0, 1), (0.124, 1), (0.125, 2), (0.49, 2), (0.5, None), (0.99, None)]:
+        client.delete(*GroupKeys.of(group).all())
+        reservations.load(group_id=group, rules=open_rules(no_take=4), stock={2: 3, 1: 1})
+        reserved = reservations.reserve(group_id=group, user_id=1, reservation_id=1, rand=rand)
+        assert (reserved.refusal, reserved.stock_id) == (None, expected), rand
+        assert reservations.takers(group_id=group) == {1: 1}
+    # The weights are the stock left at the moment: with row 1 gone, [0, 3/7) takes row 2.
+    client.delete(*GroupKeys.of(group).all())
+    reservations.load(group_id=group, rules=open_rules(limit=9, no_take=4), stock={2: 3, 1: 0})
+    assert reservations.reserve(group_id=group, user_id=3, reservation_id=3, rand=0.42).stock_id == 2
+    assert reservations.reserve(group_id=group, user_id=3, reservation_id=4, rand=0.3).stock_id == 2  # 2 of 6 now
+    assert reservations.stock(group_id=group) == {1: 0, 2: 1}
+    # With every row empty, only taking nothing would be left: the group is sold out.
+    client.delete(*GroupKeys.of(group).all())
+    reservations.load(group_id=group, rules=open_rules(no_take=4), stock={2: 0, 1: 0})
+    assert reservations.reserve(group_id=group, user_id=9, reservation_id=9, rand=0.9).refusal == "sold_out"
+
+
+def test_a_pool_limit_counts_every_take(client, group):
+    reservations = Reservations(client)
+    reservations.load(group_id=group, rules=open_rules(limit=2, no_take=1), stock={1: 100})
+    answers = [reservations.reserve(group_id=group, user_id=5, reservation_id=n, rand=0.99).refusal for n in range(3)]
+    assert answers == [None, None, "limit"]
+
+
+def test_load_never_overwrites_live_state(client, group):
+    reservations = Reservations(client)
+    assert reservations.load(group_id=group, rules=open_rules(), stock={1: 5}, takers={})
+    reservations.reserve(group_id=group, user_id=1, reservation_id=1, rand=0.0)
+    assert not reservations.load(group_id=group, rules=open_rules(), stock={1: 5})
+    assert reservations.stock(group_id=group) == {1: 4}
+    assert reservations.takers(group_id=group) == {1: 1}
+
+
+def test_load_restores_takers_and_keeps_the_pending_stream_readable(client, group):
+    reservations = Reservations(client)
+    reservations.load(group_id=group, rules=open_rules(limit=3), stock={1: 5}, takers={8: 3, 9: 1})
+    assert reservations.takers(group_id=group) == {8: 3, 9: 1}
+    assert reservations.reserve(group_id=group, user_id=8, reservation_id=1, rand=0.0).refusal == "limit"
+    reservations.reserve(group_id=group, user_id=9, reservation_id=2, rand=0.0)
+    assert [fields["id"] for _, fields in read_pending(client, group)] == ["2"]
+
+
+def test_release_undoes_a_pending_reservation_exactly_once(client, group):
+    reservations = Reservations(client)
+    reservations.load(group_id=group, rules=open_rules(), stock={1: 1})
+    reservations.reserve(group_id=group, user_id=4, reservation_id=1, rand=0.0)
+    ((entry_id, _),) = read_pending(client, group)
+    assert reservations.release(group_id=group, entry_id=entry_id, user_id=4, stock_id=1)
+    assert not reservations.release(group_id=group, entry_id=entry_id, user_id=4, stock_id=1)
+    assert reservations.stock(group_id=group) == {1: 1}
+    assert reservations.takers(group_id=group) == {}
+    assert client.xlen(GroupKeys.of(group).pending) == 0
+    # The unit is back on sale, and the user may buy again.
+    assert reservations.reserve(group_id=group, user_id=4, reservation_id=2, rand=0.0).stock_id == 1
+
+
+def test_release_after_the_reservation_was_persisted_does_nothing(client, group):
+    reservations = Reservations(client)
+    reservations.load(group_id=group, rules=open_rules(), stock={1: 1})
+    reservations.reserve(group_id=group, user_id=4, reservation_id=1, rand=0.0)
+    ((entry_id, _),) = read_pending(client, group)
+    client.xack(GroupKeys.of(group).pending, PERSIST_GROUP, entry_id)  # what the persisting worker does
+    assert not reservations.release(group_id=group, entry_id=entry_id, user_id=4, stock_id=1)
+    assert reservations.stock(group_id=group) == {1: 0}
+
+
+def test_add_units_only_where_the_state_is_loaded(client, group):
+    reservations = Reservations(client)
+    assert reservations.add_units(group_id=group, stock_id=1, units=5) is None
+    assert not client.exists(GroupKeys.of(group).state)
+    reservations.load(group_id=group, rules=open_rules(), stock={1: 0})
+    assert reservations.add_units(group_id=group, stock_id=1, units=5) == 5
+    assert reservations.reserve(group_id=group, user_id=1, reservation_id=1, rand=0.0).stock_id == 1
+
+
+def _reserve_many(url: str, group_id: int, users: range, queue) -> None:
+    reservations = Reservations(redis.Redis.from_url(url))
+    queue.put([reservations.reserve(group_id=group_id, user_id=u, reservation_id=u, rand=random.random()).refusal
+               for u in users])  # fmt: skip
+
+
+def test_many_processes_never_reserve_more_than_the_stock(client, group):
+    """8 processes, 50 users each plus 50 users shared by two processes, on 3 rows of 10."""
+    reservations = Reservations(client)
+    reservations.load(group_id=group, rules=open_rules(), stock={1: 10, 2: 10, 3: 10})
+    context = multiprocessing.get_context("fork")
+    queue = context.Queue()
+    plans = [range(p * 50, p * 50 + 50) if p % 2 else range(p * 50 - 50, p * 50) for p in range(1, 9)]
+    processes = [context.Process(target=_reserve_many, args=(settings.REDIS_URL, group, plan, queue)) for plan in plans]
+    for process in processes:
+        process.start()
+    answers = [refusal for _ in processes for refusal in queue.get(timeout=60)]
+    for process in processes:
+        process.join(10)
+    assert answers.count(None) == 30
+    assert reservations.stock(group_id=group) == {1: 0, 2: 0, 3: 0}
+    pending = read_pending(client, group)
+    assert len(pending) == 30
+    assert len({fields["user"] for _, fields in pending}) == 30  # one per user, repeaters included
+    assert set(answers) <= {None, "sold_out", "limit"}
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    servers = start_cluster(3)
+    client = RedisCluster(host="127.0.0.1", port=servers[0].port)
+    yield client
+    client.close()
+    for server in servers:
+        server.close()
+
+
+def test_the_scripts_run_unchanged_on_a_three_node_cluster(cluster):
+    reservations = Reservations(cluster)
+    groups = range(1, 31)
+    nodes = {cluster.get_node_from_key(GroupKeys.of(g).state).port for g in groups}
+    assert len(nodes) == 3  # the groups really live on every node
+    for g in groups:
+        assert reservations.load(group_id=g, rules=open_rules(limit=2, no_take=1), stock={g: 1, g + 100: 1})
+        first = reservations.reserve(group_id=g, user_id=1, reservation_id=g, rand=0.0)
+        assert first.stock_id == g
+        second = reservations.reserve(group_id=g, user_id=1, reservation_id=g + 1000, rand=0.0)
+        assert second.stock_id == g + 100
+        assert reservations.reserve(group_id=g, user_id=1, reservation_id=g + 2000, rand=0.0).refusal == "limit"
+        entries = cluster.xreadgroup(PERSIST_GROUP, "test", {GroupKeys.of(g).pending: ">"})
+        (entry_id, _), _ = entries[0][1]
+        assert reservations.release(group_id=g, entry_id=entry_id.decode(), user_id=1, stock_id=g)
+        assert reservations.stock(group_id=g) == {g: 1, g + 100: 0}
+        assert reservations.add_units(group_id=g, stock_id=g + 100, units=2) == 2
