@@ -22,8 +22,9 @@ its row; a pool's choice is weighted by the stock left, at the moment of the scr
 # KEYS[1] state, KEYS[2] takers, KEYS[3] pending stream
 # ARGV[1] user id, ARGV[2] reservation id, ARGV[3] a uniform random number in [0, 1)
 #         drawn by the caller (so that tests can seed it)
-# Returns {"ok", stock id or ""} or {refusal}: "unavailable" (no state: never sell from
-# nothing), "not_started", "ended", "limit", "sold_out".
+# Returns {"ok", stock id or "", seq} (seq: this take's number among the user's takes,
+# the database's per-user backstop) or {refusal}: "unavailable" (no state: never sell
+# from nothing), "not_started", "ended", "limit", "sold_out".
 RESERVE = """
 local fields = redis.call('HGETALL', KEYS[1])
 if #fields == 0 then return {'unavailable'} end
@@ -58,9 +59,9 @@ for _, id in ipairs(ids) do
     point = point - left[id]
 end
 if chosen ~= '' then redis.call('HINCRBY', KEYS[1], 'stock:' .. chosen, -1) end
-redis.call('HINCRBY', KEYS[2], ARGV[1], 1)
-redis.call('XADD', KEYS[3], '*', 'id', ARGV[2], 'user', ARGV[1], 'stock', tostring(chosen))
-return {'ok', tostring(chosen)}
+local seq = redis.call('HINCRBY', KEYS[2], ARGV[1], 1)
+redis.call('XADD', KEYS[3], '*', 'id', ARGV[2], 'user', ARGV[1], 'stock', tostring(chosen), 'seq', seq)
+return {'ok', tostring(chosen), seq}
 """
 
 # Undo a reservation that could not be persisted for good, once: only while its stream

@@ -55,10 +55,12 @@ class Rules:
 @dataclass(frozen=True)
 class Reserved:
     """What RESERVE answered: ``refusal`` is None when a unit (or nothing, by the weight
-    of taking nothing) was reserved, else one of ``REFUSALS``."""
+    of taking nothing) was reserved, else one of ``REFUSALS``; ``seq`` is the take's
+    number among the user's takes of this group (1 for a voucher's one purchase)."""
 
     refusal: str | None
     stock_id: int | None = None
+    seq: int = 0
 
 
 REFUSALS = ("unavailable", "not_started", "ended", "limit", "sold_out")
@@ -93,7 +95,7 @@ class Reservations:
         if status != "ok":
             return Reserved(refusal=status)
         chosen = _text(answer[1])
-        return Reserved(refusal=None, stock_id=int(chosen) if chosen else None)
+        return Reserved(refusal=None, stock_id=int(chosen) if chosen else None, seq=int(answer[2]))
 
     def release(self, *, group_id: int, entry_id: str, user_id: int, stock_id: int | None) -> bool:
         """Undo the reservation of stream entry ``entry_id`` (stock and take back) if it is

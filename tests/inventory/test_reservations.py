@@ -61,7 +61,10 @@ def test_a_voucher_sells_once_per_user_and_records_each_reservation(client, grou
     assert reservations.stock(group_id=group) == {7: 0}
     assert reservations.takers(group_id=group) == {1: 1, 2: 1}
     pending = [fields for _, fields in read_pending(client, group)]
-    assert pending == [{"id": "101", "user": "1", "stock": "7"}, {"id": "103", "user": "2", "stock": "7"}]
+    assert pending == [
+        {"id": "101", "user": "1", "stock": "7", "seq": "1"},
+        {"id": "103", "user": "2", "stock": "7", "seq": "1"},
+    ]
 
 
 def test_no_state_means_unavailable_never_a_sale_from_nothing(client, group):
@@ -109,8 +112,8 @@ def test_the_choice_is_weighted_by_the_stock_left_and_the_weight_of_taking_nothi
 def test_a_pool_limit_counts_every_take(client, group):
     reservations = Reservations(client)
     reservations.load(group_id=group, rules=open_rules(limit=2, no_take=1), stock={1: 100})
-    answers = [reservations.reserve(group_id=group, user_id=5, reservation_id=n, rand=0.99).refusal for n in range(3)]
-    assert answers == [None, None, "limit"]
+    answers = [reservations.reserve(group_id=group, user_id=5, reservation_id=n, rand=0.99) for n in range(3)]
+    assert [(a.refusal, a.seq) for a in answers] == [(None, 1), (None, 2), ("limit", 0)]
 
 
 def test_load_never_overwrites_live_state(client, group):
