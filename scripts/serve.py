@@ -127,7 +127,7 @@ def main() -> int:
         manage("seed_demo", env=env)
         # The race lab's runs are Celery tasks: one worker process, since runs go one at a time.
         worker = subprocess.Popen(
-            [PYTHON, "-m", "celery", "-A", "config", "worker", "--concurrency", "1", "--loglevel", "WARNING", "--quiet",
+            [PYTHON, "-m", "celery", "-A", "config", "--quiet", "worker", "--concurrency", "1", "--loglevel", "WARNING",
              "--without-gossip", "--without-mingle", "--without-heartbeat"],
             cwd=ROOT, env=env, process_group=0,
         )  # fmt: skip
@@ -156,7 +156,7 @@ def main() -> int:
         # of their own, would not get its hangup.
         for stop in (signal.SIGTERM, signal.SIGHUP):
             signal.signal(stop, lambda *_: gunicorn.terminate())
-        return gunicorn.wait()
+        return wait_serving(gunicorn, worker)
     except KeyboardInterrupt:
         say("Stopping.")
         return 0
@@ -176,6 +176,19 @@ def main() -> int:
                 process.kill()
         for server in servers:
             server.close()
+
+
+def wait_serving(gunicorn: subprocess.Popen, worker: subprocess.Popen) -> int:
+    """Wait for gunicorn to stop; say so once if the Celery worker stops before it, since
+    the shop goes on serving but the race lab's runs would wait in vain."""
+    worker_reported = False
+    while True:
+        try:
+            return gunicorn.wait(timeout=1)
+        except subprocess.TimeoutExpired:
+            if not worker_reported and worker.poll() is not None:
+                say(f"The Celery worker stopped (exit status {worker.returncode}): race lab runs will not start.")
+                worker_reported = True
 
 
 if __name__ == "__main__":
