@@ -7,7 +7,9 @@ import platform
 import subprocess
 
 
-def describe(redis_client=None) -> str:
+def describe(redis_client=None, *, commit: bool = True) -> str:
+    """CPU, cores, memory, OS and Python (and Redis, given a client); the git commit unless
+    ``commit`` is False (for callers that show it on its own)."""
     cpu = platform.processor() or platform.machine()
     try:
         with open("/proc/cpuinfo") as info:
@@ -26,9 +28,10 @@ def describe(redis_client=None) -> str:
     ]
     if redis_client is not None:
         parts.append(f"Redis {redis_client.info('server')['redis_version']} on 127.0.0.1")
-    try:
-        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
-        parts.append(f"commit {commit}")
-    except OSError:
-        pass
+    if commit:
+        try:
+            head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
+            parts.append(f"commit {head.stdout.strip()}")
+        except OSError:
+            pass
     return "; ".join(parts)

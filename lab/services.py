@@ -179,7 +179,7 @@ def lab_run_execute(*, run_id: int) -> LabRun:
         run.status = LabRun.Status.RUNNING
         run.started_at = timezone.now()
         run.commit = _commit()
-        run.machine = describe()
+        run.machine = describe(commit=False)
         run.save(update_fields=["status", "started_at", "commit", "machine"])
         try:
             _run_lanes(run)
