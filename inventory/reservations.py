@@ -66,6 +66,28 @@ class Reserved:
 REFUSALS = ("unavailable", "not_started", "ended", "limit", "sold_out")
 
 
+@dataclass(frozen=True)
+class Pending:
+    """A reservation waiting to be persisted: its stream entry and what RESERVE recorded."""
+
+    entry_id: str
+    reservation_id: int
+    user_id: int
+    stock_id: int | None
+    seq: int
+
+    @classmethod
+    def from_entry(cls, entry_id, fields: Mapping) -> Pending:
+        values = {_text(name): _text(value) for name, value in fields.items()}
+        return cls(
+            entry_id=_text(entry_id),
+            reservation_id=int(values["id"]),
+            user_id=int(values["user"]),
+            stock_id=int(values["stock"]) if values["stock"] else None,
+            seq=int(values["seq"]),
+        )
+
+
 def _ms(moment: datetime) -> int:
     return int(moment.timestamp() * 1000)
 
@@ -102,6 +124,29 @@ class Reservations:
         still pending for the persisting group; True when it was undone by this call."""
         args = [entry_id, PERSIST_GROUP, user_id, "" if stock_id is None else stock_id]
         return bool(self._release(keys=GroupKeys.of(group_id).all(), args=args))
+
+    def pending(self, *, group_id: int, consumer: str, count: int = 500, claim_idle_ms: int = 30_000) -> list[Pending]:
+        """Up to ``count`` reservations of the group for ``consumer`` to persist: first those
+        another consumer was given ``claim_idle_ms`` ago or more without acknowledging them
+        (it died, or is stuck), then new ones."""
+        key = GroupKeys.of(group_id).pending
+        claimed = self.client.xautoclaim(key, PERSIST_GROUP, consumer, claim_idle_ms, "0-0", count=count)
+        # [next id, entries, (Redis 7) deleted ids]; an entry deleted since is (id, None).
+        entries = [(entry_id, fields) for entry_id, fields in claimed[1] if fields]
+        if len(entries) < count:
+            answer = self.client.xreadgroup(PERSIST_GROUP, consumer, {key: ">"}, count=count - len(entries))
+            entries += answer[0][1] if answer else []
+        return [Pending.from_entry(entry_id, fields) for entry_id, fields in entries]
+
+    def done(self, *, group_id: int, entry_ids: list[str]) -> None:
+        """Acknowledge and drop persisted entries: call only once their rows are committed."""
+        if not entry_ids:
+            return
+        key = GroupKeys.of(group_id).pending
+        pipe = self.client.pipeline(transaction=False)
+        pipe.xack(key, PERSIST_GROUP, *entry_ids)
+        pipe.xdel(key, *entry_ids)
+        pipe.execute()
 
     def load(
         self, *, group_id: int, rules: Rules, stock: Mapping[int, int], takers: Mapping[int, int] | None = None

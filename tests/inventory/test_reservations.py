@@ -221,3 +221,30 @@ def test_the_scripts_run_unchanged_on_a_three_node_cluster(cluster):
         assert reservations.release(group_id=g, entry_id=entry_id.decode(), user_id=1, stock_id=g)
         assert reservations.stock(group_id=g) == {g: 1, g + 100: 0}
         assert reservations.add_units(group_id=g, stock_id=g + 100, units=2) == 2
+
+
+def test_pending_hands_each_reservation_to_one_consumer_until_done(client, group):
+    reservations = Reservations(client)
+    reservations.load(group_id=group, rules=open_rules(limit=2, no_take=0), stock={1: 5, 2: 5})
+    for user in (1, 2, 3):
+        reservations.reserve(group_id=group, user_id=user, reservation_id=100 + user, rand=0.0)
+    first = reservations.pending(group_id=group, consumer="a", count=2)
+    assert [(p.reservation_id, p.user_id, p.stock_id, p.seq) for p in first] == [(101, 1, 1, 1), (102, 2, 1, 1)]
+    second = reservations.pending(group_id=group, consumer="b")
+    assert [p.reservation_id for p in second] == [103]  # not a's, which are not yet idle long
+    reservations.done(group_id=group, entry_ids=[p.entry_id for p in first + second])
+    assert reservations.pending(group_id=group, consumer="a", claim_idle_ms=0) == []
+    assert client.xlen(GroupKeys.of(group).pending) == 0
+
+
+def test_reservations_of_a_consumer_that_died_are_claimed_by_the_next(client, group):
+    reservations = Reservations(client)
+    reservations.load(group_id=group, rules=open_rules(), stock={1: 5})
+    reservations.reserve(group_id=group, user_id=1, reservation_id=7, rand=0.0)
+    (lost,) = reservations.pending(group_id=group, consumer="dead")
+    assert reservations.pending(group_id=group, consumer="next", claim_idle_ms=60_000) == []
+    (claimed,) = reservations.pending(group_id=group, consumer="next", claim_idle_ms=0)
+    assert claimed == lost
+    # A release after the claim still undoes it once: the entry is pending for the group.
+    assert reservations.release(group_id=group, entry_id=claimed.entry_id, user_id=1, stock_id=1)
+    assert reservations.pending(group_id=group, consumer="third", claim_idle_ms=0) == []
