@@ -9,7 +9,9 @@ that every script touches a single Cluster slot:
   row of the group;
 - ``...:takers``, a hash: user id -> takes so far (its keys are a voucher's buyer set);
 - ``...:pending``, a stream: one entry per reservation not yet persisted, read by the
-  persisting worker through the consumer group ``persist``.
+  persisting worker through the consumer group ``persist``;
+- ``...:ids``, a counter: the group's reservations are numbered 1, 2, ... (the
+  reservation's id is made from the group and this number, ``reservations.reservation_id``).
 
 One take, any product, as in ``inventory.stock``: a voucher is a group of one row with a
 limit of 1 and no weight of taking nothing, so RESERVE's weighted choice always lands on
@@ -19,12 +21,13 @@ its row; a pool's choice is weighted by the stock left, at the moment of the scr
 # Reserve one unit for a user: check the window (Redis time), the user's takes and the
 # stock; choose a row weighted by its stock (or nothing, by the weight of taking
 # nothing); decrement it, count the take, and append the pending reservation.
-# KEYS[1] state, KEYS[2] takers, KEYS[3] pending stream
-# ARGV[1] user id, ARGV[2] reservation id, ARGV[3] a uniform random number in [0, 1)
-#         drawn by the caller (so that tests can seed it)
-# Returns {"ok", stock id or "", seq} (seq: this take's number among the user's takes,
-# the database's per-user backstop) or {refusal}: "unavailable" (no state: never sell
-# from nothing), "not_started", "ended", "limit", "sold_out".
+# KEYS[1] state, KEYS[2] takers, KEYS[3] pending stream, KEYS[4] reservation counter
+# ARGV[1] user id, ARGV[2] a uniform random number in [0, 1) drawn by the caller (so that
+#         tests can seed it)
+# Returns {"ok", stock id or "", seq, n}, where seq is this take's number among the user's
+# takes (the database's per-user backstop) and n the reservation's number in the group,
+# or {refusal}: "unavailable" (no state: never sell from nothing), "not_started",
+# "ended", "limit", "sold_out".
 RESERVE = """
 local fields = redis.call('HGETALL', KEYS[1])
 if #fields == 0 then return {'unavailable'} end
@@ -52,7 +55,7 @@ if #ids == 0 then return {'sold_out'} end
 table.sort(ids)
 local total = rules['no_take'] or 0
 for _, id in ipairs(ids) do total = total + left[id] end
-local point = tonumber(ARGV[3]) * total
+local point = tonumber(ARGV[2]) * total
 local chosen = ''
 for _, id in ipairs(ids) do
     if point < left[id] then chosen = id break end
@@ -60,8 +63,9 @@ for _, id in ipairs(ids) do
 end
 if chosen ~= '' then redis.call('HINCRBY', KEYS[1], 'stock:' .. chosen, -1) end
 local seq = redis.call('HINCRBY', KEYS[2], ARGV[1], 1)
-redis.call('XADD', KEYS[3], '*', 'id', ARGV[2], 'user', ARGV[1], 'stock', tostring(chosen), 'seq', seq)
-return {'ok', tostring(chosen), seq}
+local n = redis.call('INCR', KEYS[4])
+redis.call('XADD', KEYS[3], '*', 'n', n, 'user', ARGV[1], 'stock', tostring(chosen), 'seq', seq)
+return {'ok', tostring(chosen), seq, n}
 """
 
 # Undo a reservation that could not be persisted for good, once: only while its stream
@@ -86,19 +90,25 @@ return 1
 # Redis state is never overwritten blindly (reconciliation repairs it field by field).
 # The persisting consumer group is created from the stream's start, so that no entry
 # appended before it existed is skipped.
-# KEYS[1] state, KEYS[2] takers, KEYS[3] pending stream
-# ARGV[1] consumer group, ARGV[2] the number of state fields n, then n name/value pairs
-# of the state, then name/value pairs of the takers (user id, takes)
+# The reservation counter is raised to at least the highest number the database holds,
+# so that a Redis that lost its keys never hands out an id twice.
+# KEYS[1] state, KEYS[2] takers, KEYS[3] pending stream, KEYS[4] reservation counter
+# ARGV[1] consumer group, ARGV[2] the counter's floor, ARGV[3] the number of state
+# fields n, then n name/value pairs of the state, then name/value pairs of the takers
+# (user id, takes)
 # Returns 1 when loaded, 0 when a state was already there.
 LOAD = """
 if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
-local n = tonumber(ARGV[2])
-for i = 3, 2 + 2 * n, 2 do
+local n = tonumber(ARGV[3])
+for i = 4, 3 + 2 * n, 2 do
     redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1])
 end
 redis.call('DEL', KEYS[2])
-for i = 3 + 2 * n, #ARGV, 2 do
+for i = 4 + 2 * n, #ARGV, 2 do
     redis.call('HSET', KEYS[2], ARGV[i], ARGV[i + 1])
+end
+if tonumber(redis.call('GET', KEYS[4]) or '0') < tonumber(ARGV[2]) then
+    redis.call('SET', KEYS[4], ARGV[2])
 end
 if redis.call('EXISTS', KEYS[3]) == 0 then
     redis.call('XGROUP', 'CREATE', KEYS[3], ARGV[1], '0', 'MKSTREAM')

@@ -17,6 +17,25 @@ from . import lua
 
 # The consumer group that persists pending reservations to the database.
 PERSIST_GROUP = "persist"
+# Reservation ids: 2**62 + (group id << 30) + the group's reservation number. Unique
+# across groups, told apart from the database's own ids (which never get that high),
+# and made in the script without a second round trip.
+RESERVATION_BASE = 1 << 62
+_NUMBER_BITS = 30
+
+
+def reservation_id(group_id: int, number: int) -> int:
+    """The id of the ``number``-th reservation of stock group ``group_id``."""
+    if not 0 < number < 1 << _NUMBER_BITS or not 0 < group_id < 1 << (62 - _NUMBER_BITS):
+        raise ValueError(f"no reservation id for group {group_id}, number {number}")
+    return RESERVATION_BASE | group_id << _NUMBER_BITS | number
+
+
+def reservation_group(reservation: int) -> int | None:
+    """The stock group a reservation id belongs to, or None for any other id."""
+    if reservation < RESERVATION_BASE or reservation >= 1 << 63:
+        return None
+    return (reservation - RESERVATION_BASE) >> _NUMBER_BITS
 
 
 @dataclass(frozen=True)
@@ -26,14 +45,15 @@ class GroupKeys:
     state: str
     takers: str
     pending: str
+    ids: str
 
     @classmethod
     def of(cls, group_id: int) -> GroupKeys:
         tag = f"res:{{group:{group_id}}}"
-        return cls(state=f"{tag}:state", takers=f"{tag}:takers", pending=f"{tag}:pending")
+        return cls(state=f"{tag}:state", takers=f"{tag}:takers", pending=f"{tag}:pending", ids=f"{tag}:ids")
 
     def all(self) -> list[str]:
-        return [self.state, self.takers, self.pending]
+        return [self.state, self.takers, self.pending, self.ids]
 
 
 @dataclass(frozen=True)
@@ -56,11 +76,13 @@ class Rules:
 class Reserved:
     """What RESERVE answered: ``refusal`` is None when a unit (or nothing, by the weight
     of taking nothing) was reserved, else one of ``REFUSALS``; ``seq`` is the take's
-    number among the user's takes of this group (1 for a voucher's one purchase)."""
+    number among the user's takes of this group (1 for a voucher's one purchase) and
+    ``reservation_id`` the id its record will have once persisted."""
 
     refusal: str | None
     stock_id: int | None = None
     seq: int = 0
+    reservation_id: int = 0
 
 
 REFUSALS = ("unavailable", "not_started", "ended", "limit", "sold_out")
@@ -77,11 +99,11 @@ class Pending:
     seq: int
 
     @classmethod
-    def from_entry(cls, entry_id, fields: Mapping) -> Pending:
+    def from_entry(cls, group_id: int, entry_id, fields: Mapping) -> Pending:
         values = {_text(name): _text(value) for name, value in fields.items()}
         return cls(
             entry_id=_text(entry_id),
-            reservation_id=int(values["id"]),
+            reservation_id=reservation_id(group_id, int(values["n"])),
             user_id=int(values["user"]),
             stock_id=int(values["stock"]) if values["stock"] else None,
             seq=int(values["seq"]),
@@ -102,28 +124,32 @@ class Reservations:
         self._load = client.register_script(lua.LOAD)
         self._add_units = client.register_script(lua.ADD_UNITS)
 
-    def reserve(self, *, group_id: int, user_id: int, reservation_id: int, rand: float) -> Reserved:
+    def reserve(self, *, group_id: int, user_id: int, rand: float) -> Reserved:
         """Reserve one unit of the group for ``user_id`` in one round trip.
 
         Arguments:
-            reservation_id: the id the record will have once persisted, made by the
-                caller before the call, so that the answer can name it.
             rand: a uniform random number in [0, 1) that makes the weighted choice.
         """
         if not 0 <= rand < 1:
             raise ValueError(f"rand must be in [0, 1), got {rand!r}")
-        answer = self._reserve(keys=GroupKeys.of(group_id).all(), args=[user_id, reservation_id, repr(rand)])
+        answer = self._reserve(keys=GroupKeys.of(group_id).all(), args=[user_id, repr(rand)])
         status = _text(answer[0])
         if status != "ok":
             return Reserved(refusal=status)
         chosen = _text(answer[1])
-        return Reserved(refusal=None, stock_id=int(chosen) if chosen else None, seq=int(answer[2]))
+        return Reserved(
+            refusal=None,
+            stock_id=int(chosen) if chosen else None,
+            seq=int(answer[2]),
+            reservation_id=reservation_id(group_id, int(answer[3])),
+        )
 
     def release(self, *, group_id: int, entry_id: str, user_id: int, stock_id: int | None) -> bool:
         """Undo the reservation of stream entry ``entry_id`` (stock and take back) if it is
         still pending for the persisting group; True when it was undone by this call."""
         args = [entry_id, PERSIST_GROUP, user_id, "" if stock_id is None else stock_id]
-        return bool(self._release(keys=GroupKeys.of(group_id).all(), args=args))
+        keys = GroupKeys.of(group_id)
+        return bool(self._release(keys=[keys.state, keys.takers, keys.pending], args=args))
 
     def pending(self, *, group_id: int, consumer: str, count: int = 500, claim_idle_ms: int = 30_000) -> list[Pending]:
         """Up to ``count`` reservations of the group for ``consumer`` to persist: first those
@@ -136,7 +162,7 @@ class Reservations:
         if len(entries) < count:
             answer = self.client.xreadgroup(PERSIST_GROUP, consumer, {key: ">"}, count=count - len(entries))
             entries += answer[0][1] if answer else []
-        return [Pending.from_entry(entry_id, fields) for entry_id, fields in entries]
+        return [Pending.from_entry(group_id, entry_id, fields) for entry_id, fields in entries]
 
     def done(self, *, group_id: int, entry_ids: list[str]) -> None:
         """Acknowledge and drop persisted entries: call only once their rows are committed."""
@@ -149,17 +175,30 @@ class Reservations:
         pipe.execute()
 
     def load(
-        self, *, group_id: int, rules: Rules, stock: Mapping[int, int], takers: Mapping[int, int] | None = None
+        self,
+        *,
+        group_id: int,
+        rules: Rules,
+        stock: Mapping[int, int],
+        takers: Mapping[int, int] | None = None,
+        last_reservation: int = 0,
     ) -> bool:
         """Load the group's state (built from the database) unless one is already there;
-        True when loaded."""
+        True when loaded.
+
+        Arguments:
+            takers: each user's takes so far.
+            last_reservation: the highest reservation id of the group the database holds,
+                so that numbering goes on above it.
+        """
+        floor = 0 if not last_reservation else last_reservation - reservation_id(group_id, 1) + 1
         state = {
             "begin_ms": _ms(rules.begin_at),
             "end_ms": _ms(rules.end_at),
             "limit": rules.limit,
             "no_take": rules.no_take,
         } | {f"stock:{stock_id}": units for stock_id, units in stock.items()}
-        args: list = [PERSIST_GROUP, len(state)]
+        args: list = [PERSIST_GROUP, floor, len(state)]
         for name, value in state.items():
             args += [name, value]
         for user_id, takes in (takers or {}).items():

@@ -13,10 +13,18 @@ from django.conf import settings
 from django.utils import timezone
 from redis.cluster import RedisCluster
 
-from inventory.reservations import PERSIST_GROUP, GroupKeys, Reservations, Rules
+from inventory.reservations import (
+    PERSIST_GROUP,
+    GroupKeys,
+    Reservations,
+    Rules,
+    reservation_group,
+    reservation_id,
+)
 from locking.testing import start_cluster
 
-_groups = itertools.count(random.randrange(10**6, 10**7) * 1000)
+# Group ids below 2**31 (a reservation id holds 31 bits of group), far from the test database's own.
+_groups = itertools.count(random.randrange(10**5, 2 * 10**6) * 1000)
 
 
 def open_rules(limit: int = 1, no_take: int = 0, **window) -> Rules:
@@ -53,23 +61,23 @@ def read_pending(client, group_id: int) -> list[tuple[str, dict]]:
 def test_a_voucher_sells_once_per_user_and_records_each_reservation(client, group):
     reservations = Reservations(client)
     assert reservations.load(group_id=group, rules=open_rules(), stock={7: 2})
-    first = reservations.reserve(group_id=group, user_id=1, reservation_id=101, rand=0.5)
-    assert (first.refusal, first.stock_id) == (None, 7)
-    assert reservations.reserve(group_id=group, user_id=1, reservation_id=102, rand=0.5).refusal == "limit"
-    assert reservations.reserve(group_id=group, user_id=2, reservation_id=103, rand=0.9).stock_id == 7
-    assert reservations.reserve(group_id=group, user_id=3, reservation_id=104, rand=0.1).refusal == "sold_out"
+    first = reservations.reserve(group_id=group, user_id=1, rand=0.5)
+    assert (first.refusal, first.stock_id, first.reservation_id) == (None, 7, reservation_id(group, 1))
+    assert reservations.reserve(group_id=group, user_id=1, rand=0.5).refusal == "limit"
+    assert reservations.reserve(group_id=group, user_id=2, rand=0.9).stock_id == 7
+    assert reservations.reserve(group_id=group, user_id=3, rand=0.1).refusal == "sold_out"
     assert reservations.stock(group_id=group) == {7: 0}
     assert reservations.takers(group_id=group) == {1: 1, 2: 1}
     pending = [fields for _, fields in read_pending(client, group)]
     assert pending == [
-        {"id": "101", "user": "1", "stock": "7", "seq": "1"},
-        {"id": "103", "user": "2", "stock": "7", "seq": "1"},
+        {"n": "1", "user": "1", "stock": "7", "seq": "1"},
+        {"n": "2", "user": "2", "stock": "7", "seq": "1"},
     ]
 
 
 def test_no_state_means_unavailable_never_a_sale_from_nothing(client, group):
     reservations = Reservations(client)
-    assert reservations.reserve(group_id=group, user_id=1, reservation_id=1, rand=0.0).refusal == "unavailable"
+    assert reservations.reserve(group_id=group, user_id=1, rand=0.0).refusal == "unavailable"
     assert not client.exists(*GroupKeys.of(group).all())
 
 
@@ -77,13 +85,13 @@ def test_the_window_is_checked_against_redis_time(client, group):
     reservations = Reservations(client)
     later = timezone.now() + timedelta(minutes=5)
     reservations.load(group_id=group, rules=open_rules(begin_at=later, end_at=later + timedelta(hours=1)), stock={1: 5})
-    assert reservations.reserve(group_id=group, user_id=1, reservation_id=1, rand=0.0).refusal == "not_started"
+    assert reservations.reserve(group_id=group, user_id=1, rand=0.0).refusal == "not_started"
     client.delete(GroupKeys.of(group).state)
     earlier = timezone.now() - timedelta(hours=2)
     reservations.load(
         group_id=group, rules=open_rules(begin_at=earlier, end_at=earlier + timedelta(hours=1)), stock={1: 5}
     )
-    assert reservations.reserve(group_id=group, user_id=1, reservation_id=1, rand=0.0).refusal == "ended"
+    assert reservations.reserve(group_id=group, user_id=1, rand=0.0).refusal == "ended"
     assert reservations.stock(group_id=group) == {1: 5}
 
 
@@ -94,32 +102,32 @@ def test_the_choice_is_weighted_by_the_stock_left_and_the_weight_of_taking_nothi
     for rand, expected in [(0.0, 1), (0.124, 1), (0.125, 2), (0.49, 2), (0.5, None), (0.99, None)]:
         client.delete(*GroupKeys.of(group).all())
         reservations.load(group_id=group, rules=open_rules(no_take=4), stock={2: 3, 1: 1})
-        reserved = reservations.reserve(group_id=group, user_id=1, reservation_id=1, rand=rand)
+        reserved = reservations.reserve(group_id=group, user_id=1, rand=rand)
         assert (reserved.refusal, reserved.stock_id) == (None, expected), rand
         assert reservations.takers(group_id=group) == {1: 1}
     # The weights are the stock left at the moment: with row 1 gone, [0, 3/7) takes row 2.
     client.delete(*GroupKeys.of(group).all())
     reservations.load(group_id=group, rules=open_rules(limit=9, no_take=4), stock={2: 3, 1: 0})
-    assert reservations.reserve(group_id=group, user_id=3, reservation_id=3, rand=0.42).stock_id == 2
-    assert reservations.reserve(group_id=group, user_id=3, reservation_id=4, rand=0.3).stock_id == 2  # 2 of 6 now
+    assert reservations.reserve(group_id=group, user_id=3, rand=0.42).stock_id == 2
+    assert reservations.reserve(group_id=group, user_id=3, rand=0.3).stock_id == 2  # 2 of 6 now
     assert reservations.stock(group_id=group) == {1: 0, 2: 1}
     # With every row empty, only taking nothing would be left: the group is sold out.
     client.delete(*GroupKeys.of(group).all())
     reservations.load(group_id=group, rules=open_rules(no_take=4), stock={2: 0, 1: 0})
-    assert reservations.reserve(group_id=group, user_id=9, reservation_id=9, rand=0.9).refusal == "sold_out"
+    assert reservations.reserve(group_id=group, user_id=9, rand=0.9).refusal == "sold_out"
 
 
 def test_a_pool_limit_counts_every_take(client, group):
     reservations = Reservations(client)
     reservations.load(group_id=group, rules=open_rules(limit=2, no_take=1), stock={1: 100})
-    answers = [reservations.reserve(group_id=group, user_id=5, reservation_id=n, rand=0.99) for n in range(3)]
+    answers = [reservations.reserve(group_id=group, user_id=5, rand=0.99) for n in range(3)]
     assert [(a.refusal, a.seq) for a in answers] == [(None, 1), (None, 2), ("limit", 0)]
 
 
 def test_load_never_overwrites_live_state(client, group):
     reservations = Reservations(client)
     assert reservations.load(group_id=group, rules=open_rules(), stock={1: 5}, takers={})
-    reservations.reserve(group_id=group, user_id=1, reservation_id=1, rand=0.0)
+    reservations.reserve(group_id=group, user_id=1, rand=0.0)
     assert not reservations.load(group_id=group, rules=open_rules(), stock={1: 5})
     assert reservations.stock(group_id=group) == {1: 4}
     assert reservations.takers(group_id=group) == {1: 1}
@@ -129,15 +137,15 @@ def test_load_restores_takers_and_keeps_the_pending_stream_readable(client, grou
     reservations = Reservations(client)
     reservations.load(group_id=group, rules=open_rules(limit=3), stock={1: 5}, takers={8: 3, 9: 1})
     assert reservations.takers(group_id=group) == {8: 3, 9: 1}
-    assert reservations.reserve(group_id=group, user_id=8, reservation_id=1, rand=0.0).refusal == "limit"
-    reservations.reserve(group_id=group, user_id=9, reservation_id=2, rand=0.0)
-    assert [fields["id"] for _, fields in read_pending(client, group)] == ["2"]
+    assert reservations.reserve(group_id=group, user_id=8, rand=0.0).refusal == "limit"
+    reservations.reserve(group_id=group, user_id=9, rand=0.0)
+    assert [fields["user"] for _, fields in read_pending(client, group)] == ["9"]
 
 
 def test_release_undoes_a_pending_reservation_exactly_once(client, group):
     reservations = Reservations(client)
     reservations.load(group_id=group, rules=open_rules(), stock={1: 1})
-    reservations.reserve(group_id=group, user_id=4, reservation_id=1, rand=0.0)
+    reservations.reserve(group_id=group, user_id=4, rand=0.0)
     ((entry_id, _),) = read_pending(client, group)
     assert reservations.release(group_id=group, entry_id=entry_id, user_id=4, stock_id=1)
     assert not reservations.release(group_id=group, entry_id=entry_id, user_id=4, stock_id=1)
@@ -145,13 +153,13 @@ def test_release_undoes_a_pending_reservation_exactly_once(client, group):
     assert reservations.takers(group_id=group) == {}
     assert client.xlen(GroupKeys.of(group).pending) == 0
     # The unit is back on sale, and the user may buy again.
-    assert reservations.reserve(group_id=group, user_id=4, reservation_id=2, rand=0.0).stock_id == 1
+    assert reservations.reserve(group_id=group, user_id=4, rand=0.0).stock_id == 1
 
 
 def test_release_after_the_reservation_was_persisted_does_nothing(client, group):
     reservations = Reservations(client)
     reservations.load(group_id=group, rules=open_rules(), stock={1: 1})
-    reservations.reserve(group_id=group, user_id=4, reservation_id=1, rand=0.0)
+    reservations.reserve(group_id=group, user_id=4, rand=0.0)
     ((entry_id, _),) = read_pending(client, group)
     client.xack(GroupKeys.of(group).pending, PERSIST_GROUP, entry_id)  # what the persisting worker does
     assert not reservations.release(group_id=group, entry_id=entry_id, user_id=4, stock_id=1)
@@ -164,12 +172,12 @@ def test_add_units_only_where_the_state_is_loaded(client, group):
     assert not client.exists(GroupKeys.of(group).state)
     reservations.load(group_id=group, rules=open_rules(), stock={1: 0})
     assert reservations.add_units(group_id=group, stock_id=1, units=5) == 5
-    assert reservations.reserve(group_id=group, user_id=1, reservation_id=1, rand=0.0).stock_id == 1
+    assert reservations.reserve(group_id=group, user_id=1, rand=0.0).stock_id == 1
 
 
 def _reserve_many(url: str, group_id: int, users: range, queue) -> None:
     reservations = Reservations(redis.Redis.from_url(url))
-    queue.put([reservations.reserve(group_id=group_id, user_id=u, reservation_id=u, rand=random.random()).refusal
+    queue.put([reservations.reserve(group_id=group_id, user_id=u, rand=random.random()).refusal
                for u in users])  # fmt: skip
 
 
@@ -211,11 +219,11 @@ def test_the_scripts_run_unchanged_on_a_three_node_cluster(cluster):
     assert len(nodes) == 3  # the groups really live on every node
     for g in groups:
         assert reservations.load(group_id=g, rules=open_rules(limit=2, no_take=1), stock={g: 1, g + 100: 1})
-        first = reservations.reserve(group_id=g, user_id=1, reservation_id=g, rand=0.0)
+        first = reservations.reserve(group_id=g, user_id=1, rand=0.0)
         assert first.stock_id == g
-        second = reservations.reserve(group_id=g, user_id=1, reservation_id=g + 1000, rand=0.0)
+        second = reservations.reserve(group_id=g, user_id=1, rand=0.0)
         assert second.stock_id == g + 100
-        assert reservations.reserve(group_id=g, user_id=1, reservation_id=g + 2000, rand=0.0).refusal == "limit"
+        assert reservations.reserve(group_id=g, user_id=1, rand=0.0).refusal == "limit"
         entries = cluster.xreadgroup(PERSIST_GROUP, "test", {GroupKeys.of(g).pending: ">"})
         (entry_id, _), _ = entries[0][1]
         assert reservations.release(group_id=g, entry_id=entry_id.decode(), user_id=1, stock_id=g)
@@ -227,11 +235,14 @@ def test_pending_hands_each_reservation_to_one_consumer_until_done(client, group
     reservations = Reservations(client)
     reservations.load(group_id=group, rules=open_rules(limit=2, no_take=0), stock={1: 5, 2: 5})
     for user in (1, 2, 3):
-        reservations.reserve(group_id=group, user_id=user, reservation_id=100 + user, rand=0.0)
+        reservations.reserve(group_id=group, user_id=user, rand=0.0)
     first = reservations.pending(group_id=group, consumer="a", count=2)
-    assert [(p.reservation_id, p.user_id, p.stock_id, p.seq) for p in first] == [(101, 1, 1, 1), (102, 2, 1, 1)]
+    assert [(p.reservation_id, p.user_id, p.stock_id, p.seq) for p in first] == [
+        (reservation_id(group, 1), 1, 1, 1),
+        (reservation_id(group, 2), 2, 1, 1),
+    ]
     second = reservations.pending(group_id=group, consumer="b")
-    assert [p.reservation_id for p in second] == [103]  # not a's, which are not yet idle long
+    assert [p.reservation_id for p in second] == [reservation_id(group, 3)]  # not a's: not idle long yet
     reservations.done(group_id=group, entry_ids=[p.entry_id for p in first + second])
     assert reservations.pending(group_id=group, consumer="a", claim_idle_ms=0) == []
     assert client.xlen(GroupKeys.of(group).pending) == 0
@@ -240,7 +251,7 @@ def test_pending_hands_each_reservation_to_one_consumer_until_done(client, group
 def test_reservations_of_a_consumer_that_died_are_claimed_by_the_next(client, group):
     reservations = Reservations(client)
     reservations.load(group_id=group, rules=open_rules(), stock={1: 5})
-    reservations.reserve(group_id=group, user_id=1, reservation_id=7, rand=0.0)
+    reservations.reserve(group_id=group, user_id=1, rand=0.0)
     (lost,) = reservations.pending(group_id=group, consumer="dead")
     assert reservations.pending(group_id=group, consumer="next", claim_idle_ms=60_000) == []
     (claimed,) = reservations.pending(group_id=group, consumer="next", claim_idle_ms=0)
@@ -248,3 +259,28 @@ def test_reservations_of_a_consumer_that_died_are_claimed_by_the_next(client, gr
     # A release after the claim still undoes it once: the entry is pending for the group.
     assert reservations.release(group_id=group, entry_id=claimed.entry_id, user_id=1, stock_id=1)
     assert reservations.pending(group_id=group, consumer="third", claim_idle_ms=0) == []
+
+
+def test_reservation_ids_are_unique_across_groups_and_name_their_group():
+    ids = {reservation_id(g, n) for g in (1, 2, 2**31 - 1) for n in (1, 2, 2**30 - 1)}
+    assert len(ids) == 9
+    assert all(2**62 <= i < 2**63 for i in ids)
+    assert {reservation_group(i) for i in ids} == {1, 2, 2**31 - 1}
+    assert reservation_group(12345) is None  # an id of the database's own
+    with pytest.raises(ValueError):
+        reservation_id(1, 2**30)
+
+
+def test_numbering_goes_on_above_the_database_after_redis_lost_its_keys(client, group):
+    """Redis keeps nothing on disk: a state rebuilt from the database must not hand out an
+    id the database already holds."""
+    reservations = Reservations(client)
+    reservations.load(group_id=group, rules=open_rules(), stock={1: 5}, last_reservation=reservation_id(group, 41))
+    assert reservations.reserve(group_id=group, user_id=1, rand=0.0).reservation_id == reservation_id(group, 42)
+    client.delete(*GroupKeys.of(group).all())  # the keys are lost
+    reservations.load(group_id=group, rules=open_rules(), stock={1: 4}, last_reservation=reservation_id(group, 42))
+    assert reservations.reserve(group_id=group, user_id=2, rand=0.0).reservation_id == reservation_id(group, 43)
+    # A floor below the live counter never lowers it.
+    client.delete(GroupKeys.of(group).state)
+    reservations.load(group_id=group, rules=open_rules(), stock={1: 3}, last_reservation=reservation_id(group, 5))
+    assert reservations.reserve(group_id=group, user_id=3, rand=0.0).reservation_id == reservation_id(group, 44)
