@@ -159,7 +159,7 @@ class VoucherProduct(Product):
     record_model = Order
 
     def create(self, *, title: str, strategy: str, supply: Supply) -> Target:
-        voucher = voucher_create(title=title, stock=supply.stock, strategy=strategy, **sale_window())
+        voucher = voucher_create(title=title, stock=supply.stock, strategy=strategy, listed=False, **sale_window())
         return Target(pk=voucher.pk, group_id=voucher.stock.group_id)
 
     def records(self, target: Target) -> QuerySet:
@@ -202,6 +202,7 @@ class PoolProduct(Product):
             draws_per_user=supply.draws_per_user,
             no_prize_weight=supply.no_prize_weight,
             strategy=strategy,
+            listed=False,
             **sale_window(),
         )
         for n, stock in enumerate(split_stock(supply.stock, supply.prizes), start=1):

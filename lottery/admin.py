@@ -68,7 +68,7 @@ class PoolAdmin(SaleWindowColumns, admin.ModelAdmin):
     form = PoolAddForm
     inlines = [PrizeInline]
     list_display = ["name", "prizes_left", "window", "draws_per_user", "no_prize_weight", "strategy_name"]
-    list_filter = ["strategy"]
+    list_filter = ["strategy", "listed"]
     search_fields = ["name"]
     fields = ["name", "description", "begin_at", "end_at", "draws_per_user", "no_prize_weight", "strategy", "audit"]
     readonly_fields = ["audit"]

@@ -23,6 +23,11 @@ class Pool(SaleWindow):
     )
     strategy = models.CharField(max_length=32, choices=Strategy.choices, default=default_strategy)
     group = models.OneToOneField(StockGroup, on_delete=models.PROTECT, related_name="pool", editable=False)
+    # The race lab's fresh pools share the shop's database but are not for show there.
+    listed = models.BooleanField(
+        default=True,
+        help_text="Shown in the shop's lists and the API's list; the race lab's and load tests' own items are not.",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

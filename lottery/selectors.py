@@ -18,7 +18,8 @@ from .models import Draw, Pool, Prize
 
 
 def pool_list() -> QuerySet[Pool]:
-    return Pool.objects.order_by("begin_at", "id")
+    """The pools on show (not the race lab's own), by when they begin."""
+    return Pool.objects.filter(listed=True).order_by("begin_at", "id")
 
 
 def pool_list_with_totals() -> QuerySet[Pool]:

@@ -72,8 +72,10 @@ def pool_create(
     no_prize_weight: int,
     strategy: str,
     description: str = "",
+    listed: bool = True,
 ) -> Pool:
-    """A pool with no prizes yet (add them with :func:`prize_create`)."""
+    """A pool with no prizes yet (add them with :func:`prize_create`); ``listed=False``
+    keeps it out of the shop's lists (a load test's own)."""
     window_validate(begin_at, end_at)
     return Pool.objects.create(
         name=_text(name, name="name"),
@@ -84,6 +86,7 @@ def pool_create(
         no_prize_weight=_whole(no_prize_weight, name="no_prize_weight", minimum=0, maximum=MAX_NO_PRIZE_WEIGHT),
         strategy=_strategy(strategy),
         group=stock_group_create(),
+        listed=listed,
     )
 
 

@@ -30,7 +30,7 @@ class VoucherAddForm(VoucherForm):
 class VoucherAdmin(SaleWindowColumns, admin.ModelAdmin):
     form = VoucherForm
     list_display = ["title", "stock_left_of_supplied", "window", "strategy_name", "restock_link"]
-    list_filter = ["strategy"]
+    list_filter = ["strategy", "listed"]
     search_fields = ["title"]
     list_select_related = ["stock"]
     fields = ["title", "description", "begin_at", "end_at", "strategy", "stock_left", "supplied", "audit"]

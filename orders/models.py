@@ -17,6 +17,11 @@ class Voucher(SaleWindow):
     description = models.TextField(blank=True)
     strategy = models.CharField(max_length=32, choices=Strategy.choices, default=default_strategy)
     stock = models.OneToOneField(Stock, on_delete=models.PROTECT, related_name="voucher")
+    # The race lab's fresh vouchers share the shop's database but are not for sale there.
+    listed = models.BooleanField(
+        default=True,
+        help_text="Shown in the shop's lists and the API's list; the race lab's and load tests' own items are not.",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

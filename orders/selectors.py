@@ -15,7 +15,8 @@ from .models import Order, Voucher
 
 
 def voucher_list() -> QuerySet[Voucher]:
-    return Voucher.objects.select_related("stock").order_by("begin_at", "id")
+    """The vouchers for sale (not the race lab's own), by when they begin."""
+    return Voucher.objects.filter(listed=True).select_related("stock").order_by("begin_at", "id")
 
 
 def voucher_get(*, voucher_id: int) -> Voucher:

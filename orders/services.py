@@ -37,8 +37,10 @@ def voucher_create(
     end_at: datetime,
     strategy: str,
     description: str = "",
+    listed: bool = True,
 ) -> Voucher:
-    """A voucher with ``stock`` units in a stock group of its own."""
+    """A voucher with ``stock`` units in a stock group of its own; ``listed=False`` keeps
+    it out of the shop's lists (a load test's own)."""
     title = title.strip()
     if not title:
         raise InvalidInput("title must not be empty.")
@@ -52,6 +54,7 @@ def voucher_create(
         end_at=end_at,
         strategy=strategy,
         stock=stock_row,
+        listed=listed,
     )
 
 

@@ -81,3 +81,19 @@ def test_a_vouchers_orders_are_audited_and_its_confirmations_checked(make_user):
     result = Result(scenario="crowd", strategy="db_atomic", product="voucher", **audit.figures)
     assert audit.ok and (result.orders, result.supplied, result.stock_left, result.oversold) == (2, 5, 3, 0)
     assert voucher_product.sample(target).taken == 2
+
+
+@pytest.mark.parametrize("product", sorted(PRODUCTS))
+def test_a_runs_fresh_item_is_not_for_sale_in_the_shops_lists_but_answers_by_id(client, make_user, product):
+    """The race lab creates its items in the shop's own database: they must not crowd the
+    shop's lists (pages and API), while its Locust users reach them by id."""
+    target = PRODUCTS[product].create(title="lab item", strategy="db_atomic", supply=Supply(stock=3, prizes=1))
+    client.force_login(make_user())
+    if product == "voucher":
+        lists, detail = ["/", "/api/vouchers"], f"/api/vouchers/{target.pk}"
+    else:
+        lists, detail = ["/pools/", "/api/pools"], f"/api/pools/{target.pk}"
+    for url in lists:
+        page = client.get(url)
+        assert page.status_code == 200 and b"lab item" not in page.content, url
+    assert client.get(detail).json()["id"] == target.pk
