@@ -11,7 +11,9 @@ that every script touches a single Cluster slot:
 - ``...:pending``, a stream: one entry per reservation not yet persisted, read by the
   persisting worker through the consumer group ``persist``;
 - ``...:ids``, a counter: the group's reservations are numbered 1, 2, ... (the
-  reservation's id is made from the group and this number, ``reservations.reservation_id``).
+  reservation's id is made from the group and this number, ``reservations.reservation_id``);
+- ``...:failed``, a hash: reservation number -> why it could not be persisted (it was
+  undone: the record never existed, and the user is told so).
 
 One take, any product, as in ``inventory.stock``: a voucher is a group of one row with a
 limit of 1 and no weight of taking nothing, so RESERVE's weighted choice always lands on
@@ -71,13 +73,14 @@ return {'ok', tostring(chosen), seq, n}
 # Undo a reservation that could not be persisted for good, once: only while its stream
 # entry is still unacknowledged by the persisting group (so that neither a second
 # compensation nor one after a successful persist can run).
-# KEYS[1] state, KEYS[2] takers, KEYS[3] pending stream
+# KEYS[1] state, KEYS[2] takers, KEYS[3] pending stream, KEYS[4] failed reservations
 # ARGV[1] stream entry id, ARGV[2] consumer group, ARGV[3] user id,
-# ARGV[4] stock id or "" (a take of nothing)
+# ARGV[4] stock id or "" (a take of nothing), ARGV[5] reservation number, ARGV[6] why
 # Returns 1 when compensated, 0 when there was nothing to undo.
 RELEASE = """
 if redis.call('XACK', KEYS[3], ARGV[2], ARGV[1]) == 0 then return 0 end
 redis.call('XDEL', KEYS[3], ARGV[1])
+redis.call('HSET', KEYS[4], ARGV[5], ARGV[6])
 if ARGV[4] ~= '' and redis.call('EXISTS', KEYS[1]) == 1 then
     redis.call('HINCRBY', KEYS[1], 'stock:' .. ARGV[4], 1)
 end

@@ -46,14 +46,21 @@ class GroupKeys:
     takers: str
     pending: str
     ids: str
+    failed: str
 
     @classmethod
     def of(cls, group_id: int) -> GroupKeys:
         tag = f"res:{{group:{group_id}}}"
-        return cls(state=f"{tag}:state", takers=f"{tag}:takers", pending=f"{tag}:pending", ids=f"{tag}:ids")
+        return cls(
+            state=f"{tag}:state",
+            takers=f"{tag}:takers",
+            pending=f"{tag}:pending",
+            ids=f"{tag}:ids",
+            failed=f"{tag}:failed",
+        )
 
     def all(self) -> list[str]:
-        return [self.state, self.takers, self.pending, self.ids]
+        return [self.state, self.takers, self.pending, self.ids, self.failed]
 
 
 @dataclass(frozen=True)
@@ -132,7 +139,8 @@ class Reservations:
         """
         if not 0 <= rand < 1:
             raise ValueError(f"rand must be in [0, 1), got {rand!r}")
-        answer = self._reserve(keys=GroupKeys.of(group_id).all(), args=[user_id, repr(rand)])
+        keys = GroupKeys.of(group_id)
+        answer = self._reserve(keys=[keys.state, keys.takers, keys.pending, keys.ids], args=[user_id, repr(rand)])
         status = _text(answer[0])
         if status != "ok":
             return Reserved(refusal=status)
@@ -144,12 +152,23 @@ class Reservations:
             reservation_id=reservation_id(group_id, int(answer[3])),
         )
 
-    def release(self, *, group_id: int, entry_id: str, user_id: int, stock_id: int | None) -> bool:
-        """Undo the reservation of stream entry ``entry_id`` (stock and take back) if it is
-        still pending for the persisting group; True when it was undone by this call."""
-        args = [entry_id, PERSIST_GROUP, user_id, "" if stock_id is None else stock_id]
+    def release(self, *, group_id: int, pending: Pending, why: str) -> bool:
+        """Undo a reservation that cannot be persisted (stock and take back, the reservation
+        marked failed with ``why``) if it is still pending for the persisting group; True
+        when it was undone by this call."""
         keys = GroupKeys.of(group_id)
-        return bool(self._release(keys=[keys.state, keys.takers, keys.pending], args=args))
+        number = pending.reservation_id - reservation_id(group_id, 1) + 1
+        stock = "" if pending.stock_id is None else pending.stock_id
+        args = [pending.entry_id, PERSIST_GROUP, pending.user_id, stock, number, why]
+        return bool(self._release(keys=[keys.state, keys.takers, keys.pending, keys.failed], args=args))
+
+    def failed(self, *, reservation: int) -> str | None:
+        """Why a reservation was undone, or None when it was not."""
+        group_id = reservation_group(reservation)
+        if group_id is None:
+            return None
+        why = self.client.hget(GroupKeys.of(group_id).failed, reservation - reservation_id(group_id, 1) + 1)
+        return None if why is None else _text(why)
 
     def pending(self, *, group_id: int, consumer: str, count: int = 500, claim_idle_ms: int = 30_000) -> list[Pending]:
         """Up to ``count`` reservations of the group for ``consumer`` to persist: first those
@@ -203,7 +222,8 @@ class Reservations:
             args += [name, value]
         for user_id, takes in (takers or {}).items():
             args += [user_id, takes]
-        return bool(self._load(keys=GroupKeys.of(group_id).all(), args=args))
+        keys = GroupKeys.of(group_id)
+        return bool(self._load(keys=[keys.state, keys.takers, keys.pending, keys.ids], args=args))
 
     def add_units(self, *, group_id: int, stock_id: int, units: int) -> int | None:
         """Add ``units`` to one row where the state is loaded; the units left after, or None."""

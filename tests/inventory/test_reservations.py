@@ -145,10 +145,12 @@ def test_load_restores_takers_and_keeps_the_pending_stream_readable(client, grou
 def test_release_undoes_a_pending_reservation_exactly_once(client, group):
     reservations = Reservations(client)
     reservations.load(group_id=group, rules=open_rules(), stock={1: 1})
-    reservations.reserve(group_id=group, user_id=4, rand=0.0)
-    ((entry_id, _),) = read_pending(client, group)
-    assert reservations.release(group_id=group, entry_id=entry_id, user_id=4, stock_id=1)
-    assert not reservations.release(group_id=group, entry_id=entry_id, user_id=4, stock_id=1)
+    reserved = reservations.reserve(group_id=group, user_id=4, rand=0.0)
+    (pending,) = reservations.pending(group_id=group, consumer="a")
+    assert reservations.failed(reservation=reserved.reservation_id) is None
+    assert reservations.release(group_id=group, pending=pending, why="the database refused it")
+    assert not reservations.release(group_id=group, pending=pending, why="again")
+    assert reservations.failed(reservation=reserved.reservation_id) == "the database refused it"
     assert reservations.stock(group_id=group) == {1: 1}
     assert reservations.takers(group_id=group) == {}
     assert client.xlen(GroupKeys.of(group).pending) == 0
@@ -159,11 +161,12 @@ def test_release_undoes_a_pending_reservation_exactly_once(client, group):
 def test_release_after_the_reservation_was_persisted_does_nothing(client, group):
     reservations = Reservations(client)
     reservations.load(group_id=group, rules=open_rules(), stock={1: 1})
-    reservations.reserve(group_id=group, user_id=4, rand=0.0)
-    ((entry_id, _),) = read_pending(client, group)
-    client.xack(GroupKeys.of(group).pending, PERSIST_GROUP, entry_id)  # what the persisting worker does
-    assert not reservations.release(group_id=group, entry_id=entry_id, user_id=4, stock_id=1)
+    reserved = reservations.reserve(group_id=group, user_id=4, rand=0.0)
+    (pending,) = reservations.pending(group_id=group, consumer="a")
+    reservations.done(group_id=group, entry_ids=[pending.entry_id])  # what the persisting worker does
+    assert not reservations.release(group_id=group, pending=pending, why="too late")
     assert reservations.stock(group_id=group) == {1: 0}
+    assert reservations.failed(reservation=reserved.reservation_id) is None
 
 
 def test_add_units_only_where_the_state_is_loaded(client, group):
@@ -224,9 +227,9 @@ def test_the_scripts_run_unchanged_on_a_three_node_cluster(cluster):
         second = reservations.reserve(group_id=g, user_id=1, rand=0.0)
         assert second.stock_id == g + 100
         assert reservations.reserve(group_id=g, user_id=1, rand=0.0).refusal == "limit"
-        entries = cluster.xreadgroup(PERSIST_GROUP, "test", {GroupKeys.of(g).pending: ">"})
-        (entry_id, _), _ = entries[0][1]
-        assert reservations.release(group_id=g, entry_id=entry_id.decode(), user_id=1, stock_id=g)
+        taken, _ = reservations.pending(group_id=g, consumer="test")
+        assert reservations.release(group_id=g, pending=taken, why="test")
+        assert reservations.failed(reservation=first.reservation_id) == "test"
         assert reservations.stock(group_id=g) == {g: 1, g + 100: 0}
         assert reservations.add_units(group_id=g, stock_id=g + 100, units=2) == 2
 
@@ -257,7 +260,7 @@ def test_reservations_of_a_consumer_that_died_are_claimed_by_the_next(client, gr
     (claimed,) = reservations.pending(group_id=group, consumer="next", claim_idle_ms=0)
     assert claimed == lost
     # A release after the claim still undoes it once: the entry is pending for the group.
-    assert reservations.release(group_id=group, entry_id=claimed.entry_id, user_id=1, stock_id=1)
+    assert reservations.release(group_id=group, pending=claimed, why="the database is down")
     assert reservations.pending(group_id=group, consumer="third", claim_idle_ms=0) == []
 
 
