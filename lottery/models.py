@@ -76,6 +76,9 @@ class Draw(models.Model):
     # ``seq``, so the unique key refuses the second; NULLs never collide, which lets
     # the naive strategies exceed the limit, as the demonstration needs.
     user_guard = models.BigIntegerField(null=True, blank=True, editable=False)
+    # The redis_lua reservation this draw was persisted from: the id the API answered
+    # with (202), unique so that a reservation delivered twice writes one draw.
+    reservation = models.BigIntegerField(null=True, blank=True, unique=True, editable=False)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

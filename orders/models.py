@@ -47,6 +47,9 @@ class Order(models.Model):
     # and NULLs never collide, so this is the one-per-user backstop that the naive
     # strategies can bypass and every other strategy writes through.
     buyer_guard = models.BigIntegerField(null=True, blank=True, editable=False)
+    # The redis_lua reservation this order was persisted from: the id the API answered
+    # with (202), unique so that a reservation delivered twice writes one order.
+    reservation = models.BigIntegerField(null=True, blank=True, unique=True, editable=False)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

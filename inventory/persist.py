@@ -1,0 +1,111 @@
+"""Persisting ``redis_lua`` reservations: pending entries in Redis become records in the
+database, exactly once.
+
+The product says how its records are written (``write``) and which reservations already
+have one (``persisted``); this module owns the rest, the same for both products: reading
+the pending entries through the stream's consumer group (with those of a dead consumer),
+writing a batch in one transaction together with the stock rows' decrement, and
+acknowledging only after the commit. A reservation whose record already exists (a
+redelivery, or a consumer that died between the commit and the acknowledgement) is only
+acknowledged. One that the database refuses for good is undone (``Reservations.release``:
+stock and take back in Redis, marked failed) without holding back the rest of its batch.
+While the database is unreachable nothing is acknowledged, and reservations older than
+``give_up_seconds`` are undone, so that no user waits on a pending order for ever.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from django.db import DatabaseError, IntegrityError, transaction
+from django.db.models import F
+
+from .models import Stock
+from .reservations import Pending, Reservations
+
+
+@dataclass
+class Persisted:
+    """What one call did: records ``written``, reservations ``repeated`` (their record was
+    already there), and reservations ``failed`` (undone)."""
+
+    written: int = 0
+    repeated: int = 0
+    failed: int = 0
+
+    def __iadd__(self, other: Persisted) -> Persisted:
+        self.written += other.written
+        self.repeated += other.repeated
+        self.failed += other.failed
+        return self
+
+    @property
+    def handled(self) -> int:
+        return self.written + self.repeated + self.failed
+
+
+def reservations_persist(
+    *,
+    group_id: int,
+    reservations: Reservations,
+    consumer: str,
+    persisted: Callable[[list[int]], set[int]],
+    write: Callable[[list[Pending]], None],
+    batch: int = 500,
+    claim_idle_ms: int = 30_000,
+    give_up_seconds: float = 300,
+) -> Persisted:
+    """Persist up to ``batch`` pending reservations of one stock group.
+
+    Arguments:
+        consumer: this worker's name in the stream's consumer group.
+        persisted: given reservation ids, those that already have a record.
+        write: writes the records of the given reservations (in the caller's transaction).
+        claim_idle_ms: reservations given to another consumer this long ago without an
+            acknowledgement are taken over (that consumer died or hangs).
+        give_up_seconds: while the database is unreachable, reservations this old are undone.
+
+    Raises the database's error when it is unreachable (the caller retries later).
+    """
+    pending = reservations.pending(group_id=group_id, consumer=consumer, count=batch, claim_idle_ms=claim_idle_ms)
+    if not pending:
+        return Persisted()
+    try:
+        result = _write(pending, persisted, write)
+    except IntegrityError:
+        # One reservation the database refuses must not hold back its batch.
+        result = Persisted()
+        for one in pending:
+            try:
+                result += _write([one], persisted, write)
+            except IntegrityError as exc:
+                why = f"the database refused the record: {exc.args[-1]}"[:300]
+                result.failed += int(reservations.release(group_id=group_id, pending=one, why=why))
+    except DatabaseError:
+        _give_up_old(group_id, reservations, pending, give_up_seconds)
+        raise
+    # Released entries were acknowledged by their release; acknowledging again is harmless.
+    reservations.done(group_id=group_id, entry_ids=[one.entry_id for one in pending])
+    return result
+
+
+@transaction.atomic
+def _write(pending: list[Pending], persisted: Callable, write: Callable) -> Persisted:
+    already = persisted([one.reservation_id for one in pending])
+    fresh = [one for one in pending if one.reservation_id not in already]
+    if fresh:
+        write(fresh)
+        taken = Counter(one.stock_id for one in fresh if one.stock_id is not None)
+        for stock_id, units in sorted(taken.items()):  # rows in key order, as every writer takes them
+            Stock.objects.filter(pk=stock_id).update(quantity=F("quantity") - units, version=F("version") + 1)
+    return Persisted(written=len(fresh), repeated=len(pending) - len(fresh))
+
+
+def _give_up_old(group_id: int, reservations: Reservations, pending: list[Pending], seconds: float) -> None:
+    oldest_kept_ms = (time.time() - seconds) * 1000
+    for one in pending:
+        if int(one.entry_id.split("-")[0]) < oldest_kept_ms:  # a stream id starts with its time in ms
+            reservations.release(group_id=group_id, pending=one, why="the database was unreachable for too long")

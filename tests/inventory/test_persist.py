@@ -1,0 +1,153 @@
+"""redis_lua reservations persisted to MariaDB: once each, with the stock, undone when the
+database refuses them for good, never lost to a consumer that died."""
+
+from __future__ import annotations
+
+import pytest
+import redis
+from django.conf import settings
+from django.db import DatabaseError
+
+from inventory.models import Stock
+from inventory.persist import reservations_persist
+from inventory.reservations import GroupKeys, Reservations, Rules
+from lottery.models import Draw
+from lottery.reservations import pool_reservations_persist
+from orders.models import Order
+from orders.reservations import voucher_reservations_persist
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture
+def reservations():
+    client = redis.Redis.from_url(settings.REDIS_URL)
+    used: list[int] = []
+
+    class Fresh(Reservations):
+        def load_from(self, item, *, limit: int, no_take: int = 0):
+            """The item's state, as the database has it (its group's keys cleared first)."""
+            group_id = item.group_id if hasattr(item, "group_id") else item.stock.group_id
+            used.append(group_id)
+            client.delete(*GroupKeys.of(group_id).all())
+            stock = dict(Stock.objects.filter(group_id=group_id).values_list("id", "quantity"))
+            rules = Rules(begin_at=item.begin_at, end_at=item.end_at, limit=limit, no_take=no_take)
+            assert self.load(group_id=group_id, rules=rules, stock=stock)
+            return group_id
+
+    yield Fresh(client)
+    for group_id in used:
+        client.delete(*GroupKeys.of(group_id).all())
+    client.close()
+
+
+def test_reservations_become_orders_once_with_the_stock(reservations, make_voucher, make_user):
+    voucher = make_voucher(stock=5, strategy="db_atomic")
+    group = reservations.load_from(voucher, limit=1)
+    users = [make_user() for _ in range(3)]
+    answers = [reservations.reserve(group_id=group, user_id=u.pk, rand=0.5) for u in users]
+    result = voucher_reservations_persist(voucher=voucher, reservations=reservations, consumer="w1")
+    assert (result.written, result.repeated, result.failed) == (3, 0, 0)
+    orders = Order.objects.filter(voucher=voucher)
+    assert sorted(orders.values_list("reservation", flat=True)) == sorted(a.reservation_id for a in answers)
+    assert set(orders.values_list("status", flat=True)) == {Order.Status.CONFIRMED}
+    assert set(orders.values_list("buyer_guard", flat=True)) == {u.pk for u in users}
+    voucher.stock.refresh_from_db()
+    assert voucher.stock.quantity == 2 == reservations.stock(group_id=group)[voucher.stock_id]
+    assert voucher_reservations_persist(voucher=voucher, reservations=reservations, consumer="w1").handled == 0
+
+
+def test_a_consumer_that_died_after_its_commit_leaves_no_second_order(reservations, make_voucher, make_user):
+    """The worst moment: the rows are committed, the acknowledgement never sent. The next
+    consumer takes the entries over and only acknowledges them."""
+    voucher = make_voucher(stock=5, strategy="db_atomic")
+    group = reservations.load_from(voucher, limit=1)
+    for _ in range(2):
+        reservations.reserve(group_id=group, user_id=make_user().pk, rand=0.5)
+
+    class Died(Exception):
+        pass
+
+    def die_before_ack(*, group_id, entry_ids):
+        raise Died()
+
+    dying = Reservations(reservations.client)
+    dying.done = die_before_ack
+    with pytest.raises(Died):
+        voucher_reservations_persist(voucher=voucher, reservations=dying, consumer="dead")
+    assert Order.objects.filter(voucher=voucher).count() == 2
+    result = voucher_reservations_persist(voucher=voucher, reservations=reservations, consumer="next", claim_idle_ms=0)
+    assert (result.written, result.repeated) == (0, 2)
+    assert Order.objects.filter(voucher=voucher).count() == 2
+    voucher.stock.refresh_from_db()
+    assert voucher.stock.quantity == 3  # taken once
+    assert reservations.client.xlen(GroupKeys.of(group).pending) == 0
+
+
+def test_a_reservation_the_database_refuses_is_undone_and_the_rest_of_its_batch_is_written(
+    reservations, make_voucher, make_user
+):
+    """A buyer who already has an order (bought before the switch to redis_lua, and Redis
+    was loaded without it): the one-per-user key refuses the second order."""
+    voucher = make_voucher(stock=5, strategy="db_atomic")
+    early = make_user()
+    Order.objects.create(user=early, voucher=voucher, buyer_guard=early.pk)
+    Stock.objects.filter(pk=voucher.stock_id).update(quantity=4)
+    group = reservations.load_from(voucher, limit=1)
+    others = [make_user() for _ in range(2)]
+    refused = reservations.reserve(group_id=group, user_id=early.pk, rand=0.5)
+    for user in others:
+        reservations.reserve(group_id=group, user_id=user.pk, rand=0.5)
+    result = voucher_reservations_persist(voucher=voucher, reservations=reservations, consumer="w1")
+    assert (result.written, result.failed) == (2, 1)
+    assert Order.objects.filter(voucher=voucher).count() == 3
+    assert "refused" in reservations.failed(reservation=refused.reservation_id)
+    voucher.stock.refresh_from_db()
+    assert voucher.stock.quantity == 2 == reservations.stock(group_id=group)[voucher.stock_id]
+    assert early.pk not in reservations.takers(group_id=group)
+
+
+def test_draws_are_written_with_their_prize_and_the_users_count(reservations, make_pool, make_user):
+    pool = make_pool(prizes=(("Gold", 1), ("Silver", 2)), no_prize_weight=0, draws_per_user=2)
+    gold, silver = pool.prizes.all()
+    group = reservations.load_from(pool, limit=2)
+    alice, bob = make_user(), make_user()
+    answers = [
+        reservations.reserve(group_id=group, user_id=alice.pk, rand=0.0),  # Gold (1 of 3)
+        reservations.reserve(group_id=group, user_id=alice.pk, rand=0.0),  # Silver: Gold is gone
+        reservations.reserve(group_id=group, user_id=bob.pk, rand=0.99),
+    ]
+    assert [a.stock_id for a in answers] == [gold.stock_id, silver.stock_id, silver.stock_id]
+    result = pool_reservations_persist(pool=pool, reservations=reservations, consumer="w1")
+    assert result.written == 3
+    rows = list(Draw.objects.filter(pool=pool).order_by("reservation").values_list("user_id", "prize_id", "seq"))
+    assert rows == [(alice.pk, gold.pk, 1), (alice.pk, silver.pk, 2), (bob.pk, silver.pk, 1)]
+    assert dict(Stock.objects.filter(group_id=group).values_list("id", "quantity")) == {
+        gold.stock_id: 0,
+        silver.stock_id: 0,
+    }
+
+
+def test_while_the_database_is_unreachable_nothing_is_acknowledged_and_old_reservations_are_undone(
+    reservations, make_voucher, make_user
+):
+    voucher = make_voucher(stock=5, strategy="db_atomic")
+    group = reservations.load_from(voucher, limit=1)
+    reserved = reservations.reserve(group_id=group, user_id=make_user().pk, rand=0.5)
+
+    def unreachable(ids):
+        raise DatabaseError("Can't connect to MySQL server")
+
+    def persist(**options):
+        return reservations_persist(
+            group_id=group, reservations=reservations, consumer="w1", persisted=unreachable, write=None, **options
+        )
+
+    with pytest.raises(DatabaseError):
+        persist(give_up_seconds=300)
+    assert reservations.failed(reservation=reserved.reservation_id) is None  # still pending
+    with pytest.raises(DatabaseError):
+        persist(claim_idle_ms=0, give_up_seconds=0)
+    assert reservations.failed(reservation=reserved.reservation_id) == "the database was unreachable for too long"
+    assert reservations.stock(group_id=group)[voucher.stock_id] == 5
+    assert Order.objects.filter(voucher=voucher).count() == 0
