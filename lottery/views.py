@@ -1,13 +1,13 @@
 """Server-rendered prize draw pages. They parse, call the same selectors and services as the API,
 and render."""
 
-from django.http import HttpResponseBadRequest
-from django.shortcuts import redirect, render
+from django.shortcuts import render
 from django.views.decorators.http import require_GET, require_POST
 
 from accounts.decorators import staff_required
 from core.errors import DomainError
 from inventory.forms import StrategyForm
+from inventory.views import strategy_switch
 
 from .selectors import (
     draw_list,
@@ -116,11 +116,6 @@ def pool_draw_view(request, pool_id: int):
 def pool_strategy_switch(request, pool_id: int):
     """Staff switch the pool's strategy from its page, through the same service as the API."""
     pool = pool_get(pool_id=pool_id)
-    form = StrategyForm(request.POST)
-    if not form.is_valid():
-        return HttpResponseBadRequest("Unknown strategy.")
-    try:
-        pool_update(pool=pool, strategy=form.cleaned_data["strategy"])
-    except DomainError as exc:
-        return HttpResponseBadRequest(exc.message)
-    return redirect("lottery:pool_detail", pool_id=pool.pk)
+    return strategy_switch(
+        request, switch=lambda name: pool_update(pool=pool, strategy=name), then="lottery:pool_detail", pool_id=pool.pk
+    )

@@ -1,13 +1,13 @@
 """Server-rendered pages. They parse, call the same services as the API, and render."""
 
 from django.contrib.auth.decorators import login_required
-from django.http import HttpResponseBadRequest
-from django.shortcuts import redirect, render
+from django.shortcuts import render
 from django.views.decorators.http import require_GET, require_POST
 
 from accounts.decorators import staff_required
 from core.errors import DomainError
 from inventory.forms import StrategyForm
+from inventory.views import strategy_switch
 
 from .selectors import order_list, voucher_audit, voucher_buy_refusal, voucher_get, voucher_list_audited
 from .services import order_purchase, voucher_update
@@ -74,14 +74,12 @@ def voucher_buy(request, voucher_id: int):
 def voucher_strategy_switch(request, voucher_id: int):
     """Staff switch the voucher's strategy from its page, through the same service as the API."""
     voucher = voucher_get(voucher_id=voucher_id)
-    form = StrategyForm(request.POST)
-    if not form.is_valid():
-        return HttpResponseBadRequest("Unknown strategy.")
-    try:
-        voucher_update(voucher=voucher, strategy=form.cleaned_data["strategy"])
-    except DomainError as exc:
-        return HttpResponseBadRequest(exc.message)
-    return redirect("pages:voucher_detail", voucher_id=voucher.pk)
+    return strategy_switch(
+        request,
+        switch=lambda name: voucher_update(voucher=voucher, strategy=name),
+        then="pages:voucher_detail",
+        voucher_id=voucher.pk,
+    )
 
 
 @login_required

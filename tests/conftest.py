@@ -65,6 +65,21 @@ def api_client(make_user) -> Callable[..., Client]:
 
 
 @pytest.fixture(scope="session")
+def redis_cluster():
+    """A real three-node Redis Cluster on free ports, and a client of it."""
+    from redis.cluster import RedisCluster
+
+    from locking.testing import start_cluster
+
+    servers = start_cluster(3)
+    client = RedisCluster(host="127.0.0.1", port=servers[0].port)
+    yield client
+    client.close()
+    for server in servers:
+        server.close()
+
+
+@pytest.fixture(scope="session")
 def redlock_servers():
     """Three independent Redis servers on free ports, for Redlock."""
     from locking.testing import RedisServer

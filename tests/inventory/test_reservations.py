@@ -11,7 +11,6 @@ import pytest
 import redis
 from django.conf import settings
 from django.utils import timezone
-from redis.cluster import RedisCluster
 
 from inventory.reservations import (
     PERSIST_GROUP,
@@ -21,7 +20,6 @@ from inventory.reservations import (
     reservation_group,
     reservation_id,
 )
-from locking.testing import start_cluster
 
 # Group ids below 2**31 (a reservation id holds 31 bits of group), far from the test database's own.
 _groups = itertools.count(random.randrange(10**5, 2 * 10**6) * 1000)
@@ -205,20 +203,10 @@ def test_many_processes_never_reserve_more_than_the_stock(client, group):
     assert set(answers) <= {None, "sold_out", "limit"}
 
 
-@pytest.fixture(scope="module")
-def cluster():
-    servers = start_cluster(3)
-    client = RedisCluster(host="127.0.0.1", port=servers[0].port)
-    yield client
-    client.close()
-    for server in servers:
-        server.close()
-
-
-def test_the_scripts_run_unchanged_on_a_three_node_cluster(cluster):
-    reservations = Reservations(cluster)
+def test_the_scripts_run_unchanged_on_a_three_node_cluster(redis_cluster):
+    reservations = Reservations(redis_cluster)
     groups = range(1, 31)
-    nodes = {cluster.get_node_from_key(GroupKeys.of(g).state).port for g in groups}
+    nodes = {redis_cluster.get_node_from_key(GroupKeys.of(g).state).port for g in groups}
     assert len(nodes) == 3  # the groups really live on every node
     for g in groups:
         assert reservations.load(group_id=g, rules=open_rules(limit=2, no_take=1), stock={g: 1, g + 100: 1})

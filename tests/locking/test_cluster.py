@@ -3,23 +3,10 @@ and lock_many spans slots (and nodes) all or nothing."""
 
 from __future__ import annotations
 
-import pytest
-from redis.cluster import RedisCluster
 from redis.crc import key_slot
 
 from locking import Lock, Released, lock_many
 from locking.lock import resource_keys
-from locking.testing import start_cluster
-
-
-@pytest.fixture(scope="module")
-def cluster():
-    servers = start_cluster(3)
-    client = RedisCluster(host="127.0.0.1", port=servers[0].port)
-    yield client
-    client.close()
-    for server in servers:
-        server.close()
 
 
 def test_a_resource_keys_share_one_slot():
@@ -27,24 +14,24 @@ def test_a_resource_keys_share_one_slot():
     assert len(slots) == 1
 
 
-def test_lock_and_hand_off_on_a_cluster(cluster):
-    lock = Lock(cluster, "stock:42")
+def test_lock_and_hand_off_on_a_cluster(redis_cluster):
+    lock = Lock(redis_cluster, "stock:42")
     assert lock.acquire() is not None
-    assert Lock(cluster, "stock:42", blocking=False).acquire() is None
+    assert Lock(redis_cluster, "stock:42", blocking=False).acquire() is None
     assert lock.release() is Released.RELEASED
 
 
-def test_lock_many_spans_nodes_all_or_nothing(cluster):
+def test_lock_many_spans_nodes_all_or_nothing(redis_cluster):
     names = [f"sku:{n}" for n in range(60)]
-    nodes = {cluster.get_node_from_key(resource_keys(name)[0]).port for name in names}
+    nodes = {redis_cluster.get_node_from_key(resource_keys(name)[0]).port for name in names}
     assert len(nodes) == 3  # the names really live on every node
-    held = lock_many(cluster, names, blocking=False)
+    held = lock_many(redis_cluster, names, blocking=False)
     fences = held.acquire()
     assert set(fences) == set(names)
     assert held.release() is Released.RELEASED
-    blocker = Lock(cluster, names[-1])
+    blocker = Lock(redis_cluster, names[-1])
     blocker.acquire()
-    assert lock_many(cluster, names, blocking=False).acquire() is None
+    assert lock_many(redis_cluster, names, blocking=False).acquire() is None
     for name in names[:-1]:  # groups taken before the busy one were rolled back
-        assert not cluster.exists(resource_keys(name)[0]), name
+        assert not redis_cluster.exists(resource_keys(name)[0]), name
     blocker.release()

@@ -1,0 +1,25 @@
+"""What the products' pages share about strategies."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from django.http import HttpResponse, HttpResponseBadRequest
+from django.shortcuts import redirect
+
+from core.errors import DomainError
+
+from .forms import StrategyForm
+
+
+def strategy_switch(request, *, switch: Callable[[str], object], then: str, **then_kwargs) -> HttpResponse:
+    """The body of a staff view that switches an item's strategy from its page: ``switch``
+    calls the product's update service with the chosen name; then back to ``then``."""
+    form = StrategyForm(request.POST)
+    if not form.is_valid():
+        return HttpResponseBadRequest("Unknown strategy.")
+    try:
+        switch(form.cleaned_data["strategy"])
+    except DomainError as exc:
+        return HttpResponseBadRequest(exc.message)
+    return redirect(then, **then_kwargs)
