@@ -15,13 +15,17 @@ While the database is unreachable nothing is acknowledged, and reservations olde
 
 from __future__ import annotations
 
+import os
+import socket
 import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from django.conf import settings
 from django.db import DatabaseError, IntegrityError, transaction
 from django.db.models import F
+from redis import Redis
 
 from .models import Stock
 from .reservations import Pending, Reservations
@@ -109,3 +113,41 @@ def _give_up_old(group_id: int, reservations: Reservations, pending: list[Pendin
     for one in pending:
         if int(one.entry_id.split("-")[0]) < oldest_kept_ms:  # a stream id starts with its time in ms
             reservations.release(group_id=group_id, pending=one, why="the database was unreachable for too long")
+
+
+_clients: dict[tuple[int, str], Reservations] = {}
+
+
+def reservations_client() -> Reservations:
+    """This process's ``Reservations`` on ``RESERVATIONS_REDIS_URL`` (one per process: a
+    forked worker must not share its parent's connections)."""
+    key = (os.getpid(), settings.RESERVATIONS_REDIS_URL)
+    if key not in _clients:
+        _clients[key] = Reservations(Redis.from_url(settings.RESERVATIONS_REDIS_URL, socket_connect_timeout=2))
+    return _clients[key]
+
+
+def consumer_name() -> str:
+    """This worker process's name in the streams' consumer group."""
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def drain(step: Callable[[int], Persisted], *, batch: int = 500) -> int:
+    """Call ``step(batch)`` (one ``reservations_persist`` of a group) until a call finds
+    fewer than ``batch`` reservations; the number handled in all."""
+    handled = 0
+    while True:
+        done = step(batch)
+        handled += done.handled
+        if done.handled < batch:
+            return handled
+
+
+def persist_options() -> dict:
+    """The options of ``reservations_persist`` for this worker process, from the settings."""
+    return {
+        "reservations": reservations_client(),
+        "consumer": consumer_name(),
+        "claim_idle_ms": settings.RESERVATIONS_CLAIM_IDLE_MS,
+        "give_up_seconds": settings.RESERVATIONS_GIVE_UP_SECONDS,
+    }

@@ -142,9 +142,29 @@ CACHES = {
 }
 
 CELERY_BROKER_URL = os.environ.get("CELERY_BROKER_URL", REDIS_URL)
+# Acknowledge a message after its task ran, and give it back when the worker died under
+# it (acks_late alone still acknowledges a task whose worker was killed).
 CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
+# One message at a time per worker process: a prefetched message waits behind a long task.
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+# Messages are data, never code: JSON only (tasks take ids).
+CELERY_TASK_SERIALIZER = "json"
+CELERY_ACCEPT_CONTENT = ["json"]
+# The Redis broker delivers an unacknowledged message again after this many seconds; it
+# must exceed the longest task (a race lab run: under 20 minutes), or a running task
+# would be delivered twice.
+CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": 3600}
+
+# redis_lua: where the reservations live (one Redis; every key of a voucher or pool shares
+# a hash tag, so a Cluster works too). Keep it on `noeviction`: an evicted stock key would
+# answer 503 until rebuilt, never sell from nothing.
+RESERVATIONS_REDIS_URL = os.environ.get("RESERVATIONS_REDIS_URL", REDIS_URL)
+# A reservation handed to a persisting worker that has not acknowledged it this long is
+# taken over by another (the first died or hangs); one that could not be persisted for
+# this many seconds while the database was unreachable is undone and its user told.
+RESERVATIONS_CLAIM_IDLE_MS = env_int("RESERVATIONS_CLAIM_IDLE_MS", 30_000)
+RESERVATIONS_GIVE_UP_SECONDS = env_int("RESERVATIONS_GIVE_UP_SECONDS", 300)
 
 # Checked against inventory.models.Strategy by a system check (inventory.checks).
 DEFAULT_STRATEGY = os.environ.get("DEFAULT_STRATEGY", "db_atomic")
