@@ -1,9 +1,13 @@
-"""The flash sale's ``redis_lua`` reservations persisted as orders (``inventory.persist``)."""
+"""The flash sale's ``redis_lua`` state: loaded into Redis from the database, and reservations
+persisted as orders (``inventory.persist``)."""
 
 from __future__ import annotations
 
+from django.db.models import Count, Max
+
+from inventory.models import Stock
 from inventory.persist import Persisted, reservations_persist
-from inventory.reservations import Pending, Reservations
+from inventory.reservations import Pending, Reservations, Rules
 
 from .models import Order, Voucher
 
@@ -37,4 +41,23 @@ def voucher_reservations_persist(
         persisted=persisted,
         write=write,
         **options,
+    )
+
+
+def voucher_reservations_load(*, voucher: Voucher, reservations: Reservations) -> bool:
+    """Load the voucher's state into Redis from the database (its window, stock, buyers and
+    the last reservation written), unless a state is there already: True when loaded.
+
+    Call it while no reservation of the voucher is being persisted (the stock read here
+    must not miss a decrement about to commit).
+    """
+    orders = Order.objects.filter(voucher_id=voucher.pk)
+    buyers = dict(orders.values("user_id").annotate(n=Count("id")).values_list("user_id", "n"))
+    stock = Stock.objects.get(pk=voucher.stock_id)
+    return reservations.load(
+        group_id=stock.group_id,
+        rules=Rules(begin_at=voucher.begin_at, end_at=voucher.end_at, limit=1),
+        stock={stock.pk: stock.quantity},
+        takers=buyers,
+        last_reservation=orders.aggregate(last=Max("reservation"))["last"] or 0,
     )

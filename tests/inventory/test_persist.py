@@ -10,7 +10,7 @@ from django.db import DatabaseError
 
 from inventory.models import Stock
 from inventory.persist import reservations_persist
-from inventory.reservations import GroupKeys, Reservations, Rules
+from inventory.reservations import GroupKeys, Reservations, Rules, reservation_id
 from lottery.models import Draw
 from lottery.reservations import pool_reservations_persist
 from orders.models import Order
@@ -151,3 +151,43 @@ def test_while_the_database_is_unreachable_nothing_is_acknowledged_and_old_reser
     assert reservations.failed(reservation=reserved.reservation_id) == "the database was unreachable for too long"
     assert reservations.stock(group_id=group)[voucher.stock_id] == 5
     assert Order.objects.filter(voucher=voucher).count() == 0
+
+
+def test_a_voucher_is_loaded_from_the_database_with_its_buyers_and_numbering(reservations, make_voucher, make_user):
+    from orders.reservations import voucher_reservations_load
+
+    voucher = make_voucher(stock=5, strategy="db_atomic")
+    early, late = make_user(), make_user()
+    Order.objects.create(user=early, voucher=voucher, buyer_guard=early.pk)
+    Order.objects.create(
+        user=late, voucher=voucher, buyer_guard=late.pk, reservation=reservation_id(voucher.stock.group_id, 7)
+    )
+    Stock.objects.filter(pk=voucher.stock_id).update(quantity=3)
+    group = voucher.stock.group_id
+    reservations.client.delete(*GroupKeys.of(group).all())
+    assert voucher_reservations_load(voucher=voucher, reservations=reservations)
+    assert not voucher_reservations_load(voucher=voucher, reservations=reservations)  # never over live state
+    assert reservations.stock(group_id=group) == {voucher.stock_id: 3}
+    assert reservations.takers(group_id=group) == {early.pk: 1, late.pk: 1}
+    assert reservations.reserve(group_id=group, user_id=early.pk, rand=0.5).refusal == "limit"
+    next_one = reservations.reserve(group_id=group, user_id=make_user().pk, rand=0.5)
+    assert next_one.reservation_id == reservation_id(group, 8)  # numbering goes on above the database
+    reservations.client.delete(*GroupKeys.of(group).all())
+
+
+def test_a_pool_is_loaded_with_its_rules_prizes_and_each_users_draws(reservations, make_pool, make_user):
+    from lottery.reservations import pool_reservations_load
+
+    pool = make_pool(prizes=(("Gold", 1), ("Silver", 4)), no_prize_weight=5, draws_per_user=2)
+    gold, silver = pool.prizes.all()
+    alice = make_user()
+    Draw.objects.create(user=alice, pool=pool, prize=silver, seq=1, user_guard=alice.pk)
+    Stock.objects.filter(pk=silver.stock_id).update(quantity=3)
+    reservations.client.delete(*GroupKeys.of(pool.group_id).all())
+    assert pool_reservations_load(pool=pool, reservations=reservations)
+    assert reservations.stock(group_id=pool.group_id) == {gold.stock_id: 1, silver.stock_id: 3}
+    assert reservations.takers(group_id=pool.group_id) == {alice.pk: 1}
+    second = reservations.reserve(group_id=pool.group_id, user_id=alice.pk, rand=0.99)  # "no prize": 5 of 9
+    assert (second.refusal, second.stock_id, second.seq) == (None, None, 2)
+    assert reservations.reserve(group_id=pool.group_id, user_id=alice.pk, rand=0.0).refusal == "limit"
+    reservations.client.delete(*GroupKeys.of(pool.group_id).all())
