@@ -39,12 +39,13 @@ loadtest: $(VENV)/.dev
 	bash scripts/ensure-services.sh
 	$(PY) -m loadtests.run $(ARGS)
 
-## Benchmarks (they print their figures and the machine): locks, purchase throughput, draw throughput by pool size.
+## Benchmarks (they print their figures and the machine): locks, purchase throughput, draw throughput by pool size, the redis_lua script.
 bench: $(VENV)/.dev
 	bash scripts/ensure-services.sh
 	$(PY) -m benchmarks.locks
 	$(PY) -m benchmarks.purchase
 	$(PY) -m benchmarks.draw
+	$(PY) -m benchmarks.reservations
 
 lint: $(VENV)/.dev
 	$(PY) -m ruff check .
