@@ -19,16 +19,25 @@ import os
 import socket
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import TypeVar
 
 from django.conf import settings
 from django.db import DatabaseError, IntegrityError, transaction
 from django.db.models import F
 from redis import Redis
 
+from locking import Lock
+from locking.integration import lock_client
+from locking.lease import LeasedLock
+
+from .errors import LockBusy
 from .models import Stock
 from .reservations import Pending, Reservations
+
+R = TypeVar("R")
 
 
 @dataclass
@@ -151,3 +160,38 @@ def persist_options() -> dict:
         "claim_idle_ms": settings.RESERVATIONS_CLAIM_IDLE_MS,
         "give_up_seconds": settings.RESERVATIONS_GIVE_UP_SECONDS,
     }
+
+
+def group_lock(group_id: int, **options) -> LeasedLock:
+    """The lock that one stock group's persisting and its state's rebuild share: a rebuild
+    reads the database's stock, which must not miss a batch about to commit. Options are
+    ``locking.Lock``'s (``blocking``, ``blocking_timeout``)."""
+    return Lock(lock_client(), f"reservations:{group_id}", lease=settings.LOCK_LEASE_SECONDS, **options)
+
+
+def drain_group(group_id: int, step: Callable[[int], Persisted], *, batch: int = 500) -> int:
+    """``drain`` under the group's lock; 0 at once when another worker holds it (that one
+    drains the group)."""
+    lock = group_lock(group_id, blocking=False)
+    if lock.acquire() is None:
+        return 0
+    with _held(lock):
+        return drain(step, batch=batch)
+
+
+def with_group_lock(group_id: int, action: Callable[[], R], *, wait_seconds: float) -> R:
+    """``action()`` under the group's lock, waited for up to ``wait_seconds``; raises
+    ``LockBusy`` when it could not be had."""
+    lock = group_lock(group_id, blocking_timeout=wait_seconds)
+    if lock.acquire() is None:
+        raise LockBusy("The reservations of this item are being persisted; try again.")
+    with _held(lock):
+        return action()
+
+
+@contextmanager
+def _held(lock: LeasedLock) -> Iterator[None]:
+    try:
+        yield
+    finally:
+        lock.release()

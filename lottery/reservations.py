@@ -6,7 +6,7 @@ from __future__ import annotations
 from django.db.models import Count, Max
 
 from inventory.models import Stock
-from inventory.persist import Persisted, reservations_persist
+from inventory.persist import Persisted, reservations_persist, with_group_lock
 from inventory.reservations import Pending, Reservations, Rules
 
 from .models import Draw, Pool, Prize
@@ -45,23 +45,28 @@ def pool_reservations_persist(*, pool: Pool, reservations: Reservations, consume
     )
 
 
-def pool_reservations_load(*, pool: Pool, reservations: Reservations) -> bool:
+def pool_reservations_load(*, pool: Pool, reservations: Reservations, wait_seconds: float = 30) -> bool:
     """Load the pool's state into Redis from the database (its window, draw limit, weight of
     no prize, every prize's stock, each user's draws and the last reservation written),
     unless a state is there already: True when loaded.
 
-    Call it while no reservation of the pool is being persisted (the stock read here must
-    not miss a decrement about to commit).
+    Holds the group's lock (``inventory.persist.group_lock``) while it reads, so that a
+    batch being persisted commits first; raises ``LockBusy`` when it waits longer than
+    ``wait_seconds``.
     """
-    draws = Draw.objects.filter(pool_id=pool.pk)
-    takers = dict(draws.values("user_id").annotate(n=Count("id")).values_list("user_id", "n"))
-    stock = dict(Stock.objects.filter(group_id=pool.group_id).values_list("id", "quantity"))
-    return reservations.load(
-        group_id=pool.group_id,
-        rules=Rules(
-            begin_at=pool.begin_at, end_at=pool.end_at, limit=pool.draws_per_user, no_take=pool.no_prize_weight
-        ),
-        stock=stock,
-        takers=takers,
-        last_reservation=draws.aggregate(last=Max("reservation"))["last"] or 0,
-    )
+
+    def load() -> bool:
+        draws = Draw.objects.filter(pool_id=pool.pk)
+        takers = dict(draws.values("user_id").annotate(n=Count("id")).values_list("user_id", "n"))
+        stock = dict(Stock.objects.filter(group_id=pool.group_id).values_list("id", "quantity"))
+        return reservations.load(
+            group_id=pool.group_id,
+            rules=Rules(
+                begin_at=pool.begin_at, end_at=pool.end_at, limit=pool.draws_per_user, no_take=pool.no_prize_weight
+            ),
+            stock=stock,
+            takers=takers,
+            last_reservation=draws.aggregate(last=Max("reservation"))["last"] or 0,
+        )
+
+    return with_group_lock(pool.group_id, load, wait_seconds=wait_seconds)

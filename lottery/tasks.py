@@ -5,7 +5,7 @@ from __future__ import annotations
 from celery import shared_task
 from django.db import DatabaseError
 
-from inventory.persist import drain, persist_options
+from inventory.persist import drain_group, persist_options
 
 from .models import Pool
 from .reservations import pool_reservations_persist
@@ -28,4 +28,8 @@ def pool_reservations_drain(pool_id: int) -> int:
     """Persist the pool's pending reservations until none is left; the records handled."""
     pool = Pool.objects.get(pk=pool_id)
     options = persist_options()
-    return drain(lambda batch: pool_reservations_persist(pool=pool, batch=batch, **options))
+
+    def step(batch: int):
+        return pool_reservations_persist(pool=pool, batch=batch, **options)
+
+    return drain_group(pool.group_id, step)

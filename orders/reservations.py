@@ -6,7 +6,7 @@ from __future__ import annotations
 from django.db.models import Count, Max
 
 from inventory.models import Stock
-from inventory.persist import Persisted, reservations_persist
+from inventory.persist import Persisted, reservations_persist, with_group_lock
 from inventory.reservations import Pending, Reservations, Rules
 
 from .models import Order, Voucher
@@ -44,20 +44,25 @@ def voucher_reservations_persist(
     )
 
 
-def voucher_reservations_load(*, voucher: Voucher, reservations: Reservations) -> bool:
+def voucher_reservations_load(*, voucher: Voucher, reservations: Reservations, wait_seconds: float = 30) -> bool:
     """Load the voucher's state into Redis from the database (its window, stock, buyers and
     the last reservation written), unless a state is there already: True when loaded.
 
-    Call it while no reservation of the voucher is being persisted (the stock read here
-    must not miss a decrement about to commit).
+    Holds the group's lock (``inventory.persist.group_lock``) while it reads, so that a
+    batch being persisted commits first; raises ``LockBusy`` when it waits longer than
+    ``wait_seconds``.
     """
-    orders = Order.objects.filter(voucher_id=voucher.pk)
-    buyers = dict(orders.values("user_id").annotate(n=Count("id")).values_list("user_id", "n"))
-    stock = Stock.objects.get(pk=voucher.stock_id)
-    return reservations.load(
-        group_id=stock.group_id,
-        rules=Rules(begin_at=voucher.begin_at, end_at=voucher.end_at, limit=1),
-        stock={stock.pk: stock.quantity},
-        takers=buyers,
-        last_reservation=orders.aggregate(last=Max("reservation"))["last"] or 0,
-    )
+
+    def load() -> bool:
+        orders = Order.objects.filter(voucher_id=voucher.pk)
+        buyers = dict(orders.values("user_id").annotate(n=Count("id")).values_list("user_id", "n"))
+        stock = Stock.objects.get(pk=voucher.stock_id)
+        return reservations.load(
+            group_id=stock.group_id,
+            rules=Rules(begin_at=voucher.begin_at, end_at=voucher.end_at, limit=1),
+            stock={stock.pk: stock.quantity},
+            takers=buyers,
+            last_reservation=orders.aggregate(last=Max("reservation"))["last"] or 0,
+        )
+
+    return with_group_lock(voucher.stock.group_id, load, wait_seconds=wait_seconds)

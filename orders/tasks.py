@@ -5,7 +5,7 @@ from __future__ import annotations
 from celery import shared_task
 from django.db import DatabaseError
 
-from inventory.persist import drain, persist_options
+from inventory.persist import drain_group, persist_options
 
 from .models import Voucher
 from .reservations import voucher_reservations_persist
@@ -28,4 +28,6 @@ def voucher_reservations_drain(voucher_id: int) -> int:
     """Persist the voucher's pending reservations until none is left; the records handled."""
     voucher = Voucher.objects.select_related("stock").get(pk=voucher_id)
     options = persist_options()
-    return drain(lambda batch: voucher_reservations_persist(voucher=voucher, batch=batch, **options))
+    return drain_group(
+        voucher.stock.group_id, lambda batch: voucher_reservations_persist(voucher=voucher, batch=batch, **options)
+    )

@@ -191,3 +191,27 @@ def test_a_pool_is_loaded_with_its_rules_prizes_and_each_users_draws(reservation
     assert (second.refusal, second.stock_id, second.seq) == (None, None, 2)
     assert reservations.reserve(group_id=pool.group_id, user_id=alice.pk, rand=0.0).refusal == "limit"
     reservations.client.delete(*GroupKeys.of(pool.group_id).all())
+
+
+def test_a_rebuild_waits_for_the_batch_being_persisted(reservations, make_voucher):
+    """The rebuild reads the database's stock: it takes the group's lock, which a drain
+    holds while it writes, so it never reads the stock between a batch's rows and its
+    decrement's commit."""
+    from inventory.errors import LockBusy
+    from inventory.persist import drain_group, group_lock
+    from orders.reservations import voucher_reservations_load
+
+    voucher = make_voucher(stock=5)
+    group = voucher.stock.group_id
+    reservations.client.delete(*GroupKeys.of(group).all())
+    drainer = group_lock(group)
+    assert drainer.acquire() is not None  # a drain under way
+    try:
+        with pytest.raises(LockBusy):
+            voucher_reservations_load(voucher=voucher, reservations=reservations, wait_seconds=0.3)
+        assert not reservations.client.exists(GroupKeys.of(group).state)
+        assert drain_group(group, lambda batch: pytest.fail("a second drain of the group ran")) == 0
+    finally:
+        drainer.release()
+    assert voucher_reservations_load(voucher=voucher, reservations=reservations, wait_seconds=0.3)
+    reservations.client.delete(*GroupKeys.of(group).all())
