@@ -112,9 +112,11 @@ def lab_run_create(
         raise InvalidInput(f"Unknown strategies: {', '.join(unknown)}.")
     now = timezone.now()
     _abandon_stale_runs(now)
-    # Locks the runs' table range so that two staff clicking Run at once do not both
-    # pass the check; the Celery task holds a Redis lock besides (one run at a time).
-    if LabRun.objects.select_for_update().filter(status__in=[LabRun.Status.QUEUED, LabRun.Status.RUNNING]).exists():
+    # Refuses a second run in the usual case. Two clicks at the same instant may still
+    # both queue one (READ COMMITTED takes no lock on rows that do not exist yet): what
+    # guarantees one run at a time is the Celery task's Redis lock, and the second run
+    # then waits for the first.
+    if LabRun.objects.filter(status__in=[LabRun.Status.QUEUED, LabRun.Status.RUNNING]).exists():
         raise LabBusy()
     run = LabRun.objects.create(
         product=product,
