@@ -53,3 +53,12 @@ def users_with_tokens_create(
         tokens.append(ApiToken(user=user, key_hash=digest))
     ApiToken.objects.bulk_create(tokens, batch_size=1000)
     return pairs
+
+
+def tokens_revoke(*, username_prefix: str) -> int:
+    """Delete every token of the users whose name starts with ``username_prefix`` (a load
+    run's crowd, once it is over); the number deleted."""
+    if not username_prefix:
+        raise ValueError("a prefix is needed: revoking every token is not what this is for")
+    deleted, _ = ApiToken.objects.filter(user__username__startswith=username_prefix).delete()
+    return deleted

@@ -21,7 +21,7 @@ from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
 
-from accounts.services import users_with_tokens_create
+from accounts.services import tokens_revoke, users_with_tokens_create
 from benchmarks.machine import describe
 from core.errors import InvalidInput
 from inventory.stock import strategy_names
@@ -54,6 +54,8 @@ LIVE_EVERY_SECONDS = 1.0
 # Past this, a queued or running run is taken for abandoned (its worker died): each lane
 # gets its duration plus this much for fresh data, the wait until quiet and the audit.
 LANE_OVERHEAD_SECONDS = 60
+# The longest run: every strategy a registry may hold (room for ten) at the longest duration.
+LONGEST_RUN_SECONDS = 10 * (BOUNDS["duration"][1] + LANE_OVERHEAD_SECONDS)
 
 
 def lab_dir(run: LabRun) -> Path:
@@ -171,7 +173,10 @@ def lab_run_execute(*, run_id: int) -> LabRun:
     that fails fails the run, with the error kept on it; the run's outputs (matrix
     files, ``report.html``) are written under ``lab_dir``.
     """
-    lock = Lock(lock_client(), LOCK_NAME, lease=settings.LOCK_LEASE_SECONDS, blocking=False)
+    # Held, and renewed, for as long as the longest run may take.
+    lock = Lock(
+        lock_client(), LOCK_NAME, lease=settings.LOCK_LEASE_SECONDS, blocking=False, max_hold=LONGEST_RUN_SECONDS
+    )
     if lock.acquire() is None:
         raise LabBusy()
     try:
@@ -190,9 +195,11 @@ def lab_run_execute(*, run_id: int) -> LabRun:
         except Exception:  # noqa: BLE001  (kept on the run for the page; the worker goes on)
             lab_run_fail(run=run, error=traceback.format_exc(limit=5))
         else:
-            run.status = LabRun.Status.DONE
-            run.finished_at = timezone.now()
-            run.save(update_fields=["status", "finished_at"])
+            # Only a run still running becomes done: one cancelled meanwhile stays failed.
+            LabRun.objects.filter(pk=run.pk, status=LabRun.Status.RUNNING).update(
+                status=LabRun.Status.DONE, finished_at=timezone.now()
+            )
+            run.refresh_from_db()
         return run
     finally:
         lock.release()
@@ -216,6 +223,15 @@ def _run_lanes(run: LabRun) -> None:
     pairs = users_with_tokens_create(count=run.crowd, prefix=f"lab{run.pk}")
     tokens.write_text("".join(f"{username} {token}\n" for username, token in pairs))
     staff_token = users_with_tokens_create(count=1, prefix=f"lab{run.pk}-staff", staff=True)[0][1]
+    try:
+        _run_lanes_with(run, scenario, out, tokens, staff_token)
+    finally:
+        # The crowd's tokens (its staff user's too) are good for this run only.
+        tokens_revoke(username_prefix=f"lab{run.pk}-")
+        tokens.unlink(missing_ok=True)
+
+
+def _run_lanes_with(run: LabRun, scenario, out: Path, tokens: Path, staff_token: str) -> None:
     args = Namespace(
         stock=run.stock,
         prizes=PRIZES,

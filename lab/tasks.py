@@ -5,10 +5,9 @@ from __future__ import annotations
 from celery import shared_task
 
 from .errors import LabBusy
-from .services import BOUNDS, LANE_OVERHEAD_SECONDS, lab_run_execute
+from .services import LONGEST_RUN_SECONDS, lab_run_execute
 
-# The longest run: every strategy of the registry at the longest duration.
-_LONGEST = 10 * (BOUNDS["duration"][1] + LANE_OVERHEAD_SECONDS)
+RETRY_SECONDS = 5
 
 
 @shared_task(
@@ -17,12 +16,13 @@ _LONGEST = 10 * (BOUNDS["duration"][1] + LANE_OVERHEAD_SECONDS)
     # longer queued alone, so a redelivery never runs it twice.
     acks_late=True,
     reject_on_worker_lost=True,
-    soft_time_limit=_LONGEST,
-    time_limit=_LONGEST + 30,
+    soft_time_limit=LONGEST_RUN_SECONDS,
+    time_limit=LONGEST_RUN_SECONDS + 30,
 )
 def lab_run_task(self, run_id: int) -> str:
     try:
         return lab_run_execute(run_id=run_id).status
     except LabBusy as exc:
         # Another run still holds the lab (its worker has not let go yet): try again shortly.
-        raise self.retry(exc=exc, countdown=5, max_retries=120) from exc
+        # Waits as long as a whole run may take.
+        raise self.retry(exc=exc, countdown=RETRY_SECONDS, max_retries=LONGEST_RUN_SECONDS // RETRY_SECONDS) from exc

@@ -7,6 +7,7 @@ Imported once Django is set up.
 from __future__ import annotations
 
 import csv
+import logging
 import os
 import subprocess
 import sys
@@ -28,6 +29,8 @@ from .products import PRODUCTS, Product, Sample, Supply, Target
 from .scenarios import LOCUSTFILES, Scenario
 from .server import ROOT, Server
 from .verdict import TAKEN, Result, judge
+
+logger = logging.getLogger(__name__)
 
 # Called with the run's target, the seconds since Locust started and a sample of the stock,
 # about four times a second while Locust runs (the race lab shows them live).
@@ -112,7 +115,10 @@ class Sampler(threading.Thread):
                 self.taken.append((at, sample.taken))
                 self.supply.append((at, sample.supplied))
                 if self.observe is not None:
-                    self.observe(self.target, elapsed, sample)
+                    try:
+                        self.observe(self.target, elapsed, sample)
+                    except Exception:  # noqa: BLE001  (the sampling, and the run, go on)
+                        logger.exception("observing run %s failed", self.target)
                 if elapsed >= next_report:
                     say(f"  ... {elapsed:.0f}s, stock left {sample.stock}, {name} {sample.taken}")
                     next_report += 5.0
@@ -159,11 +165,15 @@ def one_run(
     )
     sampler = Sampler(product, target, observe)
     sampler.start()
-    cpu_before = server.cpu_seconds()
-    stats = run_locust(args, scenario.path, server.host, run_dir / "locust", env, args.users)
-    cpu_used = server.cpu_seconds() - cpu_before
-    product.wait_until_quiet(target)
-    sampler.stop()
+    try:
+        cpu_before = server.cpu_seconds()
+        stats = run_locust(args, scenario.path, server.host, run_dir / "locust", env, args.users)
+        cpu_used = server.cpu_seconds() - cpu_before
+        product.wait_until_quiet(target)
+    finally:
+        # Also when Locust failed or the run was cut short: a sampler left going would
+        # read the stock four times a second for as long as its process lives.
+        sampler.stop()
 
     audit = product.audit(target)
     outcomes = read_outcomes(outcomes_dir)

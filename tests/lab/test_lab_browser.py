@@ -14,6 +14,7 @@ from django.contrib.auth.hashers import PBKDF2PasswordHasher
 from django.db import connection
 from playwright.sync_api import expect
 
+from accounts.models import ApiToken
 from lab.models import LabLane, LabRun
 from loadtests.server import ROOT, running_server
 from tests import test_browser
@@ -91,6 +92,8 @@ def test_a_lab_run_shows_none_oversell_and_a_safe_strategy_hold(page, stack, mak
     assert lanes["none"].figures["oversold"] > 0 and lanes["none"].ok
     assert lanes["db_atomic"].figures["oversold"] == 0 and lanes["db_atomic"].ok
     assert all(lane.status == LabLane.Status.DONE for lane in lanes.values())
+    # The crowd's tokens were good for this run only.
+    assert not ApiToken.objects.filter(user__username__startswith=f"lab{run.pk}-").exists()
     # The full report the run wrote, served to staff.
     page.get_by_test_id("report-link").click()
     expect(page.locator("h1")).to_have_text("Load test verdict")

@@ -184,3 +184,20 @@ def test_staff_cancel_a_run_and_its_task_then_leaves_it_alone(client, make_user,
     assert lab_run_execute(run_id=run.pk).status == LabRun.Status.FAILED  # the task, arriving late
     assert run.lanes.get().status == LabLane.Status.FAILED
     assert create().status == LabRun.Status.QUEUED  # the lab is free again
+
+
+def test_a_run_cancelled_while_its_last_lane_ends_stays_cancelled(create, make_user, monkeypatch):
+    """Cancel and the task's own end race: the run must not come out "done" (and so become
+    the public proof) after staff cancelled it."""
+    from lab import services
+
+    staff = make_user(staff=True)
+    run = create(strategies=["none"])
+
+    def lanes_cancelled_meanwhile(running):  # stands for the lanes, during which staff cancel
+        services.lab_run_cancel(run=LabRun.objects.get(pk=running.pk), user=staff)
+
+    monkeypatch.setattr(services, "_run_lanes", lanes_cancelled_meanwhile)
+    assert services.lab_run_execute(run_id=run.pk).status == LabRun.Status.FAILED
+    run.refresh_from_db()
+    assert run.status == LabRun.Status.FAILED and run.error.startswith("Cancelled by")
