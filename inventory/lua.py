@@ -8,6 +8,9 @@ that every script touches a single Cluster slot:
   taking nothing: a pool's "no prize"), and ``stock:<stock_id>`` (units left) for every
   row of the group;
 - ``...:takers``, a hash: user id -> takes so far (its keys are a voucher's buyer set);
+- ``...:seqs``, a hash with a field ``<user>:<n>`` for every take number n in use: a take
+  gets the user's lowest free number, so that one undone frees its number for the next
+  (a draw's number is its per-user backstop in the database, and must not repeat);
 - ``...:pending``, a stream: one entry per reservation not yet persisted, read by the
   persisting worker through the consumer group ``persist``;
 - ``...:ids``, a counter: the group's reservations are numbered 1, 2, ... (the
@@ -23,7 +26,8 @@ its row; a pool's choice is weighted by the stock left, at the moment of the scr
 # Reserve one unit for a user: check the window (Redis time), the user's takes and the
 # stock; choose a row weighted by its stock (or nothing, by the weight of taking
 # nothing); decrement it, count the take, and append the pending reservation.
-# KEYS[1] state, KEYS[2] takers, KEYS[3] pending stream, KEYS[4] reservation counter
+# KEYS[1] state, KEYS[2] takers, KEYS[3] pending stream, KEYS[4] reservation counter,
+# KEYS[5] take numbers in use
 # ARGV[1] user id, ARGV[2] a uniform random number in [0, 1) drawn by the caller (so that
 #         tests can seed it)
 # Returns {"ok", stock id or "", seq, n}, where seq is this take's number among the user's
@@ -64,7 +68,10 @@ for _, id in ipairs(ids) do
     point = point - left[id]
 end
 if chosen ~= '' then redis.call('HINCRBY', KEYS[1], 'stock:' .. chosen, -1) end
-local seq = redis.call('HINCRBY', KEYS[2], ARGV[1], 1)
+redis.call('HINCRBY', KEYS[2], ARGV[1], 1)
+local seq = 1
+while redis.call('HEXISTS', KEYS[5], ARGV[1] .. ':' .. seq) == 1 do seq = seq + 1 end
+redis.call('HSET', KEYS[5], ARGV[1] .. ':' .. seq, 1)
 local n = redis.call('INCR', KEYS[4])
 redis.call('XADD', KEYS[3], '*', 'n', n, 'user', ARGV[1], 'stock', tostring(chosen), 'seq', seq)
 return {'ok', tostring(chosen), seq, n}
@@ -73,9 +80,11 @@ return {'ok', tostring(chosen), seq, n}
 # Undo a reservation that could not be persisted for good, once: only while its stream
 # entry is still unacknowledged by the persisting group (so that neither a second
 # compensation nor one after a successful persist can run).
-# KEYS[1] state, KEYS[2] takers, KEYS[3] pending stream, KEYS[4] failed reservations
+# KEYS[1] state, KEYS[2] takers, KEYS[3] pending stream, KEYS[4] failed reservations,
+# KEYS[5] take numbers in use
 # ARGV[1] stream entry id, ARGV[2] consumer group, ARGV[3] user id,
-# ARGV[4] stock id or "" (a take of nothing), ARGV[5] reservation number, ARGV[6] why
+# ARGV[4] stock id or "" (a take of nothing), ARGV[5] reservation number, ARGV[6] why,
+# ARGV[7] the take's number
 # Returns 1 when compensated, 0 when there was nothing to undo.
 RELEASE = """
 if redis.call('XACK', KEYS[3], ARGV[2], ARGV[1]) == 0 then return 0 end
@@ -86,37 +95,49 @@ if ARGV[4] ~= '' and redis.call('EXISTS', KEYS[1]) == 1 then
 end
 local taken = redis.call('HINCRBY', KEYS[2], ARGV[3], -1)
 if taken <= 0 then redis.call('HDEL', KEYS[2], ARGV[3]) end
+redis.call('HDEL', KEYS[5], ARGV[3] .. ':' .. ARGV[7])
 return 1
 """
 
 # Load a group's state built from the database, unless a state is already there: live
 # Redis state is never overwritten blindly (reconciliation repairs it field by field).
+# Refused while reservations wait in the stream: the database does not hold them yet, so
+# a state built from it would sell their units again (persist them first).
 # The persisting consumer group is created from the stream's start, so that no entry
 # appended before it existed is skipped.
 # The reservation counter is raised to at least the highest number the database holds,
 # so that a Redis that lost its keys never hands out an id twice.
-# KEYS[1] state, KEYS[2] takers, KEYS[3] pending stream, KEYS[4] reservation counter
+# KEYS[1] state, KEYS[2] takers, KEYS[3] pending stream, KEYS[4] reservation counter,
+# KEYS[5] take numbers in use
 # ARGV[1] consumer group, ARGV[2] the counter's floor, ARGV[3] the number of state
-# fields n, then n name/value pairs of the state, then name/value pairs of the takers
-# (user id, takes)
-# Returns 1 when loaded, 0 when a state was already there.
+# fields s, ARGV[4] the number of takers t, then s name/value pairs of the state, then t
+# user/takes pairs, then the take numbers in use as "<user>:<n>"
+# Returns 1 when loaded, 0 when a state was already there, -1 while reservations wait.
 LOAD = """
 if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
-local n = tonumber(ARGV[3])
-for i = 4, 3 + 2 * n, 2 do
+if redis.call('EXISTS', KEYS[3]) == 1 and redis.call('XLEN', KEYS[3]) > 0 then return -1 end
+local s, t = tonumber(ARGV[3]), tonumber(ARGV[4])
+local i = 5
+for _ = 1, s do
     redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1])
+    i = i + 2
 end
-redis.call('DEL', KEYS[2])
-for i = 4 + 2 * n, #ARGV, 2 do
+redis.call('DEL', KEYS[2], KEYS[5])
+for _ = 1, t do
     redis.call('HSET', KEYS[2], ARGV[i], ARGV[i + 1])
+    i = i + 2
 end
-if tonumber(redis.call('GET', KEYS[4]) or '0') < tonumber(ARGV[2]) then
-    redis.call('SET', KEYS[4], ARGV[2])
+while i <= #ARGV do
+    redis.call('HSET', KEYS[5], ARGV[i], 1)
+    i = i + 1
 end
 if redis.call('EXISTS', KEYS[3]) == 0 then
     redis.call('XGROUP', 'CREATE', KEYS[3], ARGV[1], '0', 'MKSTREAM')
 else
     redis.pcall('XGROUP', 'CREATE', KEYS[3], ARGV[1], '0')
+end
+if tonumber(redis.call('GET', KEYS[4]) or '0') < tonumber(ARGV[2]) then
+    redis.call('SET', KEYS[4], ARGV[2])
 end
 return 1
 """

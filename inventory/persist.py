@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 from django.conf import settings
-from django.db import DatabaseError, IntegrityError, transaction
+from django.db import DatabaseError, IntegrityError, InterfaceError, OperationalError, transaction
 from django.db.models import F
 from redis import Redis
 
@@ -79,7 +79,8 @@ def reservations_persist(
         write: writes the records of the given reservations (in the caller's transaction).
         claim_idle_ms: reservations given to another consumer this long ago without an
             acknowledgement are taken over (that consumer died or hangs).
-        give_up_seconds: while the database is unreachable, reservations this old are undone.
+        give_up_seconds: while the database cannot be reached (not when it refuses, deadlocks
+            or waits for a lock), reservations this old are undone.
 
     Raises the database's error when it is unreachable (the caller retries later).
     """
@@ -97,8 +98,9 @@ def reservations_persist(
             except IntegrityError as exc:
                 why = f"the database refused the record: {exc.args[-1]}"[:300]
                 result.failed += int(reservations.release(group_id=group_id, pending=one, why=why))
-    except DatabaseError:
-        _give_up_old(group_id, reservations, pending, give_up_seconds)
+    except DatabaseError as exc:
+        if unreachable(exc):
+            _give_up_old(group_id, reservations, pending, give_up_seconds)
         raise
     # Released entries were acknowledged by their release; acknowledging again is harmless.
     reservations.done(group_id=group_id, entry_ids=[one.entry_id for one in pending])
@@ -115,6 +117,18 @@ def _write(pending: list[Pending], persisted: Callable, write: Callable) -> Pers
         for stock_id, units in sorted(taken.items()):  # rows in key order, as every writer takes them
             Stock.objects.filter(pk=stock_id).update(quantity=F("quantity") - units, version=F("version") + 1)
     return Persisted(written=len(fresh), repeated=len(pending) - len(fresh))
+
+
+# The MySQL client's "cannot reach the server" errors (can't connect, gone away, lost
+# during a query): not a deadlock or a lock wait, which are worth retrying at once.
+_CONNECTION_ERRORS = {2002, 2003, 2005, 2006, 2013, 2055}
+
+
+def unreachable(exc: DatabaseError) -> bool:
+    """Whether ``exc`` says the database cannot be reached, rather than that it refused."""
+    if isinstance(exc, InterfaceError):
+        return True
+    return isinstance(exc, OperationalError) and bool(exc.args) and exc.args[0] in _CONNECTION_ERRORS
 
 
 def _give_up_old(group_id: int, reservations: Reservations, pending: list[Pending], seconds: float) -> None:
@@ -169,12 +183,18 @@ def group_lock(group_id: int, **options) -> LeasedLock:
     return Lock(lock_client(), f"reservations:{group_id}", lease=settings.LOCK_LEASE_SECONDS, **options)
 
 
-def drain_group(group_id: int, step: Callable[[int], Persisted], *, batch: int = 500) -> int:
-    """``drain`` under the group's lock; 0 at once when another worker holds it (that one
-    drains the group)."""
+# A drain that found its group's lock held tries again this often, this many times (the
+# holder's lease runs out within LOCK_LEASE_SECONDS should it have died).
+BUSY_RETRY_SECONDS = 1
+BUSY_RETRIES = 60
+
+
+def drain_group(group_id: int, step: Callable[[int], Persisted], *, batch: int = 500) -> int | None:
+    """``drain`` under the group's lock; None at once when another worker holds it (the
+    caller tries again shortly: the holder may have read its last batch already)."""
     lock = group_lock(group_id, blocking=False)
     if lock.acquire() is None:
-        return 0
+        return None
     with _held(lock):
         return drain(step, batch=batch)
 

@@ -7,7 +7,7 @@ described in ``inventory.lua``.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -47,6 +47,7 @@ class GroupKeys:
     pending: str
     ids: str
     failed: str
+    seqs: str
 
     @classmethod
     def of(cls, group_id: int) -> GroupKeys:
@@ -57,10 +58,11 @@ class GroupKeys:
             pending=f"{tag}:pending",
             ids=f"{tag}:ids",
             failed=f"{tag}:failed",
+            seqs=f"{tag}:seqs",
         )
 
     def all(self) -> list[str]:
-        return [self.state, self.takers, self.pending, self.ids, self.failed]
+        return [self.state, self.takers, self.pending, self.ids, self.failed, self.seqs]
 
 
 @dataclass(frozen=True)
@@ -93,6 +95,11 @@ class Reserved:
 
 
 REFUSALS = ("unavailable", "not_started", "ended", "limit", "sold_out")
+
+
+class PendingReservations(Exception):
+    """A state cannot be loaded while reservations wait in the stream: the database, which
+    the state is built from, does not hold them yet."""
 
 
 @dataclass(frozen=True)
@@ -140,7 +147,9 @@ class Reservations:
         if not 0 <= rand < 1:
             raise ValueError(f"rand must be in [0, 1), got {rand!r}")
         keys = GroupKeys.of(group_id)
-        answer = self._reserve(keys=[keys.state, keys.takers, keys.pending, keys.ids], args=[user_id, repr(rand)])
+        answer = self._reserve(
+            keys=[keys.state, keys.takers, keys.pending, keys.ids, keys.seqs], args=[user_id, repr(rand)]
+        )
         status = _text(answer[0])
         if status != "ok":
             return Reserved(refusal=status)
@@ -159,8 +168,8 @@ class Reservations:
         keys = GroupKeys.of(group_id)
         number = pending.reservation_id - reservation_id(group_id, 1) + 1
         stock = "" if pending.stock_id is None else pending.stock_id
-        args = [pending.entry_id, PERSIST_GROUP, pending.user_id, stock, number, why]
-        return bool(self._release(keys=[keys.state, keys.takers, keys.pending, keys.failed], args=args))
+        args = [pending.entry_id, PERSIST_GROUP, pending.user_id, stock, number, why, pending.seq]
+        return bool(self._release(keys=[keys.state, keys.takers, keys.pending, keys.failed, keys.seqs], args=args))
 
     def failed(self, *, reservation: int) -> str | None:
         """Why a reservation was undone, or None when it was not."""
@@ -200,13 +209,17 @@ class Reservations:
         rules: Rules,
         stock: Mapping[int, int],
         takers: Mapping[int, int] | None = None,
+        seqs: Mapping[int, Iterable[int]] | None = None,
         last_reservation: int = 0,
     ) -> bool:
         """Load the group's state (built from the database) unless one is already there;
-        True when loaded.
+        True when loaded. Raises ``PendingReservations`` while reservations wait in the
+        stream (persist them first: the database does not hold them yet).
 
         Arguments:
             takers: each user's takes so far.
+            seqs: each user's take numbers in use (a pool's draws' ``seq``); by default
+                1 to the user's takes.
             last_reservation: the highest reservation id of the group the database holds,
                 so that numbering goes on above it.
         """
@@ -217,13 +230,20 @@ class Reservations:
             "limit": rules.limit,
             "no_take": rules.no_take,
         } | {f"stock:{stock_id}": units for stock_id, units in stock.items()}
-        args: list = [PERSIST_GROUP, floor, len(state)]
+        takers = dict(takers or {})
+        if seqs is None:
+            seqs = {user_id: range(1, takes + 1) for user_id, takes in takers.items()}
+        args: list = [PERSIST_GROUP, floor, len(state), len(takers)]
         for name, value in state.items():
             args += [name, value]
-        for user_id, takes in (takers or {}).items():
+        for user_id, takes in takers.items():
             args += [user_id, takes]
+        args += [f"{user_id}:{n}" for user_id, numbers in seqs.items() for n in numbers]
         keys = GroupKeys.of(group_id)
-        return bool(self._load(keys=[keys.state, keys.takers, keys.pending, keys.ids], args=args))
+        loaded = self._load(keys=[keys.state, keys.takers, keys.pending, keys.ids, keys.seqs], args=args)
+        if loaded == -1:
+            raise PendingReservations(f"group {group_id} has reservations waiting to be persisted")
+        return bool(loaded)
 
     def add_units(self, *, group_id: int, stock_id: int, units: int) -> int | None:
         """Add ``units`` to one row where the state is loaded; the units left after, or None."""

@@ -58,6 +58,9 @@ def pool_reservations_load(*, pool: Pool, reservations: Reservations, wait_secon
     def load() -> bool:
         draws = Draw.objects.filter(pool_id=pool.pk)
         takers = dict(draws.values("user_id").annotate(n=Count("id")).values_list("user_id", "n"))
+        seqs: dict[int, list[int]] = {}
+        for user_id, seq in draws.values_list("user_id", "seq"):
+            seqs.setdefault(user_id, []).append(seq)
         stock = dict(Stock.objects.filter(group_id=pool.group_id).values_list("id", "quantity"))
         return reservations.load(
             group_id=pool.group_id,
@@ -66,6 +69,7 @@ def pool_reservations_load(*, pool: Pool, reservations: Reservations, wait_secon
             ),
             stock=stock,
             takers=takers,
+            seqs=seqs,
             last_reservation=draws.aggregate(last=Max("reservation"))["last"] or 0,
         )
 

@@ -15,6 +15,7 @@ from django.utils import timezone
 from inventory.reservations import (
     PERSIST_GROUP,
     GroupKeys,
+    PendingReservations,
     Reservations,
     Rules,
     reservation_group,
@@ -271,7 +272,46 @@ def test_numbering_goes_on_above_the_database_after_redis_lost_its_keys(client, 
     client.delete(*GroupKeys.of(group).all())  # the keys are lost
     reservations.load(group_id=group, rules=open_rules(), stock={1: 4}, last_reservation=reservation_id(group, 42))
     assert reservations.reserve(group_id=group, user_id=2, rand=0.0).reservation_id == reservation_id(group, 43)
-    # A floor below the live counter never lowers it.
+    # A floor below the live counter never lowers it (the state lost once its reservations
+    # were persisted).
+    persisted = reservations.pending(group_id=group, consumer="a")
+    reservations.done(group_id=group, entry_ids=[one.entry_id for one in persisted])
     client.delete(GroupKeys.of(group).state)
     reservations.load(group_id=group, rules=open_rules(), stock={1: 3}, last_reservation=reservation_id(group, 5))
     assert reservations.reserve(group_id=group, user_id=3, rand=0.0).reservation_id == reservation_id(group, 44)
+
+
+def test_no_state_is_built_while_reservations_wait_to_be_persisted(client, group):
+    """The database does not hold them yet: a state built from it would sell their units again."""
+    reservations = Reservations(client)
+    reservations.load(group_id=group, rules=open_rules(), stock={1: 2})
+    reservations.reserve(group_id=group, user_id=1, rand=0.0)
+    client.delete(GroupKeys.of(group).state)  # the state evicted, its stream still there
+    with pytest.raises(PendingReservations):
+        reservations.load(group_id=group, rules=open_rules(), stock={1: 2})
+    assert reservations.reserve(group_id=group, user_id=2, rand=0.0).refusal == "unavailable"
+    (waiting,) = reservations.pending(group_id=group, consumer="a")
+    reservations.done(group_id=group, entry_ids=[waiting.entry_id])  # persisted: the database has it
+    assert reservations.load(group_id=group, rules=open_rules(), stock={1: 1}, takers={1: 1})
+    assert reservations.reserve(group_id=group, user_id=1, rand=0.0).refusal == "limit"
+
+
+def test_an_undone_take_frees_its_number_for_the_users_next_take(client, group):
+    """A draw's number is its per-user backstop in the database: after an undone draw the
+    user's next one takes the freed number, not one that is still pending or written."""
+    reservations = Reservations(client)
+    reservations.load(group_id=group, rules=open_rules(limit=3, no_take=1), stock={1: 10})
+    first = reservations.reserve(group_id=group, user_id=7, rand=0.99)
+    second = reservations.reserve(group_id=group, user_id=7, rand=0.99)
+    assert (first.seq, second.seq) == (1, 2)
+    undone, kept = reservations.pending(group_id=group, consumer="a")
+    assert reservations.release(group_id=group, pending=undone, why="refused")
+    assert reservations.reserve(group_id=group, user_id=7, rand=0.99).seq == 1
+    assert reservations.reserve(group_id=group, user_id=7, rand=0.99).seq == 3
+    assert reservations.reserve(group_id=group, user_id=7, rand=0.99).refusal == "limit"
+
+
+def test_a_rebuilt_state_keeps_each_users_take_numbers(client, group):
+    reservations = Reservations(client)
+    reservations.load(group_id=group, rules=open_rules(limit=3), stock={1: 10}, takers={7: 2}, seqs={7: [1, 3]})
+    assert reservations.reserve(group_id=group, user_id=7, rand=0.0).seq == 2
