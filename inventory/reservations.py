@@ -252,14 +252,23 @@ class Reservations:
 
     def stock(self, *, group_id: int) -> dict[int, int] | None:
         """The units left per row, or None when no state is loaded."""
-        fields = self.client.hgetall(GroupKeys.of(group_id).state)
-        if not fields:
-            return None
-        return {int(_text(name)[6:]): int(value) for name, value in fields.items() if _text(name).startswith("stock:")}
+        return stock_of(self.client.hgetall(GroupKeys.of(group_id).state))
 
     def takers(self, *, group_id: int) -> dict[int, int]:
-        return {int(user): int(takes) for user, takes in self.client.hgetall(GroupKeys.of(group_id).takers).items()}
+        return takers_of(self.client.hgetall(GroupKeys.of(group_id).takers))
 
 
 def _text(value) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def stock_of(state: Mapping) -> dict[int, int] | None:
+    """The units per row of a state hash as HGETALL answers it; None for no state."""
+    if not state:
+        return None
+    return {int(_text(name)[6:]): int(value) for name, value in state.items() if _text(name).startswith("stock:")}
+
+
+def takers_of(takers: Mapping) -> dict[int, int]:
+    """User id -> takes, from the takers hash as HGETALL answers it."""
+    return {int(user): int(takes) for user, takes in takers.items()}

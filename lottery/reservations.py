@@ -7,6 +7,7 @@ from django.db.models import Count, Max
 
 from inventory.models import Stock
 from inventory.persist import Persisted, reservations_persist, with_group_lock
+from inventory.reconcile import GroupCheck, group_check
 from inventory.reservations import Pending, Reservations, Rules
 
 from .models import Draw, Pool, Prize
@@ -57,7 +58,7 @@ def pool_reservations_load(*, pool: Pool, reservations: Reservations, wait_secon
 
     def load() -> bool:
         draws = Draw.objects.filter(pool_id=pool.pk)
-        takers = dict(draws.values("user_id").annotate(n=Count("id")).values_list("user_id", "n"))
+        takers = _count_by_user(draws)
         seqs: dict[int, list[int]] = {}
         for user_id, seq in draws.values_list("user_id", "seq"):
             seqs.setdefault(user_id, []).append(seq)
@@ -74,3 +75,17 @@ def pool_reservations_load(*, pool: Pool, reservations: Reservations, wait_secon
         )
 
     return with_group_lock(pool.group_id, load, wait_seconds=wait_seconds)
+
+
+def pool_reservations_check(*, pool: Pool, reservations: Reservations) -> GroupCheck:
+    """The pool's Redis state against the database (``inventory.reconcile``)."""
+    return group_check(
+        group_id=pool.group_id,
+        reservations=reservations,
+        database_stock=lambda: dict(Stock.objects.filter(group_id=pool.group_id).values_list("id", "quantity")),
+        database_takers=lambda: _count_by_user(Draw.objects.filter(pool_id=pool.pk)),
+    )
+
+
+def _count_by_user(records) -> dict[int, int]:
+    return dict(records.values("user_id").annotate(n=Count("id")).values_list("user_id", "n"))

@@ -7,6 +7,7 @@ from django.db.models import Count, Max
 
 from inventory.models import Stock
 from inventory.persist import Persisted, reservations_persist, with_group_lock
+from inventory.reconcile import GroupCheck, group_check
 from inventory.reservations import Pending, Reservations, Rules
 
 from .models import Order, Voucher
@@ -55,7 +56,7 @@ def voucher_reservations_load(*, voucher: Voucher, reservations: Reservations, w
 
     def load() -> bool:
         orders = Order.objects.filter(voucher_id=voucher.pk)
-        buyers = dict(orders.values("user_id").annotate(n=Count("id")).values_list("user_id", "n"))
+        buyers = _count_by_user(orders)
         stock = Stock.objects.get(pk=voucher.stock_id)
         return reservations.load(
             group_id=stock.group_id,
@@ -66,3 +67,17 @@ def voucher_reservations_load(*, voucher: Voucher, reservations: Reservations, w
         )
 
     return with_group_lock(voucher.stock.group_id, load, wait_seconds=wait_seconds)
+
+
+def voucher_reservations_check(*, voucher: Voucher, reservations: Reservations) -> GroupCheck:
+    """The voucher's Redis state against the database (``inventory.reconcile``)."""
+    return group_check(
+        group_id=voucher.stock.group_id,
+        reservations=reservations,
+        database_stock=lambda: dict(Stock.objects.filter(pk=voucher.stock_id).values_list("id", "quantity")),
+        database_takers=lambda: _count_by_user(Order.objects.filter(voucher_id=voucher.pk)),
+    )
+
+
+def _count_by_user(records) -> dict[int, int]:
+    return dict(records.values("user_id").annotate(n=Count("id")).values_list("user_id", "n"))

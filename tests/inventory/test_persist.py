@@ -227,3 +227,34 @@ def test_only_a_database_out_of_reach_counts_as_unreachable():
     assert not unreachable(OperationalError(1213, "Deadlock found when trying to get lock"))
     assert not unreachable(OperationalError(1205, "Lock wait timeout exceeded"))
     assert not unreachable(OperationalError("database is locked"))  # SQLite, busy
+
+
+def test_reconcile_counts_waiting_reservations_and_reports_drift(reservations, make_voucher, make_user, capsys):
+    """Redis stock + units pending == the database's stock, Redis takes == records + takes
+    pending: while reservations wait that is no drift; a unit lost in Redis is."""
+    import json
+
+    from django.core.management import call_command
+
+    from orders.reservations import voucher_reservations_check
+
+    voucher = make_voucher(stock=5)
+    group = reservations.load_from(voucher, limit=1)
+    buyer = make_user()
+    reservations.reserve(group_id=group, user_id=buyer.pk, rand=0.5)
+    check = voucher_reservations_check(voucher=voucher, reservations=reservations)
+    assert (check.state, check.drifted, check.pending) == (True, False, 1)
+    voucher_reservations_persist(voucher=voucher, reservations=reservations, consumer="w1")
+    assert not voucher_reservations_check(voucher=voucher, reservations=reservations).drifted
+
+    reservations.client.hincrby(GroupKeys.of(group).state, f"stock:{voucher.stock_id}", -1)  # a unit lost in Redis
+    reservations.client.hdel(GroupKeys.of(group).takers, buyer.pk)  # and a buyer forgotten
+    check = voucher_reservations_check(voucher=voucher, reservations=reservations)
+    assert check.stock == {voucher.stock_id: (3, 4)}
+    assert check.takers == {buyer.pk: (0, 1)}
+    with pytest.raises(SystemExit) as exit_:
+        call_command("reconcile", "--json")
+    assert exit_.value.code == 1
+    document = json.loads(capsys.readouterr().out)
+    (item,) = [item for item in document["items"] if item["kind"] == "voucher" and item["id"] == voucher.pk]
+    assert item["drifted"] and not document["ok"]
