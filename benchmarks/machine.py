@@ -29,9 +29,17 @@ def describe(redis_client=None, *, commit: bool = True) -> str:
     if redis_client is not None:
         parts.append(f"Redis {redis_client.info('server')['redis_version']} on 127.0.0.1")
     if commit:
-        try:
-            head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
-            parts.append(f"commit {head.stdout.strip()}")
-        except OSError:
-            pass
+        parts.append(f"commit {git_commit() or 'unknown'}")
     return "; ".join(parts)
+
+
+def git_commit() -> str:
+    """The short hash of the checked-out commit, or "" where there is no git (a container)."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    try:
+        head = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], cwd=root, capture_output=True, text=True, timeout=5
+        )
+    except (OSError, subprocess.SubprocessError):
+        return ""
+    return head.stdout.strip()

@@ -27,7 +27,6 @@ from typing import TypeVar
 from django.conf import settings
 from django.db import DatabaseError, IntegrityError, InterfaceError, OperationalError, transaction
 from django.db.models import F
-from redis import Redis
 
 from locking import Lock
 from locking.integration import lock_client
@@ -138,32 +137,16 @@ def _give_up_old(group_id: int, reservations: Reservations, pending: list[Pendin
             reservations.release(group_id=group_id, pending=one, why="the database was unreachable for too long")
 
 
-_clients: dict[tuple[int, str], Reservations] = {}
-
-
 def reservations_client() -> Reservations:
-    """This process's ``Reservations`` on ``RESERVATIONS_REDIS_URL`` (one per process: a
-    forked worker must not share its parent's connections)."""
-    key = (os.getpid(), settings.RESERVATIONS_REDIS_URL)
-    if key not in _clients:
-        _clients[key] = Reservations(Redis.from_url(settings.RESERVATIONS_REDIS_URL, socket_connect_timeout=2))
-    return _clients[key]
+    """The scripts on ``RESERVATIONS_REDIS_URL``, over this process's connection pool for it
+    (``locking.integration.lock_client``: one per process, a plain client that never
+    swallows an error)."""
+    return Reservations(lock_client(settings.RESERVATIONS_REDIS_URL))
 
 
 def consumer_name() -> str:
     """This worker process's name in the streams' consumer group."""
     return f"{socket.gethostname()}:{os.getpid()}"
-
-
-def drain(step: Callable[[int], Persisted], *, batch: int = 500) -> int:
-    """Call ``step(batch)`` (one ``reservations_persist`` of a group) until a call finds
-    fewer than ``batch`` reservations; the number handled in all."""
-    handled = 0
-    while True:
-        done = step(batch)
-        handled += done.handled
-        if done.handled < batch:
-            return handled
 
 
 def persist_options() -> dict:
@@ -190,13 +173,20 @@ BUSY_RETRIES = 60
 
 
 def drain_group(group_id: int, step: Callable[[int], Persisted], *, batch: int = 500) -> int | None:
-    """``drain`` under the group's lock; None at once when another worker holds it (the
-    caller tries again shortly: the holder may have read its last batch already)."""
+    """Call ``step(batch)`` (one ``reservations_persist`` of the group) under the group's
+    lock until a call finds fewer than ``batch``; the number handled. None at once when
+    another worker holds the lock (the caller tries again shortly: the holder may have
+    read its last batch already)."""
     lock = group_lock(group_id, blocking=False)
     if lock.acquire() is None:
         return None
+    handled = 0
     with _held(lock):
-        return drain(step, batch=batch)
+        while True:  # until a call finds fewer than a batch
+            done = step(batch)
+            handled += done.handled
+            if done.handled < batch:
+                return handled
 
 
 def with_group_lock(group_id: int, action: Callable[[], R], *, wait_seconds: float) -> R:
@@ -215,3 +205,30 @@ def _held(lock: LeasedLock) -> Iterator[None]:
         yield
     finally:
         lock.release()
+
+
+# The options of both products' drain tasks.
+DRAIN_TASK_OPTIONS = {
+    "bind": True,
+    # Acknowledged after it ran, and redelivered if its worker died: every reservation it
+    # took is then taken over by the next consumer and written once.
+    "acks_late": True,
+    "reject_on_worker_lost": True,
+    # The database unreachable: try again later, backing off (the reservations wait in
+    # Redis meanwhile).
+    "autoretry_for": (DatabaseError,),
+    "retry_backoff": True,
+    "max_retries": 5,
+    "soft_time_limit": 60,
+    "time_limit": 90,
+}
+
+
+def drain_task_run(task, group_id: int, persist: Callable[..., Persisted]) -> int:
+    """The body of a drain task: ``persist(batch=..., **persist_options())`` until the
+    group is drained; retried shortly when another worker holds the group."""
+    options = persist_options()
+    handled = drain_group(group_id, lambda batch: persist(batch=batch, **options))
+    if handled is None:
+        raise task.retry(countdown=BUSY_RETRY_SECONDS, max_retries=BUSY_RETRIES)
+    return handled

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from django import forms
 
-from inventory.stock import STRATEGIES, strategy_names
+from inventory.forms import strategy_choices
+from inventory.stock import strategy_names
 from loadtests.scenarios import SCENARIOS
 
 from .models import LabRun
@@ -17,10 +18,6 @@ def _scenario_choices() -> list:
         (label, [(s.name, f"{s.name}: {s.proves}") for s in SCENARIOS.values() if s.product == product])
         for product, label in LabRun.Product.choices
     ]
-
-
-def _strategy_choices() -> list[tuple[str, str]]:
-    return [(name, f"{name}: {STRATEGIES[name].explanation}") for name in strategy_names()]
 
 
 def _bounded_field(name: str, initial: int, label: str, help_text: str) -> forms.IntegerField:
@@ -36,7 +33,7 @@ class LabRunForm(forms.Form):
     )
     scenario = forms.ChoiceField(choices=_scenario_choices, initial="crowd")
     strategies = forms.MultipleChoiceField(
-        choices=_strategy_choices,
+        choices=strategy_choices,
         initial=strategy_names,
         widget=forms.CheckboxSelectMultiple,
         help_text="Each runs in turn against fresh data.",

@@ -69,11 +69,6 @@ class LabRun(models.Model):
         """The product's counted invariants, in the verdict's order: the matrix's columns."""
         return [label for label, _ in counted_breaks(Result(scenario=self.scenario, strategy="", product=self.product))]
 
-    @property
-    def ok(self) -> bool:
-        """Finished, and every lane's verdict passed (safe held, unsafe broke)."""
-        return self.status == self.Status.DONE and all(lane.ok for lane in self.lanes.all())
-
 
 class LabLane(models.Model):
     """One strategy of a run: its figures while Locust runs, then its audit verdict."""

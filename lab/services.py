@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import dataclasses
 import secrets
-import subprocess
 import time
 import traceback
 from argparse import Namespace
@@ -22,14 +21,14 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from accounts.services import tokens_revoke, users_with_tokens_create
-from benchmarks.machine import describe
+from benchmarks.machine import describe, git_commit
 from core.errors import InvalidInput
 from inventory.stock import strategy_names
 from loadtests.one_run import locust_now, one_run
 from loadtests.products import PRODUCTS, Sample, Target
 from loadtests.report import write_outputs
 from loadtests.scenarios import SCENARIOS
-from loadtests.server import ROOT, Server
+from loadtests.server import Server
 from loadtests.verdict import Result, counted_breaks
 from locking import Lock
 from locking.integration import lock_client
@@ -185,7 +184,7 @@ def lab_run_execute(*, run_id: int) -> LabRun:
             return run
         run.status = LabRun.Status.RUNNING
         run.started_at = timezone.now()
-        run.commit = _commit()
+        run.commit = git_commit()
         run.machine = describe(commit=False)
         run.save(update_fields=["status", "started_at", "commit", "machine"])
         try:
@@ -203,16 +202,6 @@ def lab_run_execute(*, run_id: int) -> LabRun:
         return run
     finally:
         lock.release()
-
-
-def _commit() -> str:
-    try:
-        completed = subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True, timeout=5
-        )
-    except (OSError, subprocess.SubprocessError):
-        return ""
-    return completed.stdout.strip()
 
 
 def _run_lanes(run: LabRun) -> None:

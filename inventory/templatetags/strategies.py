@@ -16,7 +16,9 @@ register = template.Library()
 UNSAFE_LABELS = {"always": "unsafe", "across_processes": "unsafe across processes"}
 
 
+@register.filter
 def unsafe_label(breaks: str | None) -> str:
+    """How a strategy that ``breaks`` this way is marked; "" for a safe one."""
     return UNSAFE_LABELS.get(breaks, "unsafe") if breaks else ""
 
 
