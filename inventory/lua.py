@@ -12,11 +12,19 @@ that every script touches a single Cluster slot:
   gets the user's lowest free number, so that one undone frees its number for the next
   (a draw's number is its per-user backstop in the database, and must not repeat);
 - ``...:pending``, a stream: one entry per reservation not yet persisted, read by the
-  persisting worker through the consumer group ``persist``;
+  persisting worker through the consumer group ``persist``. An entry's id is
+  ``<n>-0``, n the reservation's number, so that a reservation's state is found by its
+  id in one lookup (``XRANGE`` of that id); its fields are the user, the row taken (or
+  "" for nothing), the take's number and ``at`` (Redis time in ms);
 - ``...:ids``, a counter: the group's reservations are numbered 1, 2, ... (the
   reservation's id is made from the group and this number, ``reservations.reservation_id``);
-- ``...:failed``, a hash: reservation number -> why it could not be persisted (it was
-  undone: the record never existed, and the user is told so).
+- ``...:failed``, a hash: reservation number -> ``<user>:<stock id or "">:<why>`` for a
+  reservation that could not be persisted (it was undone: the record never existed,
+  and the user is told so);
+- ``...:kick``, a flag with a short expiry: set by the reservation that found it unset,
+  whose caller then asks a worker to persist the group's stream. So a crowd enqueues one
+  persisting task per flag period rather than one per request; the worker clears the
+  flag before each read of the stream, so a reservation it did not read sets it again.
 
 One take, any product, as in ``inventory.stock``: a voucher is a group of one row with a
 limit of 1 and no weight of taking nothing, so RESERVE's weighted choice always lands on
@@ -25,15 +33,18 @@ its row; a pool's choice is weighted by the stock left, at the moment of the scr
 
 # Reserve one unit for a user: check the window (Redis time), the user's takes and the
 # stock; choose a row weighted by its stock (or nothing, by the weight of taking
-# nothing); decrement it, count the take, and append the pending reservation.
+# nothing); append the pending reservation, decrement the row and count the take.
+# The append comes before every other write: should it fail (an entry id not above the
+# stream's last), nothing has been taken.
 # KEYS[1] state, KEYS[2] takers, KEYS[3] pending stream, KEYS[4] reservation counter,
-# KEYS[5] take numbers in use
+# KEYS[5] take numbers in use, KEYS[6] the kick flag
 # ARGV[1] user id, ARGV[2] a uniform random number in [0, 1) drawn by the caller (so that
-#         tests can seed it)
-# Returns {"ok", stock id or "", seq, n}, where seq is this take's number among the user's
-# takes (the database's per-user backstop) and n the reservation's number in the group,
-# or {refusal}: "unavailable" (no state: never sell from nothing), "not_started",
-# "ended", "limit", "sold_out".
+#         tests can seed it), ARGV[3] the kick flag's lifetime in ms
+# Returns {"ok", stock id or "", seq, n, takes, kick}, where seq is this take's number
+# among the user's takes (the database's per-user backstop), n the reservation's number in
+# the group, takes the user's takes now, and kick 1 when the caller should ask for the
+# stream to be persisted; or {refusal}: "unavailable" (no state: never sell from
+# nothing), "not_started", "ended", "limit", "sold_out".
 RESERVE = """
 local fields = redis.call('HGETALL', KEYS[1])
 if #fields == 0 then return {'unavailable'} end
@@ -67,14 +78,16 @@ for _, id in ipairs(ids) do
     if point < left[id] then chosen = id break end
     point = point - left[id]
 end
-if chosen ~= '' then redis.call('HINCRBY', KEYS[1], 'stock:' .. chosen, -1) end
-redis.call('HINCRBY', KEYS[2], ARGV[1], 1)
 local seq = 1
 while redis.call('HEXISTS', KEYS[5], ARGV[1] .. ':' .. seq) == 1 do seq = seq + 1 end
-redis.call('HSET', KEYS[5], ARGV[1] .. ':' .. seq, 1)
 local n = redis.call('INCR', KEYS[4])
-redis.call('XADD', KEYS[3], '*', 'n', n, 'user', ARGV[1], 'stock', tostring(chosen), 'seq', seq)
-return {'ok', tostring(chosen), seq, n}
+redis.call('XADD', KEYS[3], n .. '-0', 'user', ARGV[1], 'stock', tostring(chosen), 'seq', seq, 'at', now_ms)
+if chosen ~= '' then redis.call('HINCRBY', KEYS[1], 'stock:' .. chosen, -1) end
+local takes = redis.call('HINCRBY', KEYS[2], ARGV[1], 1)
+redis.call('HSET', KEYS[5], ARGV[1] .. ':' .. seq, 1)
+local kick = 0
+if redis.call('SET', KEYS[6], 1, 'NX', 'PX', ARGV[3]) then kick = 1 end
+return {'ok', tostring(chosen), seq, n, takes, kick}
 """
 
 # Undo a reservation that could not be persisted for good, once: only while its stream
@@ -89,7 +102,7 @@ return {'ok', tostring(chosen), seq, n}
 RELEASE = """
 if redis.call('XACK', KEYS[3], ARGV[2], ARGV[1]) == 0 then return 0 end
 redis.call('XDEL', KEYS[3], ARGV[1])
-redis.call('HSET', KEYS[4], ARGV[5], ARGV[6])
+redis.call('HSET', KEYS[4], ARGV[5], ARGV[3] .. ':' .. ARGV[4] .. ':' .. ARGV[6])
 if ARGV[4] ~= '' and redis.call('EXISTS', KEYS[1]) == 1 then
     redis.call('HINCRBY', KEYS[1], 'stock:' .. ARGV[4], 1)
 end
@@ -105,8 +118,9 @@ return 1
 # a state built from it would sell their units again (persist them first).
 # The persisting consumer group is created from the stream's start, so that no entry
 # appended before it existed is skipped.
-# The reservation counter is raised to at least the highest number the database holds,
-# so that a Redis that lost its keys never hands out an id twice.
+# The reservation counter is raised to at least the highest number the database holds
+# and the stream's last entry, so that a Redis that lost its keys never hands out an id
+# that the database holds, and a new entry's id is always above the stream's last.
 # KEYS[1] state, KEYS[2] takers, KEYS[3] pending stream, KEYS[4] reservation counter,
 # KEYS[5] take numbers in use
 # ARGV[1] consumer group, ARGV[2] the counter's floor, ARGV[3] the number of state
@@ -131,13 +145,20 @@ while i <= #ARGV do
     redis.call('HSET', KEYS[5], ARGV[i], 1)
     i = i + 1
 end
+local floor = tonumber(ARGV[2])
 if redis.call('EXISTS', KEYS[3]) == 0 then
     redis.call('XGROUP', 'CREATE', KEYS[3], ARGV[1], '0', 'MKSTREAM')
 else
     redis.pcall('XGROUP', 'CREATE', KEYS[3], ARGV[1], '0')
+    local info = redis.call('XINFO', 'STREAM', KEYS[3])
+    for i = 1, #info, 2 do
+        if info[i] == 'last-generated-id' then
+            floor = math.max(floor, tonumber(string.match(info[i + 1], '^(%d+)')))
+        end
+    end
 end
-if tonumber(redis.call('GET', KEYS[4]) or '0') < tonumber(ARGV[2]) then
-    redis.call('SET', KEYS[4], ARGV[2])
+if tonumber(redis.call('GET', KEYS[4]) or '0') < floor then
+    redis.call('SET', KEYS[4], floor)
 end
 return 1
 """
@@ -150,4 +171,43 @@ return 1
 ADD_UNITS = """
 if redis.call('EXISTS', KEYS[1]) == 0 then return false end
 return redis.call('HINCRBY', KEYS[1], 'stock:' .. ARGV[1], ARGV[2])
+"""
+
+# Change the rules of a loaded state (a new window, draw limit or weight of taking
+# nothing), only where the state is loaded: a missing state is rebuilt from the database,
+# which already holds the change.
+# KEYS[1] state
+# ARGV: name/value pairs of the rules (begin_ms, end_ms, limit, no_take)
+# Returns 1 when changed, 0 when no state is loaded.
+SET_RULES = """
+if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
+redis.call('HSET', KEYS[1], unpack(ARGV))
+return 1
+"""
+
+# Repair a live state by relative amounts, where it is loaded: reconciliation computes the
+# amounts under the group's lock, and a reservation running meanwhile changes the state
+# and the stream alike, so the amounts still hold when they are applied.
+# KEYS[1] state, KEYS[2] takers, KEYS[3] take numbers in use
+# ARGV[1] the number of stock changes s, ARGV[2] the number of taker changes t, then s
+# stock id/units pairs, then t user/takes pairs, then the take numbers missing as
+# "<user>:<n>"
+# Returns 1 when repaired, 0 when no state is loaded.
+REPAIR = """
+if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
+local s, t = tonumber(ARGV[1]), tonumber(ARGV[2])
+local i = 3
+for _ = 1, s do
+    redis.call('HINCRBY', KEYS[1], 'stock:' .. ARGV[i], ARGV[i + 1])
+    i = i + 2
+end
+for _ = 1, t do
+    if redis.call('HINCRBY', KEYS[2], ARGV[i], ARGV[i + 1]) <= 0 then redis.call('HDEL', KEYS[2], ARGV[i]) end
+    i = i + 2
+end
+while i <= #ARGV do
+    redis.call('HSET', KEYS[3], ARGV[i], 1)
+    i = i + 1
+end
+return 1
 """

@@ -133,7 +133,7 @@ def unreachable(exc: DatabaseError) -> bool:
 def _give_up_old(group_id: int, reservations: Reservations, pending: list[Pending], seconds: float) -> None:
     oldest_kept_ms = (time.time() - seconds) * 1000
     for one in pending:
-        if int(one.entry_id.split("-")[0]) < oldest_kept_ms:  # a stream id starts with its time in ms
+        if one.at_ms < oldest_kept_ms:
             reservations.release(group_id=group_id, pending=one, why="the database was unreachable for too long")
 
 
@@ -168,21 +168,27 @@ def group_lock(group_id: int, **options) -> LeasedLock:
 
 # A drain that found its group's lock held tries again this often, this many times (the
 # holder's lease runs out within LOCK_LEASE_SECONDS should it have died).
-BUSY_RETRY_SECONDS = 1
-BUSY_RETRIES = 60
+BUSY_RETRY_SECONDS = 0.25
+BUSY_RETRIES = 240
 
 
-def drain_group(group_id: int, step: Callable[[int], Persisted], *, batch: int = 500) -> int | None:
+def drain_group(
+    group_id: int, step: Callable[[int], Persisted], *, reservations: Reservations, batch: int = 500
+) -> int | None:
     """Call ``step(batch)`` (one ``reservations_persist`` of the group) under the group's
     lock until a call finds fewer than ``batch``; the number handled. None at once when
     another worker holds the lock (the caller tries again shortly: the holder may have
-    read its last batch already)."""
+    read its last batch already).
+
+    The group's kick flag is cleared before every read: a reservation that lands after
+    the last read finds it clear and asks for another drain."""
     lock = group_lock(group_id, blocking=False)
     if lock.acquire() is None:
         return None
     handled = 0
     with _held(lock):
         while True:  # until a call finds fewer than a batch
+            reservations.rearm(group_id=group_id)
             done = step(batch)
             handled += done.handled
             if done.handled < batch:
@@ -228,7 +234,7 @@ def drain_task_run(task, group_id: int, persist: Callable[..., Persisted]) -> in
     """The body of a drain task: ``persist(batch=..., **persist_options())`` until the
     group is drained; retried shortly when another worker holds the group."""
     options = persist_options()
-    handled = drain_group(group_id, lambda batch: persist(batch=batch, **options))
+    handled = drain_group(group_id, lambda batch: persist(batch=batch, **options), reservations=options["reservations"])
     if handled is None:
         raise task.retry(countdown=BUSY_RETRY_SECONDS, max_retries=BUSY_RETRIES)
     return handled

@@ -87,7 +87,7 @@ def group_check(
         for user in sorted(users)
         if redis_takers.get(user, 0) != takers.get(user, 0) + takes_pending[user]
     }
-    oldest = min((int(one.entry_id.split("-")[0]) for one in pending), default=None)
+    oldest = min((one.at_ms for one in pending), default=None)
     return GroupCheck(
         group_id=group_id,
         state=True,

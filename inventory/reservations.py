@@ -48,6 +48,7 @@ class GroupKeys:
     ids: str
     failed: str
     seqs: str
+    kick: str
 
     @classmethod
     def of(cls, group_id: int) -> GroupKeys:
@@ -59,10 +60,11 @@ class GroupKeys:
             ids=f"{tag}:ids",
             failed=f"{tag}:failed",
             seqs=f"{tag}:seqs",
+            kick=f"{tag}:kick",
         )
 
     def all(self) -> list[str]:
-        return [self.state, self.takers, self.pending, self.ids, self.failed, self.seqs]
+        return [self.state, self.takers, self.pending, self.ids, self.failed, self.seqs, self.kick]
 
 
 @dataclass(frozen=True)
@@ -85,13 +87,17 @@ class Rules:
 class Reserved:
     """What RESERVE answered: ``refusal`` is None when a unit (or nothing, by the weight
     of taking nothing) was reserved, else one of ``REFUSALS``; ``seq`` is the take's
-    number among the user's takes of this group (1 for a voucher's one purchase) and
-    ``reservation_id`` the id its record will have once persisted."""
+    number among the user's takes of this group (1 for a voucher's one purchase),
+    ``takes`` the user's takes now, ``reservation_id`` the id its record will have once
+    persisted, and ``kick`` whether the caller should ask a worker to persist the
+    group's reservations (see ``inventory.lua``, the kick flag)."""
 
     refusal: str | None
     stock_id: int | None = None
     seq: int = 0
+    takes: int = 0
     reservation_id: int = 0
+    kick: bool = False
 
 
 REFUSALS = ("unavailable", "not_started", "ended", "limit", "sold_out")
@@ -104,24 +110,52 @@ class PendingReservations(Exception):
 
 @dataclass(frozen=True)
 class Pending:
-    """A reservation waiting to be persisted: its stream entry and what RESERVE recorded."""
+    """A reservation waiting to be persisted: its stream entry and what RESERVE recorded
+    (``at_ms``: when, by Redis' clock)."""
 
     entry_id: str
     reservation_id: int
     user_id: int
     stock_id: int | None
     seq: int
+    at_ms: int
 
     @classmethod
     def from_entry(cls, group_id: int, entry_id, fields: Mapping) -> Pending:
         values = {_text(name): _text(value) for name, value in fields.items()}
+        entry_id = _text(entry_id)
         return cls(
-            entry_id=_text(entry_id),
-            reservation_id=reservation_id(group_id, int(values["n"])),
+            entry_id=entry_id,
+            reservation_id=reservation_id(group_id, int(entry_id.split("-")[0])),
             user_id=int(values["user"]),
             stock_id=int(values["stock"]) if values["stock"] else None,
             seq=int(values["seq"]),
+            at_ms=int(values["at"]),
         )
+
+
+@dataclass(frozen=True)
+class Failed:
+    """A reservation that was undone: whose, the row it had taken, and why."""
+
+    reservation_id: int
+    user_id: int
+    stock_id: int | None
+    why: str
+
+    @classmethod
+    def from_field(cls, group_id: int, number, value) -> Failed:
+        user, stock, why = _text(value).split(":", 2)
+        return cls(
+            reservation_id=reservation_id(group_id, int(_text(number))),
+            user_id=int(user),
+            stock_id=int(stock) if stock else None,
+            why=why,
+        )
+
+
+# Persisted, as far as Redis knows: neither waiting nor undone (the database has the record).
+SETTLED = "settled"
 
 
 def _ms(moment: datetime) -> int:
@@ -137,18 +171,24 @@ class Reservations:
         self._release = client.register_script(lua.RELEASE)
         self._load = client.register_script(lua.LOAD)
         self._add_units = client.register_script(lua.ADD_UNITS)
+        self._set_rules = client.register_script(lua.SET_RULES)
+        self._repair = client.register_script(lua.REPAIR)
 
-    def reserve(self, *, group_id: int, user_id: int, rand: float) -> Reserved:
+    def reserve(self, *, group_id: int, user_id: int, rand: float, kick_ms: int = 200) -> Reserved:
         """Reserve one unit of the group for ``user_id`` in one round trip.
 
         Arguments:
             rand: a uniform random number in [0, 1) that makes the weighted choice.
+            kick_ms: how long one caller's ask for persisting stands for everyone: no
+                other reservation of the group answers ``kick`` meanwhile, unless a
+                worker started reading the stream since (``rearm``).
         """
         if not 0 <= rand < 1:
             raise ValueError(f"rand must be in [0, 1), got {rand!r}")
         keys = GroupKeys.of(group_id)
         answer = self._reserve(
-            keys=[keys.state, keys.takers, keys.pending, keys.ids, keys.seqs], args=[user_id, repr(rand)]
+            keys=[keys.state, keys.takers, keys.pending, keys.ids, keys.seqs, keys.kick],
+            args=[user_id, repr(rand), kick_ms],
         )
         status = _text(answer[0])
         if status != "ok":
@@ -159,7 +199,44 @@ class Reservations:
             stock_id=int(chosen) if chosen else None,
             seq=int(answer[2]),
             reservation_id=reservation_id(group_id, int(answer[3])),
+            takes=int(answer[4]),
+            kick=bool(answer[5]),
         )
+
+    def rearm(self, *, group_id: int) -> None:
+        """Clear the group's kick flag: call before reading the stream to persist it, so
+        that any reservation the read misses asks for persisting again."""
+        self.client.delete(GroupKeys.of(group_id).kick)
+
+    def lookup(self, *, reservation: int) -> Pending | Failed | str | None:
+        """Where a reservation stands, as far as Redis knows: its ``Pending`` entry while it
+        waits, ``Failed`` once undone, ``SETTLED`` when neither (its record is in the
+        database, or Redis lost it), None for an id that is not a reservation's."""
+        group_id = reservation_group(reservation)
+        if group_id is None:
+            return None
+        keys = GroupKeys.of(group_id)
+        number = reservation - reservation_id(group_id, 1) + 1
+        pipe = self.client.pipeline(transaction=True)  # one MULTI: undoing moves it between the two
+        pipe.xrange(keys.pending, f"{number}-0", f"{number}-0")
+        pipe.hget(keys.failed, number)
+        entries, failed = pipe.execute()
+        if entries:
+            return Pending.from_entry(group_id, *entries[0])
+        if failed is not None:
+            return Failed.from_field(group_id, number, failed)
+        return SETTLED
+
+    def of_user(self, *, group_id: int, user_id: int) -> list[Pending | Failed]:
+        """The user's reservations of the group that are waiting or were undone."""
+        keys = GroupKeys.of(group_id)
+        pipe = self.client.pipeline(transaction=True)
+        pipe.xrange(keys.pending)
+        pipe.hgetall(keys.failed)
+        entries, failed = pipe.execute()
+        waiting = [Pending.from_entry(group_id, entry_id, fields) for entry_id, fields in entries]
+        undone = [Failed.from_field(group_id, number, value) for number, value in failed.items()]
+        return [one for one in [*waiting, *undone] if one.user_id == user_id]
 
     def release(self, *, group_id: int, pending: Pending, why: str) -> bool:
         """Undo a reservation that cannot be persisted (stock and take back, the reservation
@@ -171,13 +248,14 @@ class Reservations:
         args = [pending.entry_id, PERSIST_GROUP, pending.user_id, stock, number, why, pending.seq]
         return bool(self._release(keys=[keys.state, keys.takers, keys.pending, keys.failed, keys.seqs], args=args))
 
-    def failed(self, *, reservation: int) -> str | None:
-        """Why a reservation was undone, or None when it was not."""
+    def failed(self, *, reservation: int) -> Failed | None:
+        """The reservation as undone, or None when it was not."""
         group_id = reservation_group(reservation)
         if group_id is None:
             return None
-        why = self.client.hget(GroupKeys.of(group_id).failed, reservation - reservation_id(group_id, 1) + 1)
-        return None if why is None else _text(why)
+        number = reservation - reservation_id(group_id, 1) + 1
+        value = self.client.hget(GroupKeys.of(group_id).failed, number)
+        return None if value is None else Failed.from_field(group_id, number, value)
 
     def pending(self, *, group_id: int, consumer: str, count: int = 500, claim_idle_ms: int = 30_000) -> list[Pending]:
         """Up to ``count`` reservations of the group for ``consumer`` to persist: first those
@@ -224,12 +302,10 @@ class Reservations:
                 so that numbering goes on above it.
         """
         floor = 0 if not last_reservation else last_reservation - reservation_id(group_id, 1) + 1
-        state = {
-            "begin_ms": _ms(rules.begin_at),
-            "end_ms": _ms(rules.end_at),
-            "limit": rules.limit,
-            "no_take": rules.no_take,
-        } | {f"stock:{stock_id}": units for stock_id, units in stock.items()}
+        fields = _rule_fields(rules)
+        state = dict(zip(fields[::2], fields[1::2], strict=True)) | {
+            f"stock:{stock_id}": units for stock_id, units in stock.items()
+        }
         takers = dict(takers or {})
         if seqs is None:
             seqs = {user_id: range(1, takes + 1) for user_id, takes in takers.items()}
@@ -250,12 +326,59 @@ class Reservations:
         left = self._add_units(keys=[GroupKeys.of(group_id).state], args=[stock_id, units])
         return None if left is None else int(left)
 
+    def set_rules(self, *, group_id: int, rules: Rules) -> bool:
+        """Change the rules of a loaded state; False when none is loaded."""
+        return bool(self._set_rules(keys=[GroupKeys.of(group_id).state], args=_rule_fields(rules)))
+
+    def repair(
+        self,
+        *,
+        group_id: int,
+        stock: Mapping[int, int],
+        takers: Mapping[int, int],
+        seqs: Iterable[tuple[int, int]] = (),
+    ) -> bool:
+        """Add ``stock`` units per row and ``takers`` takes per user (either may be negative),
+        and mark the ``(user, n)`` take numbers in use, where the state is loaded; False
+        when none is."""
+        keys = GroupKeys.of(group_id)
+        args: list = [len(stock), len(takers)]
+        for stock_id, units in stock.items():
+            args += [stock_id, units]
+        for user_id, takes in takers.items():
+            args += [user_id, takes]
+        args += [f"{user_id}:{n}" for user_id, n in seqs]
+        return bool(self._repair(keys=[keys.state, keys.takers, keys.seqs], args=args))
+
+    def drop(self, *, group_id: int) -> None:
+        """Remove the group's state (RESERVE answers ``unavailable`` from now on), keeping the
+        stream, the numbering and the undone reservations: persist the stream after."""
+        keys = GroupKeys.of(group_id)
+        self.client.delete(keys.state, keys.takers, keys.seqs, keys.kick)
+
+    def waiting(self, *, group_id: int) -> int:
+        """How many reservations wait in the group's stream."""
+        return int(self.client.xlen(GroupKeys.of(group_id).pending))
+
     def stock(self, *, group_id: int) -> dict[int, int] | None:
         """The units left per row, or None when no state is loaded."""
         return stock_of(self.client.hgetall(GroupKeys.of(group_id).state))
 
     def takers(self, *, group_id: int) -> dict[int, int]:
         return takers_of(self.client.hgetall(GroupKeys.of(group_id).takers))
+
+
+def _rule_fields(rules: Rules) -> list:
+    return [
+        "begin_ms",
+        _ms(rules.begin_at),
+        "end_ms",
+        _ms(rules.end_at),
+        "limit",
+        rules.limit,
+        "no_take",
+        rules.no_take,
+    ]
 
 
 def _text(value) -> str:

@@ -101,7 +101,7 @@ def test_a_reservation_the_database_refuses_is_undone_and_the_rest_of_its_batch_
     result = voucher_reservations_persist(voucher=voucher, reservations=reservations, consumer="w1")
     assert (result.written, result.failed) == (2, 1)
     assert Order.objects.filter(voucher=voucher).count() == 3
-    assert "refused" in reservations.failed(reservation=refused.reservation_id)
+    assert "refused" in reservations.failed(reservation=refused.reservation_id).why
     voucher.stock.refresh_from_db()
     assert voucher.stock.quantity == 2 == reservations.stock(group_id=group)[voucher.stock_id]
     assert early.pk not in reservations.takers(group_id=group)
@@ -148,7 +148,7 @@ def test_while_the_database_is_unreachable_nothing_is_acknowledged_and_old_reser
     assert reservations.failed(reservation=reserved.reservation_id) is None  # still pending
     with pytest.raises(OperationalError):
         persist(claim_idle_ms=0, give_up_seconds=0)
-    assert reservations.failed(reservation=reserved.reservation_id) == "the database was unreachable for too long"
+    assert reservations.failed(reservation=reserved.reservation_id).why == "the database was unreachable for too long"
     assert reservations.stock(group_id=group)[voucher.stock_id] == 5
     assert Order.objects.filter(voucher=voucher).count() == 0
 
@@ -210,7 +210,10 @@ def test_a_rebuild_waits_for_the_batch_being_persisted(reservations, make_vouche
         with pytest.raises(LockBusy):
             voucher_reservations_load(voucher=voucher, reservations=reservations, wait_seconds=0.3)
         assert not reservations.client.exists(GroupKeys.of(group).state)
-        assert drain_group(group, lambda batch: pytest.fail("a second drain of the group ran")) is None
+        second = drain_group(
+            group, lambda batch: pytest.fail("a second drain of the group ran"), reservations=reservations
+        )
+        assert second is None
     finally:
         drainer.release()
     assert voucher_reservations_load(voucher=voucher, reservations=reservations, wait_seconds=0.3)
