@@ -117,7 +117,10 @@ def _json_errors(view):
 
 @api.exception_handler(DomainError)
 def on_domain_error(request, exc: DomainError):
-    return error(request, exc.status, exc.code, exc.message)
+    response = error(request, exc.status, exc.code, exc.message)
+    if exc.retry_after is not None:
+        response["Retry-After"] = str(exc.retry_after)
+    return response
 
 
 @api.exception_handler(Http404)

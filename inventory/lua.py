@@ -18,7 +18,7 @@ that every script touches a single Cluster slot:
   "" for nothing), the take's number and ``at`` (Redis time in ms);
 - ``...:ids``, a counter: the group's reservations are numbered 1, 2, ... (the
   reservation's id is made from the group and this number, ``reservations.reservation_id``);
-- ``...:failed``, a hash: reservation number -> ``<user>:<stock id or "">:<why>`` for a
+- ``...:failed``, a hash: reservation number -> ``<user>:<stock id or "">:<ms>:<why>`` for a
   reservation that could not be persisted (it was undone: the record never existed,
   and the user is told so);
 - ``...:kick``, a flag with a short expiry: set by the reservation that found it unset,
@@ -97,12 +97,12 @@ return {'ok', tostring(chosen), seq, n, takes, kick}
 # KEYS[5] take numbers in use
 # ARGV[1] stream entry id, ARGV[2] consumer group, ARGV[3] user id,
 # ARGV[4] stock id or "" (a take of nothing), ARGV[5] reservation number, ARGV[6] why,
-# ARGV[7] the take's number
+# ARGV[7] the take's number, ARGV[8] when it was reserved (ms)
 # Returns 1 when compensated, 0 when there was nothing to undo.
 RELEASE = """
 if redis.call('XACK', KEYS[3], ARGV[2], ARGV[1]) == 0 then return 0 end
 redis.call('XDEL', KEYS[3], ARGV[1])
-redis.call('HSET', KEYS[4], ARGV[5], ARGV[3] .. ':' .. ARGV[4] .. ':' .. ARGV[6])
+redis.call('HSET', KEYS[4], ARGV[5], ARGV[3] .. ':' .. ARGV[4] .. ':' .. ARGV[8] .. ':' .. ARGV[6])
 if ARGV[4] ~= '' and redis.call('EXISTS', KEYS[1]) == 1 then
     redis.call('HINCRBY', KEYS[1], 'stock:' .. ARGV[4], 1)
 end

@@ -14,6 +14,7 @@ class Strategy(models.TextChoices):
     DB_ATOMIC = "db_atomic", "db_atomic: conditional UPDATE"
     REDIS_LOCK = "redis_lock", "redis_lock: per-item and per-user Redis locks"
     REDLOCK = "redlock", "redlock: the same locks on a majority of Redis servers"
+    REDIS_LUA = "redis_lua", "redis_lua: one Lua script reserves in Redis, Celery writes the order"
 
 
 def default_strategy() -> str:

@@ -149,12 +149,14 @@ def consumer_name() -> str:
     return f"{socket.gethostname()}:{os.getpid()}"
 
 
-def persist_options() -> dict:
-    """The options of ``reservations_persist`` for this worker process, from the settings."""
+def persist_options(*, holding_group_lock: bool = False) -> dict:
+    """The options of ``reservations_persist`` for this process, from the settings. Under
+    the group's lock (``holding_group_lock``) no other consumer is writing, so the entries
+    another one was handed are taken over at once."""
     return {
         "reservations": reservations_client(),
         "consumer": consumer_name(),
-        "claim_idle_ms": settings.RESERVATIONS_CLAIM_IDLE_MS,
+        "claim_idle_ms": 0 if holding_group_lock else settings.RESERVATIONS_CLAIM_IDLE_MS,
         "give_up_seconds": settings.RESERVATIONS_GIVE_UP_SECONDS,
     }
 
@@ -185,14 +187,66 @@ def drain_group(
     lock = group_lock(group_id, blocking=False)
     if lock.acquire() is None:
         return None
-    handled = 0
+
+    def rearmed(size: int) -> Persisted:
+        reservations.rearm(group_id=group_id)
+        return step(size)
+
     with _held(lock):
-        while True:  # until a call finds fewer than a batch
-            reservations.rearm(group_id=group_id)
-            done = step(batch)
-            handled += done.handled
-            if done.handled < batch:
-                return handled
+        return persist_all(rearmed, batch=batch)
+
+
+def persist_all(step: Callable[[int], Persisted], *, batch: int = 500) -> int:
+    """Call ``step(batch)`` (one ``reservations_persist``) until a call finds fewer than
+    ``batch``; the number handled. The caller holds the group's lock."""
+    handled = 0
+    while True:
+        done = step(batch)
+        handled += done.handled
+        if done.handled < batch:
+            return handled
+
+
+def group_rebuild(
+    group_id: int,
+    reservations: Reservations,
+    *,
+    step: Callable[[int], Persisted],
+    load: Callable[[], bool],
+    replace: bool,
+    wait_seconds: float = 30,
+) -> bool:
+    """Under the group's lock: persist what waits in the stream (``step``, as in
+    :func:`persist_all`), drop the state when ``replace``, then ``load()`` it from the
+    database (loaded only where none is, or was just dropped); True when loaded."""
+
+    def run() -> bool:
+        persist_all(step)
+        if replace:
+            reservations.drop(group_id=group_id)
+        return load()
+
+    return with_group_lock(group_id, run, wait_seconds=wait_seconds)
+
+
+def group_retire(
+    group_id: int,
+    reservations: Reservations,
+    *,
+    step: Callable[[int], Persisted],
+    then: Callable[[], R],
+    wait_seconds: float = 30,
+) -> R:
+    """Under the group's lock: drop the state (reservations answer ``unavailable`` from now
+    on), persist every reservation that waits, then ``then()`` (the switch to another
+    strategy, committed before the lock is released, so that no rebuild slips in)."""
+
+    def run() -> R:
+        reservations.drop(group_id=group_id)
+        persist_all(step)
+        return then()
+
+    return with_group_lock(group_id, run, wait_seconds=wait_seconds)
 
 
 def with_group_lock(group_id: int, action: Callable[[], R], *, wait_seconds: float) -> R:
@@ -227,6 +281,16 @@ DRAIN_TASK_OPTIONS = {
     "max_retries": 5,
     "soft_time_limit": 60,
     "time_limit": 90,
+}
+
+
+# The options of the periodic and on-demand tasks that keep Redis true to the database:
+# late acknowledgement as for draining, no retry (the next beat runs them again).
+TEND_TASK_OPTIONS = {
+    "acks_late": True,
+    "reject_on_worker_lost": True,
+    "soft_time_limit": 120,
+    "time_limit": 150,
 }
 
 

@@ -49,6 +49,7 @@ class GroupKeys:
     failed: str
     seqs: str
     kick: str
+    rebuild: str
 
     @classmethod
     def of(cls, group_id: int) -> GroupKeys:
@@ -61,10 +62,11 @@ class GroupKeys:
             failed=f"{tag}:failed",
             seqs=f"{tag}:seqs",
             kick=f"{tag}:kick",
+            rebuild=f"{tag}:rebuild",
         )
 
     def all(self) -> list[str]:
-        return [self.state, self.takers, self.pending, self.ids, self.failed, self.seqs, self.kick]
+        return [self.state, self.takers, self.pending, self.ids, self.failed, self.seqs, self.kick, self.rebuild]
 
 
 @dataclass(frozen=True)
@@ -136,20 +138,23 @@ class Pending:
 
 @dataclass(frozen=True)
 class Failed:
-    """A reservation that was undone: whose, the row it had taken, and why."""
+    """A reservation that was undone: whose, the row it had taken, when it was made
+    (``at_ms``, Redis' clock) and why."""
 
     reservation_id: int
     user_id: int
     stock_id: int | None
+    at_ms: int
     why: str
 
     @classmethod
     def from_field(cls, group_id: int, number, value) -> Failed:
-        user, stock, why = _text(value).split(":", 2)
+        user, stock, at_ms, why = _text(value).split(":", 3)
         return cls(
             reservation_id=reservation_id(group_id, int(_text(number))),
             user_id=int(user),
             stock_id=int(stock) if stock else None,
+            at_ms=int(at_ms),
             why=why,
         )
 
@@ -208,6 +213,11 @@ class Reservations:
         that any reservation the read misses asks for persisting again."""
         self.client.delete(GroupKeys.of(group_id).kick)
 
+    def claim_rebuild(self, *, group_id: int, ms: int = 1000) -> bool:
+        """True for the first caller in ``ms`` to find the group's state missing: that one
+        asks for a rebuild, the others only refuse."""
+        return bool(self.client.set(GroupKeys.of(group_id).rebuild, 1, nx=True, px=ms))
+
     def lookup(self, *, reservation: int) -> Pending | Failed | str | None:
         """Where a reservation stands, as far as Redis knows: its ``Pending`` entry while it
         waits, ``Failed`` once undone, ``SETTLED`` when neither (its record is in the
@@ -245,7 +255,7 @@ class Reservations:
         keys = GroupKeys.of(group_id)
         number = pending.reservation_id - reservation_id(group_id, 1) + 1
         stock = "" if pending.stock_id is None else pending.stock_id
-        args = [pending.entry_id, PERSIST_GROUP, pending.user_id, stock, number, why, pending.seq]
+        args = [pending.entry_id, PERSIST_GROUP, pending.user_id, stock, number, why, pending.seq, pending.at_ms]
         return bool(self._release(keys=[keys.state, keys.takers, keys.pending, keys.failed, keys.seqs], args=args))
 
     def failed(self, *, reservation: int) -> Failed | None:
@@ -262,7 +272,12 @@ class Reservations:
         another consumer was given ``claim_idle_ms`` ago or more without acknowledging them
         (it died, or is stuck), then new ones."""
         key = GroupKeys.of(group_id).pending
-        claimed = self.client.xautoclaim(key, PERSIST_GROUP, consumer, claim_idle_ms, "0-0", count=count)
+        try:
+            claimed = self.client.xautoclaim(key, PERSIST_GROUP, consumer, claim_idle_ms, "0-0", count=count)
+        except redis.ResponseError as exc:
+            if str(exc).startswith("NOGROUP"):  # no stream yet (never loaded, or Redis lost it)
+                return []
+            raise
         # [next id, entries, (Redis 7) deleted ids]; an entry deleted since is (id, None).
         entries = [(entry_id, fields) for entry_id, fields in claimed[1] if fields]
         if len(entries) < count:

@@ -158,6 +158,9 @@ class StockStrategy:
         why: why it breaks, or what holding costs, in a few sentences for the proof page.
         sheds_load: whether contention is answered ``busy`` rather than queued, so
             that while buyers are refused some stock may still be left.
+        deferred: whether the request only reserves and a worker writes the record
+            later (``redis_lua``): such a strategy has no take of its own here, and the
+            products reserve through ``inventory.reserve`` instead.
     """
 
     name: ClassVar[str]
@@ -166,6 +169,7 @@ class StockStrategy:
     explanation: ClassVar[str] = ""
     why: ClassVar[str] = ""
     sheds_load: ClassVar[bool] = False
+    deferred: ClassVar[bool] = False
 
     def max_attempts(self) -> int:
         """How many times the read-choose-write may run before ``busy``."""
@@ -557,6 +561,31 @@ class RedlockStrategy(RedisLockStrategy):
         return Redlock(clients, name, lease=settings.LOCK_LEASE_SECONDS, **options)
 
 
+class RedisLuaStrategy(StockStrategy):
+    """One Lua script checks and reserves in Redis; a Celery worker writes the records.
+
+    Nothing of the sequence above runs in the request: the script checks the window,
+    the user's takes and the stock, chooses, decrements and appends the pending
+    reservation, atomically (``inventory.lua``), and the API answers 202. The records
+    and the stock rows' decrement are written in batches by a worker
+    (``inventory.persist``). The products reserve through ``inventory.reserve``.
+    """
+
+    name = Strategy.REDIS_LUA
+    deferred = True
+    explanation = "one Lua script checks and reserves in Redis; a Celery worker writes the order afterwards (202)"
+    why = (
+        "It holds because Redis runs one script at a time: no buyer's check and decrement can "
+        "interleave with another's. The cost moves out of the request: the buyer hears 202 (pending) "
+        "and a worker writes the records in batches, so Redis holds the sale until then. Redis must "
+        "not evict its keys, and a missing state is rebuilt from the database; until then buyers hear "
+        "503, never a sale from nothing."
+    )
+
+    def take(self, take: Take[R]) -> R:
+        raise TypeError("redis_lua reserves in Redis (inventory.reserve); it has no take in the request")
+
+
 # The registry: adding a strategy is one class and one line here.
 STRATEGIES: dict[str, StockStrategy] = {
     strategy.name: strategy
@@ -568,15 +597,21 @@ STRATEGIES: dict[str, StockStrategy] = {
         AtomicStrategy(),
         RedisLockStrategy(),
         RedlockStrategy(),
+        RedisLuaStrategy(),
     )
 }
 
 
-def strategy_names(*, breaks: str | None | bool = True) -> list[str]:
+def strategy_names(*, breaks: str | None | bool = True, deferred: bool | None = None) -> list[str]:
     """Strategy names in registry order. ``breaks=True`` (the default) lists all;
     ``None`` only the safe ones; ``"always"`` or ``"across_processes"`` those that
-    break that way."""
-    return [name for name, strategy in STRATEGIES.items() if breaks is True or strategy.breaks == breaks]
+    break that way. ``deferred`` keeps only the strategies that are (True) or are not
+    (False) deferred; None, the default, keeps both."""
+    return [
+        name
+        for name, strategy in STRATEGIES.items()
+        if (breaks is True or strategy.breaks == breaks) and (deferred is None or strategy.deferred == deferred)
+    ]
 
 
 def stock_take(*, strategy: str, take: Take[R]) -> R:

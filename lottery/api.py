@@ -15,9 +15,10 @@ from core.schemas import BODY_ERRORS, InputSchema, errors
 from inventory.models import Strategy
 from inventory.services import MAX_UNITS
 
-from .models import Pool, Prize
+from .models import Draw, Pool, Prize
 from .selectors import (
-    draw_list,
+    draw_get,
+    draw_list_all,
     draws_used,
     pool_audit,
     pool_for_draw,
@@ -85,15 +86,17 @@ class PrizeRef(Schema):
 
 class DrawOut(Schema):
     draw_id: int
+    status: str = Field(description="confirmed (201), or pending under redis_lua (202)")
     prize: PrizeRef | None
     draws_left: int
 
 
 class DrawListOut(Schema):
-    draw_id: int
+    draw_id: int = Field(description="the id the draw answered: a redis_lua draw keeps its reservation's id")
     pool_id: int
     prize: PrizeRef | None
-    status: str
+    status: str = Field(description="confirmed; under redis_lua first pending, then confirmed or failed")
+    reason: str = Field(description="why a failed draw failed; empty otherwise")
     created_at: datetime
 
 
@@ -208,33 +211,41 @@ def pools_get(request, pool_id: int):
     return _pool_out(pool_get(pool_id=pool_id), request.auth)
 
 
-@router.post("/pools/{int:pool_id}/draw", response={201: DrawOut, 202: DrawOut, **errors(400, 401, 403, 404, 409)})
+@router.post("/pools/{int:pool_id}/draw", response={201: DrawOut, 202: DrawOut, **errors(400, 401, 403, 404, 409, 503)})
 def pools_draw(request, pool_id: int):
     refuse_body(request, action="draw")
     pool = pool_for_draw(pool_id=pool_id)
     draw = pool_draw(user=request.auth, pool=pool)
     return Status(
-        201,
+        202 if draw.status == Draw.Status.PENDING else 201,
         {
-            "draw_id": draw.pk,
+            "draw_id": draw.public_id,
+            "status": draw.status,
             "prize": _prize_ref(draw.prize),
-            "draws_left": max(0, pool.draws_per_user - draw.seq),
+            "draws_left": max(0, pool.draws_per_user - draw.draws_counted),
         },
     )
 
 
-@router.get("/draws", response={200: list[DrawListOut], **errors(401)}, tags=["draws"])
+def _draw_out(draw: Draw) -> dict:
+    return {
+        "draw_id": draw.public_id,
+        "pool_id": draw.pool_id,
+        "prize": _prize_ref(draw.prize),
+        "status": draw.status,
+        "reason": draw.why,
+        "created_at": draw.created_at,
+    }
+
+
+@router.get("/draws", response={200: list[DrawListOut], **errors(401, 503)}, tags=["draws"])
 def draws_list(request):
-    return [
-        {
-            "draw_id": draw.pk,
-            "pool_id": draw.pool_id,
-            "prize": _prize_ref(draw.prize),
-            "status": draw.status,
-            "created_at": draw.created_at,
-        }
-        for draw in draw_list(user=request.auth)
-    ]
+    return [_draw_out(draw) for draw in draw_list_all(user=request.auth)]
+
+
+@router.get("/draws/{int:draw_id}", response={200: DrawListOut, **errors(401, 404, 503)}, tags=["draws"])
+def draws_get(request, draw_id: int):
+    return _draw_out(draw_get(user=request.auth, draw_id=draw_id))
 
 
 @router.post("/admin/pools", response={201: PoolOut, **errors(401, 403, *BODY_ERRORS)}, tags=["staff"])

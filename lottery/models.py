@@ -62,7 +62,10 @@ class Draw(models.Model):
 
     class Status(models.TextChoices):
         CONFIRMED = "confirmed", "confirmed"
+        # redis_lua's: reserved in Redis, not written yet, and undone for good. Neither is
+        # ever a row: a pending or failed draw is read from Redis (lottery.selectors).
         PENDING = "pending", "pending"
+        FAILED = "failed", "failed"
 
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="draws")
     pool = models.ForeignKey(Pool, on_delete=models.PROTECT, related_name="draws")
@@ -89,5 +92,16 @@ class Draw(models.Model):
         ]
         indexes = [models.Index(fields=["pool", "user"], name="draw_pool_user")]
 
+    # Not columns: why a failed draw failed (read from Redis), and, on a draw just made,
+    # the user's draws in the pool counting this one.
+    why = ""
+    draws_counted = 0
+
     def __str__(self) -> str:
-        return f"Draw {self.pk} in {self.pool_id} by {self.user_id}"
+        return f"Draw {self.public_id} in {self.pool_id} by {self.user_id}"
+
+    @property
+    def public_id(self) -> int:
+        """The id the user knows the draw by: the reservation's under ``redis_lua`` (the 202
+        answered it before the row existed), the row's otherwise."""
+        return self.reservation or self.pk

@@ -1,16 +1,30 @@
-"""The prize draw's ``redis_lua`` state: loaded into Redis from the database, and reservations
-persisted as draws (``inventory.persist``)."""
+"""The prize draw's ``redis_lua`` state: loaded into Redis from the database, kept in step
+with the pool's changes, reconciled, and reservations persisted as draws
+(``inventory.persist``)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from functools import partial
+from typing import TypeVar
+
 from django.db.models import Count, Max
 
-from inventory.models import Stock
-from inventory.persist import Persisted, reservations_persist, with_group_lock
+from inventory.models import Stock, Strategy
+from inventory.persist import (
+    Persisted,
+    group_rebuild,
+    group_retire,
+    persist_options,
+    reservations_persist,
+    with_group_lock,
+)
 from inventory.reconcile import GroupCheck, group_check
 from inventory.reservations import Pending, Reservations, Rules
 
 from .models import Draw, Pool, Prize
+
+R = TypeVar("R")
 
 
 def pool_reservations_persist(*, pool: Pool, reservations: Reservations, consumer: str, **options) -> Persisted:
@@ -46,45 +60,113 @@ def pool_reservations_persist(*, pool: Pool, reservations: Reservations, consume
     )
 
 
+def _rules(pool: Pool) -> Rules:
+    return Rules(begin_at=pool.begin_at, end_at=pool.end_at, limit=pool.draws_per_user, no_take=pool.no_prize_weight)
+
+
+def _load(pool: Pool, reservations: Reservations) -> bool:
+    """Load the state from the database if the pool (read again: the caller holds the
+    group's lock, and the strategy may have changed since) is still ``redis_lua``."""
+    pool = Pool.objects.get(pk=pool.pk)
+    if pool.strategy != Strategy.REDIS_LUA:
+        return False
+    draws = Draw.objects.filter(pool_id=pool.pk)
+    seqs: dict[int, list[int]] = {}
+    for user_id, seq in draws.values_list("user_id", "seq"):
+        seqs.setdefault(user_id, []).append(seq)
+    return reservations.load(
+        group_id=pool.group_id,
+        rules=_rules(pool),
+        stock=dict(Stock.objects.filter(group_id=pool.group_id).values_list("id", "quantity")),
+        takers=_count_by_user(draws),
+        seqs=seqs,
+        last_reservation=draws.aggregate(last=Max("reservation"))["last"] or 0,
+    )
+
+
+def _persist_step(pool: Pool) -> Callable[[int], Persisted]:
+    options = persist_options(holding_group_lock=True)
+    return lambda batch: pool_reservations_persist(pool=pool, batch=batch, **options)
+
+
 def pool_reservations_load(*, pool: Pool, reservations: Reservations, wait_seconds: float = 30) -> bool:
     """Load the pool's state into Redis from the database (its window, draw limit, weight of
     no prize, every prize's stock, each user's draws and the last reservation written),
-    unless a state is there already: True when loaded.
+    unless a state is there already or the pool is not ``redis_lua``: True when loaded.
+    Reservations waiting in the stream are persisted first.
 
     Holds the group's lock (``inventory.persist.group_lock``) while it reads, so that a
     batch being persisted commits first; raises ``LockBusy`` when it waits longer than
     ``wait_seconds``.
     """
-
-    def load() -> bool:
-        draws = Draw.objects.filter(pool_id=pool.pk)
-        takers = _count_by_user(draws)
-        seqs: dict[int, list[int]] = {}
-        for user_id, seq in draws.values_list("user_id", "seq"):
-            seqs.setdefault(user_id, []).append(seq)
-        stock = dict(Stock.objects.filter(group_id=pool.group_id).values_list("id", "quantity"))
-        return reservations.load(
-            group_id=pool.group_id,
-            rules=Rules(
-                begin_at=pool.begin_at, end_at=pool.end_at, limit=pool.draws_per_user, no_take=pool.no_prize_weight
-            ),
-            stock=stock,
-            takers=takers,
-            seqs=seqs,
-            last_reservation=draws.aggregate(last=Max("reservation"))["last"] or 0,
-        )
-
-    return with_group_lock(pool.group_id, load, wait_seconds=wait_seconds)
+    return group_rebuild(
+        pool.group_id,
+        reservations,
+        step=_persist_step(pool),
+        load=partial(_load, pool, reservations),
+        replace=False,
+        wait_seconds=wait_seconds,
+    )
 
 
-def pool_reservations_check(*, pool: Pool, reservations: Reservations) -> GroupCheck:
-    """The pool's Redis state against the database (``inventory.reconcile``)."""
+def pool_reservations_start(*, pool: Pool, reservations: Reservations) -> bool:
+    """The pool has just become ``redis_lua``: its state is built afresh from the database
+    (a state left from an earlier spell is dropped, once whatever waited in its stream is
+    persisted)."""
+    return group_rebuild(
+        pool.group_id, reservations, step=_persist_step(pool), load=partial(_load, pool, reservations), replace=True
+    )
+
+
+def pool_reservations_retire(*, pool: Pool, reservations: Reservations, then: Callable[[], R]) -> R:
+    """The pool leaves ``redis_lua``: its state is dropped, every waiting reservation is
+    persisted, and ``then()`` (the switch) commits, all under the group's lock."""
+    return group_retire(pool.group_id, reservations, step=_persist_step(pool), then=then)
+
+
+def pool_reservations_change(
+    *,
+    pool: Pool,
+    reservations: Reservations,
+    change: Callable[[], R],
+    units: Callable[[R], dict[int, int]] = lambda done: {},
+) -> R:
+    """Apply ``change()`` (a database write that commits) and the same change to the loaded
+    state (the rules; ``units(done)``: units added per stock row, a new prize's included),
+    under the group's lock so that no rebuild reads the database between the two and
+    counts the units twice."""
+
+    def run() -> R:
+        done = change()
+        reservations.set_rules(group_id=pool.group_id, rules=_rules(Pool.objects.get(pk=pool.pk)))
+        for stock_id, added in units(done).items():
+            reservations.add_units(group_id=pool.group_id, stock_id=stock_id, units=added)
+        return done
+
+    return with_group_lock(pool.group_id, run, wait_seconds=30)
+
+
+def pool_reservations_check(*, pool: Pool, reservations: Reservations, repair: bool = False) -> GroupCheck:
+    """The pool's Redis state against the database (``inventory.reconcile``), repaired with
+    ``repair``."""
     return group_check(
         group_id=pool.group_id,
         reservations=reservations,
         database_stock=lambda: dict(Stock.objects.filter(group_id=pool.group_id).values_list("id", "quantity")),
         database_takers=lambda: _count_by_user(Draw.objects.filter(pool_id=pool.pk)),
+        database_seqs=lambda: Draw.objects.filter(pool_id=pool.pk).values_list("user_id", "seq"),
+        repair=repair,
     )
+
+
+def pool_reservations_reconcile(*, pool: Pool, reservations: Reservations) -> GroupCheck:
+    """Check and repair the pool's state; rebuild it from the database when it is missing and
+    the pool is ``redis_lua``."""
+    check = pool_reservations_check(pool=pool, reservations=reservations, repair=True)
+    if check.state or pool.strategy != Strategy.REDIS_LUA:
+        return check
+    rebuilt = pool_reservations_load(pool=pool, reservations=reservations)
+    return GroupCheck(group_id=check.group_id, state=rebuilt, pending=check.pending, rebuilt=rebuilt)
 
 
 def _count_by_user(records) -> dict[int, int]:

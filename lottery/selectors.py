@@ -12,7 +12,9 @@ from django.db.models.expressions import RawSQL
 from django.shortcuts import get_object_or_404
 from django.utils import timezone
 
-from inventory.models import Stock
+from inventory.models import Stock, Strategy
+from inventory.reservations import Failed, Pending, reservation_group
+from inventory.reserve import reservation_find, reservation_moment, reservations_of_user
 
 from .models import Draw, Pool, Prize
 
@@ -85,16 +87,68 @@ def pool_odds(*, pool: Pool) -> Odds:
     )
 
 
+def pools_with_reservations() -> QuerySet[Pool]:
+    """The ``redis_lua`` pools whose draw has not ended: those with a live Redis state."""
+    return Pool.objects.filter(strategy=Strategy.REDIS_LUA, end_at__gt=timezone.now())
+
+
 def draws_used(*, pool: Pool, user) -> int:
-    return Draw.objects.filter(pool_id=pool.pk, user_id=user.pk).count()
+    """The user's draws in the pool: under ``redis_lua`` the pending ones count too."""
+    recorded = Draw.objects.filter(pool_id=pool.pk, user_id=user.pk).count()
+    if pool.strategy != Strategy.REDIS_LUA:
+        return recorded
+    return recorded + sum(
+        isinstance(one, Pending) for one in reservations_of_user(group_ids=[pool.group_id], user_id=user.pk)
+    )
 
 
 def draw_list(*, user, pool: Pool | None = None) -> QuerySet[Draw]:
-    """The user's draws (in ``pool`` only, if given), newest first."""
+    """The user's draws that are rows (in ``pool`` only, if given), newest first."""
     draws = Draw.objects.filter(user_id=user.pk)
     if pool is not None:
         draws = draws.filter(pool_id=pool.pk)
     return draws.select_related("prize").order_by("-created_at", "-id")
+
+
+def draw_list_all(*, user, pool: Pool | None = None) -> list[Draw]:
+    """The user's draws (in ``pool`` only, if given), newest first: the rows, and under
+    ``redis_lua`` those still pending or failed, read from Redis (unsaved draws with
+    their reservation's id)."""
+    pools = pools_with_reservations()
+    if pool is not None:
+        pools = pools.filter(pk=pool.pk)
+    by_group = {one.group_id: one for one in pools}
+    found = reservations_of_user(group_ids=list(by_group), user_id=user.pk)
+    unsaved = [_draw_of(one, by_group[reservation_group(one.reservation_id)]) for one in found]
+    return sorted([*unsaved, *draw_list(user=user, pool=pool)], key=lambda draw: draw.created_at, reverse=True)
+
+
+def draw_get(*, user, draw_id: int) -> Draw:
+    """The caller's own draw by the id they know it by (``Draw.public_id``); another user's
+    draw is as good as missing (``Http404``)."""
+    if reservation_group(draw_id) is None:
+        return get_object_or_404(draw_list(user=user), pk=draw_id)
+    # Redis first: a reservation leaves the stream only after its row is committed.
+    found = reservation_find(reservation=draw_id, user_id=user.pk)
+    if found is None:
+        return get_object_or_404(draw_list(user=user), reservation=draw_id)
+    return _draw_of(found, get_object_or_404(Pool, group_id=reservation_group(draw_id)))
+
+
+def _draw_of(found: Pending | Failed, pool: Pool) -> Draw:
+    failed = isinstance(found, Failed)
+    prize = None if found.stock_id is None else Prize.objects.filter(stock_id=found.stock_id).first()
+    draw = Draw(
+        user_id=found.user_id,
+        pool=pool,
+        prize=prize,
+        status=Draw.Status.FAILED if failed else Draw.Status.PENDING,
+        seq=getattr(found, "seq", 0),
+        reservation=found.reservation_id,
+        created_at=reservation_moment(found),
+    )
+    draw.why = found.why if failed else ""
+    return draw
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,7 @@ from collections.abc import Callable, Mapping
 from datetime import datetime
 from decimal import Decimal
 from random import Random
-from typing import NoReturn
+from typing import NoReturn, TypeVar
 
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import IntegrityError, transaction
@@ -18,11 +18,15 @@ from core.errors import InvalidInput
 from core.window import window_validate
 from inventory.errors import SoldOut
 from inventory.models import Strategy
+from inventory.persist import reservations_client
+from inventory.reserve import stock_reserve
 from inventory.services import stock_create, stock_group_create, stock_restock
 from inventory.stock import Take, constraint_violated, stock_take
 
 from .errors import DrawLimit, PoolEmpty
 from .models import Draw, Pool, Prize
+from .reservations import pool_reservations_change, pool_reservations_retire, pool_reservations_start
+from .tasks import pool_reservations_drain, pool_reservations_rebuild
 
 MAX_DRAWS_PER_USER = 1_000_000
 MAX_NO_PRIZE_WEIGHT = 1_000_000_000
@@ -31,6 +35,8 @@ ONE_PER_SEQ = "draw_one_per_seq"
 ONE_PER_SEQ_SQLITE = "lottery_draw.pool_id, lottery_draw.user_guard, lottery_draw.seq"
 
 _system_random = secrets.SystemRandom()
+
+R = TypeVar("R")
 
 
 def _whole(value: object, *, name: str, minimum: int, maximum: int) -> int:
@@ -77,7 +83,7 @@ def pool_create(
     """A pool with no prizes yet (add them with :func:`prize_create`); ``listed=False``
     keeps it out of the shop's lists (a load test's own)."""
     window_validate(begin_at, end_at)
-    return Pool.objects.create(
+    pool = Pool.objects.create(
         name=_text(name, name="name"),
         description=description,
         begin_at=begin_at,
@@ -88,6 +94,9 @@ def pool_create(
         group=stock_group_create(),
         listed=listed,
     )
+    if pool.strategy == Strategy.REDIS_LUA:
+        transaction.on_commit(lambda: pool_reservations_start(pool=pool, reservations=reservations_client()))
+    return pool
 
 
 def pool_update(
@@ -100,7 +109,12 @@ def pool_update(
     no_prize_weight: int | None = None,
     description: str | None = None,
 ) -> Pool:
-    """Change a pool's strategy, window, limit, no-prize weight or description; all or nothing."""
+    """Change a pool's strategy, window, limit, no-prize weight or description; all or nothing.
+
+    Under ``redis_lua`` the state in Redis follows: a switch to it builds the state from
+    the database, a switch away persists what waits and drops the state, and new rules
+    are applied to the state too (``lottery.reservations``).
+    """
     changes: dict[str, object] = {}
     if begin_at is not None or end_at is not None:
         changes["begin_at"], changes["end_at"] = begin_at or pool.begin_at, end_at or pool.end_at
@@ -115,25 +129,52 @@ def pool_update(
         )
     if description is not None:
         changes["description"] = description
-    for field, value in changes.items():
-        setattr(pool, field, value)
-    if changes:
-        pool.save(update_fields=list(changes))
+
+    def change() -> None:
+        for field, value in changes.items():
+            setattr(pool, field, value)
+        if changes:
+            pool.save(update_fields=list(changes))
+
+    _pool_change(pool, change, switch_to=changes.get("strategy"))
     return pool
 
 
-@transaction.atomic
+def _pool_change(pool: Pool, change: Callable[[], R], *, switch_to=None, units=None) -> R:
+    """``change()`` (database writes that commit), with the pool's Redis state in step when
+    the pool is or becomes ``redis_lua``; ``units(done)`` says the units added per stock row."""
+    was = Pool.objects.values_list("strategy", flat=True).get(pk=pool.pk)
+    now = switch_to or was
+    reservations = reservations_client()
+    if was == Strategy.REDIS_LUA and now != Strategy.REDIS_LUA:
+        return pool_reservations_retire(pool=pool, reservations=reservations, then=change)
+    if was == Strategy.REDIS_LUA:
+        return pool_reservations_change(
+            pool=pool, reservations=reservations, change=change, units=units or (lambda done: {})
+        )
+    done = change()
+    if now == Strategy.REDIS_LUA:
+        pool_reservations_start(pool=pool, reservations=reservations)
+    return done
+
+
 def prize_create(*, pool: Pool, name: str, stock: int, description: str = "", value: Decimal | int | str = 0) -> Prize:
-    """A prize of ``stock`` units, a new row of the pool's stock group."""
+    """A prize of ``stock`` units, a new row of the pool's stock group (and of its Redis
+    state under ``redis_lua``)."""
     name = _text(name, name="name")
     amount = _value(value)
-    return Prize.objects.create(
-        pool=pool,
-        name=name,
-        description=description,
-        value=amount,
-        stock=stock_create(group=pool.group, quantity=stock),
-    )
+
+    @transaction.atomic
+    def create() -> Prize:
+        return Prize.objects.create(
+            pool=pool,
+            name=name,
+            description=description,
+            value=amount,
+            stock=stock_create(group=pool.group, quantity=stock),
+        )
+
+    return _pool_change(pool, create, units=lambda prize: {prize.stock_id: stock})
 
 
 def prize_update(
@@ -152,13 +193,20 @@ def prize_update(
         changes["description"] = description
     if value is not None:
         changes["value"] = _value(value)
-    with transaction.atomic():
+
+    @transaction.atomic
+    def change() -> None:
         for field, new in changes.items():
             setattr(prize, field, new)
         if changes:
             prize.save(update_fields=list(changes))
         if restock is not None:
             stock_restock(stock_id=prize.stock_id, quantity=restock)
+
+    if restock is None:
+        change()
+    else:
+        _pool_change(prize.pool, change, units=lambda done: {prize.stock_id: restock})
     prize.stock.refresh_from_db()
     return prize
 
@@ -220,6 +268,8 @@ def pool_draw(*, user: AbstractBaseUser, pool: Pool, rng: Random | None = None, 
     # stock summed (``pool_for_draw``) answers them without the prizes' rows.
     if getattr(pool, "stock_left", None) is not None and pool.stock_left <= 0:
         refuse_empty()
+    if pool.strategy == Strategy.REDIS_LUA:
+        return _draw_reserve(user=user, pool=pool, rng=rng)
     # One query, a few small columns per prize, whatever the pool's size: the snapshot,
     # and the prize each stock row stands for (named, so that the answer needs no query).
     rows = Prize.objects.filter(pool_id=pool.pk).values_list("stock_id", "id", "name", "stock__quantity")
@@ -237,7 +287,7 @@ def pool_draw(*, user: AbstractBaseUser, pool: Pool, rng: Random | None = None, 
             prize_id, name = prize_by_stock[stock_id]
             # The prize as the snapshot read it (id and name): enough to announce it.
             prize = Prize(pk=prize_id, name=name, pool_id=pool.pk, stock_id=stock_id)
-        return Draw.objects.create(
+        draw = Draw.objects.create(
             user_id=user.pk,
             pool_id=pool.pk,
             prize=prize,
@@ -245,6 +295,8 @@ def pool_draw(*, user: AbstractBaseUser, pool: Pool, rng: Random | None = None, 
             seq=used + 1,
             user_guard=user.pk if guarded else None,
         )
+        draw.draws_counted = used + 1
+        return draw
 
     take = Take(
         group_id=pool.group_id,
@@ -262,3 +314,34 @@ def pool_draw(*, user: AbstractBaseUser, pool: Pool, rng: Random | None = None, 
         if constraint_violated(exc, ONE_PER_SEQ) or constraint_violated(exc, ONE_PER_SEQ_SQLITE):
             raise DrawLimit() from exc
         raise
+
+
+def _draw_reserve(*, user: AbstractBaseUser, pool: Pool, rng: Random | None) -> Draw:
+    """The draw under ``redis_lua``: one script call chooses the prize by the stock in Redis
+    and reserves it, and the draw is written later by a worker. The answer is the draw as
+    it will be, pending, under the reservation's id (unsaved: ``pk`` is None), with the
+    prize as the draw will award it."""
+    try:
+        reserved = stock_reserve(
+            group_id=pool.group_id,
+            user_id=user.pk,
+            over_limit=DrawLimit,
+            persist_soon=lambda: pool_reservations_drain.delay(pool.pk),
+            rebuild_soon=lambda: pool_reservations_rebuild.delay(pool.pk),
+            rand=None if rng is None else rng.random(),
+        )
+    except SoldOut as exc:
+        raise PoolEmpty() from exc
+    prize = None
+    if reserved.stock_id is not None:
+        prize = Prize.objects.only("id", "name", "pool_id", "stock_id").get(stock_id=reserved.stock_id)
+    draw = Draw(
+        user_id=user.pk,
+        pool_id=pool.pk,
+        prize=prize,
+        status=Draw.Status.PENDING,
+        seq=reserved.seq,
+        reservation=reserved.reservation_id,
+    )
+    draw.draws_counted = reserved.takes
+    return draw

@@ -12,8 +12,8 @@ from core.schemas import BODY_ERRORS, InputSchema, errors
 from inventory.models import Strategy
 from inventory.services import MAX_UNITS
 
-from .models import Voucher
-from .selectors import order_get, order_list, voucher_audit, voucher_get, voucher_list
+from .models import Order, Voucher
+from .selectors import order_get, order_list_all, voucher_audit, voucher_get, voucher_list
 from .services import order_purchase, voucher_create, voucher_update
 
 router = Router(tags=["vouchers"])
@@ -95,15 +95,24 @@ class PurchaseOut(Schema):
 
 
 class OrderOut(Schema):
-    id: int
+    id: int = Field(description="the id the purchase answered: a redis_lua order keeps its reservation's id")
     voucher_id: int
     voucher_title: str
-    status: str
+    status: str = Field(description="confirmed; under redis_lua first pending, then confirmed or failed")
+    reason: str = Field(description="why a failed order failed; empty otherwise")
     created_at: datetime
+
+    @staticmethod
+    def resolve_id(obj) -> int:
+        return obj.public_id
 
     @staticmethod
     def resolve_voucher_title(obj) -> str:
         return obj.voucher.title
+
+    @staticmethod
+    def resolve_reason(obj) -> str:
+        return obj.why
 
 
 class AuditOut(Schema):
@@ -124,20 +133,21 @@ class AuditOut(Schema):
 
 @router.post(
     "/vouchers/{int:voucher_id}/purchase",
-    response={201: PurchaseOut, 202: PurchaseOut, **errors(400, 401, 403, 404, 409)},
+    response={201: PurchaseOut, 202: PurchaseOut, **errors(400, 401, 403, 404, 409, 503)},
 )
 def vouchers_purchase(request, voucher_id: int):
     refuse_body(request, action="purchase")
     order = order_purchase(user=request.auth, voucher=voucher_get(voucher_id=voucher_id))
-    return Status(202 if order.status == "pending" else 201, {"order_id": order.pk, "status": order.status})
+    status = 202 if order.status == Order.Status.PENDING else 201
+    return Status(status, {"order_id": order.public_id, "status": order.status})
 
 
-@router.get("/orders", response={200: list[OrderOut], **errors(401)}, tags=["orders"])
+@router.get("/orders", response={200: list[OrderOut], **errors(401, 503)}, tags=["orders"])
 def orders_list(request):
-    return list(order_list(user=request.auth))
+    return order_list_all(user=request.auth)
 
 
-@router.get("/orders/{int:order_id}", response={200: OrderOut, **errors(401, 404)}, tags=["orders"])
+@router.get("/orders/{int:order_id}", response={200: OrderOut, **errors(401, 404, 503)}, tags=["orders"])
 def orders_get(request, order_id: int):
     return order_get(user=request.auth, order_id=order_id)
 

@@ -37,7 +37,10 @@ class Voucher(SaleWindow):
 class Order(models.Model):
     class Status(models.TextChoices):
         CONFIRMED = "confirmed", "confirmed"
+        # redis_lua's: reserved in Redis, not written yet, and undone for good. Neither is
+        # ever a row: a pending or failed order is read from Redis (orders.selectors).
         PENDING = "pending", "pending"
+        FAILED = "failed", "failed"
 
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="orders")
     voucher = models.ForeignKey(Voucher, on_delete=models.PROTECT, related_name="orders")
@@ -59,5 +62,14 @@ class Order(models.Model):
         ]
         indexes = [models.Index(fields=["voucher", "user"], name="order_voucher_user")]
 
+    # Why a failed order failed (not a column: only read from Redis).
+    why = ""
+
     def __str__(self) -> str:
-        return f"Order {self.pk} of {self.voucher_id} by {self.user_id}"
+        return f"Order {self.public_id} of {self.voucher_id} by {self.user_id}"
+
+    @property
+    def public_id(self) -> int:
+        """The id the buyer knows the order by: the reservation's under ``redis_lua`` (the
+        202 answered it before the row existed), the row's otherwise."""
+        return self.reservation or self.pk

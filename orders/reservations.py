@@ -1,16 +1,30 @@
-"""The flash sale's ``redis_lua`` state: loaded into Redis from the database, and reservations
-persisted as orders (``inventory.persist``)."""
+"""The flash sale's ``redis_lua`` state: loaded into Redis from the database, kept in step
+with the voucher's changes, reconciled, and reservations persisted as orders
+(``inventory.persist``)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from functools import partial
+from typing import TypeVar
+
 from django.db.models import Count, Max
 
-from inventory.models import Stock
-from inventory.persist import Persisted, reservations_persist, with_group_lock
+from inventory.models import Stock, Strategy
+from inventory.persist import (
+    Persisted,
+    group_rebuild,
+    group_retire,
+    persist_options,
+    reservations_persist,
+    with_group_lock,
+)
 from inventory.reconcile import GroupCheck, group_check
 from inventory.reservations import Pending, Reservations, Rules
 
 from .models import Order, Voucher
+
+R = TypeVar("R")
 
 
 def voucher_reservations_persist(
@@ -45,38 +59,113 @@ def voucher_reservations_persist(
     )
 
 
+def _rules(voucher: Voucher) -> Rules:
+    return Rules(begin_at=voucher.begin_at, end_at=voucher.end_at, limit=1)
+
+
+def _load(voucher: Voucher, reservations: Reservations) -> bool:
+    """Load the state from the database if the voucher (read again: the caller holds the
+    group's lock, and the strategy may have changed since) is still ``redis_lua``."""
+    voucher = Voucher.objects.select_related("stock").get(pk=voucher.pk)
+    if voucher.strategy != Strategy.REDIS_LUA:
+        return False
+    orders = Order.objects.filter(voucher_id=voucher.pk)
+    return reservations.load(
+        group_id=voucher.stock.group_id,
+        rules=_rules(voucher),
+        stock={voucher.stock_id: voucher.stock.quantity},
+        takers=_count_by_user(orders),
+        last_reservation=orders.aggregate(last=Max("reservation"))["last"] or 0,
+    )
+
+
+def _persist_step(voucher: Voucher) -> Callable[[int], Persisted]:
+    options = persist_options(holding_group_lock=True)
+    return lambda batch: voucher_reservations_persist(voucher=voucher, batch=batch, **options)
+
+
 def voucher_reservations_load(*, voucher: Voucher, reservations: Reservations, wait_seconds: float = 30) -> bool:
     """Load the voucher's state into Redis from the database (its window, stock, buyers and
-    the last reservation written), unless a state is there already: True when loaded.
+    the last reservation written), unless a state is there already or the voucher is not
+    ``redis_lua``: True when loaded. Reservations waiting in the stream are persisted first.
 
     Holds the group's lock (``inventory.persist.group_lock``) while it reads, so that a
     batch being persisted commits first; raises ``LockBusy`` when it waits longer than
     ``wait_seconds``.
     """
-
-    def load() -> bool:
-        orders = Order.objects.filter(voucher_id=voucher.pk)
-        buyers = _count_by_user(orders)
-        stock = Stock.objects.get(pk=voucher.stock_id)
-        return reservations.load(
-            group_id=stock.group_id,
-            rules=Rules(begin_at=voucher.begin_at, end_at=voucher.end_at, limit=1),
-            stock={stock.pk: stock.quantity},
-            takers=buyers,
-            last_reservation=orders.aggregate(last=Max("reservation"))["last"] or 0,
-        )
-
-    return with_group_lock(voucher.stock.group_id, load, wait_seconds=wait_seconds)
+    return group_rebuild(
+        voucher.stock.group_id,
+        reservations,
+        step=_persist_step(voucher),
+        load=partial(_load, voucher, reservations),
+        replace=False,
+        wait_seconds=wait_seconds,
+    )
 
 
-def voucher_reservations_check(*, voucher: Voucher, reservations: Reservations) -> GroupCheck:
-    """The voucher's Redis state against the database (``inventory.reconcile``)."""
+def voucher_reservations_start(*, voucher: Voucher, reservations: Reservations) -> bool:
+    """The voucher has just become ``redis_lua``: its state is built afresh from the
+    database (a state left from an earlier spell is dropped, once whatever waited in its
+    stream is persisted)."""
+    return group_rebuild(
+        voucher.stock.group_id,
+        reservations,
+        step=_persist_step(voucher),
+        load=partial(_load, voucher, reservations),
+        replace=True,
+    )
+
+
+def voucher_reservations_retire(*, voucher: Voucher, reservations: Reservations, then: Callable[[], R]) -> R:
+    """The voucher leaves ``redis_lua``: its state is dropped, every waiting reservation is
+    persisted, and ``then()`` (the switch) commits, all under the group's lock."""
+    return group_retire(voucher.stock.group_id, reservations, step=_persist_step(voucher), then=then)
+
+
+def voucher_reservations_change(
+    *, voucher: Voucher, reservations: Reservations, change: Callable[[], R], restock: int = 0
+) -> R:
+    """Apply ``change()`` (a database write that commits) and the same change to the loaded
+    state (the window; ``restock`` more units), under the group's lock so that no rebuild
+    reads the database between the two and counts the units twice."""
+
+    def run() -> R:
+        done = change()
+        fresh = Voucher.objects.get(pk=voucher.pk)
+        reservations.set_rules(group_id=voucher.stock.group_id, rules=_rules(fresh))
+        if restock:
+            reservations.add_units(group_id=voucher.stock.group_id, stock_id=voucher.stock_id, units=restock)
+        return done
+
+    return with_group_lock(voucher.stock.group_id, run, wait_seconds=30)
+
+
+def voucher_reservations_check(*, voucher: Voucher, reservations: Reservations, repair: bool = False) -> GroupCheck:
+    """The voucher's Redis state against the database (``inventory.reconcile``), repaired
+    with ``repair``."""
     return group_check(
         group_id=voucher.stock.group_id,
         reservations=reservations,
         database_stock=lambda: dict(Stock.objects.filter(pk=voucher.stock_id).values_list("id", "quantity")),
         database_takers=lambda: _count_by_user(Order.objects.filter(voucher_id=voucher.pk)),
+        # A buyer's one order is their take number 1.
+        database_seqs=lambda: [(user_id, 1) for user_id in _buyers(voucher)],
+        repair=repair,
     )
+
+
+def voucher_reservations_reconcile(*, voucher: Voucher, reservations: Reservations) -> GroupCheck:
+    """Check and repair the voucher's state; rebuild it from the database when it is missing
+    and the voucher is ``redis_lua``."""
+    check = voucher_reservations_check(voucher=voucher, reservations=reservations, repair=True)
+    if check.state or voucher.strategy != Strategy.REDIS_LUA:
+        return check
+    rebuilt = voucher_reservations_load(voucher=voucher, reservations=reservations)
+    return GroupCheck(group_id=check.group_id, state=rebuilt, pending=check.pending, rebuilt=rebuilt)
+
+
+def _buyers(voucher: Voucher) -> set[int]:
+    return set(Order.objects.filter(voucher_id=voucher.pk).values_list("user_id", flat=True))
 
 
 def _count_by_user(records) -> dict[int, int]:

@@ -9,7 +9,9 @@ from django.db.models import Count, Q, QuerySet
 from django.shortcuts import get_object_or_404
 from django.utils import timezone
 
-from inventory.models import Stock
+from inventory.models import Stock, Strategy
+from inventory.reservations import Failed, Pending, reservation_group
+from inventory.reserve import reservation_find, reservation_moment, reservations_of_user
 
 from .models import Order, Voucher
 
@@ -24,13 +26,49 @@ def voucher_get(*, voucher_id: int) -> Voucher:
     return get_object_or_404(Voucher.objects.select_related("stock"), pk=voucher_id)
 
 
+def vouchers_with_reservations() -> QuerySet[Voucher]:
+    """The ``redis_lua`` vouchers whose sale has not ended: those with a live Redis state."""
+    return Voucher.objects.filter(strategy=Strategy.REDIS_LUA, end_at__gt=timezone.now()).select_related("stock")
+
+
 def order_list(*, user) -> QuerySet[Order]:
+    """The user's orders that are rows: confirmed ones."""
     return Order.objects.filter(user_id=user.pk).select_related("voucher")
 
 
+def order_list_all(*, user) -> list[Order]:
+    """The user's orders, newest first: the rows, and under ``redis_lua`` those still
+    pending or failed, read from Redis (unsaved orders with their reservation's id)."""
+    vouchers = {voucher.stock.group_id: voucher for voucher in vouchers_with_reservations()}
+    found = reservations_of_user(group_ids=list(vouchers), user_id=user.pk)
+    unsaved = [_order_of(one, vouchers[reservation_group(one.reservation_id)]) for one in found]
+    return sorted([*unsaved, *order_list(user=user)], key=lambda order: order.created_at, reverse=True)
+
+
 def order_get(*, user, order_id: int) -> Order:
-    """The caller's own order; another user's order is as good as missing (``Http404``)."""
-    return get_object_or_404(order_list(user=user), pk=order_id)
+    """The caller's own order by the id they know it by (``Order.public_id``); another
+    user's order is as good as missing (``Http404``)."""
+    if reservation_group(order_id) is None:
+        return get_object_or_404(order_list(user=user), pk=order_id)
+    # Redis first: a reservation leaves the stream only after its row is committed.
+    found = reservation_find(reservation=order_id, user_id=user.pk)
+    if found is None:
+        return get_object_or_404(order_list(user=user), reservation=order_id)
+    voucher = get_object_or_404(Voucher, stock__group_id=reservation_group(order_id))
+    return _order_of(found, voucher)
+
+
+def _order_of(found: Pending | Failed, voucher: Voucher) -> Order:
+    failed = isinstance(found, Failed)
+    order = Order(
+        user_id=found.user_id,
+        voucher=voucher,
+        status=Order.Status.FAILED if failed else Order.Status.PENDING,
+        reservation=found.reservation_id,
+        created_at=reservation_moment(found),
+    )
+    order.why = found.why if failed else ""
+    return order
 
 
 @dataclass(frozen=True)

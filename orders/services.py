@@ -12,11 +12,19 @@ from core.errors import InvalidInput
 from core.window import window_validate
 from inventory.errors import SoldOut
 from inventory.models import Strategy
+from inventory.persist import reservations_client
+from inventory.reserve import stock_reserve
 from inventory.services import stock_create, stock_group_create, stock_restock
 from inventory.stock import Take, choose_only, constraint_violated, stock_take
 
 from .errors import AlreadyPurchased
 from .models import Order, Voucher
+from .reservations import (
+    voucher_reservations_change,
+    voucher_reservations_retire,
+    voucher_reservations_start,
+)
+from .tasks import voucher_reservations_drain, voucher_reservations_rebuild
 
 ONE_PER_USER = "order_one_per_user"
 # SQLite names the columns instead of the constraint.
@@ -47,7 +55,7 @@ def voucher_create(
     window_validate(begin_at, end_at)
     strategy_validate(strategy)
     stock_row = stock_create(group=stock_group_create(), quantity=stock)
-    return Voucher.objects.create(
+    voucher = Voucher.objects.create(
         title=title,
         description=description,
         begin_at=begin_at,
@@ -56,6 +64,9 @@ def voucher_create(
         stock=stock_row,
         listed=listed,
     )
+    if strategy == Strategy.REDIS_LUA:
+        transaction.on_commit(lambda: voucher_reservations_start(voucher=voucher, reservations=reservations_client()))
+    return voucher
 
 
 def voucher_update(
@@ -67,14 +78,21 @@ def voucher_update(
     end_at: datetime | None = None,
     description: str | None = None,
 ) -> Voucher:
-    """Change a voucher's window, strategy or description and/or add stock; all or nothing."""
+    """Change a voucher's window, strategy or description and/or add stock; all or nothing.
+
+    Under ``redis_lua`` the state in Redis follows: a switch to it builds the state from
+    the database, a switch away persists what waits and drops the state, and a new window
+    or a restock is applied to the state too (``orders.reservations``).
+    """
     new_begin = begin_at or voucher.begin_at
     new_end = end_at or voucher.end_at
     if begin_at is not None or end_at is not None:
         window_validate(new_begin, new_end)
     if strategy is not None:
         strategy_validate(strategy)
-    with transaction.atomic():
+
+    @transaction.atomic
+    def change() -> None:
         fields = []
         if strategy is not None:
             voucher.strategy = strategy
@@ -89,6 +107,19 @@ def voucher_update(
             voucher.save(update_fields=fields)
         if restock is not None:
             stock_restock(stock_id=voucher.stock_id, quantity=restock)
+
+    was = Voucher.objects.values_list("strategy", flat=True).get(pk=voucher.pk)
+    now = strategy or was
+    reservations = reservations_client()
+    if was == Strategy.REDIS_LUA and now != Strategy.REDIS_LUA:
+        voucher_reservations_retire(voucher=voucher, reservations=reservations, then=change)
+    elif was == Strategy.REDIS_LUA:
+        # Redis holds the sale: the window and the units change there too, in step.
+        voucher_reservations_change(voucher=voucher, reservations=reservations, change=change, restock=restock or 0)
+    else:
+        change()
+        if now == Strategy.REDIS_LUA:
+            voucher_reservations_start(voucher=voucher, reservations=reservations)
     voucher.stock.refresh_from_db()
     return voucher
 
@@ -110,6 +141,8 @@ def order_purchase(*, user: AbstractBaseUser, voucher: Voucher, now: datetime | 
     unguarded use instead of reading again.
     """
     voucher.window_check(now or timezone.now())
+    if voucher.strategy == Strategy.REDIS_LUA:
+        return _order_reserve(user=user, voucher=voucher)
 
     def check() -> None:
         if Order.objects.filter(voucher_id=voucher.pk, user_id=user.pk).exists():
@@ -141,3 +174,17 @@ def order_purchase(*, user: AbstractBaseUser, voucher: Voucher, now: datetime | 
         if constraint_violated(exc, ONE_PER_USER) or constraint_violated(exc, ONE_PER_USER_SQLITE):
             raise AlreadyPurchased() from exc
         raise
+
+
+def _order_reserve(*, user: AbstractBaseUser, voucher: Voucher) -> Order:
+    """The purchase under ``redis_lua``: one script call reserves the unit, and the order
+    is written later by a worker. The answer is the order as it will be, pending, under
+    the reservation's id (unsaved: ``pk`` is None)."""
+    reserved = stock_reserve(
+        group_id=voucher.stock.group_id,
+        user_id=user.pk,
+        over_limit=AlreadyPurchased,
+        persist_soon=lambda: voucher_reservations_drain.delay(voucher.pk),
+        rebuild_soon=lambda: voucher_reservations_rebuild.delay(voucher.pk),
+    )
+    return Order(user_id=user.pk, voucher=voucher, status=Order.Status.PENDING, reservation=reserved.reservation_id)

@@ -20,8 +20,8 @@ from .buyers import buy_concurrently
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("redlock_urls"), pytest.mark.race]
 
 STOCK = 5
-QUEUEING = [name for name in strategy_names(breaks=None) if not STRATEGIES[name].sheds_load]
-SHEDDING = [name for name in strategy_names(breaks=None) if STRATEGIES[name].sheds_load]
+QUEUEING = [name for name in strategy_names(breaks=None, deferred=False) if not STRATEGIES[name].sheds_load]
+SHEDDING = [name for name in strategy_names(breaks=None, deferred=False) if STRATEGIES[name].sheds_load]
 RACE_MS = 30
 PROCESSES = 8
 THREADS = 4
@@ -123,7 +123,7 @@ def test_local_lets_one_user_buy_once_per_process(make_voucher, make_user):
     assert_every_confirmed_purchase_is_one_order(voucher, outcome)
 
 
-@pytest.mark.parametrize("strategy", strategy_names(breaks=None))
+@pytest.mark.parametrize("strategy", strategy_names(breaks=None, deferred=False))
 def test_safe_strategies_give_one_user_one_order_across_processes(strategy, make_voucher, make_user):
     voucher = make_voucher(stock=STOCK, strategy=strategy)
     user = make_user().pk

@@ -165,6 +165,40 @@ RESERVATIONS_REDIS_URL = os.environ.get("RESERVATIONS_REDIS_URL", REDIS_URL)
 # this many seconds while the database was unreachable is undone and its user told.
 RESERVATIONS_CLAIM_IDLE_MS = env_int("RESERVATIONS_CLAIM_IDLE_MS", 30_000)
 RESERVATIONS_GIVE_UP_SECONDS = env_int("RESERVATIONS_GIVE_UP_SECONDS", 300)
+# One reservation in this many ms asks a worker to persist its item's reservations (the
+# rest of a crowd does not enqueue a task each); the beat's sweep catches any ask that
+# was lost, every RESERVATIONS_SWEEP_SECONDS.
+RESERVATIONS_KICK_MS = env_int("RESERVATIONS_KICK_MS", 200)
+RESERVATIONS_SWEEP_SECONDS = env_int("RESERVATIONS_SWEEP_SECONDS", 2)
+# How often the beat compares every redis_lua item's Redis state with the database,
+# repairs drift and rebuilds a missing state (a buyer who finds one missing also asks for
+# its rebuild at once).
+RESERVATIONS_RECONCILE_SECONDS = env_int("RESERVATIONS_RECONCILE_SECONDS", 15)
+
+# What `celery beat` runs (make run and docker-compose start one beside the worker).
+CELERY_BEAT_SCHEDULE = {
+    "vouchers-reservations-sweep": {
+        "task": "orders.tasks.vouchers_reservations_sweep",
+        "schedule": RESERVATIONS_SWEEP_SECONDS,
+        # A sweep that waited longer than its period is superseded by the next.
+        "options": {"expires": RESERVATIONS_SWEEP_SECONDS},
+    },
+    "pools-reservations-sweep": {
+        "task": "lottery.tasks.pools_reservations_sweep",
+        "schedule": RESERVATIONS_SWEEP_SECONDS,
+        "options": {"expires": RESERVATIONS_SWEEP_SECONDS},
+    },
+    "vouchers-reservations-reconcile": {
+        "task": "orders.tasks.vouchers_reservations_reconcile",
+        "schedule": RESERVATIONS_RECONCILE_SECONDS,
+        "options": {"expires": RESERVATIONS_RECONCILE_SECONDS},
+    },
+    "pools-reservations-reconcile": {
+        "task": "lottery.tasks.pools_reservations_reconcile",
+        "schedule": RESERVATIONS_RECONCILE_SECONDS,
+        "options": {"expires": RESERVATIONS_RECONCILE_SECONDS},
+    },
+}
 
 # Checked against inventory.models.Strategy by a system check (inventory.checks).
 DEFAULT_STRATEGY = os.environ.get("DEFAULT_STRATEGY", "db_atomic")

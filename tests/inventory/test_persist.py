@@ -156,7 +156,7 @@ def test_while_the_database_is_unreachable_nothing_is_acknowledged_and_old_reser
 def test_a_voucher_is_loaded_from_the_database_with_its_buyers_and_numbering(reservations, make_voucher, make_user):
     from orders.reservations import voucher_reservations_load
 
-    voucher = make_voucher(stock=5, strategy="db_atomic")
+    voucher = make_voucher(stock=5, strategy="redis_lua")
     early, late = make_user(), make_user()
     Order.objects.create(user=early, voucher=voucher, buyer_guard=early.pk)
     Order.objects.create(
@@ -178,7 +178,7 @@ def test_a_voucher_is_loaded_from_the_database_with_its_buyers_and_numbering(res
 def test_a_pool_is_loaded_with_its_rules_prizes_and_each_users_draws(reservations, make_pool, make_user):
     from lottery.reservations import pool_reservations_load
 
-    pool = make_pool(prizes=(("Gold", 1), ("Silver", 4)), no_prize_weight=5, draws_per_user=2)
+    pool = make_pool(prizes=(("Gold", 1), ("Silver", 4)), no_prize_weight=5, draws_per_user=2, strategy="redis_lua")
     gold, silver = pool.prizes.all()
     alice = make_user()
     Draw.objects.create(user=alice, pool=pool, prize=silver, seq=1, user_guard=alice.pk)
@@ -201,7 +201,7 @@ def test_a_rebuild_waits_for_the_batch_being_persisted(reservations, make_vouche
     from inventory.persist import drain_group, group_lock
     from orders.reservations import voucher_reservations_load
 
-    voucher = make_voucher(stock=5)
+    voucher = make_voucher(stock=5, strategy="redis_lua")
     group = voucher.stock.group_id
     reservations.client.delete(*GroupKeys.of(group).all())
     drainer = group_lock(group)

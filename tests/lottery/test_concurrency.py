@@ -52,7 +52,7 @@ def summary(strategy: str, audit) -> str:
     )
 
 
-@pytest.mark.parametrize("strategy", strategy_names(breaks=None))
+@pytest.mark.parametrize("strategy", strategy_names(breaks=None, deferred=False))
 def test_safe_strategies_keep_every_pool_invariant(strategy, make_pool, crowd):
     pool = make_pool(prizes=PRIZES, draws_per_user=LIMIT, strategy=strategy)
     outcome = draw_concurrently(pool_id=pool.pk, plan=crowd, race_ms=RACE_MS)
@@ -110,7 +110,7 @@ def test_local_holds_within_one_process(make_pool, make_user):
     assert_every_confirmed_draw_is_recorded_once_with_its_prize(pool, outcome)
 
 
-@pytest.mark.parametrize("strategy", strategy_names(breaks=None))
+@pytest.mark.parametrize("strategy", strategy_names(breaks=None, deferred=False))
 def test_safe_strategies_hold_one_user_to_the_limit_across_processes(strategy, make_pool, make_user):
     pool = make_pool(prizes=(("Gold", 50),), draws_per_user=LIMIT, strategy=strategy)
     user = make_user().pk
