@@ -14,6 +14,7 @@ from django.utils import timezone
 
 from inventory.reservations import (
     PERSIST_GROUP,
+    SETTLED,
     GroupKeys,
     PendingReservations,
     Reservations,
@@ -317,3 +318,84 @@ def test_a_rebuilt_state_keeps_each_users_take_numbers(client, group):
     reservations = Reservations(client)
     reservations.load(group_id=group, rules=open_rules(limit=3), stock={1: 10}, takers={7: 2}, seqs={7: [1, 3]})
     assert reservations.reserve(group_id=group, user_id=7, rand=0.0).seq == 2
+
+
+def test_one_reservation_per_kick_period_asks_for_persisting_until_a_worker_rearms(client, group):
+    reservations = Reservations(client)
+    reservations.load(group_id=group, rules=open_rules(), stock={1: 10})
+    kicks = [reservations.reserve(group_id=group, user_id=user, rand=0.0, kick_ms=60_000).kick for user in range(5)]
+    assert kicks == [True, False, False, False, False]
+    reservations.rearm(group_id=group)  # a worker is about to read the stream
+    assert reservations.reserve(group_id=group, user_id=9, rand=0.0, kick_ms=60_000).kick
+    assert client.pttl(GroupKeys.of(group).kick) > 50_000
+
+
+def test_a_reservation_is_found_by_its_id_while_pending_once_undone_and_after(client, group):
+    reservations = Reservations(client)
+    reservations.load(group_id=group, rules=open_rules(limit=2), stock={1: 3})
+    first = reservations.reserve(group_id=group, user_id=4, rand=0.0)
+    second = reservations.reserve(group_id=group, user_id=4, rand=0.0)
+    found = reservations.lookup(reservation=first.reservation_id)
+    assert (found.user_id, found.stock_id, found.seq) == (4, 1, 1)
+    one, two = reservations.pending(group_id=group, consumer="w")
+    reservations.release(group_id=group, pending=one, why="refused: because")
+    undone = reservations.lookup(reservation=first.reservation_id)
+    assert (undone.user_id, undone.stock_id, undone.why) == (4, 1, "refused: because")
+    assert undone.at_ms == one.at_ms
+    reservations.done(group_id=group, entry_ids=[two.entry_id])
+    assert reservations.lookup(reservation=second.reservation_id) == SETTLED
+    assert reservations.lookup(reservation=12345) is None  # not a reservation's id
+    mine = reservations.of_user(group_id=group, user_id=4)
+    assert [one.reservation_id for one in mine] == [first.reservation_id]  # the undone one
+    reservations.reserve(group_id=group, user_id=5, rand=0.0)
+    assert [one.user_id for one in reservations.of_user(group_id=group, user_id=5)] == [5]
+
+
+def test_rules_change_only_where_the_state_is_loaded(client, group):
+    reservations = Reservations(client)
+    assert not reservations.set_rules(group_id=group, rules=open_rules())
+    assert not client.exists(GroupKeys.of(group).state)
+    reservations.load(group_id=group, rules=open_rules(limit=1), stock={1: 3})
+    assert reservations.reserve(group_id=group, user_id=1, rand=0.0).refusal is None
+    assert reservations.reserve(group_id=group, user_id=1, rand=0.0).refusal == "limit"
+    assert reservations.set_rules(group_id=group, rules=open_rules(limit=2))
+    assert reservations.reserve(group_id=group, user_id=1, rand=0.0).refusal is None
+    later = timezone.now() + timedelta(hours=1)
+    reservations.set_rules(group_id=group, rules=open_rules(limit=5, begin_at=later, end_at=later + timedelta(hours=1)))
+    assert reservations.reserve(group_id=group, user_id=1, rand=0.0).refusal == "not_started"
+    assert reservations.stock(group_id=group) == {1: 1}
+
+
+def test_repair_adds_relative_amounts_and_marks_take_numbers_only_where_loaded(client, group):
+    reservations = Reservations(client)
+    assert not reservations.repair(group_id=group, stock={1: 1}, takers={})
+    reservations.load(group_id=group, rules=open_rules(limit=3), stock={1: 5}, takers={7: 2})
+    assert reservations.repair(group_id=group, stock={1: -2}, takers={7: -2, 8: 1}, seqs=[(8, 1)])
+    assert reservations.stock(group_id=group) == {1: 3}
+    assert reservations.takers(group_id=group) == {8: 1}  # none left for 7: the field is gone
+    assert reservations.reserve(group_id=group, user_id=8, rand=0.0).seq == 2  # number 1 is in use
+
+
+def test_a_dropped_state_answers_unavailable_and_keeps_the_stream_and_numbering(client, group):
+    reservations = Reservations(client)
+    reservations.load(group_id=group, rules=open_rules(), stock={1: 5})
+    reserved = reservations.reserve(group_id=group, user_id=1, rand=0.0)
+    reservations.drop(group_id=group)
+    assert reservations.reserve(group_id=group, user_id=2, rand=0.0).refusal == "unavailable"
+    assert reservations.waiting(group_id=group) == 1
+    assert reservations.lookup(reservation=reserved.reservation_id).user_id == 1
+    assert reservations.claim_rebuild(group_id=group)
+    assert not reservations.claim_rebuild(group_id=group)  # one ask per second, not one per buyer
+
+
+def test_numbering_stays_above_the_streams_last_entry_whatever_the_database_says(client, group):
+    reservations = Reservations(client)
+    reservations.load(group_id=group, rules=open_rules(), stock={1: 5})
+    for user in range(3):
+        reservations.reserve(group_id=group, user_id=user, rand=0.0)
+    reservations.done(
+        group_id=group, entry_ids=[p.entry_id for p in reservations.pending(group_id=group, consumer="w")]
+    )
+    client.delete(GroupKeys.of(group).state, GroupKeys.of(group).ids)  # the counter lost, the stream kept
+    assert reservations.load(group_id=group, rules=open_rules(), stock={1: 2})
+    assert reservations.reserve(group_id=group, user_id=9, rand=0.0).reservation_id == reservation_id(group, 4)
