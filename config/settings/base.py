@@ -155,6 +155,11 @@ CELERY_ACCEPT_CONTENT = ["json"]
 # must exceed the longest task (a race lab run: under 20 minutes), or a running task
 # would be delivered twice.
 CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": 3600}
+# A race lab run holds its worker process for minutes; redis_lua's drains and the beat's
+# sweeps take well under a second and must not wait behind it. The lab's task has a queue
+# of its own ("lab"), everything else the default ("celery"), and every worker consumes
+# both with one process more than the one a lab run holds (make run, docker-compose).
+CELERY_TASK_ROUTES = {"lab.tasks.*": {"queue": "lab"}}
 
 # redis_lua: where the reservations live (one Redis; every key of a voucher or pool shares
 # a hash tag, so a Cluster works too). Keep it on `noeviction`: an evicted stock key would
