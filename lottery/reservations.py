@@ -27,19 +27,23 @@ from .models import Draw, Pool, Prize
 R = TypeVar("R")
 
 
-def pool_reservations_persist(*, pool: Pool, reservations: Reservations, consumer: str, **options) -> Persisted:
+def pool_reservations_persist(
+    *, pool_id: int, group_id: int, reservations: Reservations, consumer: str, **options
+) -> Persisted:
     """Write the pool's pending reservations as confirmed draws (a prize, or none), once
-    each; ``options`` are those of ``inventory.persist.reservations_persist``."""
+    each; ``options`` are those of ``inventory.persist.reservations_persist``. Ids only:
+    nothing is read before the batch, so that a database out of reach reaches the code
+    that gives up."""
 
     def persisted(ids: list[int]) -> set[int]:
         return set(Draw.objects.filter(reservation__in=ids).values_list("reservation", flat=True))
 
     def write(fresh: list[Pending]) -> None:
-        prize_of = dict(Prize.objects.filter(pool_id=pool.pk).values_list("stock_id", "id"))
+        prize_of = dict(Prize.objects.filter(pool_id=pool_id).values_list("stock_id", "id"))
         Draw.objects.bulk_create(
             Draw(
                 user_id=one.user_id,
-                pool_id=pool.pk,
+                pool_id=pool_id,
                 prize_id=None if one.stock_id is None else prize_of[one.stock_id],
                 status=Draw.Status.CONFIRMED,
                 # The script's count of the user's takes: with user_guard, the limit's backstop.
@@ -51,7 +55,7 @@ def pool_reservations_persist(*, pool: Pool, reservations: Reservations, consume
         )
 
     return reservations_persist(
-        group_id=pool.group_id,
+        group_id=group_id,
         reservations=reservations,
         consumer=consumer,
         persisted=persisted,
@@ -86,7 +90,7 @@ def _load(pool: Pool, reservations: Reservations) -> bool:
 
 def _persist_step(pool: Pool) -> Callable[[int], Persisted]:
     options = persist_options(holding_group_lock=True)
-    return lambda batch: pool_reservations_persist(pool=pool, batch=batch, **options)
+    return lambda batch: pool_reservations_persist(pool_id=pool.pk, group_id=pool.group_id, batch=batch, **options)
 
 
 def pool_reservations_load(*, pool: Pool, reservations: Reservations, wait_seconds: float = 30) -> bool:

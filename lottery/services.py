@@ -326,7 +326,7 @@ def _draw_reserve(*, user: AbstractBaseUser, pool: Pool, rng: Random | None) -> 
             group_id=pool.group_id,
             user_id=user.pk,
             over_limit=DrawLimit,
-            persist_soon=lambda: pool_reservations_drain.delay(pool.pk),
+            persist_soon=lambda: pool_reservations_drain.delay(pool.pk, pool.group_id),
             rebuild_soon=lambda: pool_reservations_rebuild.delay(pool.pk),
             rand=None if rng is None else rng.random(),
         )

@@ -16,10 +16,9 @@ from .selectors import pools_with_reservations
 
 
 @shared_task(**DRAIN_TASK_OPTIONS)
-def pool_reservations_drain(self, pool_id: int) -> int:
+def pool_reservations_drain(self, pool_id: int, group_id: int) -> int:
     """Persist the pool's pending reservations until none is left; the records handled."""
-    pool = Pool.objects.get(pk=pool_id)
-    return drain_task_run(self, pool.group_id, partial(pool_reservations_persist, pool=pool))
+    return drain_task_run(self, group_id, partial(pool_reservations_persist, pool_id=pool_id, group_id=group_id))
 
 
 @shared_task(**TEND_TASK_OPTIONS)
@@ -36,7 +35,7 @@ def pools_reservations_sweep() -> int:
     reservations = reservations_client()
     waiting = [pool for pool in pools_with_reservations() if reservations.waiting(group_id=pool.group_id)]
     for pool in waiting:
-        pool_reservations_drain.delay(pool.pk)
+        pool_reservations_drain.delay(pool.pk, pool.group_id)
     return len(waiting)
 
 

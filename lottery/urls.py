@@ -12,4 +12,5 @@ urlpatterns = [
     path("pools/<int:pool_id>/standing", views.pool_standing_partial, name="pool_standing"),
     path("pools/<int:pool_id>/draw", views.pool_draw_view, name="pool_draw"),
     path("pools/<int:pool_id>/strategy", views.pool_strategy_switch, name="pool_strategy"),
+    path("draws/<int:draw_id>/status", views.draw_status_partial, name="draw_status"),
 ]

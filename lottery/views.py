@@ -1,16 +1,20 @@
 """Server-rendered prize draw pages. They parse, call the same selectors and services as the API,
 and render."""
 
+from django.http import Http404
 from django.shortcuts import render
 from django.views.decorators.http import require_GET, require_POST
 
 from accounts.decorators import staff_required
-from core.errors import DomainError
+from core.errors import DomainError, Unavailable
 from inventory.forms import StrategyForm
 from inventory.views import strategy_switch
 
+from .models import Draw
 from .selectors import (
+    draw_get,
     draw_list,
+    draw_list_all,
     draws_used,
     pool_audit,
     pool_draw_refusal,
@@ -51,11 +55,20 @@ def _standing_context(request, pool) -> dict:
             "my_draws": [],
             "refusal": pool_draw_refusal(pool=pool, draws_left=None, empty=empty),
         }
-    draws_left = max(0, pool.draws_per_user - draws_used(pool=pool, user=request.user))
+    try:
+        used = draws_used(pool=pool, user=request.user)
+        # Under redis_lua, with the draws still pending or failed (read from Redis).
+        my_draws, unread = draw_list_all(user=request.user, pool=pool), False
+    except Unavailable:
+        # Redis out of reach: the written draws, and a word that others may be missing.
+        my_draws, unread = list(draw_list(user=request.user, pool=pool)), True
+        used = len(my_draws)
+    draws_left = max(0, pool.draws_per_user - used)
     return {
         "pool": pool,
         "draws_left": draws_left,
-        "my_draws": draw_list(user=request.user, pool=pool),
+        "my_draws": my_draws,
+        "unread": unread,
         "refusal": pool_draw_refusal(pool=pool, draws_left=draws_left, empty=empty),
     }
 
@@ -103,11 +116,45 @@ def pool_draw_view(request, pool_id: int):
     except DomainError as exc:
         context = {"outcome": exc.code, "message": exc.message, "pool": pool}
     else:
-        context = {"outcome": "no_prize" if draw.prize_id is None else "won", "draw": draw, "pool": pool}
+        context = _draw_outcome(draw, pool)
     response = render(request, "lottery/_draw_outcome.html", context)
     # A refusal may mean the page is stale (the last draw was used in another tab, the
     # prizes ran out), so it reloads too.
     response["HX-Trigger"] = DRAWN
+    return response
+
+
+def _draw_outcome(draw: Draw, pool) -> dict:
+    """The outcome fragment's context for a draw as it stands: a pending one (``redis_lua``:
+    its prize reserved, the draw not written yet) polls ``draw_status_partial`` until it is
+    confirmed or failed."""
+    if draw.status == Draw.Status.PENDING:
+        outcome = "pending"
+    elif draw.status == Draw.Status.FAILED:
+        outcome = "failed"
+    else:
+        outcome = "no_prize" if draw.prize_id is None else "won"
+    return {"outcome": outcome, "draw": draw, "draw_id": draw.public_id, "pool": pool}
+
+
+@require_GET
+def draw_status_partial(request, draw_id: int):
+    """The outcome of a draw answered pending, by the id it was answered with: polled by that
+    outcome, which this answer replaces, until the draw is confirmed or failed."""
+    if not request.user.is_authenticated:
+        return render(request, "lottery/_draw_outcome.html", {"outcome": "login"})
+    try:
+        draw = draw_get(user=request.user, draw_id=draw_id)
+    except Unavailable:
+        # Redis out of reach: nothing is known yet, so keep asking.
+        return render(request, "lottery/_draw_outcome.html", {"outcome": "pending", "draw_id": draw_id, "unread": True})
+    except Http404:
+        # Answered, not raised: a polled 404 would not be swapped in, and the poll would go on.
+        return render(request, "lottery/_draw_outcome.html", {"outcome": "unknown_draw", "draw_id": draw_id})
+    response = render(request, "lottery/_draw_outcome.html", _draw_outcome(draw, draw.pool))
+    if draw.status != Draw.Status.PENDING:
+        # Settled: the odds, the draws left and my draws may have changed with it.
+        response["HX-Trigger"] = DRAWN
     return response
 
 

@@ -28,10 +28,11 @@ R = TypeVar("R")
 
 
 def voucher_reservations_persist(
-    *, voucher: Voucher, reservations: Reservations, consumer: str, **options
+    *, voucher_id: int, group_id: int, reservations: Reservations, consumer: str, **options
 ) -> Persisted:
     """Write the voucher's pending reservations as confirmed orders, once each; ``options``
-    are those of ``inventory.persist.reservations_persist``."""
+    are those of ``inventory.persist.reservations_persist``. Ids only: nothing is read
+    before the batch, so that a database out of reach reaches the code that gives up."""
 
     def persisted(ids: list[int]) -> set[int]:
         return set(Order.objects.filter(reservation__in=ids).values_list("reservation", flat=True))
@@ -40,7 +41,7 @@ def voucher_reservations_persist(
         Order.objects.bulk_create(
             Order(
                 user_id=one.user_id,
-                voucher_id=voucher.pk,
+                voucher_id=voucher_id,
                 status=Order.Status.CONFIRMED,
                 # Written through the one-per-user backstop, as every safe strategy does.
                 buyer_guard=one.user_id,
@@ -50,7 +51,7 @@ def voucher_reservations_persist(
         )
 
     return reservations_persist(
-        group_id=voucher.stock.group_id,
+        group_id=group_id,
         reservations=reservations,
         consumer=consumer,
         persisted=persisted,
@@ -81,7 +82,8 @@ def _load(voucher: Voucher, reservations: Reservations) -> bool:
 
 def _persist_step(voucher: Voucher) -> Callable[[int], Persisted]:
     options = persist_options(holding_group_lock=True)
-    return lambda batch: voucher_reservations_persist(voucher=voucher, batch=batch, **options)
+    ids = {"voucher_id": voucher.pk, "group_id": voucher.stock.group_id}
+    return lambda batch: voucher_reservations_persist(**ids, batch=batch, **options)
 
 
 def voucher_reservations_load(*, voucher: Voucher, reservations: Reservations, wait_seconds: float = 30) -> bool:

@@ -5,12 +5,14 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from datetime import datetime
 
+import redis
 from django.db.models import Count, Q, QuerySet
 from django.shortcuts import get_object_or_404
 from django.utils import timezone
 
 from inventory.models import Stock, Strategy
-from inventory.reservations import Failed, Pending, reservation_group
+from inventory.persist import reservations_client
+from inventory.reservations import Failed, GroupKeys, Pending, reservation_group
 from inventory.reserve import reservation_find, reservation_moment, reservations_of_user
 
 from .models import Order, Voucher
@@ -56,6 +58,25 @@ def order_get(*, user, order_id: int) -> Order:
         return get_object_or_404(order_list(user=user), reservation=order_id)
     voucher = get_object_or_404(Voucher, stock__group_id=reservation_group(order_id))
     return _order_of(found, voucher)
+
+
+def voucher_held(*, voucher: Voucher, user) -> str | None:
+    """What the user holds of the voucher, for the page's Buy button: ``"confirmed"`` (an
+    order row), ``"pending"`` (under ``redis_lua``, a reservation not written yet) or None.
+
+    Polled by every open voucher page, so it reads no stream: the user's count in the
+    state's ``takers`` hash (one HGET) counts pending takes and written ones alike, and an
+    undone reservation gives its take back. Should Redis not answer, the row decides: a
+    guess for the button, the purchase still refuses a second one."""
+    if Order.objects.filter(voucher_id=voucher.pk, user_id=user.pk).exists():
+        return Order.Status.CONFIRMED
+    if voucher.strategy != Strategy.REDIS_LUA:
+        return None
+    try:
+        takes = reservations_client().client.hget(GroupKeys.of(voucher.stock.group_id).takers, user.pk)
+    except redis.RedisError:
+        return None
+    return Order.Status.PENDING if int(takes or 0) > 0 else None
 
 
 def _order_of(found: Pending | Failed, voucher: Voucher) -> Order:

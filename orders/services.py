@@ -184,7 +184,7 @@ def _order_reserve(*, user: AbstractBaseUser, voucher: Voucher) -> Order:
         group_id=voucher.stock.group_id,
         user_id=user.pk,
         over_limit=AlreadyPurchased,
-        persist_soon=lambda: voucher_reservations_drain.delay(voucher.pk),
+        persist_soon=lambda: voucher_reservations_drain.delay(voucher.pk, voucher.stock.group_id),
         rebuild_soon=lambda: voucher_reservations_rebuild.delay(voucher.pk),
     )
     return Order(user_id=user.pk, voucher=voucher, status=Order.Status.PENDING, reservation=reserved.reservation_id)

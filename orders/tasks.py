@@ -16,10 +16,10 @@ from .selectors import vouchers_with_reservations
 
 
 @shared_task(**DRAIN_TASK_OPTIONS)
-def voucher_reservations_drain(self, voucher_id: int) -> int:
+def voucher_reservations_drain(self, voucher_id: int, group_id: int) -> int:
     """Persist the voucher's pending reservations until none is left; the records handled."""
-    voucher = Voucher.objects.select_related("stock").get(pk=voucher_id)
-    return drain_task_run(self, voucher.stock.group_id, partial(voucher_reservations_persist, voucher=voucher))
+    persist = partial(voucher_reservations_persist, voucher_id=voucher_id, group_id=group_id)
+    return drain_task_run(self, group_id, persist)
 
 
 @shared_task(**TEND_TASK_OPTIONS)
@@ -37,7 +37,7 @@ def vouchers_reservations_sweep() -> int:
     reservations = reservations_client()
     waiting = [v for v in vouchers_with_reservations() if reservations.waiting(group_id=v.stock.group_id)]
     for voucher in waiting:
-        voucher_reservations_drain.delay(voucher.pk)
+        voucher_reservations_drain.delay(voucher.pk, voucher.stock.group_id)
     return len(waiting)
 
 

@@ -12,4 +12,5 @@ urlpatterns = [
     path("vouchers/<int:voucher_id>/buy", views.voucher_buy, name="voucher_buy"),
     path("vouchers/<int:voucher_id>/strategy", views.voucher_strategy_switch, name="voucher_strategy"),
     path("orders/", views.order_list_page, name="order_list"),
+    path("orders/<int:order_id>/status", views.order_status_partial, name="order_status"),
 ]

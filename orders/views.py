@@ -1,15 +1,26 @@
 """Server-rendered pages. They parse, call the same services as the API, and render."""
 
 from django.contrib.auth.decorators import login_required
+from django.http import Http404
 from django.shortcuts import render
 from django.views.decorators.http import require_GET, require_POST
 
 from accounts.decorators import staff_required
-from core.errors import DomainError
+from core.errors import DomainError, Unavailable
 from inventory.forms import StrategyForm
 from inventory.views import strategy_switch
 
-from .selectors import order_list, voucher_audit, voucher_buy_refusal, voucher_get, voucher_list_audited
+from .models import Order
+from .selectors import (
+    order_get,
+    order_list,
+    order_list_all,
+    voucher_audit,
+    voucher_buy_refusal,
+    voucher_get,
+    voucher_held,
+    voucher_list_audited,
+)
 from .services import order_purchase, voucher_update
 
 # The event the Buy answer raises; the voucher's live part reloads on it.
@@ -18,11 +29,13 @@ BOUGHT = "bought"
 
 def _live_context(request, voucher) -> dict:
     """The stock left, the audit's marks and the Buy button's state, polled by the voucher page."""
-    bought = request.user.is_authenticated and order_list(user=request.user).filter(voucher_id=voucher.pk).exists()
+    # A reservation still being written counts as bought: a second purchase would be refused.
+    held = voucher_held(voucher=voucher, user=request.user) if request.user.is_authenticated else None
     return {
         "voucher": voucher,
+        "held": held,
         "audit": voucher_audit(voucher_id=voucher.pk),
-        "refusal": voucher_buy_refusal(voucher=voucher, bought=bought),
+        "refusal": voucher_buy_refusal(voucher=voucher, bought=held is not None),
     }
 
 
@@ -62,10 +75,39 @@ def voucher_buy(request, voucher_id: int):
     except DomainError as exc:
         context = {"outcome": exc.code, "message": exc.message, "voucher": voucher}
     else:
-        context = {"outcome": "bought", "order": order, "voucher": voucher}
+        context = _order_outcome(order, voucher)
     response = render(request, "pages/_buy_outcome.html", context)
     # Bought or refused, the stock and the button may have changed: the live part reloads.
     response["HX-Trigger"] = BOUGHT
+    return response
+
+
+def _order_outcome(order: Order, voucher) -> dict:
+    """The outcome fragment's context for an order as it stands: a pending one (``redis_lua``:
+    reserved, not written yet) polls ``order_status_partial`` until it is confirmed or failed."""
+    outcome = {Order.Status.PENDING: "pending", Order.Status.FAILED: "failed"}.get(order.status, "bought")
+    return {"outcome": outcome, "order": order, "order_id": order.public_id, "voucher": voucher}
+
+
+@require_GET
+def order_status_partial(request, order_id: int):
+    """The outcome of a purchase answered pending, by the id it was answered with: polled by
+    that outcome, which this answer replaces, until the order is confirmed or failed."""
+    if not request.user.is_authenticated:
+        return render(request, "pages/_buy_outcome.html", {"outcome": "login"})
+    try:
+        order = order_get(user=request.user, order_id=order_id)
+    except Unavailable:
+        # Redis out of reach: nothing is known yet, so keep asking.
+        return render(request, "pages/_buy_outcome.html", {"outcome": "pending", "order_id": order_id, "unread": True})
+    except Http404:
+        # Answered, not raised: a polled 404 would not be swapped in, and the poll would go on.
+        return render(request, "pages/_buy_outcome.html", {"outcome": "unknown_order", "order_id": order_id})
+    response = render(request, "pages/_buy_outcome.html", _order_outcome(order, order.voucher))
+    if order.status != Order.Status.PENDING:
+        # Settled: the stock and the button may have changed with it (a failed one gives
+        # the unit and the user's purchase back).
+        response["HX-Trigger"] = BOUGHT
     return response
 
 
@@ -85,4 +127,10 @@ def voucher_strategy_switch(request, voucher_id: int):
 @login_required
 @require_GET
 def order_list_page(request):
-    return render(request, "pages/order_list.html", {"orders": order_list(user=request.user)})
+    """The user's orders, with those still pending or failed under ``redis_lua``."""
+    try:
+        orders, unread = order_list_all(user=request.user), False
+    except Unavailable:
+        # Redis out of reach: the written orders, and a word that others may be missing.
+        orders, unread = order_list(user=request.user), True
+    return render(request, "pages/order_list.html", {"orders": orders, "unread": unread})

@@ -127,7 +127,7 @@ def test_a_worker_persists_every_reservation_of_a_voucher_once(worker, reservati
     voucher = make_voucher(stock=300)
     group = load(reservations, voucher, {voucher.stock_id: 300}, limit=1)
     reserved = [reservations[0].reserve(group_id=group, user_id=u, rand=0.5) for u in users(300)]
-    send(voucher_reservations_drain, voucher.pk)
+    send(voucher_reservations_drain, voucher.pk, voucher.stock.group_id)
     wait_for(lambda: Order.objects.filter(voucher=voucher).count() == 300)
     rows = set(Order.objects.filter(voucher=voucher).values_list("reservation", flat=True))
     assert rows == {r.reservation_id for r in reserved}
@@ -143,7 +143,7 @@ def test_a_worker_killed_mid_batch_leaves_each_reservation_persisted_once(worker
     stock = dict(Stock.objects.filter(group_id=pool.group_id).values_list("id", "quantity"))
     group = load(reservations, pool, stock, limit=1)
     reserved = [reservations[0].reserve(group_id=group, user_id=u, rand=0.5) for u in users(5000)]
-    send(pool_reservations_drain, pool.pk)
+    send(pool_reservations_drain, pool.pk, pool.group_id)
     wait_for(lambda: Draw.objects.filter(pool=pool).exists())
     worker.kill()
     written_before_restart = Draw.objects.filter(pool=pool).count()
@@ -151,7 +151,7 @@ def test_a_worker_killed_mid_batch_leaves_each_reservation_persisted_once(worker
     worker.start()
 
     def drained() -> bool:  # a drain every second, as the periodic task sends them
-        send(pool_reservations_drain, pool.pk)
+        send(pool_reservations_drain, pool.pk, pool.group_id)
         time.sleep(1)
         return reservations[0].client.xlen(GroupKeys.of(group).pending) == 0
 

@@ -46,7 +46,9 @@ def test_reservations_become_orders_once_with_the_stock(reservations, make_vouch
     group = reservations.load_from(voucher, limit=1)
     users = [make_user() for _ in range(3)]
     answers = [reservations.reserve(group_id=group, user_id=u.pk, rand=0.5) for u in users]
-    result = voucher_reservations_persist(voucher=voucher, reservations=reservations, consumer="w1")
+    result = voucher_reservations_persist(
+        voucher_id=voucher.pk, group_id=voucher.stock.group_id, reservations=reservations, consumer="w1"
+    )
     assert (result.written, result.repeated, result.failed) == (3, 0, 0)
     orders = Order.objects.filter(voucher=voucher)
     assert sorted(orders.values_list("reservation", flat=True)) == sorted(a.reservation_id for a in answers)
@@ -54,7 +56,12 @@ def test_reservations_become_orders_once_with_the_stock(reservations, make_vouch
     assert set(orders.values_list("buyer_guard", flat=True)) == {u.pk for u in users}
     voucher.stock.refresh_from_db()
     assert voucher.stock.quantity == 2 == reservations.stock(group_id=group)[voucher.stock_id]
-    assert voucher_reservations_persist(voucher=voucher, reservations=reservations, consumer="w1").handled == 0
+    assert (
+        voucher_reservations_persist(
+            voucher_id=voucher.pk, group_id=voucher.stock.group_id, reservations=reservations, consumer="w1"
+        ).handled
+        == 0
+    )
 
 
 def test_a_consumer_that_died_after_its_commit_leaves_no_second_order(reservations, make_voucher, make_user):
@@ -74,9 +81,17 @@ def test_a_consumer_that_died_after_its_commit_leaves_no_second_order(reservatio
     dying = Reservations(reservations.client)
     dying.done = die_before_ack
     with pytest.raises(Died):
-        voucher_reservations_persist(voucher=voucher, reservations=dying, consumer="dead")
+        voucher_reservations_persist(
+            voucher_id=voucher.pk, group_id=voucher.stock.group_id, reservations=dying, consumer="dead"
+        )
     assert Order.objects.filter(voucher=voucher).count() == 2
-    result = voucher_reservations_persist(voucher=voucher, reservations=reservations, consumer="next", claim_idle_ms=0)
+    result = voucher_reservations_persist(
+        voucher_id=voucher.pk,
+        group_id=voucher.stock.group_id,
+        reservations=reservations,
+        consumer="next",
+        claim_idle_ms=0,
+    )
     assert (result.written, result.repeated) == (0, 2)
     assert Order.objects.filter(voucher=voucher).count() == 2
     voucher.stock.refresh_from_db()
@@ -98,7 +113,9 @@ def test_a_reservation_the_database_refuses_is_undone_and_the_rest_of_its_batch_
     refused = reservations.reserve(group_id=group, user_id=early.pk, rand=0.5)
     for user in others:
         reservations.reserve(group_id=group, user_id=user.pk, rand=0.5)
-    result = voucher_reservations_persist(voucher=voucher, reservations=reservations, consumer="w1")
+    result = voucher_reservations_persist(
+        voucher_id=voucher.pk, group_id=voucher.stock.group_id, reservations=reservations, consumer="w1"
+    )
     assert (result.written, result.failed) == (2, 1)
     assert Order.objects.filter(voucher=voucher).count() == 3
     assert "refused" in reservations.failed(reservation=refused.reservation_id).why
@@ -118,7 +135,9 @@ def test_draws_are_written_with_their_prize_and_the_users_count(reservations, ma
         reservations.reserve(group_id=group, user_id=bob.pk, rand=0.99),
     ]
     assert [a.stock_id for a in answers] == [gold.stock_id, silver.stock_id, silver.stock_id]
-    result = pool_reservations_persist(pool=pool, reservations=reservations, consumer="w1")
+    result = pool_reservations_persist(
+        pool_id=pool.pk, group_id=pool.group_id, reservations=reservations, consumer="w1"
+    )
     assert result.written == 3
     rows = list(Draw.objects.filter(pool=pool).order_by("reservation").values_list("user_id", "prize_id", "seq"))
     assert rows == [(alice.pk, gold.pk, 1), (alice.pk, silver.pk, 2), (bob.pk, silver.pk, 1)]
@@ -247,7 +266,9 @@ def test_reconcile_counts_waiting_reservations_and_reports_drift(reservations, m
     reservations.reserve(group_id=group, user_id=buyer.pk, rand=0.5)
     check = voucher_reservations_check(voucher=voucher, reservations=reservations)
     assert (check.state, check.drifted, check.pending) == (True, False, 1)
-    voucher_reservations_persist(voucher=voucher, reservations=reservations, consumer="w1")
+    voucher_reservations_persist(
+        voucher_id=voucher.pk, group_id=voucher.stock.group_id, reservations=reservations, consumer="w1"
+    )
     assert not voucher_reservations_check(voucher=voucher, reservations=reservations).drifted
 
     reservations.client.hincrby(GroupKeys.of(group).state, f"stock:{voucher.stock_id}", -1)  # a unit lost in Redis
