@@ -102,6 +102,27 @@ def test_compose_runs_the_race_labs_celery_worker_beside_the_web_and_shares_its_
     assert worker["depends_on"]["migrate"]["condition"] == "service_completed_successfully"
 
 
+def test_compose_runs_celery_beat_and_a_worker_that_takes_the_lab_and_the_drains(compose):
+    """A lab run holds a worker process for minutes: the worker takes both queues with a
+    process to spare for redis_lua's drains, and one beat sends the sweeps."""
+    services = compose["services"]
+    worker, beat = services["worker"]["command"], services["beat"]["command"]
+    assert worker[worker.index("-Q") + 1] == "celery,lab"
+    assert int(worker[worker.index("--concurrency") + 1]) >= 2
+    assert beat[:4] == ["celery", "-A", "config", "beat"]
+    assert "replicas" not in services["beat"].get("deploy", {})
+    assert services["beat"]["environment"]["REDIS_URL"] == services["web"]["environment"]["REDIS_URL"]
+
+
+def test_compose_redis_keeps_reservations_it_has_not_persisted(compose):
+    """redis_lua's stock and waiting reservations live in Redis: never evicted, and written
+    to the append-only file so that a restart keeps them."""
+    command = compose["services"]["redis"]["command"]
+    assert command[command.index("--maxmemory-policy") + 1] == "noeviction"
+    assert command[command.index("--appendonly") + 1] == "yes"
+    assert any(target == "/data" for _, target in mounts(compose["services"]["redis"]))
+
+
 def test_compose_runs_locust_master_and_workers_on_the_repository_locustfiles(compose):
     services = compose["services"]
     assert "--master" in services["locust-master"]["command"]

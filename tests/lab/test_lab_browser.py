@@ -46,9 +46,10 @@ def stack(tmp_path, monkeypatch):
     monkeypatch.setenv("VAR_DIR", str(tmp_path))
     redis.Redis.from_url(BROKER).flushdb()
     with running_server(database_url=database_url(), redis_url=BROKER, processes=2, race_window_ms=20) as server:
+        # As make run starts it: the lab's queue and the default one (redis_lua's drains).
         worker = subprocess.Popen(
-            [sys.executable, "-m", "celery", "-A", "config", "worker", "--concurrency", "1", "--loglevel", "WARNING",
-             "--without-gossip", "--without-mingle", "--without-heartbeat"],
+            [sys.executable, "-m", "celery", "-A", "config", "worker", "-Q", "celery,lab", "--concurrency", "2",
+             "--loglevel", "WARNING", "--without-gossip", "--without-mingle", "--without-heartbeat"],
             cwd=ROOT, env=server.env,
         )  # fmt: skip
         try:
