@@ -133,3 +133,18 @@ def make_pool():
         return pool_get(pool_id=pool.pk)
 
     return make
+
+
+@pytest.fixture
+def reservations_redis():
+    """The redis_lua state's Redis, with no stock group's keys: the test database hands out
+    the same group ids again, and a state left by an earlier test must not be taken for its
+    own."""
+    import redis
+    from django.conf import settings
+
+    client = redis.Redis.from_url(settings.RESERVATIONS_REDIS_URL)
+    for key in client.scan_iter(match="res:{group:*", count=1000):
+        client.delete(key)
+    yield client
+    client.close()

@@ -1,0 +1,216 @@
+"""redis_lua through the services and the HTTP API: 202 and the reservation's id, the order
+or draw pending then confirmed or failed, 503 while the state is missing, and the state
+kept in step with the switch of strategy, the window, the rules and every restock.
+
+Persisting runs here in the test's process (``inventory.persist``); the worker process is
+tested in ``tests/test_reservations_worker.py``.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from django.test import Client
+from django.utils import timezone
+
+from core.window import NotStarted
+from inventory.models import Stock
+from inventory.persist import persist_all, reservations_client
+from inventory.reservations import GroupKeys, reservation_group
+from inventory.reserve import stock_reserve
+from lottery.models import Draw
+from lottery.reservations import pool_reservations_check, pool_reservations_persist, pool_reservations_reconcile
+from lottery.services import pool_update, prize_create, prize_update
+from orders.models import Order
+from orders.reservations import voucher_reservations_check, voucher_reservations_persist, voucher_reservations_reconcile
+from orders.services import voucher_update
+
+from .http import assert_error
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("reservations_redis")]
+
+
+def persist_voucher(voucher) -> int:
+    """Persist what waits, as the drain task does."""
+    reservations = reservations_client()
+    return persist_all(
+        lambda batch: voucher_reservations_persist(
+            voucher_id=voucher.pk,
+            group_id=voucher.stock.group_id,
+            reservations=reservations,
+            consumer="test",
+            batch=batch,
+        )
+    )
+
+
+def persist_pool(pool) -> int:
+    reservations = reservations_client()
+    return persist_all(
+        lambda batch: pool_reservations_persist(
+            pool_id=pool.pk, group_id=pool.group_id, reservations=reservations, consumer="test", batch=batch
+        )
+    )
+
+
+def purchase(client: Client, voucher):
+    return client.post(f"/api/vouchers/{voucher.pk}/purchase")
+
+
+def redis_stock(group_id: int) -> dict[int, int] | None:
+    return reservations_client().stock(group_id=group_id)
+
+
+def test_a_purchase_answers_202_and_the_order_is_pending_then_confirmed_under_the_same_id(api_client, make_voucher):
+    voucher = make_voucher(stock=2, strategy="redis_lua")
+    buyer, other = api_client(), api_client()
+    answer = purchase(buyer, voucher)
+    assert answer.status_code == 202
+    order_id = answer.json()["order_id"]
+    assert answer.json()["status"] == "pending"
+    assert reservation_group(order_id) == voucher.stock.group_id
+    assert not Order.objects.exists()  # nothing written in the request
+    pending = buyer.get(f"/api/orders/{order_id}").json()
+    assert (pending["id"], pending["status"], pending["voucher_id"]) == (order_id, "pending", voucher.pk)
+    assert [one["status"] for one in buyer.get("/api/orders").json()] == ["pending"]
+    assert_error(other.get(f"/api/orders/{order_id}"), 404, "not_found")  # another user's
+    assert_error(purchase(buyer, voucher), 409, "already_purchased")
+    assert persist_voucher(voucher) == 1
+    confirmed = buyer.get(f"/api/orders/{order_id}").json()
+    assert (confirmed["id"], confirmed["status"]) == (order_id, "confirmed")
+    assert [one["id"] for one in buyer.get("/api/orders").json()] == [order_id]
+    assert_error(other.get(f"/api/orders/{order_id}"), 404, "not_found")
+    assert Stock.objects.get(pk=voucher.stock_id).quantity == 1 == redis_stock(voucher.stock.group_id)[voucher.stock_id]
+
+
+def test_an_order_the_database_refuses_is_failed_with_its_reason_and_the_unit_is_back(
+    api_client, make_voucher, make_user
+):
+    voucher = make_voucher(stock=1, strategy="redis_lua")
+    buyer = api_client()
+    order_id = purchase(buyer, voucher).json()["order_id"]
+    # The buyer got an order some other way meanwhile: the database's one-per-user key refuses.
+    Order.objects.create(user=buyer.user, voucher=voucher, buyer_guard=buyer.user.pk)
+    persist_voucher(voucher)
+    failed = buyer.get(f"/api/orders/{order_id}").json()
+    assert failed["status"] == "failed"
+    assert "refused" in failed["reason"]
+    assert redis_stock(voucher.stock.group_id) == {voucher.stock_id: 1}
+    assert purchase(api_client(), voucher).status_code == 202  # the unit sells again
+
+
+def test_a_missing_state_answers_503_and_reconciliation_rebuilds_it(api_client, make_voucher, reservations_redis):
+    voucher = make_voucher(stock=3, strategy="redis_lua")
+    first = api_client()
+    assert purchase(first, voucher).status_code == 202
+    persist_voucher(voucher)
+    reservations_redis.delete(*GroupKeys.of(voucher.stock.group_id).all())  # Redis lost the keys
+    refused = purchase(api_client(), voucher)
+    assert_error(refused, 503, "unavailable")
+    assert refused["Retry-After"]
+    assert voucher_reservations_check(voucher=voucher, reservations=reservations_client()).state is False
+    check = voucher_reservations_reconcile(voucher=voucher, reservations=reservations_client())
+    assert check.rebuilt
+    assert redis_stock(voucher.stock.group_id) == {voucher.stock_id: 2}
+    assert_error(purchase(first, voucher), 409, "already_purchased")  # the buyers came back too
+    assert purchase(api_client(), voucher).status_code == 202
+
+
+def test_switching_to_redis_lua_and_back_keeps_every_unit_and_buyer(api_client, make_voucher):
+    voucher = make_voucher(stock=5, strategy="db_atomic")
+    early = api_client()
+    assert purchase(early, voucher).status_code == 201
+    voucher_update(voucher=voucher, strategy="redis_lua")
+    group = voucher.stock.group_id
+    assert redis_stock(group) == {voucher.stock_id: 4}
+    assert_error(purchase(early, voucher), 409, "already_purchased")
+    late = api_client()
+    assert purchase(late, voucher).status_code == 202
+    voucher_update(voucher=voucher, strategy="db_pessimistic")  # what waited is written, the state dropped
+    assert redis_stock(group) is None
+    assert Order.objects.filter(voucher=voucher).count() == 2
+    assert Stock.objects.get(pk=voucher.stock_id).quantity == 3
+    assert_error(purchase(late, voucher), 409, "already_purchased")
+    assert purchase(api_client(), voucher).status_code == 201
+    voucher_update(voucher=voucher, strategy="redis_lua")  # built afresh from the database
+    assert redis_stock(group) == {voucher.stock_id: 2}
+    assert not voucher_reservations_check(voucher=voucher, reservations=reservations_client()).drifted
+
+
+def test_restock_and_a_new_window_reach_the_state_in_redis(api_client, make_voucher):
+    voucher = make_voucher(stock=1, strategy="redis_lua")
+    assert purchase(api_client(), voucher).status_code == 202
+    assert_error(purchase(api_client(), voucher), 409, "sold_out")
+    voucher_update(voucher=voucher, restock=2)
+    assert redis_stock(voucher.stock.group_id) == {voucher.stock_id: 2}
+    assert purchase(api_client(), voucher).status_code == 202
+    later = timezone.now() + timedelta(hours=1)
+    voucher_update(voucher=voucher, begin_at=later, end_at=later + timedelta(hours=1))
+    # The database's window refuses first; Redis' own refuses a caller who skipped it.
+    with pytest.raises(NotStarted):
+        stock_reserve(
+            group_id=voucher.stock.group_id,
+            user_id=api_client().user.pk,
+            over_limit=AssertionError,
+            persist_soon=lambda: None,
+            rebuild_soon=lambda: None,
+        )
+    persist_voucher(voucher)
+    assert not voucher_reservations_check(voucher=voucher, reservations=reservations_client()).drifted
+
+
+def test_reconciliation_repairs_drift_while_reservations_wait(api_client, make_voucher, reservations_redis):
+    voucher = make_voucher(stock=10, strategy="redis_lua")
+    buyers = [api_client() for _ in range(3)]
+    for buyer in buyers:
+        assert purchase(buyer, voucher).status_code == 202
+    keys = GroupKeys.of(voucher.stock.group_id)
+    reservations_redis.hincrby(keys.state, f"stock:{voucher.stock_id}", 4)  # drifted: 4 units too many
+    reservations_redis.hdel(keys.takers, buyers[0].user.pk)  # and a buyer forgotten
+    drift = voucher_reservations_check(voucher=voucher, reservations=reservations_client())
+    assert drift.stock == {voucher.stock_id: (11, 7)}
+    assert drift.takers == {buyers[0].user.pk: (0, 1)}
+    assert drift.pending == 3
+    assert voucher_reservations_reconcile(voucher=voucher, reservations=reservations_client()).repaired
+    assert not voucher_reservations_check(voucher=voucher, reservations=reservations_client()).drifted
+    assert_error(purchase(buyers[0], voucher), 409, "already_purchased")
+    persist_voucher(voucher)
+    assert Stock.objects.get(pk=voucher.stock_id).quantity == 7 == redis_stock(voucher.stock.group_id)[voucher.stock_id]
+
+
+def test_a_draw_answers_202_with_its_prize_and_is_listed_pending_then_confirmed(api_client, make_pool):
+    pool = make_pool(prizes=(("Gold", 1),), no_prize_weight=0, draws_per_user=2, strategy="redis_lua")
+    player = api_client()
+    answer = player.post(f"/api/pools/{pool.pk}/draw")
+    assert answer.status_code == 202
+    body = answer.json()
+    gold = pool.prizes.get()
+    assert (body["status"], body["prize"], body["draws_left"]) == ("pending", {"id": gold.pk, "name": "Gold"}, 1)
+    assert_error(player.post(f"/api/pools/{pool.pk}/draw"), 409, "pool_empty")
+    listed = player.get("/api/draws").json()
+    assert [(one["draw_id"], one["status"]) for one in listed] == [(body["draw_id"], "pending")]
+    assert player.get(f"/api/pools/{pool.pk}").json()["draws_left"] == 1  # the pending draw counts
+    persist_pool(pool)
+    one = player.get(f"/api/draws/{body['draw_id']}").json()
+    assert (one["status"], one["prize"]["id"]) == ("confirmed", gold.pk)
+    assert Draw.objects.get().reservation == body["draw_id"]
+
+
+def test_a_pools_rules_prizes_and_restocks_follow_in_redis(api_client, make_pool):
+    pool = make_pool(prizes=(("Gold", 1),), no_prize_weight=0, draws_per_user=1, strategy="redis_lua")
+    player = api_client()
+    assert player.post(f"/api/pools/{pool.pk}/draw").status_code == 202
+    assert_error(player.post(f"/api/pools/{pool.pk}/draw"), 409, "draw_limit")
+    pool_update(pool=pool, draws_per_user=2)
+    silver = prize_create(pool=pool, name="Silver", stock=2)
+    prize_update(prize=pool.prizes.get(name="Gold"), restock=1)
+    gold = pool.prizes.get(name="Gold")
+    assert redis_stock(pool.group_id) == {gold.stock_id: 1, silver.stock_id: 2}
+    assert player.post(f"/api/pools/{pool.pk}/draw").status_code == 202
+    assert_error(player.post(f"/api/pools/{pool.pk}/draw"), 409, "draw_limit")
+    persist_pool(pool)
+    assert not pool_reservations_check(pool=pool, reservations=reservations_client()).drifted
+    pool_update(pool=pool, strategy="db_atomic")
+    assert redis_stock(pool.group_id) is None
+    assert not pool_reservations_reconcile(pool=pool, reservations=reservations_client()).rebuilt
