@@ -93,24 +93,25 @@ def act_concurrently(*, act: Callable, plan: list[list], race_ms: int, timeout: 
 
 
 def buy_concurrently(*, voucher_id: int, plan: list[list[int]], race_ms: int, timeout: float = 120) -> Outcome:
-    """Each slot is a user id buying ``voucher_id`` once; ``confirmed`` holds the order ids."""
+    """Each slot is a user id buying ``voucher_id`` once; ``confirmed`` holds the order ids
+    (``Order.public_id``: a ``redis_lua`` order's is its reservation's)."""
     from orders.selectors import voucher_get
     from orders.services import order_purchase
 
     def buy(user_id: int) -> int:
-        return order_purchase(user=get_user_model()(pk=user_id), voucher=voucher_get(voucher_id=voucher_id)).pk
+        return order_purchase(user=get_user_model()(pk=user_id), voucher=voucher_get(voucher_id=voucher_id)).public_id
 
     return act_concurrently(act=buy, plan=plan, race_ms=race_ms, timeout=timeout)
 
 
 def draw_concurrently(*, pool_id: int, plan: list[list[int]], race_ms: int, timeout: float = 120) -> Outcome:
     """Each slot is a user id drawing once in ``pool_id``; ``confirmed`` holds
-    ``(draw_id, prize_id or None)``."""
+    ``(draw_id, prize_id or None)`` (``Draw.public_id``)."""
     from lottery.selectors import pool_get
     from lottery.services import pool_draw
 
     def draw(user_id: int) -> tuple[int, int | None]:
         result = pool_draw(user=get_user_model()(pk=user_id), pool=pool_get(pool_id=pool_id))
-        return result.pk, result.prize_id
+        return result.public_id, result.prize_id
 
     return act_concurrently(act=draw, plan=plan, race_ms=race_ms, timeout=timeout)

@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -40,10 +41,14 @@ def database_url() -> str:
 
 
 class Worker:
-    """A Celery worker process on the test database, started and killed at will."""
+    """A Celery worker process (or, with ``beat``, the beat) on the test database, started
+    and killed at will. ``env`` overrides its environment."""
 
-    def __init__(self) -> None:
+    def __init__(self, broker: str = BROKER, *, beat: bool = False, **env: str) -> None:
         self.process: subprocess.Popen | None = None
+        self.broker = broker
+        self.beat = beat
+        self.env = env
 
     def start(self) -> None:
         env = {
@@ -52,14 +57,20 @@ class Worker:
             "DATABASE_URL": database_url(),
             "REDIS_URL": settings.REDIS_URL,
             "RESERVATIONS_REDIS_URL": settings.RESERVATIONS_REDIS_URL,
-            "CELERY_BROKER_URL": BROKER,
+            "CELERY_BROKER_URL": self.broker,
             # Take a dead worker's reservations over after 2 s rather than 30.
             "RESERVATIONS_CLAIM_IDLE_MS": "2000",
             "PYTHONPATH": str(ROOT),
+            **self.env,
         }
+        if self.beat:
+            schedule = Path(tempfile.mkdtemp()) / "beat-schedule"
+            command = ["beat", "--loglevel", "WARNING", "--schedule", str(schedule)]
+        else:
+            command = ["worker", "--concurrency", "1", "--loglevel", "WARNING",
+                       "--without-gossip", "--without-mingle", "--without-heartbeat"]  # fmt: skip
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "celery", "-A", "config", "--quiet", "worker", "--concurrency", "1",
-             "--loglevel", "WARNING", "--without-gossip", "--without-mingle", "--without-heartbeat"],
+            [sys.executable, "-m", "celery", "-A", "config", "--quiet", *command],
             cwd=ROOT, env=env, start_new_session=True,
         )  # fmt: skip
 
@@ -87,7 +98,8 @@ def worker():
 
 def send(task, *args) -> None:
     """Send ``task`` to the test's own broker, as the web process would to its own."""
-    with Celery(broker=BROKER) as sender:
+    # Not the current app: the services' tasks must keep sending to their own broker.
+    with Celery(broker=BROKER, set_as_current=False) as sender:
         sender.send_task(task.name, args=args)
 
 
@@ -161,3 +173,160 @@ def test_a_worker_killed_mid_batch_leaves_each_reservation_persisted_once(worker
     assert set(draws.values_list("reservation", flat=True)) == {r.reservation_id for r in reserved}
     assert sum(Stock.objects.filter(group_id=group).values_list("quantity", flat=True)) == 0
     print(f"\nkilled after {written_before_restart} of 5000 draws; after the restart: 5000 draws, each once")
+
+
+# --- the whole path: the services, the tasks they send, a real worker and beat ----------------------
+
+
+@pytest.fixture
+def app_worker(reservations_redis):
+    """A worker on the broker the services send to (the test settings' own), which starts
+    empty: stale messages of earlier tests would only find nothing to do, but cost time."""
+    broker = redis.Redis.from_url(settings.CELERY_BROKER_URL)
+    broker.delete("celery")
+    started: list[Worker] = []
+
+    def start(*, beat: bool = False, **env: str) -> Worker:
+        worker = Worker(settings.CELERY_BROKER_URL, beat=beat, **env)
+        worker.start()
+        started.append(worker)
+        return worker
+
+    yield start
+    for worker in started:
+        worker.stop()
+
+
+def drained(group_id: int) -> bool:
+    return reservations_client().waiting(group_id=group_id) == 0
+
+
+@pytest.mark.race
+def test_many_processes_buying_and_drawing_then_every_invariant_holds(app_worker, make_voucher, make_pool):
+    """8 processes x 8 threads buy a voucher of 20 and draw in a pool of 2 + 10 (limit 2)
+    through the services, which send their drain tasks to a real worker. Once drained: the
+    stock sold once, one order per buyer, every 202 one row, Redis and the database agree."""
+    from lottery.reservations import pool_reservations_check
+    from lottery.selectors import pool_audit
+    from orders.reservations import voucher_reservations_check
+    from orders.selectors import voucher_audit
+
+    from .buyers import buy_concurrently, draw_concurrently
+
+    app_worker()
+    voucher = make_voucher(stock=20, strategy="redis_lua")
+    pool = make_pool(prizes=(("Gold", 2), ("Silver", 10)), no_prize_weight=4, draws_per_user=2, strategy="redis_lua")
+    people = users(64)
+    plan = [people[i::8] for i in range(8)]
+    bought = buy_concurrently(voucher_id=voucher.pk, plan=plan, race_ms=0)
+    drew = draw_concurrently(pool_id=pool.pk, plan=[slots * 2 for slots in plan], race_ms=0)
+    assert not bought.unexpected and not drew.unexpected
+    assert len(bought.confirmed) == 20 and bought.refusals == {"sold_out": 44}
+    wait_for(lambda: drained(voucher.stock.group_id) and drained(pool.group_id), timeout=60)
+    orders = Order.objects.filter(voucher=voucher)
+    assert sorted(orders.values_list("reservation", flat=True)) == sorted(bought.confirmed)
+    audit = voucher_audit(voucher_id=voucher.pk)
+    assert audit.ok and (audit.orders, audit.stock) == (20, 0)
+    check = voucher_reservations_check(voucher=voucher, reservations=reservations_client())
+    assert check.state and not check.drifted  # invariant 5: Redis stock and buyers agree
+    draws = Draw.objects.filter(pool=pool)
+    assert sorted(draws.values_list("reservation", "prize_id")) == sorted(drew.confirmed)
+    assert pool_audit(pool_id=pool.pk).ok
+    assert draws.exclude(prize=None).count() == 12  # every prize awarded once, none twice
+    assert not pool_reservations_check(pool=pool, reservations=reservations_client()).drifted
+
+
+def test_the_same_reservation_delivered_twice_makes_one_row(app_worker, api_client, make_voucher):
+    """A consumer that committed and died before acknowledging leaves its reservations to
+    be handed out again; and drains are sent more than once. One row each, whatever."""
+    voucher = make_voucher(stock=10, strategy="redis_lua")
+    answers = [api_client().post(f"/api/vouchers/{voucher.pk}/purchase").json() for _ in range(5)]
+    first = reservations_client().pending(group_id=voucher.stock.group_id, consumer="dead", count=2)
+    for one in first:  # the dead consumer's commit, without its acknowledgement
+        Order.objects.create(
+            user_id=one.user_id, voucher=voucher, buyer_guard=one.user_id, reservation=one.reservation_id
+        )
+    Stock.objects.filter(pk=voucher.stock_id).update(quantity=8)
+    app_worker(RESERVATIONS_CLAIM_IDLE_MS="0")
+    for _ in range(3):
+        voucher_reservations_drain.delay(voucher.pk, voucher.stock.group_id)
+    wait_for(lambda: drained(voucher.stock.group_id) and Order.objects.filter(voucher=voucher).count() >= 5)
+    time.sleep(1)  # the other drains ran too
+    rows = list(Order.objects.filter(voucher=voucher).values_list("reservation", flat=True))
+    assert sorted(rows) == sorted(answer["order_id"] for answer in answers)
+    assert Stock.objects.get(pk=voucher.stock_id).quantity == 5
+
+
+def test_a_reservation_whose_web_process_died_before_sending_its_task_still_becomes_an_order(
+    app_worker, make_voucher, make_user
+):
+    """The script ran and its process died: no drain task was ever sent. The beat's sweep
+    finds the waiting reservation and has it written."""
+    voucher = make_voucher(stock=3, strategy="redis_lua")
+    buyer = make_user()
+    reserved = reservations_client().reserve(group_id=voucher.stock.group_id, user_id=buyer.pk, rand=0.5)
+    assert reserved.kick  # the process was asked to send the task; it died instead
+    app_worker()
+    app_worker(beat=True, RESERVATIONS_SWEEP_SECONDS="1")
+    wait_for(lambda: Order.objects.filter(reservation=reserved.reservation_id).exists(), timeout=30)
+    assert Order.objects.get(reservation=reserved.reservation_id).user_id == buyer.pk
+    assert Stock.objects.get(pk=voucher.stock_id).quantity == 2
+
+
+def test_redis_flushed_mid_sale_answers_503_until_rebuilt_and_sells_no_unit_twice(
+    app_worker, api_client, make_voucher, reservations_redis
+):
+    voucher = make_voucher(stock=6, strategy="redis_lua")
+    app_worker()
+    early = [api_client() for _ in range(2)]
+    for buyer in early:
+        assert buyer.post(f"/api/vouchers/{voucher.pk}/purchase").status_code == 202
+    wait_for(lambda: Order.objects.filter(voucher=voucher).count() == 2)
+    lost = api_client()
+    lost_id = lost.post(f"/api/vouchers/{voucher.pk}/purchase").json()["order_id"]
+    # Redis restarts empty before the last reservation was written (the broker lives elsewhere).
+    reservations_redis.flushdb()
+    refused = api_client().post(f"/api/vouchers/{voucher.pk}/purchase")
+    assert refused.status_code == 503 and refused.json()["code"] == "unavailable"
+    # The refusal asked for a rebuild; the worker rebuilds from the database.
+    late = [api_client() for _ in range(6)]
+
+    def sells_again() -> bool:
+        return late[0].post(f"/api/vouchers/{voucher.pk}/purchase").status_code == 202
+
+    wait_for(sells_again, timeout=30)
+    for buyer in late[1:]:
+        buyer.post(f"/api/vouchers/{voucher.pk}/purchase")
+    for buyer in early:  # the buyers came back with the state
+        assert buyer.post(f"/api/vouchers/{voucher.pk}/purchase").json()["code"] == "already_purchased"
+    wait_for(lambda: drained(voucher.stock.group_id))
+    wait_for(lambda: Order.objects.filter(voucher=voucher).count() == 6)
+    stock = Stock.objects.get(pk=voucher.stock_id)
+    assert (stock.quantity, stock.initial_quantity) == (0, 6)  # the lost reservation's unit sold again, once
+    assert not Order.objects.filter(reservation=lost_id, user=lost.user).exists()
+    assert lost.get(f"/api/orders/{lost_id}").status_code == 404
+
+
+def test_a_database_out_of_reach_for_too_long_undoes_the_reservation_and_tells_the_user(
+    app_worker, api_client, make_voucher
+):
+    voucher = make_voucher(stock=1, strategy="redis_lua")
+    buyer = api_client()
+    order_id = buyer.post(f"/api/vouchers/{voucher.pk}/purchase").json()["order_id"]
+    group = voucher.stock.group_id
+    assert reservations_client().stock(group_id=group) == {voucher.stock_id: 0}
+    # A worker whose database does not answer (nothing listens on port 9), giving up after 1 s.
+    app_worker(DATABASE_URL="mysql://root:@127.0.0.1:9/test", RESERVATIONS_GIVE_UP_SECONDS="1")
+    time.sleep(1.5)
+
+    def undone() -> bool:
+        voucher_reservations_drain.delay(voucher.pk, group)  # as the sweep sends it
+        time.sleep(0.5)
+        return buyer.get(f"/api/orders/{order_id}").json()["status"] == "failed"
+
+    wait_for(undone, timeout=60)
+    assert "unreachable" in buyer.get(f"/api/orders/{order_id}").json()["reason"]
+    assert reservations_client().stock(group_id=group) == {voucher.stock_id: 1}  # stock back
+    assert reservations_client().takers(group_id=group) == {}  # buyer removed
+    assert not Order.objects.filter(voucher=voucher).exists()
+    assert buyer.post(f"/api/vouchers/{voucher.pk}/purchase").status_code == 202  # and may buy again
