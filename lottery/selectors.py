@@ -119,8 +119,15 @@ def draw_list_all(*, user, pool: Pool | None = None) -> list[Draw]:
         pools = pools.filter(pk=pool.pk)
     by_group = {one.group_id: one for one in pools}
     found = reservations_of_user(group_ids=list(by_group), user_id=user.pk)
-    unsaved = [_draw_of(one, by_group[reservation_group(one.reservation_id)]) for one in found]
-    return sorted([*unsaved, *draw_list(user=user, pool=pool)], key=lambda draw: draw.created_at, reverse=True)
+    rows = list(draw_list(user=user, pool=pool))
+    # Read after Redis: one persisted in between is in both, and the row tells the truth.
+    written = {draw.reservation for draw in rows}
+    unsaved = [
+        _draw_of(one, by_group[reservation_group(one.reservation_id)])
+        for one in found
+        if one.reservation_id not in written
+    ]
+    return sorted([*unsaved, *rows], key=lambda draw: draw.created_at, reverse=True)
 
 
 def draw_get(*, user, draw_id: int) -> Draw:

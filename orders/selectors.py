@@ -43,8 +43,15 @@ def order_list_all(*, user) -> list[Order]:
     pending or failed, read from Redis (unsaved orders with their reservation's id)."""
     vouchers = {voucher.stock.group_id: voucher for voucher in vouchers_with_reservations()}
     found = reservations_of_user(group_ids=list(vouchers), user_id=user.pk)
-    unsaved = [_order_of(one, vouchers[reservation_group(one.reservation_id)]) for one in found]
-    return sorted([*unsaved, *order_list(user=user)], key=lambda order: order.created_at, reverse=True)
+    rows = list(order_list(user=user))
+    # Read after Redis: one persisted in between is in both, and the row tells the truth.
+    written = {order.reservation for order in rows}
+    unsaved = [
+        _order_of(one, vouchers[reservation_group(one.reservation_id)])
+        for one in found
+        if one.reservation_id not in written
+    ]
+    return sorted([*unsaved, *rows], key=lambda order: order.created_at, reverse=True)
 
 
 def order_get(*, user, order_id: int) -> Order:

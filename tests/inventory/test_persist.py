@@ -282,3 +282,24 @@ def test_reconcile_counts_waiting_reservations_and_reports_drift(reservations, m
     document = json.loads(capsys.readouterr().out)
     (item,) = [item for item in document["items"] if item["kind"] == "voucher" and item["id"] == voucher.pk]
     assert item["drifted"] and not document["ok"]
+    # --repair sets it right (and exits 0), and rebuilds a redis_lua item's missing state.
+    call_command("reconcile", "--repair")
+    assert "REPAIRED" in capsys.readouterr().out
+    assert not voucher_reservations_check(voucher=voucher, reservations=reservations).drifted
+    assert reservations.takers(group_id=group) == {buyer.pk: 1}
+
+
+def test_reconcile_repair_rebuilds_a_missing_state_of_a_redis_lua_voucher(reservations, make_voucher, capsys):
+    from django.core.management import call_command
+
+    voucher = make_voucher(stock=4, strategy="redis_lua")
+    group = voucher.stock.group_id
+    reservations.client.delete(*GroupKeys.of(group).all())
+    with pytest.raises(SystemExit) as exit_:
+        call_command("reconcile")
+    assert exit_.value.code == 1
+    assert "answering 503 until rebuilt" in capsys.readouterr().out
+    call_command("reconcile", "--repair")
+    assert "rebuilt from the database" in capsys.readouterr().out
+    assert reservations.stock(group_id=group) == {voucher.stock_id: 4}
+    reservations.client.delete(*GroupKeys.of(group).all())
