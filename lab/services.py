@@ -53,6 +53,10 @@ LIVE_EVERY_SECONDS = 1.0
 # Past this, a queued or running run is taken for abandoned (its worker died): each lane
 # gets its duration plus this much for fresh data, the wait until quiet and the audit.
 LANE_OVERHEAD_SECONDS = 60
+# How long a redis_lua lane waits, once its crowd stopped, for the worker's other process to
+# persist every reservation (within the lane's overhead above); what still waits then
+# breaks the lane.
+DRAIN_TIMEOUT_SECONDS = 30
 # The longest run: every strategy a registry may hold (room for ten) at the longest duration.
 LONGEST_RUN_SECONDS = 10 * (BOUNDS["duration"][1] + LANE_OVERHEAD_SECONDS)
 
@@ -234,6 +238,7 @@ def _run_lanes_with(run: LabRun, scenario, out: Path, tokens: Path, staff_token:
         hammer_buyers=3,
         race_window_ms=run.race_window_ms,
         server_processes=run.server_processes,
+        drain_timeout=DRAIN_TIMEOUT_SECONDS,
     )
     server = Server(host=run.target_url)
     results = []

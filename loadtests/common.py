@@ -9,7 +9,8 @@ under the runner, in Locust's web UI and in distributed mode:
 - ``LOADTEST_POOL``: the pool id to draw from
 - ``LOADTEST_OUTCOMES``: a folder where each Locust process appends every answer's
   outcome, for the audit (optional): ``confirmed <order id>``, ``won <draw id> <prize
-  id>``, ``no_prize <draw id>``, the refusal code, or ``error``
+  id>``, ``no_prize <draw id>``, the refusal code, or ``error``; a 202 (``redis_lua``:
+  accepted, written later) adds ``pending`` to its line, its id being the reservation's
 - ``LOADTEST_STAFF_TOKEN``: a staff token (the restock scenario)
 - ``LOADTEST_WORKERS``: how many Locust processes share the tokens (default 1)
 """
@@ -22,14 +23,26 @@ import threading
 from pathlib import Path
 
 # Every refusal a purchase or a draw may give, from docs/design.md ("HTTP API"). Anything else is a failure.
+# Also 503 `unavailable`, documented for redis_lua when the item's Redis state is missing: a run
+# loads that state before its crowd arrives, so under load a 503 means the state went missing,
+# and it fails the run.
 PURCHASE_REFUSALS = {409: {"sold_out", "already_purchased", "busy"}, 403: {"not_started", "ended"}}
 DRAW_REFUSALS = {409: {"draw_limit", "pool_empty", "busy"}, 403: {"not_started", "ended"}}
+# The status a 201 (written) and a 202 (accepted, to be written by a worker) must say.
+ANSWERED_STATUS = {201: "confirmed", 202: "pending"}
 
 # The outcomes that are not a refusal code.
 CONFIRMED = "confirmed"  # a purchase: an order
 WON = "won"  # a draw that won a prize
 NO_PRIZE = "no_prize"  # a draw that won nothing, counted against the limit all the same
 ERROR = "error"  # any undocumented answer
+# The last word of a 202's line: accepted, the record to be written later.
+PENDING = "pending"
+
+
+def accepted(outcome: list[str]) -> bool:
+    """Whether an outcome line (split into words) is a 202's."""
+    return len(outcome) > 1 and outcome[-1] == PENDING
 
 
 def env_path(name: str) -> Path:
@@ -170,8 +183,10 @@ def _refused(response, body: dict, refusals: dict[int, set[str]]) -> str:
 def purchase(user, voucher: int, token: str) -> str:
     """POST the purchase and validate the answer; returns the outcome.
 
-    A 201/202 must carry an order id (logged for the audit); a refusal must be one
-    of the documented codes with its documented status. Anything else fails.
+    A 201 (written) or a 202 (accepted, written later by a worker) must carry an order id
+    and say ``confirmed`` or ``pending`` (logged for the audit, a 202 marked ``pending``); a
+    refusal must be one of the documented codes with its documented status. Anything else
+    fails.
     """
     with user.client.post(
         f"/api/vouchers/{voucher}/purchase",
@@ -182,11 +197,20 @@ def purchase(user, voucher: int, token: str) -> str:
         body = _json(response)
         if body is None:
             return ERROR
-        if response.status_code in (201, 202) and isinstance(body.get("order_id"), int):
-            outcomes.add(CONFIRMED, body["order_id"])
-            response.success()
-            return CONFIRMED
+        if response.status_code in ANSWERED_STATUS:
+            if isinstance(body.get("order_id"), int) and body.get("status") == ANSWERED_STATUS[response.status_code]:
+                outcomes.add(CONFIRMED, body["order_id"], *_marks(response))
+                response.success()
+                return CONFIRMED
+            response.failure(f"malformed purchase {response.status_code} {body}")
+            outcomes.add(ERROR)
+            return ERROR
         return _refused(response, body, PURCHASE_REFUSALS)
+
+
+def _marks(response) -> tuple[str, ...]:
+    """What follows an accepted answer's ids on its line: ``pending`` for a 202."""
+    return (PENDING,) if response.status_code == 202 else ()
 
 
 def _is_prize(prize: object) -> bool:
@@ -199,10 +223,11 @@ def _is_prize(prize: object) -> bool:
 def draw(user, pool: int, token: str) -> str:
     """POST one draw and validate the answer; returns the outcome.
 
-    A 201/202 must carry a draw id, the prize (or null for "no prize") and the draws
-    left (logged for the audit as ``won <draw id> <prize id>`` or ``no_prize <draw
-    id>``); a refusal must be one of the documented codes with its documented
-    status. Anything else fails.
+    A 201 (written) or a 202 (accepted, written later by a worker) must carry a draw id,
+    the prize (or null for "no prize"), the draws left and its status, ``confirmed`` or
+    ``pending`` (logged for the audit as ``won <draw id> <prize id>`` or ``no_prize <draw
+    id>``, a 202's followed by ``pending``); a refusal must be one of the documented
+    codes with its documented status. Anything else fails.
     """
     with user.client.post(
         f"/api/pools/{pool}/draw",
@@ -213,14 +238,20 @@ def draw(user, pool: int, token: str) -> str:
         body = _json(response)
         if body is None:
             return ERROR
-        if response.status_code in (201, 202):
+        if response.status_code in ANSWERED_STATUS:
             draw_id, prize, draws_left = body.get("draw_id"), body.get("prize"), body.get("draws_left")
-            if isinstance(draw_id, int) and _is_prize(prize) and isinstance(draws_left, int) and draws_left >= 0:
+            if (
+                isinstance(draw_id, int)
+                and _is_prize(prize)
+                and isinstance(draws_left, int)
+                and draws_left >= 0
+                and body.get("status") == ANSWERED_STATUS[response.status_code]
+            ):
                 response.success()
                 if prize is None:
-                    outcomes.add(NO_PRIZE, draw_id)
+                    outcomes.add(NO_PRIZE, draw_id, *_marks(response))
                     return NO_PRIZE
-                outcomes.add(WON, draw_id, prize["id"])
+                outcomes.add(WON, draw_id, prize["id"], *_marks(response))
                 return WON
             response.failure(f"malformed draw {response.status_code} {body}")
             outcomes.add(ERROR)

@@ -1,5 +1,6 @@
 """One run of the matrix: a fresh product, Locust headless against the server, a wait until
-the server is quiet, the audit, and the verdict.
+the server is quiet (under a deferred strategy, ``redis_lua``, first until a worker has
+persisted every reservation), the audit, and the verdict.
 
 Imported once Django is set up.
 """
@@ -23,7 +24,7 @@ from django.utils import timezone
 
 from inventory.stock import STRATEGIES
 
-from .common import ERROR, crowd_exhausted, read_outcomes
+from .common import ERROR, accepted, crowd_exhausted, read_outcomes
 from .console import say
 from .products import PRODUCTS, Product, Sample, Supply, Target
 from .scenarios import LOCUSTFILES, Scenario
@@ -33,7 +34,8 @@ from .verdict import TAKEN, Result, judge
 logger = logging.getLogger(__name__)
 
 # Called with the run's target, the seconds since Locust started and a sample of the stock,
-# about four times a second while Locust runs (the race lab shows them live).
+# about four times a second while Locust runs and its records are written (the race lab
+# shows them live).
 Observer = Callable[[Target, float, Sample], None]
 
 
@@ -100,6 +102,9 @@ class Sampler(threading.Thread):
         self.stock: list[tuple[float, int]] = []
         self.taken: list[tuple[float, int]] = []
         self.supply: list[tuple[float, int]] = []
+        # (``time.time()``, reservations waiting to be written): when the crowd stopped is
+        # known afterwards, by the time of its last answer.
+        self.waiting: list[tuple[float, int]] = []
         self.stopped = threading.Event()
 
     def run(self) -> None:
@@ -109,6 +114,7 @@ class Sampler(threading.Thread):
         try:
             while not self.stopped.is_set():
                 sample = self.product.sample(self.target)
+                self.waiting.append((time.time(), sample.waiting))
                 elapsed = time.monotonic() - started
                 at = round(elapsed, 2)
                 self.stock.append((at, sample.stock))
@@ -120,7 +126,8 @@ class Sampler(threading.Thread):
                     except Exception:  # noqa: BLE001  (the sampling, and the run, go on)
                         logger.exception("observing run %s failed", self.target)
                 if elapsed >= next_report:
-                    say(f"  ... {elapsed:.0f}s, stock left {sample.stock}, {name} {sample.taken}")
+                    waiting = f", waiting to be written {sample.waiting}" if sample.waiting else ""
+                    say(f"  ... {elapsed:.0f}s, stock left {sample.stock}, {name} {sample.taken}{waiting}")
                     next_report += 5.0
                 self.stopped.wait(0.25)
         finally:
@@ -163,21 +170,41 @@ def one_run(
         LOADTEST_BUYERS=str(args.hammer_buyers),
         PYTHONPATH=str(ROOT),
     )
+    deferred = STRATEGIES[strategy].deferred
+    deferred_figures: dict = {}
     sampler = Sampler(product, target, observe)
     sampler.start()
     try:
-        cpu_before = server.cpu_seconds()
+        cpu_before, worker_cpu_before = server.cpu_seconds(), server.worker_cpu_seconds()
         stats = run_locust(args, scenario.path, server.host, run_dir / "locust", env, args.users)
         cpu_used = server.cpu_seconds() - cpu_before
+        if deferred:
+            # The 202s the crowd heard count only once their records exist, so the run is
+            # judged after the worker has written them (the sampler goes on, and the charts
+            # show the records catching up).
+            persisted_at = product.wait_until_persisted(target, timeout=args.drain_timeout)
+            deferred_figures = drain_figures(sampler.waiting, last_answer_at(outcomes_dir), persisted_at)
+            deferred_figures["unpersisted"] = product.waiting(target) + product.audit(target).pending
         product.wait_until_quiet(target)
+        # The Celery worker's share: under a deferred strategy it writes what the server
+        # only reserved, so its time belongs to the requests as much as the server's.
+        cpu_used += server.worker_cpu_seconds() - worker_cpu_before
     finally:
         # Also when Locust failed or the run was cut short: a sampler left going would
         # read the stock four times a second for as long as its process lives.
         sampler.stop()
 
     audit = product.audit(target)
+    if deferred:
+        check = product.reservations_check(target)
+        deferred_figures |= {
+            "redis_state": check.state,
+            "redis_drift": {"stock": len(check.stock), "takers": len(check.takers), "seqs_missing": check.seqs_missing},
+        }
     outcomes = read_outcomes(outcomes_dir)
     confirmed, lost = product.confirmations(target, outcomes)
+    if deferred:
+        deferred_figures["accepted"] = sum(1 for outcome in outcomes if accepted(outcome))
     # Counted from the validated answers: Locust's own table can close before the last
     # in-flight requests return.
     requests = len(outcomes)
@@ -190,6 +217,7 @@ def one_run(
         confirmed=confirmed,
         lost_confirmations=lost,
         **audit.figures,
+        **deferred_figures,
         rps=float(stats["Requests/s"]),
         p50_ms=float(stats["50%"] or 0),
         p95_ms=float(stats["95%"] or 0),
@@ -205,6 +233,32 @@ def one_run(
         result, breaks=STRATEGIES[strategy].breaks, server_processes=args.server_processes, audit_ok=audit.ok
     )
     return replace(result, **asdict(verdict))
+
+
+def last_answer_at(outcomes_dir: Path) -> float | None:
+    """When the crowd stopped: the moment (``time.time()``) its last answer was logged, or
+    None when it logged none. Locust itself takes a second or more to exit after that, a
+    time in which the worker goes on writing."""
+    times = [path.stat().st_mtime for path in outcomes_dir.glob("outcomes-*.txt")]
+    return max(times, default=None)
+
+
+def drain_figures(waiting: list[tuple[float, int]], load_end: float | None, persisted_at: float | None) -> dict:
+    """``pending_at_end`` and ``drain_s`` of a deferred strategy's run, from the sampler's
+    (moment, reservations waiting) and the moment the crowd stopped: what waited at the last
+    sample before that moment, and the seconds from it to the first sample after it that
+    found nothing waiting (else to ``persisted_at``; None when the wait ran out)."""
+    if load_end is None:  # no answer at all
+        return {"pending_at_end": 0, "drain_s": 0.0 if persisted_at is not None else None}
+    before = [count for at, count in waiting if at <= load_end]
+    after = [(at, count) for at, count in waiting if at >= load_end]
+    pending_at_end = before[-1] if before else 0
+    if persisted_at is None:
+        return {"pending_at_end": pending_at_end, "drain_s": None}
+    if pending_at_end == 0 and after and after[0][1] == 0:
+        return {"pending_at_end": 0, "drain_s": 0.0}  # nothing waited on either side of the end
+    emptied = next((at for at, count in after if count == 0), persisted_at)
+    return {"pending_at_end": pending_at_end, "drain_s": max(0.0, emptied - load_end)}
 
 
 def baseline_run(args: Namespace, server: Server) -> Result:

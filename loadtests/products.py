@@ -2,11 +2,13 @@
 pool of prizes (the prize draw).
 
 Each product knows how to create fresh data for one run, which records take its
-stock (orders; draws that won a prize), how to audit it, and how to read what the
-API confirmed from the outcome files the locustfiles wrote (``loadtests/common.py``).
-What is the same for both lives once, in :class:`Product`: both keep their stock in
-one stock group, so sampling the stock, waiting until the server has gone quiet and
-counting the confirmations the database does not bear out are written once.
+stock (orders; draws that won a prize), how to audit it, how to compare its
+``redis_lua`` state in Redis with the database, and how to read what the API confirmed
+from the outcome files the locustfiles wrote (``loadtests/common.py``). What is the
+same for both lives once, in :class:`Product`: both keep their stock in one stock
+group, so sampling the stock, waiting until the server has gone quiet or every
+reservation is persisted, and counting the confirmations the database does not bear
+out are written once.
 
 Imported once Django is set up (the runner does so before it needs a product).
 """
@@ -18,19 +20,27 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import ClassVar
 
-from django.db.models import Model, QuerySet, Sum
+from django.db.models import Model, Q, QuerySet, Sum
 from django.utils import timezone
 
 from inventory.models import Stock
-from lottery.models import Draw
+from inventory.persist import reservations_client
+from inventory.reconcile import GroupCheck
+from inventory.reservations import reservation_group
+from lottery.models import Draw, Pool
+from lottery.reservations import pool_reservations_check
 from lottery.selectors import pool_audit
 from lottery.services import pool_create, prize_create
-from orders.models import Order
+from orders.models import Order, Voucher
+from orders.reservations import voucher_reservations_check
 from orders.selectors import voucher_audit
 from orders.services import voucher_create
 
 from .common import CONFIRMED, NO_PRIZE, WON
 from .verdict import POOL, VOUCHER, lost_confirmations
+
+# Stands for an id that matched several records: equal to no announced detail.
+_SEVERAL = object()
 
 
 @dataclass(frozen=True)
@@ -57,12 +67,16 @@ class Sample:
     stock: int
     supplied: int
     taken: int
+    # Reservations waiting in Redis to be written (redis_lua; 0 under the other strategies).
+    waiting: int = 0
 
 
 @dataclass(frozen=True)
 class Audit:
     ok: bool
     figures: dict  # fields of ``verdict.Result``
+    # Records written but not yet confirmed.
+    pending: int = 0
 
 
 def split_stock(total: int, parts: int) -> list[int]:
@@ -89,6 +103,8 @@ class Product:
     confirmed_outcome: ClassVar[str]
     # The model of the records that the audit counts (orders, draws).
     record_model: ClassVar[type[Model]]
+    # The field of a record that the API announced with it (a draw's prize), or None.
+    detail_field: ClassVar[str | None] = None
 
     def create(self, *, title: str, strategy: str, supply: Supply) -> Target:
         raise NotImplementedError
@@ -108,19 +124,42 @@ class Product:
         """(record id, announced detail) of every confirmation in the outcome lines."""
         raise NotImplementedError
 
-    def recorded(self, target: Target, ids: list[int]) -> dict[int, int | None]:
-        """{record id: detail} of the target's records among ``ids``."""
+    def reservations_check(self, target: Target) -> GroupCheck:
+        """The target's ``redis_lua`` state in Redis against the database (invariant 5)."""
         raise NotImplementedError
+
+    def recorded(self, target: Target, ids: list[int]) -> dict[int, int | None]:
+        """{id: detail} of the target's records among ``ids``, each found by the id the API
+        answered with: its primary key (201), or its reservation's (202, ``redis_lua``)."""
+        keys = [i for i in ids if reservation_group(i) is None]
+        reservations = [i for i in ids if reservation_group(i) is not None]
+        rows = self.records(target).filter(Q(pk__in=keys, reservation__isnull=True) | Q(reservation__in=reservations))
+        details = [self.detail_field] if self.detail_field else []
+        found: dict[int, object] = {}
+        for pk, reservation, *detail in rows.values_list("pk", "reservation", *details):
+            public = reservation or pk
+            found[public] = _SEVERAL if public in found else (detail[0] if detail else None)
+        return found
 
     def locust_env(self, target: Target) -> dict[str, str]:
         return {self.env_var: str(target.pk)}
 
+    def waiting(self, target: Target) -> int:
+        """Reservations of the target waiting in Redis to be written (``redis_lua``)."""
+        return reservations_client().waiting(group_id=target.group_id)
+
     def sample(self, target: Target) -> Sample:
-        """The stock left, the units supplied so far and the records that took one, now."""
+        """The stock left, the units supplied so far, the records that took one and the
+        reservations waiting to be written, now."""
         totals = Stock.objects.filter(group_id=target.group_id).aggregate(
             stock=Sum("quantity"), supplied=Sum("initial_quantity")
         )
-        return Sample(stock=totals["stock"] or 0, supplied=totals["supplied"] or 0, taken=self.taken(target).count())
+        return Sample(
+            stock=totals["stock"] or 0,
+            supplied=totals["supplied"] or 0,
+            taken=self.taken(target).count(),
+            waiting=self.waiting(target),
+        )
 
     def _activity(self, target: Target) -> tuple[int, int, int, int]:
         """What changes while requests are in flight; the last item is the pending records."""
@@ -143,6 +182,18 @@ class Product:
                 last, since = now, time.monotonic()
             elif time.monotonic() - since >= seconds and now[-1] == 0:
                 return
+
+    def wait_until_persisted(self, target: Target, timeout: float) -> float | None:
+        """Under ``redis_lua``, wait until no reservation of the target waits in Redis and the
+        audit counts no pending record; the moment it found so (``time.time()``), or None
+        when ``timeout`` ran out first."""
+        give_up = time.monotonic() + timeout
+        while True:
+            if self.waiting(target) == 0 and self.audit(target).pending == 0:
+                return time.time()
+            if time.monotonic() >= give_up:
+                return None
+            time.sleep(0.1)
 
     def confirmations(self, target: Target, outcomes: list[list[str]]) -> tuple[int, int]:
         """(units the API said were taken, confirmations the database does not bear out)."""
@@ -172,6 +223,7 @@ class VoucherProduct(Product):
         audit = voucher_audit(voucher_id=target.pk)
         return Audit(
             ok=audit.ok,
+            pending=audit.pending,
             figures={
                 "orders": audit.orders,
                 "supplied": audit.supplied,
@@ -183,11 +235,12 @@ class VoucherProduct(Product):
             },
         )
 
+    def reservations_check(self, target: Target) -> GroupCheck:
+        voucher = Voucher.objects.select_related("stock").get(pk=target.pk)
+        return voucher_reservations_check(voucher=voucher, reservations=reservations_client())
+
     def announced(self, outcomes: list[list[str]]) -> list[tuple[int, int | None]]:
         return [(int(outcome[1]), None) for outcome in outcomes if outcome[0] == CONFIRMED]
-
-    def recorded(self, target: Target, ids: list[int]) -> dict[int, int | None]:
-        return dict.fromkeys(self.records(target).filter(pk__in=ids).values_list("id", flat=True))
 
 
 class PoolProduct(Product):
@@ -195,6 +248,7 @@ class PoolProduct(Product):
     env_var = "LOADTEST_POOL"
     confirmed_outcome = WON
     record_model = Draw
+    detail_field = "prize_id"
 
     def create(self, *, title: str, strategy: str, supply: Supply) -> Target:
         pool = pool_create(
@@ -219,6 +273,7 @@ class PoolProduct(Product):
         audit = pool_audit(pool_id=target.pk)
         return Audit(
             ok=audit.ok,
+            pending=audit.pending,
             figures={
                 "awarded": audit.awarded,
                 "draws": audit.draws,
@@ -233,16 +288,16 @@ class PoolProduct(Product):
             },
         )
 
+    def reservations_check(self, target: Target) -> GroupCheck:
+        return pool_reservations_check(pool=Pool.objects.get(pk=target.pk), reservations=reservations_client())
+
     def announced(self, outcomes: list[list[str]]) -> list[tuple[int, int | None]]:
-        # "won <draw id> <prize id>" or "no_prize <draw id>"
+        # "won <draw id> <prize id>" or "no_prize <draw id>", either followed by "pending" for a 202
         return [
             (int(outcome[1]), int(outcome[2]) if outcome[0] == WON else None)
             for outcome in outcomes
             if outcome[0] in (WON, NO_PRIZE)
         ]
-
-    def recorded(self, target: Target, ids: list[int]) -> dict[int, int | None]:
-        return dict(self.records(target).filter(pk__in=ids).values_list("id", "prize_id"))
 
 
 PRODUCTS: dict[str, Product] = {product.name: product for product in (VoucherProduct(), PoolProduct())}

@@ -124,12 +124,14 @@ def scenario_section(scenario: str, rows: list[Result], baseline: Result | None)
     )
 
 
-# The matrix: (Result field, heading). A product's own columns read "-" on the other's rows.
+# The matrix: (Result field, heading). A product's own columns read "-" on the other's rows,
+# and a deferred strategy's (202s, pending at end, drain s) on the other strategies'.
 COLUMNS = [
     ("scenario", "scenario"), ("strategy", "strategy"), ("requests", "requests"), ("confirmed", "confirmed"),
-    ("orders", "orders"), ("awarded", "awarded"), ("supplied", "supplied"), ("oversold", "oversold"),
-    ("duplicates", "dup orders"), ("over_awarded", "over-awarded"), ("users_over_limit", "users over limit"),
-    ("lost_confirmations", "lost"), ("stock_left", "stock left"), ("rps", "req/s"), ("p50_ms", "p50 ms"),
+    ("accepted", "202s"), ("orders", "orders"), ("awarded", "awarded"), ("supplied", "supplied"),
+    ("oversold", "oversold"), ("duplicates", "dup orders"), ("over_awarded", "over-awarded"),
+    ("users_over_limit", "users over limit"), ("lost_confirmations", "lost"), ("stock_left", "stock left"),
+    ("pending_at_end", "pending at end"), ("drain_s", "drain s"), ("rps", "req/s"), ("p50_ms", "p50 ms"),
     ("p95_ms", "p95 ms"), ("p99_ms", "p99 ms"), ("cpu_ms_per_request", "CPU ms/req"), ("verdict", "verdict"),
 ]  # fmt: skip
 
@@ -154,8 +156,12 @@ def summary(result: Result) -> str:
     """One line on a finished run, for the progress output."""
     name, count = taken(result)
     breaks = ", ".join(f"{label} {n}" for label, n in counted_breaks(result))
+    deferred = ""
+    if result.accepted is not None:
+        drained = "not all written" if result.drain_s is None else f"all written {result.drain_s:.1f} s after"
+        deferred = f" ({result.accepted} with 202; {result.pending_at_end} waiting when the crowd stopped, {drained})"
     return (
-        f"confirmed {result.confirmed}, {name} {count} of {result.supplied} supplied, {breaks}, "
+        f"confirmed {result.confirmed}{deferred}, {name} {count} of {result.supplied} supplied, {breaks}, "
         f"lost {result.lost_confirmations}, {result.rps:,.0f} req/s: {result.verdict}"
     )
 
@@ -201,6 +207,13 @@ svg {{ max-width: 100%; font-size: 12px; margin: .5rem 0 1.5rem; }} .title {{ fo
 <p>Red bars are strategies expected to break (the demonstration); green bars must be 0.
 In the charts over time, the orders or awarded prizes of a strategy that oversells climb
 above the dashed supply. Each run's Locust report sits next to this file.</p>
+<p>A deferred strategy (<code>redis_lua</code>) answers 202 and a Celery worker writes the
+records afterwards: <em>202s</em> counts those answers, <em>pending at end</em> the
+reservations still waiting to be written when the crowd stopped, and <em>drain s</em> the
+seconds from then until every one was. Its run is audited only then: each 202 must have
+become exactly one record, found by its reservation, and Redis' stock and takes must agree
+with the database. Its charts follow the records in the database, which catch up during
+the drain; its CPU ms/req includes the worker's.</p>
 <table><thead><tr>{header}</tr></thead><tbody>{body}</tbody></table>
 {"".join(sections)}
 </body></html>"""

@@ -9,6 +9,12 @@ waits until the server has gone quiet, and audits the database against docs/desi
 ("Invariants") and the ids the API confirmed. It also measures a no-op JSON endpoint of
 the same server as the baseline.
 
+For a deferred strategy (``redis_lua``: 202, the records written by a worker) it also
+starts a Celery worker and beat on the server's database, Redis and broker
+(``--broker-url``), waits after the load until every reservation is persisted (at most
+``--drain-timeout`` seconds) before it audits, and compares the item's Redis state with
+the database.
+
 Writes ``matrix.csv``, ``matrix.json``, ``matrix.md``, Locust's HTML report per run
 and ``report.html`` (charts) under ``--out``. Exits 1 when a safe strategy breaks an
 invariant, and when ``none`` or ``local`` (with several server processes) fail to
@@ -71,6 +77,17 @@ def parse_args(argv):
         "--database-url", default=os.environ.get("LOADTEST_DATABASE_URL", "mysql://root:@127.0.0.1:3306/flashsale_load")
     )
     parser.add_argument("--redis-url", default=os.environ.get("LOADTEST_REDIS_URL", "redis://127.0.0.1:6379/10"))
+    parser.add_argument(
+        "--broker-url",
+        default=os.environ.get("LOADTEST_BROKER_URL"),
+        help="Celery broker of the server and the worker (default: --redis-url)",
+    )
+    parser.add_argument(
+        "--drain-timeout",
+        type=float,
+        default=120,
+        help="seconds a deferred strategy's run waits, after the load, for every reservation to be persisted",
+    )
     return parser.parse_args(argv)
 
 
@@ -78,6 +95,8 @@ def setup_django(args) -> None:
     os.environ["DJANGO_SETTINGS_MODULE"] = "config.settings.base"
     os.environ["DATABASE_URL"] = args.database_url
     os.environ["REDIS_URL"] = args.redis_url
+    # Whatever this process sends to Celery reaches the runner's own worker.
+    os.environ["CELERY_BROKER_URL"] = args.broker_url or args.redis_url
     sys.path.insert(0, str(ROOT))
     if args.database_url.startswith("mysql"):
         import dj_database_url
@@ -147,6 +166,7 @@ def main(argv=None) -> int:
         "server_processes": args.server_processes,
         "locust_processes": args.locust_processes,
         "race_window_ms": args.race_window_ms,
+        "drain_timeout_s": args.drain_timeout,
         "machine": machine(),
     }
     print()
@@ -166,6 +186,8 @@ def main(argv=None) -> int:
 def run_matrix(args, scenarios: list[Scenario], strategies: list[str], tokens: Path, staff_token: str) -> list[Result]:
     """The baseline, then every (repeat, scenario, strategy) against one server."""
     # Only once Django is set up.
+    from inventory.stock import STRATEGIES
+
     from .one_run import baseline_run, one_run
 
     results: list[Result] = []
@@ -175,6 +197,10 @@ def run_matrix(args, scenarios: list[Scenario], strategies: list[str], tokens: P
         processes=args.server_processes,
         race_window_ms=args.race_window_ms,
         port=args.port,
+        broker_url=args.broker_url,
+        # Only a deferred strategy needs them; the others' runs are measured without them.
+        celery=any(STRATEGIES[strategy].deferred for strategy in strategies),
+        celery_log=args.out / "celery.log",
     ) as server:
         say(f"baseline: no-op JSON endpoint, {args.baseline_users} users for {args.duration}s ...")
         results.append(baseline_run(args, server))

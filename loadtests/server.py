@@ -1,15 +1,17 @@
-"""The server under load: gunicorn with several worker processes, and the Redis servers
-that Redlock takes its majority from, started and stopped by the runner itself."""
+"""The server under load: gunicorn with several worker processes, the Redis servers that
+Redlock takes its majority from, and, for ``redis_lua``, a Celery worker and beat that
+persist its reservations, all started and stopped by the runner itself."""
 
 from __future__ import annotations
 
 import os
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.request
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -24,28 +26,41 @@ REDLOCK_SERVERS = 3
 @dataclass(frozen=True)
 class Server:
     """The server under load; ``pid`` is None for a server this process did not start
-    (the race lab drives the server it runs in), whose CPU time is then not measured."""
+    (the race lab drives the server it runs in), whose CPU time is then not measured, and
+    ``worker_pid`` the Celery worker started beside it, if any."""
 
     host: str
     pid: int | None = None
     # The environment it runs in, for processes that must share its settings (a Celery worker).
     env: dict[str, str] | None = None
+    worker_pid: int | None = None
 
     def cpu_seconds(self) -> float:
         """CPU seconds used so far by gunicorn's master and workers (0 when unknown)."""
         return process_tree_cpu(self.pid) if self.pid is not None else 0.0
 
+    def worker_cpu_seconds(self) -> float:
+        """CPU seconds used so far by the Celery worker and its processes (0 when unknown)."""
+        return process_tree_cpu(self.worker_pid) if self.worker_pid is not None else 0.0
+
 
 def server_env(
-    *, database_url: str, redis_url: str, lock_urls: list[str], race_window_ms: int, processes: int = 1
+    *,
+    database_url: str,
+    redis_url: str,
+    lock_urls: list[str],
+    race_window_ms: int,
+    processes: int = 1,
+    broker_url: str | None = None,
 ) -> dict[str, str]:
-    """The environment of the server's processes (and of a Celery worker beside them)."""
+    """The environment of the server's processes (and of a Celery worker beside them); the
+    broker is ``redis_url`` unless ``broker_url`` says otherwise."""
     env = dict(os.environ)
     env.update(
         DJANGO_SETTINGS_MODULE="config.settings.base",
         DATABASE_URL=database_url,
         REDIS_URL=redis_url,
-        CELERY_BROKER_URL=redis_url,
+        CELERY_BROKER_URL=broker_url or redis_url,
         LOCK_REDIS_URLS=",".join(lock_urls),
         RACE_WINDOW_MS=str(race_window_ms),
         # What the race lab judges `local` by: how many processes serve.
@@ -88,11 +103,56 @@ def process_tree_cpu(pid: int) -> float:
 
 
 @contextmanager
+def running_celery(env: dict[str, str], log: Path | None = None) -> Iterator[int]:
+    """A Celery worker on the default queue and Celery beat, in ``env`` (the server's); yields
+    the worker's pid, and stops both on the way out. Their output goes to ``log`` when given.
+
+    The worker takes only the default queue: redis_lua's drains and the beat's sweeps, never
+    a race lab run that a shared broker may hold. The beat sweeps as deployed, but does not
+    reconcile: a repair during the run would hide from the audit the drift it is there to find.
+    """
+    env = env | {"RESERVATIONS_RECONCILE_SECONDS": str(24 * 3600)}
+    with ExitStack() as stack:
+        folder = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="loadtest-beat-")))
+        output = stack.enter_context(open(log, "a")) if log is not None else None  # noqa: SIM115
+        celery = [sys.executable, "-m", "celery", "-A", "config", "--quiet"]
+        worker = subprocess.Popen(
+            [*celery, "worker", "-Q", "celery", "--concurrency", "2", "--loglevel", "WARNING",
+             "--without-gossip", "--without-mingle", "--without-heartbeat"],
+            cwd=ROOT, env=env, stdout=output, stderr=output,
+        )  # fmt: skip
+        beat = subprocess.Popen(
+            [*celery, "beat", "--loglevel", "WARNING", "--schedule", str(folder / "schedule")],
+            cwd=ROOT, env=env, stdout=output, stderr=output,
+        )  # fmt: skip
+        try:
+            yield worker.pid
+        finally:
+            for process in (beat, worker):
+                process.terminate()
+            for process in (beat, worker):
+                try:
+                    process.wait(30)
+                except subprocess.TimeoutExpired:
+                    process.kill()
+                    process.wait(10)
+
+
+@contextmanager
 def running_server(
-    *, database_url: str, redis_url: str, processes: int, race_window_ms: int, port: int = 0
+    *,
+    database_url: str,
+    redis_url: str,
+    processes: int,
+    race_window_ms: int,
+    port: int = 0,
+    broker_url: str | None = None,
+    celery_log: Path | None = None,
+    celery: bool = False,
 ) -> Iterator[Server]:
-    """gunicorn on 127.0.0.1 (``port``, or a free one), healthy, with its own Redlock servers;
-    everything stopped on the way out."""
+    """gunicorn on 127.0.0.1 (``port``, or a free one), healthy, with its own Redlock servers,
+    and with ``celery`` a Celery worker and beat beside it (``running_celery``, output to
+    ``celery_log``); everything stopped on the way out."""
     lock_servers = [RedisServer().start() for _ in range(REDLOCK_SERVERS)]
     try:
         port = port or free_port()
@@ -103,6 +163,7 @@ def running_server(
             lock_urls=[server.url for server in lock_servers],
             race_window_ms=race_window_ms,
             processes=processes,
+            broker_url=broker_url,
         )
         say(f"starting gunicorn: {processes} worker processes on {host}, RACE_WINDOW_MS={race_window_ms}")
         gunicorn = subprocess.Popen(
@@ -111,8 +172,13 @@ def running_server(
             cwd=ROOT, env=env,
         )  # fmt: skip
         try:
-            wait_healthy(host)
-            yield Server(host=host, pid=gunicorn.pid, env=env)
+            with ExitStack() as stack:
+                worker_pid = None
+                if celery:
+                    say(f"starting a Celery worker (2 processes) and beat, broker {env['CELERY_BROKER_URL']}")
+                    worker_pid = stack.enter_context(running_celery(env, celery_log))
+                wait_healthy(host)
+                yield Server(host=host, pid=gunicorn.pid, env=env, worker_pid=worker_pid)
         finally:
             gunicorn.terminate()
             gunicorn.wait(30)

@@ -12,6 +12,13 @@ A run is judged on its product's invariants (docs/design.md, "Invariants"):
 and, for both, every confirmation the API gave exists in the database once, as it
 was announced, and no stock is below zero.
 
+A deferred strategy (``redis_lua``) answers 202 and a worker writes the records
+afterwards: it is judged once every reservation is persisted, its 202s count as
+confirmations only then (each must be one record, found by its reservation), a
+reservation still unwritten when the wait ran out breaks the run, and its Redis state
+must agree with the database (invariant 5: Redis stock + records = supplied, Redis
+takes per user = the user's records).
+
 What to expect comes from the strategy's ``breaks`` (``inventory.stock``): ``None``
 must hold; ``"always"`` must break, or the demonstration lost its point;
 ``"across_processes"`` must break when the server runs several processes and is
@@ -33,6 +40,14 @@ BREAKS_ALWAYS = "always"
 BREAKS_ACROSS_PROCESSES = "across_processes"
 
 _MISSING = object()
+
+# What differed between a deferred strategy's Redis state and the database, by the key
+# of ``Result.redis_drift`` (``inventory.reconcile.GroupCheck``).
+REDIS_DRIFT = {
+    "stock": "Redis stock != database stock",
+    "takers": "Redis takes != records per user",
+    "seqs_missing": "Redis take numbers missing",
+}
 
 
 @dataclass
@@ -62,6 +77,17 @@ class Result:
     draws_over_limit: int | None = None
     # Both products'.
     lost_confirmations: int | None = None
+    # A deferred strategy's (None on the others' rows): answers with 202, reservations
+    # waiting when the crowd stopped, seconds from then until none waited (None when the
+    # wait ran out), those still waiting then, and its Redis state against the database:
+    # whether there was one, and how many rows' stock, users' takes and take numbers
+    # differed.
+    accepted: int | None = None
+    pending_at_end: int | None = None
+    drain_s: float | None = None
+    unpersisted: int | None = None
+    redis_state: bool | None = None
+    redis_drift: dict[str, int] | None = None
     conserved: bool = True
     stock_not_negative: bool = True
     rps: float = 0.0
@@ -117,6 +143,11 @@ def broken_invariants(result: Result, *, audit_ok: bool = True) -> list[str]:
         broken.append("confirmations lost")
     if not result.stock_not_negative or (result.stock_left or 0) < 0:
         broken.append("stock below zero")
+    if result.unpersisted:
+        broken.append("reservations not persisted")
+    if result.redis_state is False:
+        broken.append("Redis state missing")
+    broken += [REDIS_DRIFT[name] for name, count in (result.redis_drift or {}).items() if count]
     if not audit_ok and not broken:
         broken.append("audit failed")
     return broken
@@ -157,9 +188,10 @@ def lost_confirmations(announced: Iterable[tuple[int, int | None]], recorded: Ma
     """How many confirmations the database does not bear out.
 
     ``announced`` is every (record id, detail) the API confirmed, the detail being the
-    prize a draw announced (None for an order, or a draw without a prize);
-    ``recorded`` maps the ids found in the database, for this product, to their
-    detail. A confirmation counts as lost when its id is missing, when its detail
+    prize a draw announced (None for an order, or a draw without a prize); the id is the
+    one the API answered with, a reservation's for a 202. ``recorded`` maps the ids
+    found in the database, for this product, to their detail (a value equal to no
+    detail when one id matched several records). A confirmation counts as lost when its id is missing, when its detail
     differs, or when the same id was confirmed more than once (each extra counts).
     """
     announced = list(announced)

@@ -1,16 +1,21 @@
 """The products a run uses, against the test database: fresh data, samples, the audit's
-figures, and confirmations read from outcome lines."""
+figures, confirmations read from outcome lines, and under redis_lua the wait until the
+reservations are persisted and the Redis state's comparison with the database."""
 
 from __future__ import annotations
 
 import pytest
 
+from inventory.persist import persist_all, reservations_client
+from inventory.reservations import GroupKeys
 from loadtests.products import PRODUCTS, Supply, split_stock
 from loadtests.verdict import Result
 from lottery.models import Pool
+from lottery.reservations import pool_reservations_persist
 from lottery.selectors import pool_get
 from lottery.services import pool_draw
-from orders.models import Voucher
+from orders.models import Order, Voucher
+from orders.reservations import voucher_reservations_persist
 from orders.services import order_purchase
 
 pytestmark = pytest.mark.django_db
@@ -97,3 +102,67 @@ def test_a_runs_fresh_item_is_not_for_sale_in_the_shops_lists_but_answers_by_id(
         page = client.get(url)
         assert page.status_code == 200 and b"lab item" not in page.content, url
     assert client.get(detail).json()["id"] == target.pk
+
+
+def persist(product: str, target) -> int:
+    """Write what waits in Redis, as the drain task does (here, in the test's process)."""
+    reservations = reservations_client()
+    write = voucher_reservations_persist if product == "voucher" else pool_reservations_persist
+    item = {"voucher_id" if product == "voucher" else "pool_id": target.pk}
+    return persist_all(
+        lambda batch: write(**item, group_id=target.group_id, reservations=reservations, consumer="test", batch=batch)
+    )
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.usefixtures("reservations_redis")
+def test_a_redis_lua_vouchers_202s_count_once_persisted_each_as_one_order_by_its_reservation(make_user):
+    voucher_product = PRODUCTS["voucher"]
+    target = voucher_product.create(title="load", strategy="redis_lua", supply=Supply(stock=5))
+    voucher = Voucher.objects.select_related("stock").get(pk=target.pk)
+    orders = [order_purchase(user=make_user(), voucher=voucher) for _ in range(3)]
+    assert all(order.pk is None and order.reservation for order in orders)  # 202: nothing written yet
+    outcomes = [["confirmed", str(order.public_id), "pending"] for order in orders] + [["sold_out"]]
+    assert voucher_product.waiting(target) == 3
+    assert voucher_product.sample(target).waiting == 3
+    # Not yet persisted: the 202s are not borne out by the database.
+    assert voucher_product.confirmations(target, outcomes) == (3, 3)
+    assert voucher_product.wait_until_persisted(target, timeout=0.3) is None
+
+    assert persist("voucher", target) == 3
+    assert voucher_product.wait_until_persisted(target, timeout=5) is not None
+    assert voucher_product.confirmations(target, outcomes) == (3, 0)
+    # An order's primary key is not the id the buyer heard: it confirms nothing.
+    written = Order.objects.get(reservation=orders[0].reservation)
+    assert voucher_product.confirmations(target, [["confirmed", str(written.pk)]]) == (1, 1)
+    assert voucher_product.confirmations(target, [*outcomes, outcomes[0]]) == (4, 1)  # one 202 twice
+
+    check = voucher_product.reservations_check(target)
+    assert check.state and not check.drifted and check.pending == 0
+    # Redis' stock one unit off the database's: invariant 5 broken.
+    reservations_client().add_units(group_id=target.group_id, stock_id=voucher.stock_id, units=-1)
+    assert voucher_product.reservations_check(target).stock == {voucher.stock_id: (1, 2)}
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.usefixtures("reservations_redis")
+def test_a_redis_lua_pools_202s_are_found_by_reservation_with_the_prize_they_announced(make_user):
+    pool_product = PRODUCTS["pool"]
+    target = pool_product.create(
+        title="load", strategy="redis_lua", supply=Supply(stock=4, prizes=2, draws_per_user=2, no_prize_weight=0)
+    )
+    user = make_user()
+    draws = [pool_draw(user=user, pool=pool_get(pool_id=target.pk)) for _ in range(2)]
+    outcomes = [["won", str(d.public_id), str(d.prize_id), "pending"] for d in draws]
+    assert pool_product.waiting(target) == 2
+    assert persist("pool", target) == 2
+    assert pool_product.wait_until_persisted(target, timeout=5) is not None
+    assert pool_product.confirmations(target, outcomes) == (2, 0)
+    wrong_prize = [outcomes[0], ["won", str(draws[1].public_id), str(draws[1].prize_id + 1000), "pending"]]
+    assert pool_product.confirmations(target, wrong_prize) == (2, 1)
+    assert pool_product.audit(target).ok
+    check = pool_product.reservations_check(target)
+    assert check.state and not check.drifted
+    # A user's takes in Redis that the database does not hold.
+    reservations_client().client.hincrby(GroupKeys.of(target.group_id).takers, user.pk, 1)
+    assert pool_product.reservations_check(target).takers == {user.pk: (3, 2)}

@@ -20,6 +20,12 @@ def rows() -> list[Result]:
             draws=500, supplied=500, over_awarded=0, users_over_limit=0, lost_confirmations=0, stock_left=0,
             verdict="holds", ok=True, taken_series=[(0.0, 0), (2.0, 500)], supply_series=[(0.0, 500), (2.0, 500)],
         ),
+        Result(
+            scenario="crowd", strategy="redis_lua", product=VOUCHER, requests=1900, confirmed=500, accepted=500,
+            orders=500, supplied=500, oversold=0, duplicates=0, lost_confirmations=0, stock_left=0,
+            pending_at_end=37, drain_s=1.26, unpersisted=0, redis_state=True,
+            redis_drift={"stock": 0, "takers": 0, "seqs_missing": 0}, verdict="holds", ok=True,
+        ),
     ]  # fmt: skip
 
 
@@ -30,7 +36,7 @@ def cells(line: str) -> dict[str, str]:
 
 def test_one_matrix_shows_each_product_in_its_own_columns():
     lines = matrix_text(rows()).splitlines()
-    baseline, voucher, pool = (cells(line) for line in lines[2:])
+    baseline, voucher, pool, _ = (cells(line) for line in lines[2:])
     assert (voucher["orders"], voucher["oversold"], voucher["dup orders"]) == ("620", "120", "0")
     assert (voucher["awarded"], voucher["over-awarded"], voucher["users over limit"]) == ("-", "-", "-")
     assert (pool["awarded"], pool["over-awarded"], pool["users over limit"]) == ("500", "0", "0")
@@ -57,3 +63,16 @@ def test_a_supply_that_moved_is_drawn_per_run():
 
 def test_the_progress_line_names_the_products_own_figures():
     assert summary(rows()[2]).startswith("confirmed 500, awarded 500 of 500 supplied, over-awarded 0, users over")
+
+
+def test_a_deferred_strategys_row_shows_its_202s_what_waited_and_how_long_it_took():
+    lines = matrix_text(rows()).splitlines()
+    _, voucher, pool, deferred = (cells(line) for line in lines[2:])
+    assert (deferred["202s"], deferred["pending at end"], deferred["drain s"]) == ("500", "37", "1.3")
+    for other in (voucher, pool):
+        assert (other["202s"], other["pending at end"], other["drain s"]) == ("-", "-", "-")
+    assert summary(rows()[3]).startswith(
+        "confirmed 500 (500 with 202; 37 waiting when the crowd stopped, all written 1.3 s after), orders 500"
+    )
+    html = render_report(rows(), {"stock": 500})
+    assert "<th>202s</th>" in html and "<th>pending at end</th>" in html and "<th>drain s</th>" in html

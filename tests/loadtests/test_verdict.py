@@ -163,3 +163,34 @@ def test_a_draw_recorded_with_another_prize_than_announced_is_lost():
 
 def test_an_id_confirmed_twice_is_lost_once_per_extra():
     assert lost_confirmations([(1, None), (1, None), (1, None)], {1: None}) == 2
+
+
+def deferred_row(**figures) -> Result:
+    """A redis_lua voucher run that held: every 202 persisted, Redis in step with the database."""
+    values = dict(accepted=500, pending_at_end=120, drain_s=1.4, unpersisted=0, redis_state=True,
+                  redis_drift={"stock": 0, "takers": 0, "seqs_missing": 0})  # fmt: skip
+    return voucher_row("redis_lua", **(values | figures))
+
+
+def test_a_deferred_strategy_persisted_and_in_step_with_redis_holds():
+    verdict = judge(deferred_row(), breaks=None, server_processes=4)
+    assert (verdict.verdict, verdict.ok) == ("holds", True)
+
+
+def test_reservations_left_unwritten_break_a_deferred_strategy():
+    row = deferred_row(drain_s=None, unpersisted=7, lost_confirmations=7)
+    assert broken_invariants(row) == ["confirmations lost", "reservations not persisted"]
+    assert not judge(row, breaks=None, server_processes=4).ok
+
+
+def test_a_redis_state_that_disagrees_with_the_database_breaks_a_deferred_strategy():
+    assert broken_invariants(deferred_row(redis_state=False)) == ["Redis state missing"]
+    drifted = deferred_row(redis_drift={"stock": 1, "takers": 3, "seqs_missing": 0})
+    assert broken_invariants(drifted) == ["Redis stock != database stock", "Redis takes != records per user"]
+    assert judge(drifted, breaks=None, server_processes=4).verdict.startswith("BROKEN: Redis stock")
+
+
+def test_the_other_strategies_rows_carry_no_redis_figures():
+    row = voucher_row()
+    assert (row.accepted, row.pending_at_end, row.drain_s, row.redis_state, row.redis_drift) == (None,) * 5
+    assert broken_invariants(row) == []
