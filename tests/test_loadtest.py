@@ -4,7 +4,9 @@ and Locust's web UI with worker processes against ``make run``.
 The runner starts its own server (several worker processes), runs Locust per
 scenario and strategy, and audits. It must exit 0: the safe strategies held and
 the naive ones were caught breaking an invariant, for the flash sale and the prize
-draw alike. This is the CI's short matrix.
+draw alike; ``redis_lua``'s 202s were each written as one record by the Celery worker
+the runner started, and its Redis state agrees with the database. This is the CI's
+short matrix.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ def test_short_matrix_catches_the_naive_strategies_and_clears_the_safe_ones(tmp_
     # naive strategies' over-awarding shows within the 10 s of each run.
     command = [
         sys.executable, "-m", "loadtests.run", "--scenario", "crowd,draw-crowd",
-        "--strategies", "none,local,db_atomic,redis_lock", "--users", "40", "--spawn-rate", "40",
+        "--strategies", "none,local,db_atomic,redis_lock,redis_lua", "--users", "40", "--spawn-rate", "40",
         "--buyers", "6000", "--stock", "200", "--duration", "10", "--out", str(out),
     ]  # fmt: skip
     completed = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=600)
@@ -41,7 +43,7 @@ def test_short_matrix_catches_the_naive_strategies_and_clears_the_safe_ones(tmp_
         assert row["oversold"] > 0 or row["duplicates"] > 0, row
         row = results["draw-crowd", naive]
         assert row["over_awarded"] > 0 or row["users_over_limit"] > 0, row
-    for safe in ("db_atomic", "redis_lock"):
+    for safe in ("db_atomic", "redis_lock", "redis_lua"):
         row = results["crowd", safe]
         assert (row["oversold"], row["duplicates"], row["lost_confirmations"]) == (0, 0, 0), row
         assert row["orders"] == row["supplied"] - row["stock_left"]
@@ -50,6 +52,17 @@ def test_short_matrix_catches_the_naive_strategies_and_clears_the_safe_ones(tmp_
         assert row["conserved"] and row["stock_not_negative"], row
         assert row["awarded"] == row["supplied"] - row["stock_left"], row
         assert row["awarded"] > 0 and row["failures"] == 0, row
+    for scenario in ("crowd", "draw-crowd"):
+        row = results[scenario, "redis_lua"]
+        # Every purchase or draw it accepted was answered 202, and counted once written.
+        answers = [line.split() for f in (out / f"{scenario}-redis_lua" / "outcomes").glob("*.txt")
+                   for line in f.read_text().splitlines()]  # fmt: skip
+        assert row["accepted"] == sum(1 for words in answers if words[-1] == "pending") == row["confirmed"] > 0, row
+        assert row["drain_s"] is not None and row["unpersisted"] == 0 and row["pending_at_end"] >= 0, row
+        assert row["redis_state"] and not any(row["redis_drift"].values()), row
+        assert (row["ok"], row["verdict"]) == (True, "holds"), row
+        other = results[scenario, "db_atomic"]
+        assert (other["accepted"], other["pending_at_end"], other["drain_s"]) == (None, None, None), other
     for name in (
         "matrix.csv",
         "report.html",

@@ -1,6 +1,8 @@
 """The race lab end to end: a staff user runs it in headless Chromium against gunicorn
 (two worker processes), a real Celery worker carries the run out with Locust, and the
-page shows `none` turn red while a safe strategy stays green, on MariaDB and on SQLite."""
+page shows `none` turn red while a safe strategy stays green, on MariaDB and on SQLite;
+`redis_lua` holds too, its reservations written by the worker's other process while the
+run holds the first."""
 
 from __future__ import annotations
 
@@ -69,7 +71,7 @@ def test_a_lab_run_shows_none_oversell_and_a_safe_strategy_hold(page, stack, mak
     form = page.get_by_test_id("lab-form")
     expect(form).to_be_visible()
     for box in form.locator("input[name=strategies]").all():
-        box.set_checked(box.get_attribute("value") in {"none", "db_atomic"})
+        box.set_checked(box.get_attribute("value") in {"none", "db_atomic", "redis_lua"})
     form.locator("input[name=stock]").fill("10")
     form.locator("input[name=crowd]").fill("300")
     form.locator("input[name=users]").fill("20")
@@ -77,21 +79,28 @@ def test_a_lab_run_shows_none_oversell_and_a_safe_strategy_hold(page, stack, mak
     page.get_by_test_id("run").click()
 
     none, safe = page.get_by_test_id("lane-none"), page.get_by_test_id("lane-db_atomic")
+    deferred = page.get_by_test_id("lane-redis_lua")
     # Live: red while the run is still going on (the safe lane has not finished yet).
     expect(none).to_have_attribute("data-state", "broken", timeout=60_000)
     expect(none.get_by_test_id("counter").first).to_have_class("counter bad")
-    expect(page.get_by_test_id("run-status")).to_have_text("done", timeout=90_000)
+    expect(page.get_by_test_id("run-status")).to_have_text("done", timeout=150_000)
     expect(none.get_by_test_id("verdict")).to_contain_text("broke as expected")
     expect(safe).to_have_attribute("data-state", "holding")
     expect(safe.get_by_test_id("verdict")).to_have_text("holds")
     for counter in safe.get_by_test_id("counter").all():
         expect(counter).to_have_class("counter good")
+    expect(deferred.get_by_test_id("verdict")).to_have_text("holds")
 
     run = LabRun.objects.get()
     assert run.status == LabRun.Status.DONE and run.server_processes == 2
     lanes = {lane.strategy: lane for lane in run.lanes.all()}
     assert lanes["none"].figures["oversold"] > 0 and lanes["none"].ok
     assert lanes["db_atomic"].figures["oversold"] == 0 and lanes["db_atomic"].ok
+    # Every 202 written as one order, nothing left waiting, Redis in step with the database.
+    figures = lanes["redis_lua"].figures
+    assert lanes["redis_lua"].ok and figures["accepted"] == figures["confirmed"] == figures["orders"] == 10, figures
+    assert (figures["lost_confirmations"], figures["unpersisted"], figures["redis_state"]) == (0, 0, True), figures
+    assert figures["drain_s"] is not None and not any(figures["redis_drift"].values()), figures
     assert all(lane.status == LabLane.Status.DONE for lane in lanes.values())
     # The crowd's tokens were good for this run only.
     assert not ApiToken.objects.filter(user__username__startswith=f"lab{run.pk}-").exists()
