@@ -137,11 +137,19 @@ def _give_up_old(group_id: int, reservations: Reservations, pending: list[Pendin
             reservations.release(group_id=group_id, pending=one, why="the database was unreachable for too long")
 
 
+_bound: dict[str, Reservations] = {}
+
+
 def reservations_client() -> Reservations:
     """The scripts on ``RESERVATIONS_REDIS_URL``, over this process's connection pool for it
     (``locking.integration.lock_client``: one per process, a plain client that never
-    swallows an error)."""
-    return Reservations(lock_client(settings.RESERVATIONS_REDIS_URL))
+    swallows an error). Bound once per client: every request of a sale calls this."""
+    url = settings.RESERVATIONS_REDIS_URL
+    client = lock_client(url)
+    bound = _bound.get(url)
+    if bound is None or bound.client is not client:
+        bound = _bound[url] = Reservations(client)
+    return bound
 
 
 def consumer_name() -> str:
