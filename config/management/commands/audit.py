@@ -2,15 +2,20 @@ import json
 
 from django.core.management.base import BaseCommand, CommandError
 
+from inventory.models import Strategy
+from inventory.persist import reservations_client
 from lottery.models import Pool
+from lottery.reservations import pool_reservations_check
 from lottery.selectors import pool_audit
 from orders.models import Voucher
+from orders.reservations import voucher_reservations_check
 from orders.selectors import voucher_audit
 
 
 class Command(BaseCommand):
     help = (
-        'Check the invariants of every voucher and prize pool (docs/design.md, "Invariants"); exit 1 when one breaks.'
+        'Check the invariants of every voucher and prize pool (docs/design.md, "Invariants"); exit 1 when one breaks. '
+        "For redis_lua items, Redis is compared with the database too (invariant 5, as reconcile does)."
     )
 
     def add_arguments(self, parser):
@@ -26,11 +31,13 @@ class Command(BaseCommand):
         pool_ids = self._ids(Pool, pool, only_some, "pool")
         vouchers = [voucher_audit(voucher_id=voucher_id) for voucher_id in voucher_ids]
         pools = [pool_audit(pool_id=pool_id) for pool_id in pool_ids]
-        broken = [a for a in vouchers if not a.ok] + [a for a in pools if not a.ok]
+        self.redis = self._redis_checks(voucher_ids, pool_ids)
+        broken = [a for a in vouchers if not self._ok(a, "voucher", a.voucher_id)]
+        broken += [a for a in pools if not self._ok(a, "pool", a.pool_id)]
         if as_json:
             document = {
-                "vouchers": [a.as_dict() for a in vouchers],
-                "pools": [a.as_dict() for a in pools],
+                "vouchers": [self._as_json(a, "voucher", a.voucher_id) for a in vouchers],
+                "pools": [self._as_json(a, "pool", a.pool_id) for a in pools],
                 "ok": not broken,
             }
             self.stdout.write(json.dumps(document, indent=2))
@@ -40,6 +47,35 @@ class Command(BaseCommand):
             self.stdout.write(f"{len(vouchers)} vouchers, {len(pools)} pools, {len(broken)} broken.")
         if broken:
             raise SystemExit(1)
+
+    @staticmethod
+    def _redis_checks(voucher_ids: list[int], pool_ids: list[int]) -> dict:
+        """Invariant 5 for the redis_lua items: their Redis state against the database."""
+        reservations = reservations_client()
+        checks = {
+            ("voucher", v.pk): voucher_reservations_check(voucher=v, reservations=reservations)
+            for v in Voucher.objects.filter(pk__in=voucher_ids, strategy=Strategy.REDIS_LUA).select_related("stock")
+        }
+        checks |= {
+            ("pool", p.pk): pool_reservations_check(pool=p, reservations=reservations)
+            for p in Pool.objects.filter(pk__in=pool_ids, strategy=Strategy.REDIS_LUA)
+        }
+        return checks
+
+    def _ok(self, audit, kind: str, pk: int) -> bool:
+        check = self.redis.get((kind, pk))
+        return audit.ok and (check is None or (check.state and not check.drifted))
+
+    def _as_json(self, audit, kind: str, pk: int) -> dict:
+        check = self.redis.get((kind, pk))
+        extra = {} if check is None else {"redis": check.as_dict(), "ok": self._ok(audit, kind, pk)}
+        return audit.as_dict() | extra
+
+    def _redis_word(self, kind: str, pk: int) -> str:
+        check = self.redis.get((kind, pk))
+        if check is None:
+            return "-"
+        return "no state" if not check.state else "DRIFT" if check.drifted else "agrees"
 
     @staticmethod
     def _ids(model, asked: list[int] | None, only_some: bool, label: str) -> list[int]:
@@ -55,12 +91,14 @@ class Command(BaseCommand):
             return
         self.stdout.write(
             f"{'voucher':>7} {'strategy':<15} {'supplied':>8} {'stock':>6} {'orders':>6} {'oversold':>8} "
-            f"{'dups':>5} {'conserved':>9}  verdict"
+            f"{'dups':>5} {'conserved':>9} {'redis':>8}  verdict"
         )
         for a in audits:
+            redis = self._redis_word("voucher", a.voucher_id)
             self.stdout.write(
                 f"{a.voucher_id:>7} {a.strategy:<15} {a.supplied:>8} {a.stock:>6} {a.orders:>6} {a.oversold:>8} "
-                f"{a.duplicates:>5} {'yes' if a.conserved else 'NO':>9}  {'ok' if a.ok else 'BROKEN'}"
+                f"{a.duplicates:>5} {'yes' if a.conserved else 'NO':>9} {redis:>8}  "
+                f"{'ok' if self._ok(a, 'voucher', a.voucher_id) else 'BROKEN'}"
             )
 
     def _pools_table(self, audits) -> None:
@@ -68,11 +106,11 @@ class Command(BaseCommand):
             return
         self.stdout.write(
             f"{'pool':>7} {'strategy':<15} {'supplied':>8} {'stock':>6} {'awarded':>7} {'over':>5} "
-            f"{'draws':>6} {'users>limit':>11} {'conserved':>9}  verdict"
+            f"{'draws':>6} {'users>limit':>11} {'conserved':>9} {'redis':>8}  verdict"
         )
         for a in audits:
             self.stdout.write(
                 f"{a.pool_id:>7} {a.strategy:<15} {a.supplied:>8} {a.stock:>6} {a.awarded:>7} {a.over_awarded:>5} "
-                f"{a.draws:>6} {a.users_over_limit:>11} {'yes' if a.conserved else 'NO':>9}  "
-                f"{'ok' if a.ok else 'BROKEN'}"
+                f"{a.draws:>6} {a.users_over_limit:>11} {'yes' if a.conserved else 'NO':>9} "
+                f"{self._redis_word('pool', a.pool_id):>8}  {'ok' if self._ok(a, 'pool', a.pool_id) else 'BROKEN'}"
             )
