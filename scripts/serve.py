@@ -142,7 +142,7 @@ def main() -> int:
         # Its schedule file is this port's own, so that two runs side by side do not share one.
         beat = subprocess.Popen(
             [PYTHON, "-m", "celery", "-A", "config", "--quiet", "beat", "--loglevel", "WARNING",
-             "--schedule", str(ROOT / "var" / f"celerybeat-schedule-{port}")],
+             "--schedule", str(beat_schedule(port))],
             cwd=ROOT, env=env, process_group=0,
         )  # fmt: skip
         say("Celery beat started: redis_lua's sweeps and reconciliation.")
@@ -190,6 +190,14 @@ def main() -> int:
                 process.kill()
         for server in servers:
             server.close()
+        # Periods of seconds: a schedule kept for the next run would spare it nothing.
+        for schedule in beat_schedule(port).parent.glob(f"{beat_schedule(port).name}*"):
+            schedule.unlink(missing_ok=True)
+
+
+def beat_schedule(port: str) -> Path:
+    """Where the beat of the run on ``port`` keeps its schedule (files with this prefix)."""
+    return ROOT / "var" / f"celerybeat-schedule-{port}"
 
 
 # What stops working when a Celery process stops before gunicorn does.
