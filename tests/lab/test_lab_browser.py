@@ -90,6 +90,7 @@ def test_a_lab_run_shows_none_oversell_and_a_safe_strategy_hold(page, stack, mak
     for counter in safe.get_by_test_id("counter").all():
         expect(counter).to_have_class("counter good")
     expect(deferred.get_by_test_id("verdict")).to_have_text("holds")
+    expect(deferred.get_by_test_id("accepted")).to_contain_text("10")  # every unit answered 202
 
     run = LabRun.objects.get()
     assert run.status == LabRun.Status.DONE and run.server_processes == 2
