@@ -39,13 +39,14 @@ loadtest: $(VENV)/.dev
 	bash scripts/ensure-services.sh
 	$(PY) -m loadtests.run $(ARGS)
 
-## Benchmarks (they print their figures and the machine): locks, purchase throughput, draw throughput by pool size, the redis_lua script.
+## Benchmarks (they print their figures and the machine): locks, purchase throughput, draw throughput by pool size, the redis_lua script, redis_lua over HTTP.
 bench: $(VENV)/.dev
 	bash scripts/ensure-services.sh
 	$(PY) -m benchmarks.locks
 	$(PY) -m benchmarks.purchase
 	$(PY) -m benchmarks.draw
 	$(PY) -m benchmarks.reservations
+	$(PY) -m benchmarks.http
 
 lint: $(VENV)/.dev
 	$(PY) -m ruff check .
