@@ -435,7 +435,7 @@ def test_a_purchase_in_the_browser_shows_pending_then_confirmed(page, live_serve
     expect(page.locator("[data-outcome=pending]")).to_be_visible()
     assert not Order.objects.exists()
 
-    with Celery(broker=BROKER) as sender:
+    with Celery(broker=BROKER, set_as_current=False) as sender:
         sender.send_task(voucher_reservations_drain.name, args=[voucher.pk, voucher.stock.group_id])
     bought = page.locator("[data-outcome=bought]")
     expect(bought).to_have_text(f"Bought! Order #{order_id}. See my orders", timeout=30_000)

@@ -182,6 +182,9 @@ def test_a_worker_killed_mid_batch_leaves_each_reservation_persisted_once(worker
 def app_worker(reservations_redis):
     """A worker on the broker the services send to (the test settings' own), which starts
     empty: stale messages of earlier tests would only find nothing to do, but cost time."""
+    from config.celery import app
+
+    app.set_current()  # the services' tasks send through it, whatever app a test made since
     broker = redis.Redis.from_url(settings.CELERY_BROKER_URL)
     broker.delete("celery")
     started: list[Worker] = []
