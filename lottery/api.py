@@ -21,7 +21,7 @@ from .selectors import (
     draw_list_all,
     draws_used,
     pool_audit,
-    pool_for_draw,
+    pool_for_draw_cached,
     pool_get,
     pool_list,
     pool_odds,
@@ -214,7 +214,7 @@ def pools_get(request, pool_id: int):
 @router.post("/pools/{int:pool_id}/draw", response={201: DrawOut, 202: DrawOut, **errors(400, 401, 403, 404, 409, 503)})
 def pools_draw(request, pool_id: int):
     refuse_body(request, action="draw")
-    pool = pool_for_draw(pool_id=pool_id)
+    pool = pool_for_draw_cached(pool_id=pool_id)
     draw = pool_draw(user=request.auth, pool=pool)
     return Status(
         202 if draw.status == Draw.Status.PENDING else 201,

@@ -12,6 +12,7 @@ from django.db.models.expressions import RawSQL
 from django.shortcuts import get_object_or_404
 from django.utils import timezone
 
+from core.memo import ProcessMemo
 from inventory.models import Stock, Strategy
 from inventory.reservations import Failed, Pending, reservation_group
 from inventory.reserve import reservation_find, reservation_moment, reservations_of_user
@@ -55,6 +56,42 @@ def pool_for_draw(*, pool_id: int) -> Pool:
         (),
     )
     return get_object_or_404(Pool.objects.only(*_DRAW_FIELDS).annotate(stock_left=stock_left), pk=pool_id)
+
+
+# redis_lua pools as a draw reads them, for a second per process (see ``voucher_for_purchase``
+# in orders.selectors, which the same reasons hold for), and prizes by their stock row.
+_reserving: ProcessMemo[int, Pool] = ProcessMemo(ttl=1.0)
+_prizes: ProcessMemo[int, tuple[int, str]] = ProcessMemo(ttl=5.0)
+
+
+def pool_for_draw_cached(*, pool_id: int) -> Pool:
+    """``pool_for_draw``, except that a ``redis_lua`` pool is kept a second in this process:
+    its draw needs nothing else of the database (the script checks the window, the limit
+    and the stock against Redis). A switch away drops the Redis state before it commits,
+    so a stale entry hears ``unavailable`` and the draw reads the pool again
+    (:func:`pool_forget`)."""
+    pool = _reserving.get(pool_id)
+    if pool is not None:
+        return pool
+    pool = pool_for_draw(pool_id=pool_id)
+    if pool.strategy == Strategy.REDIS_LUA:
+        _reserving.put(pool_id, pool)
+    return pool
+
+
+def pool_forget(*, pool_id: int) -> None:
+    _reserving.forget(pool_id)
+
+
+def prize_for_stock(*, stock_id: int) -> Prize:
+    """The prize of a stock row, its id and name only (enough to announce it), kept five
+    seconds in this process: every ``redis_lua`` draw announces one."""
+    known = _prizes.get(stock_id)
+    if known is None:
+        known = Prize.objects.values_list("id", "name").get(stock_id=stock_id)
+        _prizes.put(stock_id, known)
+    prize_id, name = known
+    return Prize(pk=prize_id, name=name, stock_id=stock_id)
 
 
 def prize_get(*, prize_id: int) -> Prize:

@@ -19,13 +19,14 @@ from core.window import window_validate
 from inventory.errors import SoldOut
 from inventory.models import Strategy
 from inventory.persist import reservations_client
-from inventory.reserve import stock_reserve
+from inventory.reserve import StateMissing, stock_reserve
 from inventory.services import stock_create, stock_group_create, stock_restock
 from inventory.stock import Take, constraint_violated, stock_take
 
 from .errors import DrawLimit, PoolEmpty
 from .models import Draw, Pool, Prize
 from .reservations import pool_reservations_change, pool_reservations_retire, pool_reservations_start
+from .selectors import pool_for_draw, pool_forget, prize_for_stock
 from .tasks import pool_reservations_drain, pool_reservations_rebuild
 
 MAX_DRAWS_PER_USER = 1_000_000
@@ -247,10 +248,23 @@ def pool_draw(*, user: AbstractBaseUser, pool: Pool, rng: Random | None = None, 
     reads zero the draw answers ``pool_empty`` without a strategy, and otherwise it
     is the take's snapshot for the strategies whose own read is unguarded.
 
+    Under ``redis_lua`` the draw only reserves (``_draw_reserve``): it comes back
+    pending, with its prize, and ``StateMissing`` (503) is raised while the pool's Redis
+    state is missing.
+
     Arguments:
         rng: the source of randomness, ``secrets.SystemRandom`` unless a test
             passes a seeded ``random.Random``.
     """
+    if pool.strategy == Strategy.REDIS_LUA:
+        try:
+            return _draw_reserve(user=user, pool=pool, rng=rng)
+        except StateMissing:
+            # Switched away since this pool was read (or Redis lost the state).
+            pool_forget(pool_id=pool.pk)
+            pool = pool_for_draw(pool_id=pool.pk)
+            if pool.strategy == Strategy.REDIS_LUA:
+                raise
     pool.window_check(now or timezone.now())
     used = 0
 
@@ -268,8 +282,6 @@ def pool_draw(*, user: AbstractBaseUser, pool: Pool, rng: Random | None = None, 
     # stock summed (``pool_for_draw``) answers them without the prizes' rows.
     if getattr(pool, "stock_left", None) is not None and pool.stock_left <= 0:
         refuse_empty()
-    if pool.strategy == Strategy.REDIS_LUA:
-        return _draw_reserve(user=user, pool=pool, rng=rng)
     # One query, a few small columns per prize, whatever the pool's size: the snapshot,
     # and the prize each stock row stands for (named, so that the answer needs no query).
     rows = Prize.objects.filter(pool_id=pool.pk).values_list("stock_id", "id", "name", "stock__quantity")
@@ -320,7 +332,9 @@ def _draw_reserve(*, user: AbstractBaseUser, pool: Pool, rng: Random | None) -> 
     """The draw under ``redis_lua``: one script call chooses the prize by the stock in Redis
     and reserves it, and the draw is written later by a worker. The answer is the draw as
     it will be, pending, under the reservation's id (unsaved: ``pk`` is None), with the
-    prize as the draw will award it."""
+    prize as the draw will award it. The window, the limit and the stock are the
+    script's to check, against Redis: nothing here reads the database but the prize's
+    name, kept a few seconds per process."""
     try:
         reserved = stock_reserve(
             group_id=pool.group_id,
@@ -332,9 +346,7 @@ def _draw_reserve(*, user: AbstractBaseUser, pool: Pool, rng: Random | None) -> 
         )
     except SoldOut as exc:
         raise PoolEmpty() from exc
-    prize = None
-    if reserved.stock_id is not None:
-        prize = Prize.objects.only("id", "name", "pool_id", "stock_id").get(stock_id=reserved.stock_id)
+    prize = None if reserved.stock_id is None else prize_for_stock(stock_id=reserved.stock_id)
     draw = Draw(
         user_id=user.pk,
         pool_id=pool.pk,

@@ -13,7 +13,7 @@ from inventory.models import Strategy
 from inventory.services import MAX_UNITS
 
 from .models import Order, Voucher
-from .selectors import order_get, order_list_all, voucher_audit, voucher_get, voucher_list
+from .selectors import order_get, order_list_all, voucher_audit, voucher_for_purchase, voucher_get, voucher_list
 from .services import order_purchase, voucher_create, voucher_update
 
 router = Router(tags=["vouchers"])
@@ -137,7 +137,7 @@ class AuditOut(Schema):
 )
 def vouchers_purchase(request, voucher_id: int):
     refuse_body(request, action="purchase")
-    order = order_purchase(user=request.auth, voucher=voucher_get(voucher_id=voucher_id))
+    order = order_purchase(user=request.auth, voucher=voucher_for_purchase(voucher_id=voucher_id))
     status = 202 if order.status == Order.Status.PENDING else 201
     return Status(status, {"order_id": order.public_id, "status": order.status})
 

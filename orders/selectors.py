@@ -10,6 +10,7 @@ from django.db.models import Count, Q, QuerySet
 from django.shortcuts import get_object_or_404
 from django.utils import timezone
 
+from core.memo import ProcessMemo
 from inventory.models import Stock, Strategy
 from inventory.persist import reservations_client
 from inventory.reservations import Failed, GroupKeys, Pending, reservation_group
@@ -26,6 +27,34 @@ def voucher_list() -> QuerySet[Voucher]:
 def voucher_get(*, voucher_id: int) -> Voucher:
     """The voucher with its stock; raises ``Http404`` when there is none."""
     return get_object_or_404(Voucher.objects.select_related("stock"), pk=voucher_id)
+
+
+# redis_lua vouchers as a purchase reads them, for a second per process.
+_reserving: ProcessMemo[int, Voucher] = ProcessMemo(ttl=1.0)
+
+
+def voucher_for_purchase(*, voucher_id: int) -> Voucher:
+    """The voucher as a purchase needs it: ``voucher_get``, except that a ``redis_lua``
+    voucher is kept a second in this process.
+
+    Its purchase needs nothing else of the database: the script checks the window and
+    the stock against Redis, and the voucher's group never changes. A stale entry is
+    harmless: a switch away drops the Redis state before it commits, so the script
+    answers ``unavailable`` and the purchase reads the voucher again
+    (:func:`voucher_forget`); a new window or a restock reaches the script directly.
+    Other strategies are read every time, so a switch to ``redis_lua`` is seen at once.
+    """
+    voucher = _reserving.get(voucher_id)
+    if voucher is not None:
+        return voucher
+    voucher = voucher_get(voucher_id=voucher_id)
+    if voucher.strategy == Strategy.REDIS_LUA:
+        _reserving.put(voucher_id, voucher)
+    return voucher
+
+
+def voucher_forget(*, voucher_id: int) -> None:
+    _reserving.forget(voucher_id)
 
 
 def vouchers_with_reservations() -> QuerySet[Voucher]:

@@ -13,7 +13,7 @@ from core.window import window_validate
 from inventory.errors import SoldOut
 from inventory.models import Strategy
 from inventory.persist import reservations_client
-from inventory.reserve import stock_reserve
+from inventory.reserve import StateMissing, stock_reserve
 from inventory.services import stock_create, stock_group_create, stock_restock
 from inventory.stock import Take, choose_only, constraint_violated, stock_take
 
@@ -24,6 +24,7 @@ from .reservations import (
     voucher_reservations_retire,
     voucher_reservations_start,
 )
+from .selectors import voucher_forget, voucher_get
 from .tasks import voucher_reservations_drain, voucher_reservations_rebuild
 
 ONE_PER_USER = "order_one_per_user"
@@ -139,10 +140,21 @@ def order_purchase(*, user: AbstractBaseUser, voucher: Voucher, now: datetime | 
     read never sells anything; only the strategy's guarded write decides a sale.
     It is also the take's snapshot, which the strategies whose own read is
     unguarded use instead of reading again.
+
+    Under ``redis_lua`` the purchase only reserves (``_order_reserve``): the order comes
+    back pending, and ``StateMissing`` (503) is raised while the voucher's Redis state
+    is missing.
     """
-    voucher.window_check(now or timezone.now())
     if voucher.strategy == Strategy.REDIS_LUA:
-        return _order_reserve(user=user, voucher=voucher)
+        try:
+            return _order_reserve(user=user, voucher=voucher)
+        except StateMissing:
+            # Switched away since this voucher was read (or Redis lost the state).
+            voucher_forget(voucher_id=voucher.pk)
+            voucher = voucher_get(voucher_id=voucher.pk)
+            if voucher.strategy == Strategy.REDIS_LUA:
+                raise
+    voucher.window_check(now or timezone.now())
 
     def check() -> None:
         if Order.objects.filter(voucher_id=voucher.pk, user_id=user.pk).exists():
@@ -179,7 +191,8 @@ def order_purchase(*, user: AbstractBaseUser, voucher: Voucher, now: datetime | 
 def _order_reserve(*, user: AbstractBaseUser, voucher: Voucher) -> Order:
     """The purchase under ``redis_lua``: one script call reserves the unit, and the order
     is written later by a worker. The answer is the order as it will be, pending, under
-    the reservation's id (unsaved: ``pk`` is None)."""
+    the reservation's id (unsaved: ``pk`` is None). The window, the one-per-user rule and
+    the stock are the script's to check, against Redis: nothing here reads the database."""
     reserved = stock_reserve(
         group_id=voucher.stock.group_id,
         user_id=user.pk,

@@ -214,3 +214,22 @@ def test_a_pools_rules_prizes_and_restocks_follow_in_redis(api_client, make_pool
     pool_update(pool=pool, strategy="db_atomic")
     assert redis_stock(pool.group_id) is None
     assert not pool_reservations_reconcile(pool=pool, reservations=reservations_client()).rebuilt
+
+
+def test_a_purchase_right_after_a_switch_away_goes_through_the_new_strategy(api_client, make_voucher):
+    """The API keeps a redis_lua voucher a second per process; the switch drops the Redis
+    state first, so the kept copy hears unavailable and the voucher is read again."""
+    voucher = make_voucher(stock=3, strategy="redis_lua")
+    assert purchase(api_client(), voucher).status_code == 202  # the voucher is kept now
+    voucher_update(voucher=voucher, strategy="db_atomic")
+    answer = purchase(api_client(), voucher)
+    assert answer.status_code == 201, answer.content
+    assert Order.objects.filter(voucher=voucher).count() == 2  # the reservation was written by the switch
+
+
+def test_a_draw_right_after_a_switch_away_goes_through_the_new_strategy(api_client, make_pool):
+    pool = make_pool(prizes=(("Gold", 3),), draws_per_user=2, strategy="redis_lua")
+    assert api_client().post(f"/api/pools/{pool.pk}/draw").status_code == 202
+    pool_update(pool=pool, strategy="db_atomic")
+    assert api_client().post(f"/api/pools/{pool.pk}/draw").status_code == 201
+    assert Draw.objects.filter(pool=pool).count() == 2
