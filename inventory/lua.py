@@ -23,8 +23,9 @@ that every script touches a single Cluster slot:
   and the user is told so);
 - ``...:kick``, a flag with a short expiry: set by the reservation that found it unset,
   whose caller then asks a worker to persist the group's stream. So a crowd enqueues one
-  persisting task per flag period rather than one per request; the worker clears the
-  flag before each read of the stream, so a reservation it did not read sets it again.
+  persisting task per flag period rather than one per request; a drain holds the flag
+  while it paces through the stream, then clears it and reads once more, so a
+  reservation it did not read sets it again.
 
 One take, any product, as in ``inventory.stock``: a voucher is a group of one row with a
 limit of 1 and no weight of taking nothing, so RESERVE's weighted choice always lands on

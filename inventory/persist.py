@@ -183,25 +183,43 @@ BUSY_RETRIES = 240
 
 
 def drain_group(
-    group_id: int, step: Callable[[int], Persisted], *, reservations: Reservations, batch: int = 500
+    group_id: int,
+    step: Callable[[int], Persisted],
+    *,
+    reservations: Reservations,
+    batch: int = 500,
+    pace_seconds: float = 0.2,
+    stay_seconds: float = 5.0,
 ) -> int | None:
     """Call ``step(batch)`` (one ``reservations_persist`` of the group) under the group's
-    lock until a call finds fewer than ``batch``; the number handled. None at once when
-    another worker holds the lock (the caller tries again shortly: the holder may have
-    read its last batch already).
+    lock until the stream is empty; the number handled. None at once when another worker
+    holds the lock (the caller tries again shortly: the holder may have read its last
+    batch already).
 
-    The group's kick flag is cleared before every read: a reservation that lands after
-    the last read finds it clear and asks for another drain."""
+    While reservations keep arriving the drain stays, for up to ``stay_seconds``, reading
+    every ``pace_seconds``, with the group's kick flag held so that no request sends
+    another task meanwhile: a crowd is written in batches of what arrives in a pace,
+    not in a task of a few rows per request burst. Then it clears the flag and reads
+    once more: a reservation that lands after that read finds the flag clear and asks
+    for a drain of its own."""
     lock = group_lock(group_id, blocking=False)
     if lock.acquire() is None:
         return None
-
-    def rearmed(size: int) -> Persisted:
-        reservations.rearm(group_id=group_id)
-        return step(size)
-
+    hold_ms = int((pace_seconds + 2) * 1000)  # a pace and a batch's writing, with room
+    handled = 0
     with _held(lock):
-        return persist_all(rearmed, batch=batch)
+        until = time.monotonic() + stay_seconds
+        while True:
+            reservations.hold_kick(group_id=group_id, ms=hold_ms)
+            done = step(batch)
+            handled += done.handled
+            if done.handled == batch:
+                continue
+            if done.handled and time.monotonic() < until:
+                time.sleep(pace_seconds)
+                continue
+            reservations.rearm(group_id=group_id)
+            return handled + persist_all(step, batch=batch)
 
 
 def persist_all(step: Callable[[int], Persisted], *, batch: int = 500) -> int:

@@ -208,6 +208,11 @@ class Reservations:
             kick=bool(answer[5]),
         )
 
+    def hold_kick(self, *, group_id: int, ms: int) -> None:
+        """Set the group's kick flag for ``ms``: a drain that is reading the stream takes
+        what arrives, so no reservation meanwhile asks for another."""
+        self.client.set(GroupKeys.of(group_id).kick, 1, px=ms)
+
     def rearm(self, *, group_id: int) -> None:
         """Clear the group's kick flag: call before reading the stream to persist it, so
         that any reservation the read misses asks for persisting again."""

@@ -3,6 +3,8 @@ database refuses them for good, never lost to a consumer that died."""
 
 from __future__ import annotations
 
+import time
+
 import pytest
 import redis
 from django.conf import settings
@@ -303,3 +305,38 @@ def test_reconcile_repair_rebuilds_a_missing_state_of_a_redis_lua_voucher(reserv
     assert "rebuilt from the database" in capsys.readouterr().out
     assert reservations.stock(group_id=group) == {voucher.stock_id: 4}
     reservations.client.delete(*GroupKeys.of(group).all())
+
+
+def test_a_drain_stays_while_reservations_arrive_and_no_request_asks_for_another(reservations, make_voucher, make_user):
+    """While the drain paces through a crowd, the kick flag is held: the requests send no
+    task of their own, and each read takes what arrived in a pace. Once it leaves, the
+    next reservation asks again."""
+    import threading
+
+    from inventory.persist import drain_group
+
+    voucher = make_voucher(stock=100, strategy="db_atomic")
+    group = reservations.load_from(voucher, limit=1)
+    buyers = [make_user().pk for _ in range(12)]
+    reservations.reserve(group_id=group, user_id=buyers[0], rand=0.5)
+    reads: list[int] = []
+
+    def step(batch: int):
+        result = voucher_reservations_persist(
+            voucher_id=voucher.pk, group_id=group, reservations=reservations, consumer="w1", batch=batch
+        )
+        reads.append(result.handled)
+        return result
+
+    drain = threading.Thread(target=drain_group, args=(group, step), kwargs={"reservations": reservations,
+                             "pace_seconds": 0.1, "stay_seconds": 2.0})  # fmt: skip
+    drain.start()
+    kicks = []
+    for user in buyers[1:10]:
+        time.sleep(0.05)
+        kicks.append(reservations.reserve(group_id=group, user_id=user, rand=0.5).kick)
+    drain.join(10)
+    assert not any(kicks)  # the drain was there: nobody sent a task
+    assert sum(reads) == 10 and len(reads) < 10  # read in paces, not one by one
+    assert Order.objects.filter(voucher=voucher).count() == 10
+    assert reservations.reserve(group_id=group, user_id=buyers[10], rand=0.5).kick  # gone: ask again
