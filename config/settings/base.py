@@ -205,6 +205,15 @@ CELERY_BEAT_SCHEDULE = {
     },
 }
 
+# Rate limits (core.ratelimit): {action: {scope: (hits, per seconds)}}, per user and per
+# address, answered 429 with Retry-After. Off for load tests, whose crowd is one address.
+RATE_LIMITS_ENABLED = env_bool("RATE_LIMITS_ENABLED", True)
+RATE_LIMITS = {
+    # A person buys or draws a few times a second at most; an address may be a shop's NAT.
+    "purchase": {"user": (5, 1), "address": (100, 1)},
+    "draw": {"user": (5, 1), "address": (100, 1)},
+}
+
 # Checked against inventory.models.Strategy by a system check (inventory.checks).
 DEFAULT_STRATEGY = os.environ.get("DEFAULT_STRATEGY", "db_atomic")
 # A pause between the check and the write inside every strategy, the same for all,
