@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import pytest
 import redis
-from django.conf import settings
 
 from core.ratelimit import RateLimited, rate_limit
 
