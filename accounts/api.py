@@ -19,10 +19,13 @@ class TokenOut(Schema):
     token: str
 
 
-@router.post("/auth/login", response={200: TokenOut, **errors(401, *BODY_ERRORS)}, auth=None)
+@router.post("/auth/login", response={200: TokenOut, **errors(401, 429, *BODY_ERRORS)}, auth=None)
 def auth_login(request, payload: LoginIn):
     user = authenticate(request, username=payload.username, password=payload.password)
     if user is None:
+        throttled = getattr(request, "login_throttled", None)  # set by accounts.backends
+        if throttled is not None:
+            raise throttled
         raise AuthenticationError(message="Wrong username or password.")
     login(request, user)
     return {"token": token_issue(user=user)}

@@ -214,6 +214,13 @@ RATE_LIMITS = {
     "draw": {"user": (5, 1), "address": (100, 1)},
 }
 
+# Failed logins before an account or an address is refused (429) for the rest of the
+# window; counted before the password is hashed (accounts.backends).
+LOGIN_FAILURES_PER_ACCOUNT = env_int("LOGIN_FAILURES_PER_ACCOUNT", 5)
+LOGIN_FAILURES_PER_ADDRESS = env_int("LOGIN_FAILURES_PER_ADDRESS", 30)
+LOGIN_FAILURE_WINDOW_SECONDS = env_int("LOGIN_FAILURE_WINDOW_SECONDS", 900)
+AUTHENTICATION_BACKENDS = ["accounts.backends.ThrottledModelBackend"]
+
 # Checked against inventory.models.Strategy by a system check (inventory.checks).
 DEFAULT_STRATEGY = os.environ.get("DEFAULT_STRATEGY", "db_atomic")
 # A pause between the check and the write inside every strategy, the same for all,

@@ -18,6 +18,9 @@ from .base import *  # noqa: E402,F403
 from .base import DATABASES, VAR_DIR  # noqa: E402
 
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+# The suite's clients all come from one address, in quick succession: the tests of the
+# limits switch them on (tests/test_ratelimit.py, tests/test_login_throttle.py).
+RATE_LIMITS_ENABLED = False
 
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     VAR_DIR.mkdir(parents=True, exist_ok=True)
