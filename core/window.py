@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import UTC, datetime
 
 from django.db import models
 from django.utils import timezone
@@ -50,9 +50,39 @@ class SaleWindow(models.Model):
             raise Ended()
 
 
+# The range of MySQL's DATETIME, in UTC (what the database stores). A time that parses can
+# still fall outside it: 0001-01-01T00:00:00+14:00 is before year 1 in UTC, and converting it
+# raised OverflowError deep in the database adapter (a 500).
+WINDOW_EARLIEST = datetime(1000, 1, 1, tzinfo=UTC)
+WINDOW_LATEST = datetime(9999, 12, 31, 23, 59, 59, 999999, tzinfo=UTC)
+
+
+def moment_utc(moment: datetime) -> datetime:
+    """``moment`` in UTC; ``InvalidInput`` when it has no UTC offset or its UTC instant is
+    outside the range the database stores."""
+    if moment.tzinfo is None or moment.utcoffset() is None:
+        raise InvalidInput("a time needs a UTC offset (ISO 8601, such as 2026-01-01T10:00:00+00:00).")
+    out_of_range = InvalidInput(
+        f"a time must fall between {WINDOW_EARLIEST.isoformat()} and {WINDOW_LATEST.isoformat()} in UTC."
+    )
+    try:
+        in_utc = moment.astimezone(UTC)
+    except OverflowError:
+        raise out_of_range from None
+    if not WINDOW_EARLIEST <= in_utc <= WINDOW_LATEST:
+        raise out_of_range
+    return in_utc
+
+
 def window_validate(begin_at: datetime, end_at: datetime) -> None:
-    """Refuse a window without a UTC offset or one that ends before it begins."""
+    """Refuse a window without a UTC offset, out of the stored range, or one that ends
+    before it begins."""
     if begin_at.tzinfo is None or end_at.tzinfo is None:
         raise InvalidInput("begin_at and end_at need a UTC offset (ISO 8601, such as 2026-01-01T10:00:00+00:00).")
+    for name, moment in (("begin_at", begin_at), ("end_at", end_at)):
+        try:
+            moment_utc(moment)
+        except InvalidInput as exc:
+            raise InvalidInput(f"{name}: {exc.message}") from None
     if end_at <= begin_at:
         raise InvalidInput("end_at must be after begin_at.")

@@ -7,11 +7,11 @@ from decimal import Decimal
 
 from django.conf import settings
 from ninja import Router, Schema, Status
-from pydantic import AwareDatetime, Field
+from pydantic import Field
 
-from accounts.auth import optional_auth, require_staff
+from accounts.auth import optional_auth, require_permission
 from core.api import refuse_body
-from core.schemas import BODY_ERRORS, InputSchema, errors
+from core.schemas import BODY_ERRORS, InputSchema, UtcDatetime, errors
 from inventory.models import Strategy
 from inventory.services import MAX_UNITS
 
@@ -134,8 +134,8 @@ class PoolAuditOut(Schema):
 class PoolCreateIn(InputSchema):
     name: str = Field(min_length=1, max_length=200)
     description: str = Field(default="", max_length=10_000)
-    begin_at: AwareDatetime
-    end_at: AwareDatetime
+    begin_at: UtcDatetime
+    end_at: UtcDatetime
     draws_per_user: int = Field(ge=1, le=MAX_DRAWS_PER_USER, strict=True)
     no_prize_weight: int = Field(ge=0, le=MAX_NO_PRIZE_WEIGHT, strict=True)
     strategy: Strategy = Field(default_factory=lambda: Strategy(settings.DEFAULT_STRATEGY))
@@ -143,8 +143,8 @@ class PoolCreateIn(InputSchema):
 
 class PoolPatchIn(InputSchema):
     strategy: Strategy | None = None
-    begin_at: AwareDatetime | None = None
-    end_at: AwareDatetime | None = None
+    begin_at: UtcDatetime | None = None
+    end_at: UtcDatetime | None = None
     draws_per_user: int | None = Field(default=None, ge=1, le=MAX_DRAWS_PER_USER, strict=True)
     no_prize_weight: int | None = Field(default=None, ge=0, le=MAX_NO_PRIZE_WEIGHT, strict=True)
 
@@ -250,7 +250,7 @@ def draws_get(request, draw_id: int):
 
 @router.post("/admin/pools", response={201: PoolOut, **errors(401, 403, *BODY_ERRORS)}, tags=["staff"])
 def admin_pools_create(request, payload: PoolCreateIn):
-    require_staff(request)
+    require_permission(request, "lottery.add_pool")
     pool = pool_create(**payload.dict())
     return Status(201, _pool_out(pool_get(pool_id=pool.pk)))
 
@@ -259,7 +259,7 @@ def admin_pools_create(request, payload: PoolCreateIn):
     "/admin/pools/{int:pool_id}", response={200: PoolOut, **errors(401, 403, 404, *BODY_ERRORS)}, tags=["staff"]
 )
 def admin_pools_update(request, pool_id: int, payload: PoolPatchIn):
-    require_staff(request)
+    require_permission(request, "lottery.change_pool")
     pool_update(pool=pool_get(pool_id=pool_id), **payload.dict(exclude_unset=True, exclude_none=True))
     return _pool_out(pool_get(pool_id=pool_id))
 
@@ -270,7 +270,7 @@ def admin_pools_update(request, pool_id: int, payload: PoolPatchIn):
     tags=["staff"],
 )
 def admin_prizes_create(request, pool_id: int, payload: PrizeCreateIn):
-    require_staff(request)
+    require_permission(request, "lottery.add_prize")
     prize = prize_create(pool=pool_get(pool_id=pool_id), **payload.dict())
     return Status(201, _prize_probability_out(prize.pk))
 
@@ -279,7 +279,7 @@ def admin_prizes_create(request, pool_id: int, payload: PrizeCreateIn):
     "/admin/prizes/{int:prize_id}", response={200: PrizeOut, **errors(401, 403, 404, *BODY_ERRORS)}, tags=["staff"]
 )
 def admin_prizes_update(request, prize_id: int, payload: PrizePatchIn):
-    require_staff(request)
+    require_permission(request, "lottery.change_prize")
     prize_update(prize=prize_get(prize_id=prize_id), **payload.dict(exclude_unset=True, exclude_none=True))
     return _prize_probability_out(prize_id)
 
@@ -292,6 +292,7 @@ def _prize_probability_out(prize_id: int) -> dict:
 
 @router.get("/admin/pools/{int:pool_id}/audit", response={200: PoolAuditOut, **errors(401, 403, 404)}, tags=["staff"])
 def admin_pools_audit(request, pool_id: int):
-    require_staff(request)
+    # The admin shows the audit on the pool's page: view, or change standing for it.
+    require_permission(request, "lottery.view_pool", "lottery.change_pool")
     pool = pool_get(pool_id=pool_id)
     return pool_audit(pool_id=pool.pk).as_dict()

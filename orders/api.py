@@ -4,11 +4,11 @@ from datetime import datetime
 
 from django.conf import settings
 from ninja import Router, Schema, Status
-from pydantic import AwareDatetime, Field
+from pydantic import Field
 
-from accounts.auth import require_staff
+from accounts.auth import require_permission
 from core.api import refuse_body
-from core.schemas import BODY_ERRORS, InputSchema, errors
+from core.schemas import BODY_ERRORS, InputSchema, UtcDatetime, errors
 from inventory.models import Strategy
 from inventory.services import MAX_UNITS
 
@@ -47,16 +47,16 @@ class VoucherCreateIn(InputSchema):
     title: str = Field(min_length=1, max_length=200)
     description: str = Field(default="", max_length=10_000)
     stock: int = Field(ge=0, le=MAX_UNITS, strict=True)
-    begin_at: AwareDatetime
-    end_at: AwareDatetime
+    begin_at: UtcDatetime
+    end_at: UtcDatetime
     strategy: Strategy = Field(default_factory=lambda: Strategy(settings.DEFAULT_STRATEGY))
 
 
 class VoucherPatchIn(InputSchema):
     restock: int | None = Field(default=None, ge=1, le=MAX_UNITS, strict=True)
     strategy: Strategy | None = None
-    begin_at: AwareDatetime | None = None
-    end_at: AwareDatetime | None = None
+    begin_at: UtcDatetime | None = None
+    end_at: UtcDatetime | None = None
 
 
 @router.get("/vouchers", response=list[VoucherOut], auth=None)
@@ -71,7 +71,7 @@ def vouchers_get(request, voucher_id: int):
 
 @router.post("/admin/vouchers", response={201: VoucherOut, **errors(401, 403, *BODY_ERRORS)}, tags=["staff"])
 def admin_vouchers_create(request, payload: VoucherCreateIn):
-    require_staff(request)
+    require_permission(request, "orders.add_voucher")
     voucher = voucher_create(**payload.dict())
     return Status(201, voucher_get(voucher_id=voucher.pk))
 
@@ -82,7 +82,7 @@ def admin_vouchers_create(request, payload: VoucherCreateIn):
     tags=["staff"],
 )
 def admin_vouchers_update(request, voucher_id: int, payload: VoucherPatchIn):
-    require_staff(request)
+    require_permission(request, "orders.change_voucher")
     changes = payload.dict(exclude_unset=True, exclude_none=True)
     voucher = voucher_get(voucher_id=voucher_id)
     voucher_update(voucher=voucher, **changes)
@@ -154,6 +154,7 @@ def orders_get(request, order_id: int):
 
 @router.get("/admin/vouchers/{int:voucher_id}/audit", response={200: AuditOut, **errors(401, 403, 404)}, tags=["staff"])
 def admin_vouchers_audit(request, voucher_id: int):
-    require_staff(request)
+    # The admin shows the audit on the voucher's page: view, or change standing for it.
+    require_permission(request, "orders.view_voucher", "orders.change_voucher")
     voucher = voucher_get(voucher_id=voucher_id)
     return voucher_audit(voucher_id=voucher.pk).as_dict()
