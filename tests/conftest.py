@@ -11,15 +11,57 @@ from accounts.services import token_issue
 from orders.models import Voucher
 from orders.services import voucher_create
 
+# What a member of staff holds unless a test says otherwise: every model permission the
+# staff API, the strategy switches and the race lab ask for, as a staff group would grant.
+STAFF_PERMISSIONS = (
+    "orders.add_voucher",
+    "orders.change_voucher",
+    "orders.view_voucher",
+    "lottery.add_pool",
+    "lottery.change_pool",
+    "lottery.view_pool",
+    "lottery.add_prize",
+    "lottery.change_prize",
+    "lab.add_labrun",
+    "lab.change_labrun",
+    "lab.view_labrun",
+)
+
+
+def grant(user, *permissions: str) -> None:
+    """Give ``user`` the permissions named ``app_label.codename``."""
+    from django.contrib.auth.models import Permission
+    from django.db.models import Q
+
+    wanted = Q(pk__in=[])
+    for name in permissions:
+        app_label, codename = name.split(".")
+        wanted |= Q(content_type__app_label=app_label, codename=codename)
+    found = list(Permission.objects.filter(wanted))
+    assert len(found) == len(set(permissions)), f"unknown permission among {permissions}"
+    user.user_permissions.add(*found)
+
 
 @pytest.fixture
 def make_user(django_user_model) -> Callable:
     counter = iter(range(1, 1_000_000))
 
-    def make(username: str | None = None, *, staff: bool = False, password: str = "pw-for-tests-1"):
+    def make(
+        username: str | None = None,
+        *,
+        staff: bool = False,
+        password: str = "pw-for-tests-1",
+        permissions: tuple[str, ...] | None = None,
+    ):
+        """A user; ``staff=True`` makes a member of staff with ``STAFF_PERMISSIONS`` unless
+        ``permissions`` names exactly what to hold (``()``: none, staff in name only)."""
         user = django_user_model.objects.create_user(
             username=username or f"user-{next(counter)}", password=password, is_staff=staff
         )
+        if permissions is None:
+            permissions = STAFF_PERMISSIONS if staff else ()
+        if permissions:
+            grant(user, *permissions)
         return user
 
     return make
@@ -55,8 +97,8 @@ def admin_client_(client, make_user):
 def api_client(make_user) -> Callable[..., Client]:
     """A test client that authenticates every request with a fresh bearer token."""
 
-    def make(user=None, *, staff: bool = False) -> Client:
-        user = user or make_user(staff=staff)
+    def make(user=None, *, staff: bool = False, permissions: tuple[str, ...] | None = None) -> Client:
+        user = user or make_user(staff=staff, permissions=permissions)
         client = Client(headers={"Authorization": f"Bearer {token_issue(user=user)}"})
         client.user = user
         return client
