@@ -24,6 +24,15 @@ class MalformedJson(DomainError):
     default_message = "The body is not valid JSON."
 
 
+def require_plain_json(request) -> None:
+    """Only ``application/json`` itself: for a call a browser could be tricked into sending
+    from another site (a login), no variant that a future parser might read more leniently."""
+    if request.content_type != "application/json":
+        raise NotJson(
+            f"Send the body as JSON, with 'Content-Type: application/json' (got {request.content_type or 'none'})."
+        )
+
+
 class JsonParser(Parser):
     """Bodies are JSON, and say so. Without the check a form post was answered with a bare
     "Cannot parse request body", which does not tell a client what to send instead."""
