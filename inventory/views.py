@@ -14,7 +14,8 @@ from .forms import StrategyForm
 
 def strategy_switch(request, *, switch: Callable[[str], object], then: str, **then_kwargs) -> HttpResponse:
     """The body of a staff view that switches an item's strategy from its page: ``switch``
-    calls the product's update service with the chosen name; then back to ``then``."""
+    calls the product's update service with the chosen name; then back to ``then``. The
+    product's view asks for its change permission first, as the admin's change form does."""
     form = StrategyForm(request.POST)
     if not form.is_valid():
         return HttpResponseBadRequest("Unknown strategy.")

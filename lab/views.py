@@ -4,10 +4,13 @@ from __future__ import annotations
 
 from django.conf import settings
 from django.contrib.admin.views.decorators import staff_member_required
+from django.core.exceptions import PermissionDenied
 from django.http import FileResponse, Http404
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
+from accounts.decorators import staff_permission_required
+from accounts.permissions import staff_holds
 from core.errors import DomainError
 from inventory.stock import STRATEGIES, strategy_names
 
@@ -16,6 +19,11 @@ from .forms import LabRunForm
 from .models import LabRun
 from .selectors import lab_run_active, lab_run_get, lab_run_latest_done, lab_run_list
 from .services import lab_dir, lab_run_cancel, lab_run_create
+
+# Reading the lab takes any of its permissions; starting a run adds one, cancelling changes one.
+LAB_READ = ("lab.view_labrun", "lab.add_labrun", "lab.change_labrun")
+LAB_START = "lab.add_labrun"
+LAB_CANCEL = "lab.change_labrun"
 
 
 def _target_url(request) -> str:
@@ -28,9 +36,13 @@ def _lanes(run: LabRun) -> list[dict]:
 
 
 @staff_member_required
+@staff_permission_required(*LAB_READ)
 @require_http_methods(["GET", "POST"])
 def lab_page(request):
     """The form, the run going on (live) and the past runs."""
+    if request.method == "POST" and not staff_holds(request.user, LAB_START):
+        # A run sends a crowd at this server and creates its users and tokens.
+        raise PermissionDenied
     form = LabRunForm(request.POST or None)
     if request.method == "POST" and form.is_valid():
         try:
@@ -51,6 +63,7 @@ def lab_page(request):
 
 
 @staff_member_required
+@staff_permission_required(*LAB_READ)
 @require_GET
 def lab_run_page(request, run_id: int):
     run = lab_run_get(run_id=run_id)
@@ -58,6 +71,7 @@ def lab_run_page(request, run_id: int):
 
 
 @staff_member_required
+@staff_permission_required(LAB_CANCEL)
 @require_POST
 def lab_run_cancel_view(request, run_id: int):
     lab_run_cancel(run=lab_run_get(run_id=run_id), user=request.user)
@@ -65,6 +79,7 @@ def lab_run_cancel_view(request, run_id: int):
 
 
 @staff_member_required
+@staff_permission_required(*LAB_READ)
 @require_GET
 def lab_run_live(request, run_id: int):
     """The lane cards (and with ``?full=1`` the matrix and parameters of the run's own page),
@@ -74,6 +89,7 @@ def lab_run_live(request, run_id: int):
 
 
 @staff_member_required
+@staff_permission_required(*LAB_READ)
 @require_GET
 def lab_run_report(request, run_id: int):
     """The run's full HTML report (the same page ``make loadtest`` writes)."""

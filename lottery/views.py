@@ -5,7 +5,8 @@ from django.http import Http404
 from django.shortcuts import render
 from django.views.decorators.http import require_GET, require_POST
 
-from accounts.decorators import staff_required
+from accounts.decorators import staff_permission_required
+from accounts.permissions import staff_holds
 from core.errors import DomainError, Unavailable
 from inventory.forms import StrategyForm
 from inventory.views import strategy_switch
@@ -88,7 +89,7 @@ def pool_rows_partial(request):
 def pool_detail_page(request, pool_id: int):
     pool = pool_get(pool_id=pool_id)
     context = {**_odds_context(pool), **_standing_context(request, pool)}
-    if request.user.is_staff:
+    if staff_holds(request.user, "lottery.change_pool"):
         context["strategy_form"] = StrategyForm(initial={"strategy": pool.strategy})
     return render(request, "lottery/pool_detail.html", context)
 
@@ -158,7 +159,7 @@ def draw_status_partial(request, draw_id: int):
     return response
 
 
-@staff_required
+@staff_permission_required("lottery.change_pool")
 @require_POST
 def pool_strategy_switch(request, pool_id: int):
     """Staff switch the pool's strategy from its page, through the same service as the API."""

@@ -5,7 +5,8 @@ from django.http import Http404
 from django.shortcuts import render
 from django.views.decorators.http import require_GET, require_POST
 
-from accounts.decorators import staff_required
+from accounts.decorators import staff_permission_required
+from accounts.permissions import staff_holds
 from core.errors import DomainError, Unavailable
 from inventory.forms import StrategyForm
 from inventory.views import strategy_switch
@@ -54,7 +55,7 @@ def voucher_stock_partial(request):
 def voucher_detail_page(request, voucher_id: int):
     voucher = voucher_get(voucher_id=voucher_id)
     context = _live_context(request, voucher)
-    if request.user.is_staff:
+    if staff_holds(request.user, "orders.change_voucher"):
         context["strategy_form"] = StrategyForm(initial={"strategy": voucher.strategy})
     return render(request, "pages/voucher_detail.html", context)
 
@@ -111,7 +112,7 @@ def order_status_partial(request, order_id: int):
     return response
 
 
-@staff_required
+@staff_permission_required("orders.change_voucher")
 @require_POST
 def voucher_strategy_switch(request, voucher_id: int):
     """Staff switch the voucher's strategy from its page, through the same service as the API."""

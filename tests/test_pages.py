@@ -29,6 +29,7 @@ from orders.models import Order, Voucher
 from orders.selectors import voucher_audit, voucher_list_audited
 from tests import test_browser
 from tests.buyers import buy_concurrently
+from tests.conftest import STAFF_PERMISSIONS
 from tests.test_browser import log_in
 
 # Chromium and a phone-sized page (390 x 844), registered here too: pytest finds fixtures by name.
@@ -192,6 +193,7 @@ class Product:
     detail: str
     switch: str
     list_rows: str
+    permission: str  # what switching its strategy needs, as changing it in the admin does
 
     def strategy(self) -> str:
         return type(self.item).objects.get(pk=self.item.pk).strategy
@@ -206,6 +208,7 @@ def product(request, make_voucher, make_pool) -> Product:
             reverse("pages:voucher_detail", args=[voucher.pk]),
             reverse("pages:voucher_strategy", args=[voucher.pk]),
             reverse("pages:voucher_stock"),
+            "orders.change_voucher",
         )
     pool = make_pool(strategy="db_atomic")
     return Product(
@@ -213,6 +216,7 @@ def product(request, make_voucher, make_pool) -> Product:
         reverse("lottery:pool_detail", args=[pool.pk]),
         reverse("lottery:pool_strategy", args=[pool.pk]),
         reverse("lottery:pool_rows"),
+        "lottery.change_pool",
     )
 
 
@@ -280,6 +284,31 @@ def test_non_staff_cannot_switch_the_strategy_nor_see_the_form(client, make_user
     assert client.post(product.switch, {"strategy": "none"}).status_code == 403
     assert 'data-testid="strategy-switch"' not in client.get(product.detail).content.decode()
     assert product.strategy() == "db_atomic"
+
+
+@pytest.mark.django_db
+def test_staff_without_the_change_permission_cannot_switch_the_strategy_nor_see_the_form(client, make_user, product):
+    # Every other staff permission, and still refused: the admin would not let them change it either.
+    others = tuple(p for p in STAFF_PERMISSIONS if p != product.permission)
+    for held in (others, ()):
+        client.force_login(make_user(staff=True, permissions=held))
+        assert client.post(product.switch, {"strategy": "none"}).status_code == 403
+        assert 'data-testid="strategy-switch"' not in client.get(product.detail).content.decode()
+    assert product.strategy() == "db_atomic"
+
+
+@pytest.mark.django_db
+def test_staff_with_the_change_permission_or_a_superuser_switch_the_strategy(client, make_user, product):
+    client.force_login(make_user(staff=True, permissions=(product.permission,)))
+    assert 'data-testid="strategy-switch"' in client.get(product.detail).content.decode()
+    assert client.post(product.switch, {"strategy": "none"}).status_code == 302
+    assert product.strategy() == "none"
+    boss = make_user(staff=True, permissions=())
+    boss.is_superuser = True
+    boss.save(update_fields=["is_superuser"])
+    client.force_login(boss)
+    assert client.post(product.switch, {"strategy": "redis_lock"}).status_code == 302
+    assert product.strategy() == "redis_lock"
 
 
 @pytest.mark.django_db

@@ -14,6 +14,7 @@ from inventory.stock import STRATEGIES, strategy_names
 from lab.errors import LabBusy
 from lab.models import LabLane, LabRun
 from lab.services import BOUNDS, lab_run_create, lab_run_fail
+from tests.conftest import STAFF_PERMISSIONS
 
 pytestmark = pytest.mark.django_db
 
@@ -104,6 +105,75 @@ def test_the_lab_is_for_staff_only(client, make_user):
     assert response.status_code == 302 and "login" in response["Location"]
     client.force_login(make_user(staff=True))
     assert client.get(url).status_code == 200
+
+
+LAB_PERMISSIONS = ("lab.view_labrun", "lab.add_labrun", "lab.change_labrun")
+FORM = {"product": "voucher", "scenario": "crowd", "strategies": ["none"], "stock": 5, "crowd": 50, "users": 5,
+        "duration": 3}  # fmt: skip
+
+
+def lab_reads(run: LabRun) -> list[str]:
+    return [
+        reverse("lab:lab"),
+        reverse("lab:run", args=[run.pk]),
+        reverse("lab:run_live", args=[run.pk]),
+        reverse("lab:run_report", args=[run.pk]),
+    ]
+
+
+def test_staff_without_a_lab_permission_can_neither_see_start_nor_cancel_a_run(client, make_user, create):
+    run = create(strategies=["none"])
+    others = tuple(p for p in STAFF_PERMISSIONS if p not in LAB_PERMISSIONS)
+    client.force_login(make_user(staff=True, permissions=others))
+    for url in lab_reads(run):
+        assert client.get(url).status_code == 403, url
+    assert client.post(reverse("lab:lab"), FORM).status_code == 403
+    assert client.post(reverse("lab:run_cancel", args=[run.pk])).status_code == 403
+    assert 'data-testid="lab-link"' not in client.get("/").content.decode()
+    assert list(LabRun.objects.values_list("pk", "status")) == [(run.pk, LabRun.Status.QUEUED)]
+
+
+def test_viewing_the_lab_is_not_starting_nor_cancelling_a_run(client, make_user, create):
+    run = create(strategies=["none"])
+    client.force_login(make_user(staff=True, permissions=("lab.view_labrun",)))
+    assert client.get(reverse("lab:lab")).status_code == 200
+    assert client.get(reverse("lab:run", args=[run.pk])).status_code == 200
+    assert client.get(reverse("lab:run_live", args=[run.pk])).status_code == 200
+    assert 'data-testid="lab-link"' in client.get("/").content.decode()
+    assert 'data-testid="lab-form"' not in client.get(reverse("lab:lab")).content.decode()
+    assert 'data-testid="cancel"' not in client.get(reverse("lab:run", args=[run.pk])).content.decode()
+    assert client.post(reverse("lab:lab"), FORM).status_code == 403
+    assert client.post(reverse("lab:run_cancel", args=[run.pk])).status_code == 403
+    assert list(LabRun.objects.values_list("pk", "status")) == [(run.pk, LabRun.Status.QUEUED)]
+
+
+def test_starting_a_run_needs_the_add_permission_and_cancelling_it_the_change_permission(
+    client, make_user, django_capture_on_commit_callbacks
+):
+    client.force_login(make_user(staff=True, permissions=("lab.add_labrun",)))
+    assert 'data-testid="lab-form"' in client.get(reverse("lab:lab")).content.decode()
+    with django_capture_on_commit_callbacks(execute=False):
+        response = client.post(reverse("lab:lab"), FORM)
+    assert response.status_code == 302, response.content
+    run = LabRun.objects.get()
+    client.force_login(make_user(staff=True, permissions=("lab.change_labrun",)))
+    assert 'data-testid="cancel"' in client.get(reverse("lab:run", args=[run.pk])).content.decode()
+    assert client.post(reverse("lab:run_cancel", args=[run.pk])).status_code == 302
+    run.refresh_from_db()
+    assert run.status == LabRun.Status.FAILED
+
+
+def test_a_superuser_runs_the_lab_without_any_permission_of_its_own(
+    client, make_user, django_capture_on_commit_callbacks
+):
+    boss = make_user(staff=True, permissions=())
+    boss.is_superuser = True
+    boss.save(update_fields=["is_superuser"])
+    client.force_login(boss)
+    assert client.get(reverse("lab:lab")).status_code == 200
+    with django_capture_on_commit_callbacks(execute=False):
+        assert client.post(reverse("lab:lab"), FORM).status_code == 302
+    assert LabRun.objects.get().created_by == boss
 
 
 def test_the_lab_form_lists_every_strategy_and_scenario_from_the_registries(client, make_user):
