@@ -9,6 +9,8 @@ API should never have to parse an HTML page.
 import logging
 from functools import wraps
 
+from django.conf import settings
+from django.core.exceptions import RequestDataTooBig, SuspiciousOperation
 from django.core.signals import got_request_exception
 from django.http import Http404, HttpResponseNotAllowed
 from django.urls import URLPattern, re_path
@@ -50,7 +52,8 @@ CSRF token in `X-CSRFToken` on unsafe methods. Reading vouchers and pools needs 
 409 `sold_out`, `already_purchased`, `draw_limit`, `pool_empty` or `busy`; 403 `not_started`,
 `ended` or `forbidden`; 401 `unauthorized`; 404 `not_found`; 405 `method_not_allowed`;
 422 `invalid` (also for a field the call does not take). Bodies are JSON: anything else is
-415 `unsupported_media_type`, and JSON that does not parse is 400 `bad_request`.
+415 `unsupported_media_type`, JSON that does not parse is 400 `bad_request`, and a body over
+2.5 MB (`DATA_UPLOAD_MAX_MEMORY_SIZE`) is 413 `too_large`.
 """
 
 
@@ -164,6 +167,22 @@ def on_http_error(request, exc: HttpError):
         return on_domain_error(request, exc.__cause__)
     code = {400: "bad_request", 405: "method_not_allowed"}.get(exc.status_code, "error")
     return error(request, exc.status_code, code, exc.message)
+
+
+def too_large_message() -> str:
+    return f"The request body is larger than the {settings.DATA_UPLOAD_MAX_MEMORY_SIZE} bytes this server takes."
+
+
+@api.exception_handler(SuspiciousOperation)
+def on_suspicious(request, exc: SuspiciousOperation):
+    # Raised where the body or the form is first read (the parser, or the CSRF check of a
+    # session): the client's fault, not the server's. Logged as Django logs it, on one line.
+    logging.getLogger(f"django.security.{exc.__class__.__name__}").warning(
+        "%s (%s %s)", exc, request.method, request.path
+    )
+    if isinstance(exc, RequestDataTooBig):
+        return error(request, 413, "too_large", too_large_message())
+    return error(request, 400, "bad_request", str(exc))
 
 
 @api.exception_handler(Exception)

@@ -16,3 +16,6 @@ urlpatterns = [
     path("", include("lottery.urls")),
     path("", include("orders.urls")),
 ]
+
+# A body over the size limit read outside the API's operations: 413, JSON under /api/.
+handler400 = "config.views.bad_request"

@@ -1,8 +1,11 @@
+from django.conf import settings
 from django.core.cache import cache
+from django.core.exceptions import RequestDataTooBig
 from django.db import connection
 from django.http import JsonResponse
-from django.shortcuts import redirect
+from django.shortcuts import redirect, render
 from django.templatetags.static import static
+from django.views import defaults
 
 
 def healthz(request):
@@ -30,3 +33,19 @@ def favicon(request):
     with the icon, and a browser keeps a permanent redirect for good.
     """
     return redirect(static("img/favicon.svg"))
+
+
+def bad_request(request, exception=None):
+    """Django's 400 (a SuspiciousOperation raised outside the API's operations, such as a body
+    over DATA_UPLOAD_MAX_MEMORY_SIZE read by a view or a middleware). A body too large is a
+    413; under /api/ the answer is in the API's error shape, as everything there is."""
+    from .api import error, too_large_message
+
+    too_large = isinstance(exception, RequestDataTooBig)
+    if request.path.startswith("/api/"):
+        if too_large:
+            return error(request, 413, "too_large", too_large_message())
+        return error(request, 400, "bad_request", str(exception or "Bad request."))
+    if too_large:
+        return render(request, "413.html", {"limit": settings.DATA_UPLOAD_MAX_MEMORY_SIZE}, status=413)
+    return defaults.bad_request(request, exception)

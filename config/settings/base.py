@@ -277,7 +277,16 @@ LOGGING = {
     "disable_existing_loggers": False,
     "handlers": {"console": {"class": "logging.StreamHandler"}},
     "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "WARNING")},
-    # A refused purchase (409 sold out, 403 not started) is business as usual in a flash
-    # sale, not a warning: log server errors only.
-    "loggers": {"django.request": {"level": "ERROR"}},
+    # What Django refuses of a request body (413, or 400 for too many fields) is the
+    # client's fault: one line each, without the traceback Django adds (core.logfilters).
+    "filters": {"client_fault": {"()": "core.logfilters.ClientFault"}},
+    "loggers": {
+        # A refused purchase (409 sold out, 403 not started) is business as usual in a flash
+        # sale, not a warning: log server errors only.
+        "django.request": {"level": "ERROR"},
+        **{
+            f"django.security.{name}": {"filters": ["client_fault"]}
+            for name in ("RequestDataTooBig", "TooManyFieldsSent", "TooManyFilesSent")
+        },
+    },
 }
