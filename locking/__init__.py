@@ -10,7 +10,7 @@ from .errors import LockError, LockLost, LockNotOwned, LockTimeout, StaleFence
 from .lease import Released
 from .lock import Lock
 from .many import MultiLock, lock_many
-from .metrics import CountingMetrics, LockMetrics
+from .metrics import CountingMetrics, LockMetrics, observe
 
 __all__ = [
     "CountingMetrics",
@@ -24,4 +24,5 @@ __all__ = [
     "Released",
     "StaleFence",
     "lock_many",
+    "observe",
 ]

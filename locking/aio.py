@@ -23,7 +23,7 @@ from . import scripts
 from .errors import LockError, LockLost, LockNotOwned, LockTimeout
 from .lease import DEFAULT_LEASE, DEFAULT_MAX_HOLD, Released
 from .lock import resource_keys
-from .metrics import NO_METRICS, LockMetrics
+from .metrics import LockMetrics, observer
 
 
 @dataclass
@@ -54,7 +54,7 @@ class AsyncLock:
         blocking_timeout: float | None = None,
         reentrant: bool = False,
         on_lost=None,
-        metrics: LockMetrics = NO_METRICS,
+        metrics: LockMetrics | None = None,
     ) -> None:
         if lease <= 0:
             raise ValueError("lease must be positive")
@@ -68,7 +68,7 @@ class AsyncLock:
         self.blocking_timeout = blocking_timeout
         self.reentrant = reentrant
         self.on_lost = on_lost
-        self.metrics = metrics
+        self.metrics = observer() if metrics is None else metrics
         self.key, self.fence_key, self.queue_key, self.wake_prefix = resource_keys(name)
         self._keys = (self.key, self.fence_key, self.queue_key)
         self._acquire_script = client.register_script(scripts.ACQUIRE)

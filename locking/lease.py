@@ -14,7 +14,7 @@ from types import TracebackType
 from redis.exceptions import RedisError
 
 from .errors import LockError, LockLost, LockNotOwned, LockTimeout
-from .metrics import NO_METRICS, LockMetrics
+from .metrics import LockMetrics, observer
 from .watchdog import watchdog
 
 DEFAULT_LEASE = 10.0
@@ -44,7 +44,8 @@ class LeasedLock:
             count); otherwise a second acquire by the holder raises LockError.
         on_lost: called once, from the watchdog thread, with ``(lock, reason)``
             when the lease is lost while held.
-        metrics: a :class:`~locking.metrics.LockMetrics` receiving every event.
+        metrics: a :class:`~locking.metrics.LockMetrics` receiving every event; by
+            default the process's, installed with :func:`locking.metrics.observe`.
         clock: a monotonic clock, replaceable in tests.
     """
 
@@ -59,7 +60,7 @@ class LeasedLock:
         blocking_timeout: float | None = None,
         reentrant: bool = False,
         on_lost: Callable[[LeasedLock, str], None] | None = None,
-        metrics: LockMetrics = NO_METRICS,
+        metrics: LockMetrics | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         if lease <= 0:
@@ -73,7 +74,8 @@ class LeasedLock:
         self.blocking_timeout = blocking_timeout
         self.reentrant = reentrant
         self.on_lost = on_lost
-        self.metrics = metrics
+        # Read once here, not per event: a lock's hooks stay those it was created with.
+        self.metrics = observer() if metrics is None else metrics
         self.clock = clock
         self._state = threading.Lock()
         self._token: str | None = None

@@ -84,10 +84,12 @@ class MultiLock(LeasedLock):
         blocking, started, deadline = self._wait_plan(blocking, blocking_timeout)
         token = secrets.token_hex(16)
         backoff = 0.001
+        contended = False
         while True:
             taken, busy_for = self._try_once(token)
             if taken:
                 break
+            contended = True
             left = None if deadline is None else deadline - self.clock()
             if not blocking or (left is not None and left <= 0):
                 self.metrics.refused(self.label, wait=self.clock() - started)
@@ -97,7 +99,7 @@ class MultiLock(LeasedLock):
             backoff = min(backoff * 2, 0.05)
         now = self.clock()
         self._took(token, now)
-        self.metrics.acquired(self.label, wait=now - started, contended=now > started)
+        self.metrics.acquired(self.label, wait=now - started, contended=contended)
         return self.fences
 
     def _renew_in_redis(self, token: str) -> bool:

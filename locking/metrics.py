@@ -1,4 +1,5 @@
-"""Metrics hooks. Subclass :class:`LockMetrics` and pass it as ``metrics=``.
+"""Metrics hooks. Subclass :class:`LockMetrics` and pass it as ``metrics=``, or install
+one for every lock of the process with :func:`observe`.
 
 Every hook is called synchronously by the lock (renewal hooks from the watchdog
 thread) and must be cheap and must not raise.
@@ -68,3 +69,19 @@ class CountingMetrics(LockMetrics):
 
 
 NO_METRICS = LockMetrics()
+
+_observer: LockMetrics = NO_METRICS
+
+
+def observe(metrics: LockMetrics | None) -> None:
+    """Make ``metrics`` the hooks of every lock created from now on without ``metrics=`` of
+    its own (None: none again). An application installs its exporter once at start-up, so
+    that the code creating locks need not carry it; the library stays free of any one
+    metrics system."""
+    global _observer
+    _observer = NO_METRICS if metrics is None else metrics
+
+
+def observer() -> LockMetrics:
+    """The hooks installed by :func:`observe` (no-ops until then)."""
+    return _observer
