@@ -1,14 +1,18 @@
-from django.contrib.auth import authenticate, login
+from datetime import datetime
+
+from django.contrib.auth import authenticate, login, logout
+from django.http import HttpResponse
 from ninja import Router, Schema
 from ninja.errors import AuthenticationError
 from pydantic import Field
 
-from core.api import require_plain_json
+from core.api import refuse_body, require_plain_json
 from core.schemas import BODY_ERRORS, InputSchema, errors
 
 from .auth import CsrfFailed
 from .origin import origin_trusted, request_origin
-from .services import token_issue
+from .selectors import tokens_of_user
+from .services import token_hash, token_issue, token_revoke, token_revoke_raw
 
 router = Router(tags=["auth"])
 
@@ -20,6 +24,23 @@ class LoginIn(InputSchema):
 
 class TokenOut(Schema):
     token: str
+
+
+class TokenInfoOut(Schema):
+    """A token as its holder sees it: only its hash is stored, so never its value."""
+
+    id: int
+    created_at: datetime
+    expires_at: datetime
+    current: bool
+
+
+def _bearer(request) -> str | None:
+    """The raw bearer token the request was sent with, if any (read as ninja reads it)."""
+    scheme, _, raw = request.headers.get("Authorization", "").partition(" ")
+    if scheme.lower() != "bearer" or not raw.strip():
+        return None
+    return raw.strip()
 
 
 @router.post("/auth/login", response={200: TokenOut, **errors(401, 403, 429, *BODY_ERRORS)}, auth=None)
@@ -44,3 +65,32 @@ def auth_login(request, payload: LoginIn):
     if origin is not None:
         login(request, user)
     return {"token": token_issue(user=user)}
+
+
+@router.post("/auth/logout", response={204: None, **errors(400, 401, 403)})
+def auth_logout(request):
+    """Revoke the bearer token the request was sent with, and end the session if there is one."""
+    refuse_body(request, action="logout")
+    raw = _bearer(request)
+    if raw is not None:
+        token_revoke_raw(user=request.auth, raw=raw)
+    logout(request)
+    return HttpResponse(status=204)
+
+
+@router.get("/auth/tokens", response={200: list[TokenInfoOut], **errors(401)})
+def auth_tokens(request):
+    """The caller's tokens that still work, newest first; ``current`` is the one sent."""
+    raw = _bearer(request)
+    used = token_hash(raw) if raw is not None else None
+    return [
+        {"id": t.pk, "created_at": t.created_at, "expires_at": t.expires_at, "current": t.key_hash == used}
+        for t in tokens_of_user(user=request.auth)
+    ]
+
+
+@router.delete("/auth/tokens/{token_id}", response={204: None, **errors(401, 403, 404)})
+def auth_token_revoke(request, token_id: int):
+    """Revoke one of the caller's tokens (another user's is 404)."""
+    token_revoke(user=request.auth, token_id=token_id)
+    return HttpResponse(status=204)

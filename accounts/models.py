@@ -1,5 +1,14 @@
+from datetime import timedelta
+
 from django.conf import settings
 from django.db import models
+from django.utils import timezone
+
+
+def token_expiry():
+    """When a token issued now ends: ``API_TOKEN_TTL_SECONDS`` from now. Also what the
+    migration that added expiry gave the tokens that existed then."""
+    return timezone.now() + timedelta(seconds=settings.API_TOKEN_TTL_SECONDS)
 
 
 class ApiToken(models.Model):
@@ -8,6 +17,7 @@ class ApiToken(models.Model):
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_tokens")
     key_hash = models.CharField(max_length=64, unique=True, editable=False)
     created_at = models.DateTimeField(auto_now_add=True)
+    expires_at = models.DateTimeField(default=token_expiry)
 
     def __str__(self) -> str:
         return f"token of {self.user_id} ({self.key_hash[:8]}...)"

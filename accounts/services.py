@@ -1,15 +1,26 @@
-"""Issuing bearer tokens and creating many load-test users fast."""
+"""Issuing and revoking bearer tokens, and creating many load-test users fast."""
 
 from __future__ import annotations
 
 import hashlib
 import secrets
+from datetime import timedelta
 
+from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.contrib.auth.hashers import make_password
 from django.db import transaction
+from django.utils import timezone
 
-from .models import ApiToken
+from core.errors import DomainError
+
+from .models import ApiToken, token_expiry
+
+
+class TokenNotFound(DomainError):
+    code = "not_found"
+    status = 404
+    default_message = "You have no such token."
 
 
 def token_hash(raw: str) -> str:
@@ -21,18 +32,59 @@ def _new_token() -> tuple[str, str]:
     return raw, token_hash(raw)
 
 
-def token_issue(*, user) -> str:
-    """A new bearer token for ``user``; the raw value is returned once and never stored."""
+def _expiry(ttl: timedelta | None):
+    return token_expiry() if ttl is None else timezone.now() + ttl
+
+
+@transaction.atomic
+def token_issue(*, user, ttl: timedelta | None = None) -> str:
+    """A new bearer token for ``user``, working for ``ttl`` (``API_TOKEN_TTL_SECONDS`` by
+    default); the raw value is returned once and never stored.
+
+    The user's expired tokens go, and the oldest beyond ``API_TOKENS_PER_USER`` with them:
+    every login issues a token, and a client that logs in on every run would otherwise
+    leave a trail of tokens that all still work.
+    """
     raw, digest = _new_token()
-    ApiToken.objects.create(user=user, key_hash=digest)
+    token = ApiToken.objects.create(user=user, key_hash=digest, expires_at=_expiry(ttl))
+    ApiToken.objects.filter(user=user, expires_at__lte=timezone.now()).delete()
+    kept = ApiToken.objects.filter(user=user).order_by("-created_at", "-pk").values_list("pk", flat=True)
+    surplus = list(kept[max(settings.API_TOKENS_PER_USER, 1) :])
+    if surplus:
+        ApiToken.objects.filter(pk__in=surplus).exclude(pk=token.pk).delete()
     return raw
+
+
+def token_revoke(*, user, token_id: int) -> None:
+    """Revoke one of ``user``'s tokens; another user's is not found, as if it did not exist."""
+    deleted, _ = ApiToken.objects.filter(pk=token_id, user=user).delete()
+    if not deleted:
+        raise TokenNotFound()
+
+
+def token_revoke_raw(*, user, raw: str) -> bool:
+    """Revoke the token ``raw`` if it is ``user``'s (logging out); whether one was."""
+    deleted, _ = ApiToken.objects.filter(key_hash=token_hash(raw), user=user).delete()
+    return bool(deleted)
+
+
+def user_tokens_revoke(*, user_id: int) -> int:
+    """Revoke every token of the user (the password changed); the number revoked."""
+    deleted, _ = ApiToken.objects.filter(user_id=user_id).delete()
+    return deleted
 
 
 @transaction.atomic
 def users_with_tokens_create(
-    *, count: int, prefix: str = "load", password: str | None = None, staff: bool = False
+    *,
+    count: int,
+    prefix: str = "load",
+    password: str | None = None,
+    staff: bool = False,
+    ttl: timedelta | None = None,
 ) -> list[tuple[str, str]]:
-    """Create ``count`` users named ``<prefix>-<batch>-<n>`` with one token each.
+    """Create ``count`` users named ``<prefix>-<batch>-<n>`` with one token each, working
+    for ``ttl`` (``API_TOKEN_TTL_SECONDS`` by default).
 
     Returns ``(username, token)`` pairs. One bulk insert per table and one password
     hash shared by all (hashing per user would take minutes for thousands); the
@@ -47,10 +99,11 @@ def users_with_tokens_create(
     User.objects.bulk_create([User(username=name, password=hashed, is_staff=staff) for name in names], batch_size=1000)
     users = User.objects.filter(username__in=names).only("id", "username")
     pairs, tokens = [], []
+    expires_at = _expiry(ttl)
     for user in users:
         raw, digest = _new_token()
         pairs.append((user.username, raw))
-        tokens.append(ApiToken(user=user, key_hash=digest))
+        tokens.append(ApiToken(user=user, key_hash=digest, expires_at=expires_at))
     ApiToken.objects.bulk_create(tokens, batch_size=1000)
     return pairs
 

@@ -221,6 +221,12 @@ LOGIN_FAILURES_PER_ADDRESS = env_int("LOGIN_FAILURES_PER_ADDRESS", 30)
 LOGIN_FAILURE_WINDOW_SECONDS = env_int("LOGIN_FAILURE_WINDOW_SECONDS", 900)
 AUTHENTICATION_BACKENDS = ["accounts.backends.ThrottledModelBackend"]
 
+# A bearer token works this long after it was issued (issue_tokens may choose another
+# time); each user keeps at most API_TOKENS_PER_USER, the oldest dropped to make room, so
+# that logging in over and over does not pile up tokens that all still work.
+API_TOKEN_TTL_SECONDS = env_int("API_TOKEN_TTL_SECONDS", 30 * 24 * 3600)
+API_TOKENS_PER_USER = env_int("API_TOKENS_PER_USER", 10)
+
 # Checked against inventory.models.Strategy by a system check (inventory.checks).
 DEFAULT_STRATEGY = os.environ.get("DEFAULT_STRATEGY", "db_atomic")
 # A pause between the check and the write inside every strategy, the same for all,

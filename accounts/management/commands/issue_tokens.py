@@ -1,4 +1,5 @@
 import time
+from datetime import timedelta
 from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
@@ -14,13 +15,20 @@ class Command(BaseCommand):
         parser.add_argument("--out", type=Path, required=True, help="File to write 'username token' lines to.")
         parser.add_argument("--prefix", default="load", help="Username prefix (default: load).")
         parser.add_argument("--staff", action="store_true", help="Make the users staff (for the restock scenario).")
+        parser.add_argument(
+            "--ttl", type=int, default=None, help="Seconds the tokens work (default: API_TOKEN_TTL_SECONDS)."
+        )
 
-    def handle(self, *args, count: int, out: Path, prefix: str, staff: bool = False, **options):
+    def handle(self, *args, count: int, out: Path, prefix: str, staff: bool = False, ttl: int | None = None, **options):
         if not 1 <= count <= 100_000:
             raise CommandError("--count must be between 1 and 100000.")
+        if ttl is not None and ttl < 1:
+            raise CommandError("--ttl must be at least 1 second.")
         if out.parent and not out.parent.exists():
             raise CommandError(f"Folder {out.parent} does not exist.")
         started = time.perf_counter()
-        pairs = users_with_tokens_create(count=count, prefix=prefix, staff=staff)
+        pairs = users_with_tokens_create(
+            count=count, prefix=prefix, staff=staff, ttl=None if ttl is None else timedelta(seconds=ttl)
+        )
         out.write_text("".join(f"{username} {token}\n" for username, token in pairs))
         self.stdout.write(f"Wrote {len(pairs)} tokens to {out} in {time.perf_counter() - started:.1f}s.")

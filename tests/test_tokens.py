@@ -1,0 +1,231 @@
+"""Bearer tokens end (docs/security.md, "Identity and tokens"): they expire, logging out
+revokes the one used, a password change revokes them all, a user lists and revokes their
+own, and each user holds a bounded number."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from django.contrib.auth import get_user_model
+from django.core.management import call_command
+from django.db import connection
+from django.db.migrations.executor import MigrationExecutor
+from django.test import Client
+from django.utils import timezone
+
+from accounts.models import ApiToken
+from accounts.selectors import user_for_token
+from accounts.services import token_hash, token_issue, users_with_tokens_create
+
+from .http import assert_error, post_json
+
+pytestmark = pytest.mark.django_db
+
+
+def bearer(raw: str) -> Client:
+    return Client(headers={"Authorization": f"Bearer {raw}"})
+
+
+def works(raw: str) -> bool:
+    status = bearer(raw).get("/api/orders").status_code
+    assert status in (200, 401)
+    return status == 200
+
+
+def about(moment, expected, slack=timedelta(seconds=30)) -> bool:
+    return abs(moment - expected) < slack
+
+
+# --- expiry ---------------------------------------------------------------------------------------
+
+
+def test_a_token_expires_after_api_token_ttl_seconds(settings, make_user):
+    settings.API_TOKEN_TTL_SECONDS = 3600
+    raw = token_issue(user=make_user())
+    token = ApiToken.objects.get(key_hash=token_hash(raw))
+    assert about(token.expires_at, timezone.now() + timedelta(hours=1))
+    assert works(raw)
+    ApiToken.objects.filter(pk=token.pk).update(expires_at=timezone.now() - timedelta(seconds=1))
+    assert not works(raw)
+    assert_error(bearer(raw).get("/api/orders"), 401, "unauthorized")
+
+
+def test_the_token_check_is_still_one_query(make_user, django_assert_num_queries):
+    user = make_user()
+    raw = token_issue(user=user)
+    with django_assert_num_queries(1):
+        assert user_for_token(raw=raw) == user
+    ApiToken.objects.update(expires_at=timezone.now() - timedelta(seconds=1))
+    with django_assert_num_queries(1):
+        assert user_for_token(raw=raw) is None
+
+
+def test_a_token_may_be_issued_for_a_shorter_or_longer_time(make_user):
+    raw = token_issue(user=make_user(), ttl=timedelta(days=400))
+    assert about(ApiToken.objects.get(key_hash=token_hash(raw)).expires_at, timezone.now() + timedelta(days=400))
+    pairs = users_with_tokens_create(count=3, prefix="short", ttl=timedelta(minutes=5))
+    for _, raw in pairs:
+        assert about(ApiToken.objects.get(key_hash=token_hash(raw)).expires_at, timezone.now() + timedelta(minutes=5))
+        assert works(raw)
+
+
+def test_issue_tokens_takes_a_ttl(tmp_path):
+    out = tmp_path / "tokens.txt"
+    call_command("issue_tokens", count=2, out=out, prefix="ttl", ttl=120)
+    for line in out.read_text().splitlines():
+        _, raw = line.split()
+        expires_at = ApiToken.objects.get(key_hash=token_hash(raw)).expires_at
+        assert about(expires_at, timezone.now() + timedelta(seconds=120))
+
+
+def test_issuing_drops_the_users_expired_tokens_and_keeps_at_most_api_tokens_per_user(settings, make_user):
+    settings.API_TOKENS_PER_USER = 3
+    user, other = make_user(), make_user()
+    others = token_issue(user=other)
+    expired = token_issue(user=user)
+    ApiToken.objects.filter(key_hash=token_hash(expired)).update(expires_at=timezone.now())
+    raws = [token_issue(user=user) for _ in range(5)]
+    assert not ApiToken.objects.filter(key_hash=token_hash(expired)).exists()
+    assert ApiToken.objects.filter(user=user).count() == 3
+    assert [works(raw) for raw in raws] == [False, False, True, True, True]  # the oldest make room
+    assert works(others)
+
+
+def test_logging_in_again_leaves_the_earlier_token_working(make_user):
+    make_user("ann", password="ann-secret-77")
+    credentials = {"username": "ann", "password": "ann-secret-77"}
+    first = post_json(Client(), "/api/auth/login", credentials).json()["token"]
+    second = post_json(Client(), "/api/auth/login", credentials).json()["token"]
+    assert works(first) and works(second)
+
+
+def test_existing_tokens_get_the_ttl_from_the_migration(transactional_db, settings):
+    settings.API_TOKEN_TTL_SECONDS = 7200
+    executor = MigrationExecutor(connection)
+    executor.migrate([("accounts", "0001_initial")])
+    old_apps = executor.loader.project_state([("accounts", "0001_initial")]).apps
+    user = get_user_model().objects.create_user("old-timer")
+    old_apps.get_model("accounts", "ApiToken").objects.create(user_id=user.pk, key_hash="a" * 64)
+    executor = MigrationExecutor(connection)
+    executor.migrate(executor.loader.graph.leaf_nodes())
+    token = ApiToken.objects.get(key_hash="a" * 64)
+    assert about(token.expires_at, timezone.now() + timedelta(hours=2))
+
+
+# --- logout ---------------------------------------------------------------------------------------
+
+
+def test_logout_revokes_the_token_it_was_sent_with_and_no_other(make_user):
+    user = make_user()
+    used, kept = token_issue(user=user), token_issue(user=user)
+    response = bearer(used).post("/api/auth/logout")
+    assert response.status_code == 204
+    assert not works(used)
+    assert works(kept)
+    assert_error(bearer(used).post("/api/auth/logout"), 401, "unauthorized")
+
+
+def test_logout_ends_the_session_and_needs_its_csrf_token(make_user):
+    client = Client(enforce_csrf_checks=True)
+    client.force_login(make_user())
+    client.get("/")  # sets the csrftoken cookie, as the pages do
+    assert_error(client.post("/api/auth/logout"), 403, "csrf_failed")
+    assert client.get("/api/orders").status_code == 200
+    response = client.post("/api/auth/logout", headers={"X-CSRFToken": client.cookies["csrftoken"].value})
+    assert response.status_code == 204
+    assert_error(client.get("/api/orders"), 401, "unauthorized")
+
+
+def test_logout_takes_no_body_and_needs_a_login(make_user):
+    raw = token_issue(user=make_user())
+    assert_error(post_json(bearer(raw), "/api/auth/logout", {"everywhere": True}), 400, "bad_request")
+    assert works(raw)
+    assert_error(Client().post("/api/auth/logout"), 401, "unauthorized")
+
+
+# --- password changes -----------------------------------------------------------------------------
+
+
+def test_set_password_and_save_revokes_every_token_of_the_user(make_user):
+    user, other = make_user(), make_user()
+    raws = [token_issue(user=user) for _ in range(2)]
+    others = token_issue(user=other)
+    user.set_password("a-new-secret-99")
+    user.save()
+    assert not any(works(raw) for raw in raws)
+    assert works(others)
+    assert works(token_issue(user=user))  # a token issued after the change works
+
+
+def test_an_unusable_password_revokes_every_token_too(make_user):
+    user = make_user()
+    raw = token_issue(user=user)
+    user.set_unusable_password()
+    user.save()
+    assert not works(raw)
+
+
+def test_saving_a_user_without_changing_the_password_keeps_the_tokens(make_user):
+    user = make_user()
+    raw = token_issue(user=user)
+    user.first_name = "Ann"
+    user.save()
+    user.refresh_from_db()
+    user.save(update_fields=["last_login"])
+    assert works(raw)
+
+
+def test_the_admins_password_change_revokes_every_token_of_the_user(admin_client_, make_user):
+    user = make_user()
+    raw = token_issue(user=user)
+    response = admin_client_.post(
+        f"/admin/auth/user/{user.pk}/password/",
+        {"password1": "a-new-secret-99", "password2": "a-new-secret-99", "usable_password": "true"},
+    )
+    assert response.status_code == 302, response.content
+    user.refresh_from_db()
+    assert user.check_password("a-new-secret-99")
+    assert not works(raw)
+
+
+# --- a user's own tokens --------------------------------------------------------------------------
+
+
+def test_a_user_lists_their_own_live_tokens(make_user):
+    user, other = make_user(), make_user()
+    first = token_issue(user=user)
+    current = token_issue(user=user)
+    expired = token_issue(user=user)
+    ApiToken.objects.filter(key_hash=token_hash(expired)).update(expires_at=timezone.now())
+    token_issue(user=other)
+    response = bearer(current).get("/api/auth/tokens")
+    assert response.status_code == 200
+    listed = response.json()
+    mine = {t.pk: t for t in ApiToken.objects.filter(key_hash__in=[token_hash(r) for r in (first, current)])}
+    assert {item["id"] for item in listed} == set(mine)
+    for item in listed:
+        assert set(item) == {"id", "created_at", "expires_at", "current"}
+        assert item["current"] == (mine[item["id"]].key_hash == token_hash(current))
+    assert_error(Client().get("/api/auth/tokens"), 401, "unauthorized")
+
+
+def test_a_user_revokes_one_of_their_tokens_and_not_anothers(make_user):
+    user, other = make_user(), make_user()
+    mine, spare = token_issue(user=user), token_issue(user=user)
+    theirs = token_issue(user=other)
+    spare_id = ApiToken.objects.get(key_hash=token_hash(spare)).pk
+    theirs_id = ApiToken.objects.get(key_hash=token_hash(theirs)).pk
+    assert_error(bearer(mine).delete(f"/api/auth/tokens/{theirs_id}"), 404, "not_found")
+    assert works(theirs)
+    assert bearer(mine).delete(f"/api/auth/tokens/{spare_id}").status_code == 204
+    assert not works(spare)
+    assert works(mine)
+    assert_error(bearer(mine).delete(f"/api/auth/tokens/{spare_id}"), 404, "not_found")
+
+
+def test_openapi_declares_the_token_calls():
+    paths = Client().get("/api/openapi.json").json()["paths"]
+    assert {"204", "400", "401", "403"} <= set(paths["/api/auth/logout"]["post"]["responses"])
+    assert {"200", "401"} <= set(paths["/api/auth/tokens"]["get"]["responses"])
+    assert {"204", "401", "403", "404"} <= set(paths["/api/auth/tokens/{token_id}"]["delete"]["responses"])
