@@ -44,9 +44,13 @@ a draw. `GET /api/draws` lists the caller's draws.
 change a window, a strategy or a pool's rules, restock (a relative, guarded update that
 never races buyers) and audit the invariants (`.../audit`).
 
-**Auth.** `POST /api/auth/login` with `{"username", "password"}` answers a bearer token:
-send `Authorization: Bearer <token>`. It also logs a browser in; a session then sends its
-CSRF token in `X-CSRFToken` on unsafe methods. Reading vouchers and pools needs no login.
+**Auth.** `POST /api/auth/login` with `{"username", "password"}` as `application/json`
+answers a bearer token: send `Authorization: Bearer <token>`. A token expires (see
+`expires_at` in `GET /api/auth/tokens`); `POST /api/auth/logout` revokes the one it is sent
+with, `DELETE /api/auth/tokens/{id}` any of the caller's, and a password change all of them.
+A browser on this site (Origin or Referer this site or a trusted origin) also gets a
+session, which then sends its CSRF token in `X-CSRFToken` on unsafe methods; a login from
+another origin is 403 `csrf_failed`. Reading vouchers and pools needs no login.
 
 **Errors.** Every refusal is `{"code", "message"}` with its HTTP status, for example
 409 `sold_out`, `already_purchased`, `draw_limit`, `pool_empty` or `busy`; 403 `not_started`,
