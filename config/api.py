@@ -21,6 +21,7 @@ from ninja.errors import AuthenticationError, HttpError, ValidationError
 from accounts.api import router as auth_router
 from accounts.auth import api_auth
 from core.api import JsonParser
+from core.csp import SWAGGER_UI_POLICY, csp_replace
 from core.errors import DomainError
 from lottery.api import router as lottery_router
 from orders.api import router as orders_router
@@ -67,13 +68,14 @@ class JsonApi(NinjaAPI):
     Ninja answers a method a path does not take with its own plain-text 405, and a path
     it does not know falls through to Django's HTML 404 (or, with DEBUG, the technical
     page). Here the path views are wrapped to answer those in the error shape, and one
-    last pattern catches every other path under the API's prefix.
+    last pattern catches every other path under the API's prefix. The interactive docs
+    (Swagger UI) get the policy they need (core.csp), every other view the default.
     """
 
     @property
     def urls(self):
         patterns, app_name, namespace = super().urls
-        wrapped = [URLPattern(p.pattern, _json_errors(p.callback), p.default_args, p.name) for p in patterns]
+        wrapped = [URLPattern(p.pattern, _view(p), p.default_args, p.name) for p in patterns]
         return [*wrapped, re_path(r"", csrf_exempt(_not_found), name="not-found")], app_name, namespace
 
 
@@ -103,6 +105,11 @@ def error(request, status: int, code: str, message: str, **extra):
 
 def _not_found(request, *args, **kwargs):
     return error(request, 404, "not_found", f"Nothing at {request.path}: the API is described at /api/docs.")
+
+
+def _view(pattern: URLPattern):
+    view = _json_errors(pattern.callback)
+    return csp_replace(SWAGGER_UI_POLICY)(view) if pattern.name == "openapi-view" else view
 
 
 def _json_errors(view):
