@@ -23,6 +23,7 @@ from accounts.auth import api_auth
 from core.api import JsonParser
 from core.csp import SWAGGER_UI_POLICY, csp_replace
 from core.errors import DomainError
+from core.outage import DependencyDown, dependency_down, dependency_down_noted
 from lottery.api import router as lottery_router
 from orders.api import router as orders_router
 
@@ -198,6 +199,12 @@ def on_suspicious(request, exc: SuspiciousOperation):
 
 @api.exception_handler(Exception)
 def on_server_error(request, exc: Exception):
+    # Redis, the database or the broker out of reach is neither the client's doing nor a
+    # bug: 503 with Retry-After (core.outage), and a warning rather than a traceback per request.
+    dependency = dependency_down(exc)
+    if dependency is not None:
+        dependency_down_noted(dependency, exc, f"{request.method} {request.path}")
+        return on_domain_error(request, DependencyDown(dependency))
     # What Django does for an unhandled exception (log it, send the signal that error
     # reporters and the test client listen to), but answered in the error shape.
     logger.error(

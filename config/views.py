@@ -1,3 +1,6 @@
+from functools import lru_cache
+
+import redis
 from django.conf import settings
 from django.core.cache import cache
 from django.core.exceptions import RequestDataTooBig
@@ -6,10 +9,14 @@ from django.http import JsonResponse
 from django.shortcuts import redirect, render
 from django.templatetags.static import static
 from django.views import defaults
+from redis.backoff import NoBackoff
+from redis.retry import Retry
 
 
 def healthz(request):
-    """200 when the database and Redis both answer, 503 otherwise, saying which failed."""
+    """200 when the database and every Redis the server uses answer, 503 otherwise, saying
+    which failed. ``redis`` is ``REDIS_URL`` (the cache); ``locks``, ``reservations`` and
+    ``broker`` are listed only when they are other servers or databases than that one."""
     checks = {}
     try:
         with connection.cursor() as cursor:
@@ -22,8 +29,34 @@ def healthz(request):
         checks["redis"] = "ok"
     except Exception as exc:  # noqa: BLE001
         checks["redis"] = f"error: {exc.__class__.__name__}"
+    for role, url in _other_redis_urls().items():
+        try:
+            _probe(url).ping()
+            checks[role] = "ok"
+        except Exception as exc:  # noqa: BLE001
+            checks[role] = f"error: {exc.__class__.__name__}"
     healthy = all(value == "ok" for value in checks.values())
     return JsonResponse({"status": "ok" if healthy else "unavailable", **checks}, status=200 if healthy else 503)
+
+
+def _other_redis_urls() -> dict[str, str]:
+    """The Redis URLs of the locks, the reservations and the broker that differ from ``REDIS_URL``."""
+    urls = {
+        "locks": settings.LOCK_REDIS_URL,
+        "reservations": settings.RESERVATIONS_REDIS_URL,
+        "broker": settings.CELERY_BROKER_URL,
+    }
+    return {
+        role: url
+        for role, url in urls.items()
+        if url.startswith(("redis://", "rediss://", "unix://")) and url != settings.REDIS_URL
+    }
+
+
+@lru_cache(maxsize=8)
+def _probe(url: str) -> redis.Redis:
+    # A second at most, no retry: the health check must answer while a dependency hangs.
+    return redis.Redis.from_url(url, socket_connect_timeout=1, socket_timeout=1, retry=Retry(NoBackoff(), 0))
 
 
 def favicon(request):

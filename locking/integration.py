@@ -28,16 +28,33 @@ _clients_guard = threading.Lock()
 def lock_client(url: str | None = None) -> redis.Redis:
     """The process's lock connection pool for ``url`` (default ``LOCK_REDIS_URL``).
 
-    A plain redis-py client: unlike a cache client it never swallows an error,
-    and it has no socket timeout shorter than a lock wait.
+    A plain redis-py client: unlike a cache client it never swallows an error. Every call
+    is bounded, so that a Redis that is down or hangs fails the request instead of holding
+    it: connecting by ``LOCK_CONNECT_TIMEOUT`` (2 s), a reply by ``LOCK_SOCKET_TIMEOUT``
+    (one second past the lease: a waiter's ``BLPOP`` never waits longer than a holder's
+    lease). No retry behind the caller's back: redis-py's default (three, backing off up
+    to 10 s) kept a request waiting for a Redis that was down, and a repeated script call
+    may take stock twice. A connection the server closed (Redis restarted) is replaced
+    when it is taken from the pool, without a retry.
     """
     url = url or settings.LOCK_REDIS_URL
     with _clients_guard:
         pid, client = _clients.get(url, (0, None))
         if client is None or pid != os.getpid():
-            client = redis.Redis.from_url(url, socket_connect_timeout=2, health_check_interval=30)
+            client = redis.Redis.from_url(url, **lock_client_options())
             _clients[url] = (os.getpid(), client)
         return client
+
+
+def lock_client_options() -> dict:
+    """The timeouts and retry policy of :func:`lock_client`, from the settings."""
+    lease = float(getattr(settings, "LOCK_LEASE_SECONDS", 5))
+    return {
+        "socket_connect_timeout": float(getattr(settings, "LOCK_CONNECT_TIMEOUT", 2)),
+        "socket_timeout": float(getattr(settings, "LOCK_SOCKET_TIMEOUT", None) or lease + 1),
+        "retry": Retry(NoBackoff(), 0),
+        "health_check_interval": 30,
+    }
 
 
 class FencedUpdate:

@@ -119,7 +119,15 @@ def database_from_url(url: str) -> dict:
     """
     config = dj_database_url.parse(url, conn_max_age=env_int("DB_CONN_MAX_AGE", 60), conn_health_checks=True)
     if config["ENGINE"] == "django.db.backends.mysql":
-        config.setdefault("OPTIONS", {}).update({"charset": "utf8mb4", "isolation_level": "read committed"})
+        # A database that is down answers 503 within seconds (core.outage) instead of
+        # holding the request for the client library's default connect timeout.
+        config.setdefault("OPTIONS", {}).update(
+            {
+                "charset": "utf8mb4",
+                "isolation_level": "read committed",
+                "connect_timeout": env_int("DB_CONNECT_TIMEOUT", 3),
+            }
+        )
         config.setdefault("TEST", {}).update({"CHARSET": "utf8mb4", "COLLATION": "utf8mb4_unicode_ci"})
     elif config["ENGINE"] == "django.db.backends.sqlite3":
         # SQLite serialises writers; wait for the lock instead of failing at once.
@@ -150,6 +158,10 @@ CACHES = {
         },
     }
 }
+            # Bounded, as the lock client is: a Redis that is down or hangs fails the call in
+            # seconds (the health check says so) instead of holding the request.
+            "SOCKET_CONNECT_TIMEOUT": 2,
+            "SOCKET_TIMEOUT": 2,
 
 CELERY_BROKER_URL = os.environ.get("CELERY_BROKER_URL", REDIS_URL)
 # Acknowledge a message after its task ran, and give it back when the worker died under

@@ -1,0 +1,85 @@
+"""A dependency out of reach: which one an exception says is down, and the 503 it answers.
+
+A request that finds Redis, the database or the broker unreachable answers 503
+``unavailable`` with ``Retry-After`` (the API's handler in ``config/api.py``), never a 500:
+the client did nothing wrong, and the same request may be sent again once the dependency
+answers. Every client of those dependencies has timeouts (``locking.integration.
+lock_client``, the cache's options, the database's connect timeout), so that the answer
+comes within seconds instead of hanging.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+
+import redis
+from django.db import InterfaceError, OperationalError
+
+from .errors import Unavailable
+
+# MySQL and MariaDB client and server errors that mean the server cannot be reached or the
+# connection was lost: 1040 too many connections, 1053 server shutting down, 1927 connection
+# killed, 2002/2003 cannot connect, 2005 unknown host, 2006 gone away, 2013/2055 lost during
+# a query, 4031 disconnected for inactivity. Deadlocks and lock wait timeouts are
+# OperationalErrors too, but a request's own business: they stay 500s and are logged.
+DATABASE_UNREACHABLE = {1040, 1053, 1927, 2002, 2003, 2005, 2006, 2013, 2055, 4031}
+
+
+logger = logging.getLogger(__name__)
+
+# A dependency down fails every request for as long as it is down: one warning per
+# dependency and process this often is enough to say so without flooding the log.
+WARN_EVERY_SECONDS = 10.0
+_warned_at: dict[str, float] = {}
+
+
+class DependencyDown(Unavailable):
+    """A dependency did not answer. A write cut off on its way may still have been made
+    (a COMMIT whose answer was lost); the unique keys make the retried request find it
+    (``already_purchased``, the draw counted) instead of taking stock twice."""
+
+    default_message = "A service this request needs does not answer; try again shortly."
+
+    def __init__(self, dependency: str) -> None:
+        super().__init__(f"The {dependency} does not answer; try again shortly.")
+        self.dependency = dependency
+
+
+def dependency_down(exc: BaseException) -> str | None:
+    """``"redis"``, ``"database"`` or ``"broker"`` when ``exc`` (or what it was raised
+    from) says that dependency is out of reach; None for any other error."""
+    seen: set[int] = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        if isinstance(exc, redis.ConnectionError | redis.TimeoutError):
+            return "redis"
+        if isinstance(exc, OperationalError | InterfaceError) and _database_unreachable(exc):
+            return "database"
+        if _broker_unreachable(exc):
+            return "broker"
+        exc = exc.__cause__ or exc.__context__
+    return None
+
+
+def _database_unreachable(exc: OperationalError | InterfaceError) -> bool:
+    if isinstance(exc, InterfaceError):  # a connection already closed under the request
+        return True
+    code = exc.args[0] if exc.args else None
+    return code in DATABASE_UNREACHABLE
+
+
+def _broker_unreachable(exc: BaseException) -> bool:
+    try:
+        from kombu.exceptions import OperationalError as BrokerError
+    except ImportError:  # pragma: no cover  (celery is a dependency)
+        return False
+    return isinstance(exc, BrokerError)
+
+
+def dependency_down_noted(dependency: str, exc: BaseException, where: str) -> None:
+    """Log that ``dependency`` does not answer, at most once per ``WARN_EVERY_SECONDS``."""
+    now = time.monotonic()
+    if now - _warned_at.get(dependency, -WARN_EVERY_SECONDS) >= WARN_EVERY_SECONDS:
+        _warned_at[dependency] = now
+        logger.warning("%s: the %s does not answer (%r); answering 503 meanwhile", where, dependency, exc)
