@@ -6,6 +6,7 @@ Settings: ``LOCK_REDIS_URL`` (one server), ``LOCK_REDIS_URLS`` (Redlock servers)
 
 from __future__ import annotations
 
+import logging
 import os
 import secrets
 import threading
@@ -14,12 +15,20 @@ import redis
 from django.conf import settings
 from django.core.checks import Error, register
 from django.db import connections, transaction
-from django.db.models import QuerySet
+from django.db.models import Max, QuerySet
 from django.db.models.sql import UpdateQuery
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 from .errors import StaleFence
+
+logger = logging.getLogger(__name__)
+
+# How far past the highest fence written a counter that went back is moved: beyond the
+# fences its lost Redis may have handed out and not yet seen written (a holder's fence is
+# counted at its acquire, written at its write, and failed attempts burn numbers too), so
+# that a holder from before the restart cannot write after one from after it.
+FENCE_GAP = 1_000_000
 
 _clients: dict[str, tuple[int, redis.Redis]] = {}
 _clients_guard = threading.Lock()
@@ -98,23 +107,42 @@ class FencedUpdate:
     def run(self, lock) -> int:
         """Write with ``lock.fence``; return the number of rows written.
 
-        Raises StaleFence (and tells ``lock.metrics``) when a row exists but carries
-        a fence at least as new: the caller had lost its lock.
+        Raises StaleFence (and tells ``lock.metrics``) when a row exists but carries a
+        fence at least as new, and the lock is no longer ours: the caller had lost it.
+        When the lock is still ours, the fence counter went back instead (its Redis
+        restarted empty and counts from 1 again): the counter is moved past the rows'
+        fence by ``FENCE_GAP`` (``lock.raise_fence``) and the write runs once more with
+        the new fence.
         """
-        fence = lock.fence
+        written = self._execute(lock.fence)
+        if written:
+            return written
+        highest = self.queryset.aggregate(highest=Max(self.fence_field))["highest"]
+        if highest is None or highest < lock.fence:
+            return 0  # no such row, or the rows' own conditions failed
+        raise_fence = getattr(lock, "raise_fence", None)
+        fence = raise_fence(highest + FENCE_GAP) if raise_fence is not None else None
+        if fence is not None:
+            logger.warning(
+                "the fence counter of %r was behind the database (%s); its Redis lost it: now %s",
+                getattr(lock, "label", ""), highest, fence,
+            )  # fmt: skip
+            written = self._execute(fence)
+            if written or not self.queryset.filter(**{f"{self.fence_field}__gte": fence}).exists():
+                return written
+        metrics = getattr(lock, "metrics", None)
+        if metrics is not None:
+            metrics.stale_fence(getattr(lock, "label", ""), fence=lock.fence)
+        raise StaleFence(f"fence {lock.fence} is stale for {self.queryset.model.__name__}")
+
+    def _execute(self, fence: int) -> int:
         params = list(self.params)
         for index in self.fence_slots:
             params[index] = fence
         with transaction.mark_for_rollback_on_error(using=self.queryset.db):
             with connections[self.queryset.db].cursor() as cursor:
                 cursor.execute(self.sql, params)
-                written = cursor.rowcount
-        if not written and self.queryset.filter(**{f"{self.fence_field}__gte": fence}).exists():
-            metrics = getattr(lock, "metrics", None)
-            if metrics is not None:
-                metrics.stale_fence(getattr(lock, "label", ""), fence=fence)
-            raise StaleFence(f"fence {fence} is stale for {self.queryset.model.__name__}")
-        return written
+                return cursor.rowcount
 
 
 def fenced_update(queryset: QuerySet, *, lock, fence_field: str = "fence", **updates) -> int:

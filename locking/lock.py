@@ -60,6 +60,7 @@ class Lock(LeasedLock):
         self._acquire_script = client.register_script(scripts.ACQUIRE)
         self._release_script = client.register_script(scripts.RELEASE)
         self._renew_script = client.register_script(scripts.RENEW)
+        self._raise_script = client.register_script(scripts.RAISE_FENCE)
         self._fence = 0
         self._fast_path = isinstance(client, Redis)
 
@@ -117,6 +118,22 @@ class Lock(LeasedLock):
         self._took(token, now)
         self.metrics.acquired(self.name, wait=now - started, contended=contended)
         return fence
+
+    def raise_fence(self, floor: int) -> int | None:
+        """Move this resource's fence counter past ``floor`` while the lock is held, and take
+        the new value as this holding's fence; None when the lock is not ours in Redis.
+
+        For a Redis that lost the counter (restarted empty): its fences start again from 1,
+        below those already written, and every fenced write would be refused as stale.
+        """
+        token = self._token
+        if token is None:
+            return None
+        fence = self._raise_script((self.key, self.fence_key), (token, floor))
+        if not fence:
+            return None
+        self._fence = int(fence)
+        return self._fence
 
     def _set_and_count(self, token: str) -> int | None:
         """The uncontended path: ``SET NX PX`` and ``INCR`` of the fence, pipelined in one

@@ -77,6 +77,7 @@ class Redlock(LeasedLock):
         self._raise = [c.register_script(scripts.REDLOCK_RAISE_FENCE) for c in self.clients]
         self._release = [c.register_script(scripts.REDLOCK_RELEASE) for c in self.clients]
         self._renew = [c.register_script(scripts.RENEW) for c in self.clients]
+        self._raise_held = [c.register_script(scripts.REDLOCK_RAISE_HELD_FENCE) for c in self.clients]
         self._fence = 0
         self.validity = 0.0
 
@@ -111,6 +112,20 @@ class Redlock(LeasedLock):
                 return True
         self._on_all(lambda i: self._release[i]((self.key,), (token,)))
         return False
+
+    def raise_fence(self, floor: int) -> int | None:
+        """Move the fence counters past ``floor`` on a majority that still holds the lock,
+        and take ``floor + 1`` as this holding's fence; None when no majority holds it (see
+        :meth:`locking.Lock.raise_fence`)."""
+        token = self._token
+        if token is None:
+            return None
+        fence = max(floor, self._fence) + 1
+        raised = self._on_all(lambda i: self._raise_held[i]((self.key, self.fence_key), (token, fence)))
+        if sum(1 for ok in raised if ok) < self.quorum:
+            return None
+        self._fence = fence
+        return fence
 
     def acquire(self, blocking: bool | None = None, blocking_timeout: float | None = None) -> int | None:
         """Take the lock on a majority; return its fence, or None."""

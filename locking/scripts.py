@@ -151,6 +151,36 @@ end
 return 1
 """
 
+# Move a held lock's fence counter past a floor: after Redis lost the counter (restarted
+# empty), the fences it hands out start again from 1, below those already written.
+# KEYS[1] lock key, KEYS[2] fence counter; ARGV[1] owner token, ARGV[2] the floor
+# Returns the holder's new fence (above the floor and every fence counted), or 0 when the
+# lock is not held by that token.
+RAISE_FENCE = """
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then
+    return 0
+end
+local current = tonumber(redis.call('GET', KEYS[2]) or '0')
+if current < tonumber(ARGV[2]) then
+    redis.call('SET', KEYS[2], ARGV[2])
+end
+return redis.call('INCR', KEYS[2])
+"""
+
+# Redlock, per server: raise the fence counter to at least ARGV[2] if the key holds the
+# token ARGV[1] (RAISE_FENCE for one server of a quorum).
+# KEYS[1] lock key, KEYS[2] fence counter. Returns 1 when raised, 0 when not held.
+REDLOCK_RAISE_HELD_FENCE = """
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then
+    return 0
+end
+local current = tonumber(redis.call('GET', KEYS[2]) or '0')
+if current < tonumber(ARGV[2]) then
+    redis.call('SET', KEYS[2], ARGV[2])
+end
+return 1
+"""
+
 # Redlock, per server: delete the key if it holds the token.
 # KEYS[1] lock key; ARGV[1] owner token. Returns 1 when deleted, else 0.
 REDLOCK_RELEASE = """

@@ -6,8 +6,10 @@ import pytest
 from django.db.models import F
 
 from inventory.models import Stock
-from locking import CountingMetrics, StaleFence
-from locking.integration import FencedUpdate, fenced_update, lock_client, lock_connection_check
+from locking import CountingMetrics, Lock, StaleFence
+from locking.integration import FENCE_GAP, FencedUpdate, fenced_update, lock_client, lock_connection_check
+from locking.redlock import Redlock
+from locking.testing import RedisServer
 
 
 def test_the_check_passes_against_a_real_redis(settings):
@@ -78,3 +80,89 @@ def test_a_stale_holder_is_refused_and_writes_nothing(make_voucher):
     assert stale.metrics.counts["stale_fence"] == 1
     stock = Stock.objects.get(pk=voucher.stock_id)
     assert (stock.quantity, stock.fence) == (4, 10)
+
+
+# --- fences across a Redis restarted empty ------------------------------------------------------
+
+
+@pytest.fixture
+def own_redis():
+    """A Redis server of the test's own, to restart empty."""
+    server = RedisServer().start()
+    yield server
+    server.close()
+
+
+def restart_empty(server: RedisServer) -> None:
+    server.stop()
+    server.start()
+
+
+@pytest.mark.django_db
+def test_fenced_writes_resume_above_the_database_after_the_redis_restarted_empty(make_voucher, own_redis):
+    voucher = make_voucher(stock=50)
+    update = FencedUpdate(Stock.objects.filter(pk=voucher.stock_id), quantity=F("quantity") - 1)
+    client = lock_client(own_redis.url)
+    for _ in range(30):
+        with Lock(client, "stock-group:1") as lock:
+            update.run(lock)
+    written = Stock.objects.get(pk=voucher.stock_id).fence
+    assert written == 30
+
+    restart_empty(own_redis)
+    with Lock(client, "stock-group:1") as lock:
+        assert lock.fence == 1  # the counter is gone: counted from 1 again, below the rows
+        assert update.run(lock) == 1
+        assert lock.fence > written + FENCE_GAP
+    with Lock(client, "stock-group:1") as after:
+        assert after.fence > lock.fence  # the counter itself moved, not only that holding
+        assert update.run(after) == 1
+
+    stock = Stock.objects.get(pk=voucher.stock_id)
+    assert (stock.quantity, stock.fence) == (50 - 32, after.fence)
+
+
+@pytest.mark.django_db
+def test_a_holder_from_before_the_restart_is_still_refused(make_voucher, own_redis):
+    voucher = make_voucher(stock=50)
+    update = FencedUpdate(Stock.objects.filter(pk=voucher.stock_id), quantity=F("quantity") - 1)
+    client = lock_client(own_redis.url)
+    before = Lock(client, "stock-group:1", renew=False)
+    before.acquire()
+    update.run(before)
+
+    restart_empty(own_redis)
+    with Lock(client, "stock-group:1") as after:
+        update.run(after)
+        # Its lock is gone with the old Redis, and the row carries a newer fence: its
+        # counter cannot be moved for it, and its write is refused.
+        with pytest.raises(StaleFence):
+            update.run(before)
+    assert before.raise_fence(10**9) is None
+    assert Stock.objects.get(pk=voucher.stock_id).quantity == 48
+
+
+@pytest.mark.django_db
+def test_redlock_fences_resume_above_the_database_after_every_server_restarted_empty(make_voucher):
+    servers = [RedisServer().start() for _ in range(3)]
+    try:
+        voucher = make_voucher(stock=50)
+        update = FencedUpdate(Stock.objects.filter(pk=voucher.stock_id), quantity=F("quantity") - 1)
+        clients = [lock_client(server.url) for server in servers]
+        for _ in range(5):
+            with Redlock(clients, "stock-group:1") as lock:
+                update.run(lock)
+        written = Stock.objects.get(pk=voucher.stock_id).fence
+
+        for server in servers:
+            restart_empty(server)
+        with Redlock(clients, "stock-group:1") as lock:
+            assert lock.fence <= written
+            assert update.run(lock) == 1
+            assert lock.fence > written + FENCE_GAP
+        with Redlock(clients, "stock-group:1") as after:
+            assert after.fence > lock.fence
+            assert update.run(after) == 1
+    finally:
+        for server in servers:
+            server.close()
