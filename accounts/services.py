@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import secrets
+from collections.abc import Sequence
 from datetime import timedelta
 
 from django.conf import settings
@@ -15,6 +16,7 @@ from django.utils import timezone
 from core.errors import DomainError
 
 from .models import ApiToken, token_expiry
+from .permissions import permissions_named
 
 
 class TokenNotFound(DomainError):
@@ -81,10 +83,12 @@ def users_with_tokens_create(
     prefix: str = "load",
     password: str | None = None,
     staff: bool = False,
+    permissions: Sequence[str] = (),
     ttl: timedelta | None = None,
 ) -> list[tuple[str, str]]:
     """Create ``count`` users named ``<prefix>-<batch>-<n>`` with one token each, working
-    for ``ttl`` (``API_TOKEN_TTL_SECONDS`` by default).
+    for ``ttl`` (``API_TOKEN_TTL_SECONDS`` by default). ``permissions`` (``app_label.codename``)
+    are given to each: a member of staff calls the staff API only with the call's permission.
 
     Returns ``(username, token)`` pairs. One bulk insert per table and one password
     hash shared by all (hashing per user would take minutes for thousands); the
@@ -92,6 +96,7 @@ def users_with_tokens_create(
     """
     if count < 1:
         raise ValueError("count must be at least 1")
+    granted = permissions_named(permissions)
     User = get_user_model()
     batch = secrets.token_hex(3)  # lets the command run again without name clashes
     names = [f"{prefix}-{batch}-{n}" for n in range(1, count + 1)]
@@ -105,6 +110,8 @@ def users_with_tokens_create(
         pairs.append((user.username, raw))
         tokens.append(ApiToken(user=user, key_hash=digest, expires_at=expires_at))
     ApiToken.objects.bulk_create(tokens, batch_size=1000)
+    Grant = User.user_permissions.through
+    Grant.objects.bulk_create([Grant(user=user, permission=p) for user in users for p in granted], batch_size=1000)
     return pairs
 
 

@@ -29,6 +29,7 @@ from loadtests.products import PRODUCTS, Sample, Target
 from loadtests.report import write_outputs
 from loadtests.scenarios import SCENARIOS
 from loadtests.server import Server
+from loadtests.staff import staff_token_create
 from loadtests.verdict import Result, counted_breaks
 from locking import Lock
 from locking.integration import lock_client
@@ -215,7 +216,7 @@ def _run_lanes(run: LabRun) -> None:
     tokens = out / "tokens.txt"
     pairs = users_with_tokens_create(count=run.crowd, prefix=f"lab{run.pk}")
     tokens.write_text("".join(f"{username} {token}\n" for username, token in pairs))
-    staff_token = users_with_tokens_create(count=1, prefix=f"lab{run.pk}-staff", staff=True)[0][1]
+    staff_token = staff_token_create(prefix=f"lab{run.pk}-staff")
     try:
         _run_lanes_with(run, scenario, out, tokens, staff_token)
     finally:

@@ -11,7 +11,7 @@ under the runner, in Locust's web UI and in distributed mode:
   outcome, for the audit (optional): ``confirmed <order id>``, ``won <draw id> <prize
   id>``, ``no_prize <draw id>``, the refusal code, or ``error``; a 202 (``redis_lua``:
   accepted, written later) adds ``pending`` to its line, its id being the reservation's
-- ``LOADTEST_STAFF_TOKEN``: a staff token (the restock scenario)
+- ``LOADTEST_STAFF_TOKEN``: a token of staff with ``orders.change_voucher`` (the restock scenario)
 - ``LOADTEST_WORKERS``: how many Locust processes share the tokens (default 1)
 """
 

@@ -132,6 +132,7 @@ def main(argv=None) -> int:
     from inventory.stock import strategy_names
 
     from .one_run import LoadRunFailed
+    from .staff import staff_token_create
 
     strategies = strategy_names() if args.strategies == "all" else args.strategies.split(",")
     unknown = [s for s in strategies if s not in strategy_names()]
@@ -144,7 +145,7 @@ def main(argv=None) -> int:
     tokens = args.out / "tokens.txt"
     pairs = users_with_tokens_create(count=max(args.buyers, args.hammer_buyers), prefix="load")
     tokens.write_text("".join(f"{u} {t}\n" for u, t in pairs))
-    staff_token = users_with_tokens_create(count=1, prefix="load-staff", staff=True)[0][1]
+    staff_token = staff_token_create(prefix="load-staff")
     connections.close_all()
 
     try:

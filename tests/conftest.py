@@ -30,16 +30,9 @@ STAFF_PERMISSIONS = (
 
 def grant(user, *permissions: str) -> None:
     """Give ``user`` the permissions named ``app_label.codename``."""
-    from django.contrib.auth.models import Permission
-    from django.db.models import Q
+    from accounts.permissions import permissions_named
 
-    wanted = Q(pk__in=[])
-    for name in permissions:
-        app_label, codename = name.split(".")
-        wanted |= Q(content_type__app_label=app_label, codename=codename)
-    found = list(Permission.objects.filter(wanted))
-    assert len(found) == len(set(permissions)), f"unknown permission among {permissions}"
-    user.user_permissions.add(*found)
+    user.user_permissions.add(*permissions_named(permissions))
 
 
 @pytest.fixture

@@ -157,3 +157,35 @@ def test_a_user_holding_the_permission_but_not_staff_is_refused(api_client, item
     before = everything()
     assert_error(call(api_client(permissions=(route.permission,)), route, items), 403, "forbidden")
     assert everything() == before
+
+
+def test_the_load_runs_member_of_staff_restocks_a_voucher_and_may_do_nothing_else(items):
+    from loadtests.staff import staff_token_create
+
+    staff = Client(headers={"Authorization": f"Bearer {staff_token_create(prefix='load-staff')}"})
+    restock = next(r for r in ROUTES if r.path == "/api/admin/vouchers/{voucher}")
+    restock = Route(restock.method, restock.path, {"restock": 5}, restock.permission, restock.status)
+    assert call(staff, restock, items).status_code == 200
+    before = everything()
+    for route in ROUTES:
+        # The change permission stands for view, as in the admin: it reads the voucher's audit.
+        if route.permission not in (restock.permission, "orders.view_voucher"):
+            assert_error(call(staff, route, items), 403, "forbidden")
+    assert everything() == before
+
+
+def test_issue_tokens_gives_staff_the_permissions_asked_for(tmp_path, items):
+    from django.contrib.auth import get_user_model
+    from django.core.management import CommandError, call_command
+
+    out = tmp_path / "staff.txt"
+    call_command("issue_tokens", count=1, out=out, prefix="ops", staff=True, permission=["orders.change_voucher"])
+    token = out.read_text().split()[1]
+    staff = Client(headers={"Authorization": f"Bearer {token}"})
+    restock = Route("patch", "/api/admin/vouchers/{voucher}", {"restock": 5}, "orders.change_voucher", 200)
+    assert call(staff, restock, items).status_code == 200
+    create = next(r for r in ROUTES if r.permission == "orders.add_voucher")
+    assert_error(call(staff, create, items), 403, "forbidden")
+    with pytest.raises(CommandError, match="no such permission: orders.fly_voucher"):
+        call_command("issue_tokens", count=1, out=out, prefix="ops2", staff=True, permission=["orders.fly_voucher"])
+    assert not get_user_model().objects.filter(username__startswith="ops2-").exists()
