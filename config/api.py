@@ -42,9 +42,13 @@ its probability now: `stock / (sum of stock + no_prize_weight)`. `POST /api/pool
 (no body) draws once for the caller, up to the pool's draws per user; "no prize" counts as
 a draw. `GET /api/draws` lists the caller's draws.
 
-**Staff calls** (`/api/admin/...`, staff users only) create vouchers, pools and prizes,
-change a window, a strategy or a pool's rules, restock (a relative, guarded update that
-never races buyers) and audit the invariants (`.../audit`).
+**Staff calls** (`/api/admin/...`) create vouchers, pools and prizes, change a window, a
+strategy or a pool's rules, restock (a relative, guarded update that never races buyers)
+and audit the invariants (`.../audit`). Each asks, as the admin site does, for an active
+member of staff with the model permission of the call (`orders.add_voucher`,
+`orders.change_voucher`, `lottery.add_pool`, `lottery.change_pool`, `lottery.add_prize`,
+`lottery.change_prize`; an audit the view or change permission of the voucher or pool);
+anyone else gets 403 `forbidden`.
 
 **Auth.** `POST /api/auth/login` with `{"username", "password"}` as `application/json`
 answers a bearer token: send `Authorization: Bearer <token>`. A token expires (see
