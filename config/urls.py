@@ -3,12 +3,14 @@ from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
 from .api import api
+from .metrics import metrics
 from .views import favicon, healthz
 
 urlpatterns = [
     path("admin/", admin.site.urls),
     path("api/", api.urls),
     path("healthz", healthz, name="healthz"),
+    path("metrics", metrics, name="metrics"),
     path("favicon.ico", favicon, name="favicon"),
     path("login/", auth_views.LoginView.as_view(), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),

@@ -23,6 +23,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field, replace
 
+from .metrics import drift_counted
 from .persist import with_group_lock
 from .reservations import GroupKeys, Pending, Reservations, stock_of, takers_of
 
@@ -161,10 +162,12 @@ def _seq(name) -> tuple[int, int]:
 
 
 def report_drift(kind: str, checks: list[tuple[int, GroupCheck]]) -> int:
-    """Log every item whose state drifted or was rebuilt; how many did."""
+    """Log every item whose state drifted or was rebuilt, and count them
+    (``flashsale_reconcile_drift_total``); how many did."""
     told = 0
     for pk, check in checks:
         if check.drifted or check.rebuilt or not check.state:
             told += 1
             logger.warning("reconcile %s %s: %s", kind, pk, check.as_dict())
+    drift_counted(kind, told)
     return told

@@ -11,6 +11,7 @@ from pydantic import Field
 
 from accounts.auth import optional_auth, require_permission
 from core.api import refuse_body
+from core.metrics import draw_counted
 from core.schemas import BODY_ERRORS, InputSchema, UtcDatetime, errors
 from inventory.models import Strategy
 from inventory.services import MAX_UNITS
@@ -215,7 +216,8 @@ def pools_get(request, pool_id: int):
 def pools_draw(request, pool_id: int):
     refuse_body(request, action="draw")
     pool = pool_for_draw_cached(pool_id=pool_id)
-    draw = pool_draw(user=request.auth, pool=pool)
+    with draw_counted(pool.strategy) as counted:
+        draw = counted(pool_draw(user=request.auth, pool=pool))
     return Status(
         202 if draw.status == Draw.Status.PENDING else 201,
         {

@@ -8,6 +8,7 @@ from pydantic import Field
 
 from accounts.auth import require_permission
 from core.api import refuse_body
+from core.metrics import purchase_counted
 from core.schemas import BODY_ERRORS, InputSchema, UtcDatetime, errors
 from inventory.models import Strategy
 from inventory.services import MAX_UNITS
@@ -137,7 +138,9 @@ class AuditOut(Schema):
 )
 def vouchers_purchase(request, voucher_id: int):
     refuse_body(request, action="purchase")
-    order = order_purchase(user=request.auth, voucher=voucher_for_purchase(voucher_id=voucher_id))
+    voucher = voucher_for_purchase(voucher_id=voucher_id)
+    with purchase_counted(voucher.strategy) as counted:
+        order = counted(order_purchase(user=request.auth, voucher=voucher))
     status = 202 if order.status == Order.Status.PENDING else 201
     return Status(status, {"order_id": order.public_id, "status": order.status})
 

@@ -70,6 +70,8 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    # Outermost, so that the time it measures includes every other middleware.
+    "core.metrics.RequestMetricsMiddleware",
     # First, so that every response gets the policy, whichever middleware answered.
     "core.csp.ContentSecurityPolicyMiddleware",
     "django.middleware.security.SecurityMiddleware",
@@ -248,6 +250,17 @@ AUTHENTICATION_BACKENDS = ["accounts.backends.ThrottledModelBackend"]
 # that logging in over and over does not pile up tokens that all still work.
 API_TOKEN_TTL_SECONDS = env_int("API_TOKEN_TTL_SECONDS", 30 * 24 * 3600)
 API_TOKENS_PER_USER = env_int("API_TOKENS_PER_USER", 10)
+
+# Prometheus metrics (core.metrics, inventory.metrics) at /metrics. Off only to measure what
+# they cost. Readable from METRICS_ALLOWED_NETWORKS (loopback and private by default) by a
+# request that did not come through a proxy, or, with METRICS_TOKEN set, only with
+# "Authorization: Bearer <METRICS_TOKEN>". Under gunicorn the worker processes count in
+# files under PROMETHEUS_MULTIPROC_DIR (config/gunicorn.py chooses and cleans it).
+METRICS_ENABLED = env_bool("METRICS_ENABLED", True)
+METRICS_TOKEN = os.environ.get("METRICS_TOKEN", "")
+METRICS_ALLOWED_NETWORKS = env_list(
+    "METRICS_ALLOWED_NETWORKS", "127.0.0.0/8,::1/128,10.0.0.0/8,172.16.0.0/12,192.168.0.0/16,fc00::/7"
+)
 
 # Checked against inventory.models.Strategy by a system check (inventory.checks).
 DEFAULT_STRATEGY = os.environ.get("DEFAULT_STRATEGY", "db_atomic")
