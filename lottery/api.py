@@ -12,6 +12,7 @@ from pydantic import Field
 from accounts.auth import optional_auth, require_permission
 from core.api import refuse_body
 from core.metrics import draw_counted
+from core.ratelimit import client_address, rate_limit
 from core.schemas import BODY_ERRORS, InputSchema, UtcDatetime, errors
 from inventory.models import Strategy
 from inventory.services import MAX_UNITS
@@ -212,11 +213,14 @@ def pools_get(request, pool_id: int):
     return _pool_out(pool_get(pool_id=pool_id), request.auth)
 
 
-@router.post("/pools/{int:pool_id}/draw", response={201: DrawOut, 202: DrawOut, **errors(400, 401, 403, 404, 409, 503)})
+@router.post(
+    "/pools/{int:pool_id}/draw", response={201: DrawOut, 202: DrawOut, **errors(400, 401, 403, 404, 409, 429, 503)}
+)
 def pools_draw(request, pool_id: int):
     refuse_body(request, action="draw")
     pool = pool_for_draw_cached(pool_id=pool_id)
     with draw_counted(pool.strategy) as counted:
+        rate_limit(action="draw", user_id=request.auth.pk, address=client_address(request))
         draw = counted(pool_draw(user=request.auth, pool=pool))
     return Status(
         202 if draw.status == Draw.Status.PENDING else 201,

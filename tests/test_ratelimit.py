@@ -57,3 +57,28 @@ def test_redis_out_of_reach_lets_the_request_through(limits, settings, caplog):
     for _ in range(5):
         rate_limit(action="test", user_id=1, address="10.0.0.6")
     assert "rate limits not counted" in caplog.text
+
+
+@pytest.mark.django_db
+def test_a_buyer_over_the_limit_hears_429_through_the_api_and_the_page(limits, settings, api_client, make_voucher):
+    from django.test import Client
+
+    from orders.models import Order
+
+    settings.RATE_LIMITS = {"purchase": {"user": (2, 60)}}
+    for key in limits.scan_iter(match="rate:purchase:*"):
+        limits.delete(key)
+    vouchers = [make_voucher(stock=5) for _ in range(3)]
+    buyer = api_client()
+    assert [buyer.post(f"/api/vouchers/{v.pk}/purchase").status_code for v in vouchers[:2]] == [201, 201]
+    refused = buyer.post(f"/api/vouchers/{vouchers[2].pk}/purchase")
+    assert refused.status_code == 429 and refused.json()["code"] == "rate_limited"
+    assert int(refused["Retry-After"]) >= 1
+    assert not Order.objects.filter(voucher=vouchers[2]).exists()
+    page = Client()
+    page.force_login(buyer.user)
+    answer = page.post(f"/vouchers/{vouchers[2].pk}/buy")
+    assert b"Too many requests" in answer.content
+    assert not Order.objects.filter(voucher=vouchers[2]).exists()
+    for key in limits.scan_iter(match="rate:purchase:*"):
+        limits.delete(key)
