@@ -375,13 +375,17 @@ class Serving:
 
 
 @contextmanager
-def gunicorn_serving(args) -> Iterator[Serving]:
+def gunicorn_serving(args, **settings: str) -> Iterator[Serving]:
     """gunicorn as ``loadtests.server.running_server`` starts it, with its Celery broker set to
-    ``--broker-url`` (the load tests give it ``REDIS_URL``)."""
+    ``--broker-url`` (the load tests give it ``REDIS_URL``) and ``settings`` in its environment."""
+    import shutil
+    import tempfile
+
     from loadtests.server import REDLOCK_SERVERS, server_env, wait_healthy
     from locking.testing import RedisServer, free_port
 
     lock_servers = [RedisServer().start() for _ in range(REDLOCK_SERVERS)]
+    metrics = tempfile.mkdtemp(prefix="bench-metrics-")
     try:
         port = free_port()
         env = server_env(
@@ -392,9 +396,11 @@ def gunicorn_serving(args) -> Iterator[Serving]:
             processes=args.server_processes,
         )
         env["CELERY_BROKER_URL"] = args.broker_url
+        env["PROMETHEUS_MULTIPROC_DIR"] = metrics
+        env.update(settings)
         gunicorn = subprocess.Popen(
-            [sys.executable, "-m", "gunicorn", "config.wsgi", "--bind", f"127.0.0.1:{port}",
-             "--workers", str(args.server_processes), "--log-level", "warning"],
+            [sys.executable, "-m", "gunicorn", "--config", str(ROOT / "config" / "gunicorn.py"), "config.wsgi",
+             "--bind", f"127.0.0.1:{port}", "--workers", str(args.server_processes), "--log-level", "warning"],
             cwd=ROOT, env=env,
         )  # fmt: skip
         try:
@@ -406,6 +412,7 @@ def gunicorn_serving(args) -> Iterator[Serving]:
     finally:
         for lock_server in lock_servers:
             lock_server.close()
+        shutil.rmtree(metrics, ignore_errors=True)
 
 
 @contextmanager

@@ -5,6 +5,7 @@ persist its reservations, all started and stopped by the runner itself."""
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -114,6 +115,11 @@ def running_celery(env: dict[str, str], log: Path | None = None) -> Iterator[int
     reconcile: a repair during the run would hide from the audit the drift it is there to find.
     """
     env = env | {"RESERVATIONS_RECONCILE_SECONDS": str(24 * 3600)}
+    if env.get("PROMETHEUS_MULTIPROC_DIR"):
+        # Beside the server's counts, in a subdirectory /metrics adds in (config/gunicorn.py).
+        counts = Path(env["PROMETHEUS_MULTIPROC_DIR"]) / "celery"
+        counts.mkdir(exist_ok=True)
+        env["PROMETHEUS_MULTIPROC_DIR"] = str(counts)
     with ExitStack() as stack:
         folder = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="loadtest-beat-")))
         output = stack.enter_context(open(log, "a")) if log is not None else None  # noqa: SIM115
@@ -156,6 +162,8 @@ def running_server(
     and with ``celery`` a Celery worker and beat beside it (``running_celery``, output to
     ``celery_log``); everything stopped on the way out."""
     lock_servers = [RedisServer().start() for _ in range(REDLOCK_SERVERS)]
+    # The workers' Prometheus counts (config/gunicorn.py), gone with the server.
+    metrics = tempfile.mkdtemp(prefix="loadtest-metrics-")
     try:
         port = port or free_port()
         host = f"http://127.0.0.1:{port}"
@@ -167,9 +175,11 @@ def running_server(
             processes=processes,
             broker_url=broker_url,
         )
+        env["PROMETHEUS_MULTIPROC_DIR"] = metrics
         say(f"starting gunicorn: {processes} worker processes on {host}, RACE_WINDOW_MS={race_window_ms}")
         gunicorn = subprocess.Popen(
-            [sys.executable, "-m", "gunicorn", "config.wsgi", "--bind", f"127.0.0.1:{port}",
+            [sys.executable, "-m", "gunicorn", "--config", str(ROOT / "config" / "gunicorn.py"), "config.wsgi",
+             "--bind", f"127.0.0.1:{port}",
              "--workers", str(processes), "--log-level", "warning"],
             cwd=ROOT, env=env,
         )  # fmt: skip
@@ -187,3 +197,4 @@ def running_server(
     finally:
         for lock_server in lock_servers:
             lock_server.close()
+        shutil.rmtree(metrics, ignore_errors=True)

@@ -13,6 +13,7 @@ stops everything this script started.
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -23,6 +24,7 @@ ROOT = Path(__file__).resolve().parent.parent
 PYTHON = sys.executable
 sys.path.insert(0, str(ROOT))
 
+from config.gunicorn import metrics_directory  # noqa: E402
 from locking.testing import RedisServer  # noqa: E402
 
 
@@ -126,6 +128,13 @@ def main() -> int:
         say("Database: SQLite file var/db.sqlite3 (set DATABASE_URL=mysql://... for MySQL/MariaDB)")
 
     env.setdefault("WEB_CONCURRENCY", workers)  # the race lab judges `local` by it
+    # gunicorn's workers count in this directory (config/gunicorn.py empties it as it starts);
+    # the Celery processes, whose reconciliation counts drift, in a subdirectory that /metrics
+    # adds in, emptied here since they start first.
+    metrics = metrics_directory([f"127.0.0.1:{port}"])
+    shutil.rmtree(metrics / "celery", ignore_errors=True)
+    (metrics / "celery").mkdir(parents=True)
+    celery_env = env | {"PROMETHEUS_MULTIPROC_DIR": str(metrics / "celery")}
     gunicorn = worker = beat = None
     try:
         manage("migrate", "--noinput", "-v0", env=env)
@@ -139,7 +148,7 @@ def main() -> int:
         worker = subprocess.Popen(
             [PYTHON, "-m", "celery", "-A", "config", "--quiet", "worker", "-Q", "celery,lab", "--concurrency", "2",
              "--loglevel", "WARNING", "--without-gossip", "--without-mingle", "--without-heartbeat"],
-            cwd=ROOT, env=env, process_group=0,
+            cwd=ROOT, env=celery_env, process_group=0,
         )  # fmt: skip
         say("Celery worker started for the race lab (/lab/) and redis_lua's drains.")
         # The beat sends redis_lua's periodic sweeps and reconciliations (CELERY_BEAT_SCHEDULE).
@@ -147,7 +156,7 @@ def main() -> int:
         beat = subprocess.Popen(
             [PYTHON, "-m", "celery", "-A", "config", "--quiet", "beat", "--loglevel", "WARNING",
              "--schedule", str(beat_schedule(port))],
-            cwd=ROOT, env=env, process_group=0,
+            cwd=ROOT, env=celery_env, process_group=0,
         )  # fmt: skip
         say("Celery beat started: redis_lua's sweeps and reconciliation.")
         say(f"Serving on http://127.0.0.1:{port}/ with gunicorn ({workers} worker processes). Ctrl-C stops.")
@@ -156,6 +165,8 @@ def main() -> int:
                 PYTHON,
                 "-m",
                 "gunicorn",
+                "--config",
+                str(ROOT / "config" / "gunicorn.py"),
                 "config.wsgi",
                 "--bind",
                 f"127.0.0.1:{port}",
@@ -197,6 +208,9 @@ def main() -> int:
         # Periods of seconds: a schedule kept for the next run would spare it nothing.
         for schedule in beat_schedule(port).parent.glob(f"{beat_schedule(port).name}*"):
             schedule.unlink(missing_ok=True)
+        # Nor would its counts: the next server on this port starts from zero.
+        if not os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+            shutil.rmtree(metrics, ignore_errors=True)
 
 
 def beat_schedule(port: str) -> Path:
