@@ -83,3 +83,11 @@ def dependency_down_noted(dependency: str, exc: BaseException, where: str) -> No
     if now - _warned_at.get(dependency, -WARN_EVERY_SECONDS) >= WARN_EVERY_SECONDS:
         _warned_at[dependency] = now
         logger.warning("%s: the %s does not answer (%r); answering 503 meanwhile", where, dependency, exc)
+
+
+class NotUnavailable(logging.Filter):
+    """Leaves out Django's "Service Unavailable" line for each 503: while a dependency is
+    down every request answers one, and ``dependency_down_noted`` has said why."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return getattr(record, "status_code", None) != 503

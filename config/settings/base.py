@@ -157,13 +157,13 @@ CACHES = {
             "CLIENT_CLASS": "django_redis.client.DefaultClient",
             # cache.lock() then hands out locking.compat.Lock instead of redis-py's.
             "REDIS_CLIENT_CLASS": "locking.compat.Redis",
-        },
-    }
-}
             # Bounded, as the lock client is: a Redis that is down or hangs fails the call in
             # seconds (the health check says so) instead of holding the request.
             "SOCKET_CONNECT_TIMEOUT": 2,
             "SOCKET_TIMEOUT": 2,
+        },
+    }
+}
 
 CELERY_BROKER_URL = os.environ.get("CELERY_BROKER_URL", REDIS_URL)
 # Acknowledge a message after its task ran, and give it back when the worker died under
@@ -320,11 +320,15 @@ LOGGING = {
     "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "WARNING")},
     # What Django refuses of a request body (413, or 400 for too many fields) is the
     # client's fault: one line each, without the traceback Django adds (core.logfilters).
-    "filters": {"client_fault": {"()": "core.logfilters.ClientFault"}},
+    "filters": {
+        "client_fault": {"()": "core.logfilters.ClientFault"},
+        # A 503 while a dependency is down: core.outage has said why, once in a while.
+        "not_unavailable": {"()": "core.outage.NotUnavailable"},
+    },
     "loggers": {
         # A refused purchase (409 sold out, 403 not started) is business as usual in a flash
         # sale, not a warning: log server errors only.
-        "django.request": {"level": "ERROR"},
+        "django.request": {"level": "ERROR", "filters": ["not_unavailable"]},
         **{
             f"django.security.{name}": {"filters": ["client_fault"]}
             for name in ("RequestDataTooBig", "TooManyFieldsSent", "TooManyFilesSent")
