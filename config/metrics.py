@@ -1,5 +1,6 @@
 """``/metrics``: every process's counters (``core.metrics``, ``inventory.metrics``) and, read
-at scrape time, the backlog of ``redis_lua``'s reservations per kind of item."""
+at scrape time, the backlog of ``redis_lua``'s reservations per kind of item; and the
+middleware that counts requests and answers ``/metrics``."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from django.http import Http404, HttpResponse
 from django.views.decorators.http import require_GET
 from prometheus_client.core import GaugeMetricFamily
 
-from core.metrics import exposition, metrics_refusal
+from core.metrics import RequestMetricsMiddleware, exposition, metrics_refusal
 from inventory.persist import reservations_client
 from lottery.selectors import pools_with_reservations
 from orders.selectors import vouchers_with_reservations
@@ -78,3 +79,13 @@ def metrics(request):
         return refusal
     body, content_type = exposition(_reservations)
     return HttpResponse(body, content_type=content_type)
+
+
+class MetricsMiddleware(RequestMetricsMiddleware):
+    """``core.metrics.RequestMetricsMiddleware``, answering ``/metrics`` itself before any
+    other middleware runs: Prometheus reaches each web replica by its address (the Host it
+    sends), which ``ALLOWED_HOSTS`` does not list, over plain HTTP inside the private
+    network, which ``SECURE_SSL_REDIRECT`` would send to https. Who may read them is
+    ``metrics_refusal``'s to say, and the answer builds no URL from the Host."""
+
+    answers = {"/metrics": metrics}

@@ -200,3 +200,16 @@ def test_metrics_switched_off_are_not_served(settings):
     settings.METRICS_ENABLED = False
     assert Client().get("/metrics").status_code == 404
     assert Client().post("/metrics").status_code in (404, 405)
+
+
+@pytest.mark.django_db
+def test_a_scrape_by_a_replicas_address_is_answered_before_the_host_check_and_the_https_redirect(settings):
+    """Prometheus finds each web replica by its address and sends that as Host, over plain
+    HTTP inside the private network."""
+    settings.METRICS_TOKEN = ""
+    settings.SECURE_SSL_REDIRECT = True
+    replica = Client(REMOTE_ADDR="172.18.0.9", HTTP_HOST="172.18.0.5:8000")
+    assert replica.get("/api/ping").status_code in (301, 400)  # anything else still checked
+    samples = scrape(replica)
+    assert value(samples, "flashsale_reservations_scrape_ok") == 1
+    assert Client(REMOTE_ADDR="203.0.113.7", HTTP_HOST="172.18.0.5:8000").get("/metrics").status_code == 403

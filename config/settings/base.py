@@ -71,7 +71,7 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     # Outermost, so that the time it measures includes every other middleware.
-    "core.metrics.RequestMetricsMiddleware",
+    "config.metrics.MetricsMiddleware",
     # First, so that every response gets the policy, whichever middleware answered.
     "core.csp.ContentSecurityPolicyMiddleware",
     "django.middleware.security.SecurityMiddleware",
