@@ -11,6 +11,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 
 from accounts.decorators import staff_permission_required
 from accounts.permissions import staff_holds
+from core.csp import csp_replace, policy
 from core.errors import DomainError
 from inventory.stock import STRATEGIES, strategy_names
 
@@ -19,6 +20,9 @@ from .forms import LabRunForm
 from .models import LabRun
 from .selectors import lab_run_active, lab_run_get, lab_run_latest_done, lab_run_list
 from .services import lab_dir, lab_run_cancel, lab_run_create
+
+# The report is a file the load-test runner writes, with its stylesheet inline and no script.
+REPORT_POLICY = policy(default_src="'none'", script_src="'none'", style_src="'unsafe-inline'", form_action="'none'")
 
 # Reading the lab takes any of its permissions; starting a run adds one, cancelling changes one.
 LAB_READ = ("lab.view_labrun", "lab.add_labrun", "lab.change_labrun")
@@ -91,6 +95,7 @@ def lab_run_live(request, run_id: int):
 @staff_member_required
 @staff_permission_required(*LAB_READ)
 @require_GET
+@csp_replace(REPORT_POLICY)
 def lab_run_report(request, run_id: int):
     """The run's full HTML report (the same page ``make loadtest`` writes)."""
     run = lab_run_get(run_id=run_id)

@@ -43,10 +43,10 @@ PAIRS = [
     ("text on a good outcome", BODY_TEXT, (".outcome.ok", "background"), TEXT),
     ("text on a refusal", BODY_TEXT, (".outcome.bad", "background"), TEXT),
     ("text on a notice", BODY_TEXT, (".outcome.info", "background"), TEXT),
-    ("a prize's odds bar on its track", (".odds-bar > div", "background"), (".odds-bar", "background"), NON_TEXT),
+    ("a prize's odds bar on its track", (".odds-bar > rect", "fill"), (".odds-bar", "background"), NON_TEXT),
     (
         "the no-prize bar on its track",
-        (".no-prize .odds-bar > div", "background"),
+        (".no-prize .odds-bar > rect", "fill"),
         (".odds-bar", "background"),
         NON_TEXT,
     ),
