@@ -10,5 +10,6 @@ COPY . .
 RUN DJANGO_SECRET_KEY=build-only-build-only-build-only-build-only-build-only \
     DATABASE_URL=mysql://build@localhost/build python manage.py collectstatic --noinput -v0
 EXPOSE 8000
-# gunicorn takes its worker count from WEB_CONCURRENCY (docker-compose.yml sets it).
-CMD ["gunicorn", "config.wsgi", "--bind", "0.0.0.0:8000"]
+# gunicorn takes its worker count from WEB_CONCURRENCY (docker-compose.yml sets it); its
+# configuration sets up the workers' Prometheus counts (var/prometheus/8000, emptied at start).
+CMD ["gunicorn", "--config", "config/gunicorn.py", "config.wsgi", "--bind", "0.0.0.0:8000"]
