@@ -5,6 +5,10 @@ now (the upcoming voucher opens a few minutes later), the descriptions are writt
 the data (supply, window, strategy), and the sold-out voucher is sold out by real
 purchases of demo buyers, through the same service as any purchase, so that its audit
 adds up. A rerun creates nothing twice and keeps what users bought or drew.
+
+The demo's two logins have their passwords printed in the README: ``--no-logins`` (what
+docker-compose runs) seeds the sales without them. The staff login is a member of staff
+with the shop's permissions, not a superuser: it cannot manage users, nor give itself more.
 """
 
 from datetime import datetime, timedelta
@@ -14,6 +18,7 @@ from django.core.management.base import BaseCommand
 from django.db import transaction
 from django.utils import timezone
 
+from accounts.permissions import permissions_named
 from lottery.models import Pool
 from lottery.selectors import pool_get
 from lottery.services import pool_create, pool_update, prize_create
@@ -23,6 +28,25 @@ from orders.services import order_purchase, voucher_create, voucher_update
 
 DEMO_BUYER = ("buyer", "buyer-pass-2026")
 DEMO_STAFF = ("staff", "staff-pass-2026")
+# What the staff login needs and nothing more: the admin pages of both products (view, add,
+# change: nothing is deleted there; orders and draws are read) and the race lab (read, start,
+# cancel). No user, group or token management.
+DEMO_STAFF_PERMISSIONS = [
+    *(
+        f"{app}.{action}_{model}"
+        for app, model in (
+            ("orders", "voucher"),
+            ("orders", "order"),
+            ("lottery", "pool"),
+            ("lottery", "prize"),
+            ("lottery", "draw"),
+        )
+        for action in ("view", "add", "change")
+    ),
+    "lab.view_labrun",
+    "lab.add_labrun",
+    "lab.change_labrun",
+]
 # The sold-out voucher's buyers: users of the demo that nobody logs in as.
 DEMO_FAN = "demo-fan-{}"
 LIVE = "Coffee for 1 cent"
@@ -74,16 +98,17 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser):
         parser.add_argument("--quiet", action="store_true", help="Do not print the logins.")
+        parser.add_argument(
+            "--no-logins",
+            action="store_true",
+            help="Create neither the demo buyer nor the demo staff (their passwords are in the README): "
+            "for a server that others can reach.",
+        )
 
     @transaction.atomic
-    def handle(self, *args, quiet: bool = False, **options):
-        User = get_user_model()
-        for (username, password), staff in ((DEMO_BUYER, False), (DEMO_STAFF, True)):
-            user, created = User.objects.get_or_create(username=username)
-            if created:
-                user.set_password(password)
-                user.is_staff = user.is_superuser = staff
-                user.save()
+    def handle(self, *args, quiet: bool = False, no_logins: bool = False, **options):
+        if not no_logins:
+            self._logins()
         now = timezone.now()
         created = 0
         for title, (supply, starts_in) in DEMO_VOUCHERS.items():
@@ -117,10 +142,28 @@ class Command(BaseCommand):
             pool_update(pool=pool, begin_at=now - timedelta(minutes=5), end_at=now + DEMO_LASTS)
         pool = pool_get(pool_id=pool.pk)
         pool_update(pool=pool, description=pool_description(pool))
-        if not quiet:
-            self.stdout.write(f"Demo data ready ({created} created; every window now starts from this run).")
+        if quiet:
+            return
+        self.stdout.write(f"Demo data ready ({created} created; every window now starts from this run).")
+        if no_logins:
+            self.stdout.write("  No demo logins: create your own with `python manage.py createsuperuser`.")
+        else:
             self.stdout.write(f"  buyer: username {DEMO_BUYER[0]!r}, password {DEMO_BUYER[1]!r}")
             self.stdout.write(f"  staff: username {DEMO_STAFF[0]!r}, password {DEMO_STAFF[1]!r} (admin at /admin/)")
+
+    def _logins(self) -> None:
+        """The buyer and the staff login; a password is set only when the user is created (a
+        changed one stays), the staff's rights on every run (an older seed made it a superuser)."""
+        User = get_user_model()
+        for username, password in (DEMO_BUYER, DEMO_STAFF):
+            user, created = User.objects.get_or_create(username=username)
+            if created:
+                user.set_password(password)
+                user.save()
+        staff = User.objects.get(username=DEMO_STAFF[0])
+        staff.is_staff, staff.is_superuser = True, False
+        staff.save(update_fields=["is_staff", "is_superuser"])
+        staff.user_permissions.set(permissions_named(DEMO_STAFF_PERMISSIONS))
 
     def _sell_out(self, voucher: Voucher, *, supply: int, now: datetime) -> None:
         """Demo buyers buy what is left, one unit each, through the purchase service.
