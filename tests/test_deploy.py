@@ -59,17 +59,91 @@ def compose_command() -> list[str]:
     return [legacy]
 
 
-@pytest.fixture(scope="module")
-def compose() -> dict:
-    result = subprocess.run(
+COMPOSE_SECRET = secrets.token_urlsafe(64)
+COMPOSE_SECRETS = {"DJANGO_SECRET_KEY": COMPOSE_SECRET, "GRAFANA_ADMIN_PASSWORD": secrets.token_urlsafe(16)}
+
+
+def compose_config(**env: str) -> subprocess.CompletedProcess:
+    """``config`` of the compose file with the environment given here and nothing the
+    developer happens to have exported that the file reads."""
+    base = {k: v for k, v in os.environ.items() if k not in COMPOSE_SECRETS and not k.startswith(("DJANGO_", "BIND_"))}
+    return subprocess.run(
         [*compose_command(), "-f", str(ROOT / "docker-compose.yml"), "config"],
         cwd=ROOT,
+        env={**base, **env},
         capture_output=True,
         text=True,
         timeout=60,
     )
+
+
+@pytest.fixture(scope="module")
+def compose() -> dict:
+    result = compose_config(**COMPOSE_SECRETS)
     assert result.returncode == 0, result.stderr
     return yaml.safe_load(result.stdout)
+
+
+@pytest.mark.parametrize("name", sorted(COMPOSE_SECRETS))
+def test_compose_needs_each_secret_from_the_environment(name):
+    """No fallback key or password in the file: a stack started without one refuses to start,
+    saying which."""
+    result = compose_config(**{key: value for key, value in COMPOSE_SECRETS.items() if key != name})
+    assert result.returncode != 0
+    assert f"set {name}" in result.stderr
+    assert f"{name}:-" not in (ROOT / "docker-compose.yml").read_text()
+
+
+def test_compose_runs_every_django_service_with_the_environments_secret_key(compose):
+    for name, service in compose["services"].items():
+        environment = service.get("environment") or {}
+        if "DJANGO_SETTINGS_MODULE" in environment:
+            assert environment["DJANGO_SETTINGS_MODULE"] == "config.settings.production", name
+            assert environment["DJANGO_SECRET_KEY"] == COMPOSE_SECRET, name
+
+
+def published(compose: dict) -> dict[str, list[tuple[str, str]]]:
+    """(host address, host port) of each service's published ports: ``docker compose config``
+    writes mappings, docker-compose v1 strings or mappings."""
+    found = {}
+    for name, service in compose["services"].items():
+        for port in service.get("ports", []):
+            if isinstance(port, dict):
+                address, host_port = port.get("host_ip", ""), str(port.get("published", ""))
+            else:
+                parts = str(port).split("/")[0].split(":")
+                address, host_port = (parts[0], parts[1]) if len(parts) == 3 else ("", parts[0])
+            found.setdefault(name, []).append((address, host_port))
+    return found
+
+
+def test_compose_publishes_its_ports_on_the_loopback_only(compose):
+    ports = published(compose)
+    assert ("127.0.0.1", "8080") in ports["nginx"]
+    assert ("127.0.0.1", "8089") in ports["locust-master"]
+    for name, bindings in ports.items():
+        for address, port in bindings:
+            assert address == "127.0.0.1", f"{name} publishes {port} on every interface"
+
+
+def test_compose_publishes_the_site_on_another_address_when_told():
+    result = compose_config(**COMPOSE_SECRETS, BIND_ADDRESS="0.0.0.0")
+    assert result.returncode == 0, result.stderr
+    ports = published(yaml.safe_load(result.stdout))
+    assert ("0.0.0.0", "8080") in ports["nginx"]
+
+
+def test_compose_creates_no_login_with_a_known_password(compose):
+    """The demo's buyer and staff passwords are in the README: the stack seeds the demo's sales
+    without them, and makes no superuser; README says how to create one."""
+    for name, service in compose["services"].items():
+        command = " ".join(service.get("command") or [])
+        if "seed_demo" in command:
+            assert "seed_demo --no-logins" in command, name
+        assert "createsuperuser" not in command, name
+        assert not {"DJANGO_SUPERUSER_PASSWORD", "DJANGO_SUPERUSER_USERNAME"} & set(service.get("environment") or {})
+    readme = (ROOT / "README.md").read_text()
+    assert "docker compose run --rm web python manage.py createsuperuser" in readme
 
 
 def test_compose_runs_mysql_redis_migrations_two_web_replicas_and_nginx(compose):
