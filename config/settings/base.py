@@ -72,7 +72,7 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     # Outermost, so that the time it measures includes every other middleware.
     "config.metrics.MetricsMiddleware",
-    # First, so that every response gets the policy, whichever middleware answered.
+    # Outside Django's own, so that every response gets the policy, whichever middleware answered.
     "core.csp.ContentSecurityPolicyMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
