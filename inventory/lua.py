@@ -113,6 +113,12 @@ redis.call('HDEL', KEYS[5], ARGV[3] .. ':' .. ARGV[7])
 return 1
 """
 
+# How far past the database's highest reservation number a counter that Redis lost starts
+# again: more reservations than can wait unwritten at once (they are bounded by a sale's
+# stock and its draws), and 2**30 numbers per stock group leave room for a thousand such
+# restarts.
+LOST_NUMBERS_GAP = 1 << 20
+
 # Load a group's state built from the database, unless a state is already there: live
 # Redis state is never overwritten blindly (reconciliation repairs it field by field).
 # Refused while reservations wait in the stream: the database does not hold them yet, so
@@ -121,7 +127,10 @@ return 1
 # appended before it existed is skipped.
 # The reservation counter is raised to at least the highest number the database holds
 # and the stream's last entry, so that a Redis that lost its keys never hands out an id
-# that the database holds, and a new entry's id is always above the stream's last.
+# that the database holds, and a new entry's id is always above the stream's last. With
+# neither the counter nor the stream, nothing tells how far a lost Redis had counted past
+# the database (its waiting reservations were answered 202 with their ids, and are gone
+# with it): the counter starts LOST_NUMBERS_GAP above, so that no id names two reservations.
 # KEYS[1] state, KEYS[2] takers, KEYS[3] pending stream, KEYS[4] reservation counter,
 # KEYS[5] take numbers in use
 # ARGV[1] consumer group, ARGV[2] the counter's floor, ARGV[3] the number of state
@@ -148,6 +157,7 @@ while i <= #ARGV do
 end
 local floor = tonumber(ARGV[2])
 if redis.call('EXISTS', KEYS[3]) == 0 then
+    if redis.call('EXISTS', KEYS[4]) == 0 then floor = floor + LOST_NUMBERS_GAP end
     redis.call('XGROUP', 'CREATE', KEYS[3], ARGV[1], '0', 'MKSTREAM')
 else
     redis.pcall('XGROUP', 'CREATE', KEYS[3], ARGV[1], '0')
@@ -162,7 +172,7 @@ if tonumber(redis.call('GET', KEYS[4]) or '0') < floor then
     redis.call('SET', KEYS[4], floor)
 end
 return 1
-"""
+""".replace("LOST_NUMBERS_GAP", str(LOST_NUMBERS_GAP))
 
 # Add units to one row (a restock), only where the state is loaded: a missing state is
 # rebuilt from the database, which already holds the restock.

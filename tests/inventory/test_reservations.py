@@ -12,6 +12,7 @@ import redis
 from django.conf import settings
 from django.utils import timezone
 
+from inventory.lua import LOST_NUMBERS_GAP
 from inventory.reservations import (
     PERSIST_GROUP,
     SETTLED,
@@ -62,7 +63,12 @@ def test_a_voucher_sells_once_per_user_and_records_each_reservation(client, grou
     reservations = Reservations(client)
     assert reservations.load(group_id=group, rules=open_rules(), stock={7: 2})
     first = reservations.reserve(group_id=group, user_id=1, rand=0.5)
-    assert (first.refusal, first.stock_id, first.reservation_id) == (None, 7, reservation_id(group, 1))
+    # A first load counts from LOST_NUMBERS_GAP: no Redis may have lost reservations of it before.
+    assert (first.refusal, first.stock_id, first.reservation_id) == (
+        None,
+        7,
+        reservation_id(group, 1 + LOST_NUMBERS_GAP),
+    )
     assert reservations.reserve(group_id=group, user_id=1, rand=0.5).refusal == "limit"
     assert reservations.reserve(group_id=group, user_id=2, rand=0.9).stock_id == 7
     assert reservations.reserve(group_id=group, user_id=3, rand=0.1).refusal == "sold_out"
@@ -72,8 +78,8 @@ def test_a_voucher_sells_once_per_user_and_records_each_reservation(client, grou
         (entry_id, {k: v for k, v in fields.items() if k != "at"}) for entry_id, fields in read_pending(client, group)
     ]
     assert pending == [
-        ("1-0", {"user": "1", "stock": "7", "seq": "1"}),
-        ("2-0", {"user": "2", "stock": "7", "seq": "1"}),
+        (f"{LOST_NUMBERS_GAP + 1}-0", {"user": "1", "stock": "7", "seq": "1"}),
+        (f"{LOST_NUMBERS_GAP + 2}-0", {"user": "2", "stock": "7", "seq": "1"}),
     ]
 
 
@@ -233,11 +239,13 @@ def test_pending_hands_each_reservation_to_one_consumer_until_done(client, group
         reservations.reserve(group_id=group, user_id=user, rand=0.0)
     first = reservations.pending(group_id=group, consumer="a", count=2)
     assert [(p.reservation_id, p.user_id, p.stock_id, p.seq) for p in first] == [
-        (reservation_id(group, 1), 1, 1, 1),
-        (reservation_id(group, 2), 2, 1, 1),
+        (reservation_id(group, LOST_NUMBERS_GAP + 1), 1, 1, 1),
+        (reservation_id(group, LOST_NUMBERS_GAP + 2), 2, 1, 1),
     ]
     second = reservations.pending(group_id=group, consumer="b")
-    assert [p.reservation_id for p in second] == [reservation_id(group, 3)]  # not a's: not idle long yet
+    assert [p.reservation_id for p in second] == [
+        reservation_id(group, LOST_NUMBERS_GAP + 3)
+    ]  # not a's: not idle long yet
     reservations.done(group_id=group, entry_ids=[p.entry_id for p in first + second])
     assert reservations.pending(group_id=group, consumer="a", claim_idle_ms=0) == []
     assert client.xlen(GroupKeys.of(group).pending) == 0
@@ -266,22 +274,25 @@ def test_reservation_ids_are_unique_across_groups_and_name_their_group():
         reservation_id(1, 2**30)
 
 
-def test_numbering_goes_on_above_the_database_after_redis_lost_its_keys(client, group):
-    """Redis keeps nothing on disk: a state rebuilt from the database must not hand out an
-    id the database already holds."""
+def test_numbering_goes_on_past_what_a_redis_that_lost_its_keys_handed_out(client, group):
+    """Redis keeps nothing on disk: a state rebuilt from the database must hand out no id the
+    database holds, nor one that the lost Redis answered 202 with and never saw written."""
     reservations = Reservations(client)
     reservations.load(group_id=group, rules=open_rules(), stock={1: 5}, last_reservation=reservation_id(group, 41))
-    assert reservations.reserve(group_id=group, user_id=1, rand=0.0).reservation_id == reservation_id(group, 42)
-    client.delete(*GroupKeys.of(group).all())  # the keys are lost
-    reservations.load(group_id=group, rules=open_rules(), stock={1: 4}, last_reservation=reservation_id(group, 42))
-    assert reservations.reserve(group_id=group, user_id=2, rand=0.0).reservation_id == reservation_id(group, 43)
+    written = reservations.reserve(group_id=group, user_id=1, rand=0.0).reservation_id
+    assert written > reservation_id(group, 41)
+    lost = reservations.reserve(group_id=group, user_id=2, rand=0.0).reservation_id
+    client.delete(*GroupKeys.of(group).all())  # the keys are lost; the database holds `written` only
+    reservations.load(group_id=group, rules=open_rules(), stock={1: 4}, last_reservation=written)
+    after = reservations.reserve(group_id=group, user_id=3, rand=0.0).reservation_id
+    assert after == written + LOST_NUMBERS_GAP + 1 and after > lost
     # A floor below the live counter never lowers it (the state lost once its reservations
     # were persisted).
     persisted = reservations.pending(group_id=group, consumer="a")
     reservations.done(group_id=group, entry_ids=[one.entry_id for one in persisted])
     client.delete(GroupKeys.of(group).state)
     reservations.load(group_id=group, rules=open_rules(), stock={1: 3}, last_reservation=reservation_id(group, 5))
-    assert reservations.reserve(group_id=group, user_id=3, rand=0.0).reservation_id == reservation_id(group, 44)
+    assert reservations.reserve(group_id=group, user_id=4, rand=0.0).reservation_id == after + 1
 
 
 def test_no_state_is_built_while_reservations_wait_to_be_persisted(client, group):
@@ -398,4 +409,6 @@ def test_numbering_stays_above_the_streams_last_entry_whatever_the_database_says
     )
     client.delete(GroupKeys.of(group).state, GroupKeys.of(group).ids)  # the counter lost, the stream kept
     assert reservations.load(group_id=group, rules=open_rules(), stock={1: 2})
-    assert reservations.reserve(group_id=group, user_id=9, rand=0.0).reservation_id == reservation_id(group, 4)
+    assert reservations.reserve(group_id=group, user_id=9, rand=0.0).reservation_id == reservation_id(
+        group, 4 + LOST_NUMBERS_GAP
+    )
