@@ -17,6 +17,7 @@ import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+multiprocess = None  # prometheus_client.multiprocess, imported by on_starting
 
 
 def metrics_directory(bind: list[str]) -> Path:
@@ -38,10 +39,12 @@ def on_starting(server) -> None:
     for stale in directory.glob("*.db"):
         stale.unlink(missing_ok=True)
     os.environ["PROMETHEUS_MULTIPROC_DIR"] = str(directory)
+    # Imported here, once the directory is set, not in child_exit: that runs in the master's
+    # SIGCHLD handler, which a second worker's exit re-enters mid-import at shutdown.
+    global multiprocess
+    from prometheus_client import multiprocess
 
 
 def child_exit(server, worker) -> None:
     # A dead worker's counters stay (totals never go back); its live gauges must not.
-    from prometheus_client import multiprocess
-
     multiprocess.mark_process_dead(worker.pid)
