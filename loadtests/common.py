@@ -13,6 +13,12 @@ under the runner, in Locust's web UI and in distributed mode:
   accepted, written later) adds ``pending`` to its line, its id being the reservation's
 - ``LOADTEST_STAFF_TOKEN``: a token of staff with ``orders.change_voucher`` (the restock scenario)
 - ``LOADTEST_WORKERS``: how many Locust processes share the tokens (default 1)
+- ``LOADTEST_UNAVAILABLE_OK``: set (the fault runner) to take 503 ``unavailable`` with
+  ``Retry-After`` as a documented answer (logged ``unavailable``): a dependency is down on
+  purpose. Without it a 503 fails the run, as below.
+- ``LOADTEST_ANSWERS``: set to also log every answer's moment, status and seconds taken,
+  ``<time> <status> <seconds>`` in ``answers-<pid>.txt`` beside the outcomes (status 0:
+  no answer, the connection dropped)
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ from __future__ import annotations
 import itertools
 import os
 import threading
+import time
 from pathlib import Path
 
 # Every refusal a purchase or a draw may give, from docs/design.md ("HTTP API"). Anything else is a failure.
@@ -38,6 +45,8 @@ NO_PRIZE = "no_prize"  # a draw that won nothing, counted against the limit all 
 ERROR = "error"  # any undocumented answer
 # The last word of a 202's line: accepted, the record to be written later.
 PENDING = "pending"
+# A dependency down (503): documented, and accepted only under LOADTEST_UNAVAILABLE_OK.
+UNAVAILABLE = "unavailable"
 
 
 def accepted(outcome: list[str]) -> bool:
@@ -125,6 +134,9 @@ class OutcomeLog:
         self._folder = os.environ.get("LOADTEST_OUTCOMES")
         self._file = None
         self._pid = 0
+        self._answers_wanted = bool(os.environ.get("LOADTEST_ANSWERS"))
+        self._answers = None
+        self._answers_pid = 0
 
     def add(self, outcome: str, *ids: int) -> None:
         if not self._folder:
@@ -134,6 +146,17 @@ class OutcomeLog:
             self._file = open(Path(self._folder) / f"outcomes-{os.getpid()}.txt", "a", buffering=1)  # noqa: SIM115
             self._pid = os.getpid()
         self._file.write(" ".join([outcome, *map(str, ids)]) + "\n")
+
+    def answered(self, status: int, started: float) -> None:
+        """Log an answer's moment, status and seconds taken, under ``LOADTEST_ANSWERS``."""
+        if not (self._folder and self._answers_wanted):
+            return
+        if self._answers_pid != os.getpid():
+            Path(self._folder).mkdir(parents=True, exist_ok=True)
+            self._answers = open(Path(self._folder) / f"answers-{os.getpid()}.txt", "a", buffering=1)  # noqa: SIM115
+            self._answers_pid = os.getpid()
+        now = time.time()
+        self._answers.write(f"{now:.3f} {status} {now - started:.3f}\n")
 
     def note_crowd_exhausted(self) -> None:
         """Leaves a mark that this process dealt its last token before the run ended: its
@@ -175,6 +198,14 @@ def _refused(response, body: dict, refusals: dict[int, set[str]]) -> str:
         response.success()
         outcomes.add(code)
         return code
+    if code == UNAVAILABLE and response.status_code == 503 and os.environ.get("LOADTEST_UNAVAILABLE_OK"):
+        if response.headers.get("Retry-After"):
+            response.success()
+            outcomes.add(code)
+            return code
+        response.failure("503 unavailable without Retry-After")
+        outcomes.add(ERROR)
+        return ERROR
     response.failure(f"unexpected answer {response.status_code} {body}")
     outcomes.add(ERROR)
     return ERROR
@@ -188,12 +219,14 @@ def purchase(user, voucher: int, token: str) -> str:
     refusal must be one of the documented codes with its documented status. Anything else
     fails.
     """
+    started = time.time()
     with user.client.post(
         f"/api/vouchers/{voucher}/purchase",
         headers={"Authorization": f"Bearer {token}"},
         name="/api/vouchers/[id]/purchase",
         catch_response=True,
     ) as response:
+        outcomes.answered(response.status_code or 0, started)
         body = _json(response)
         if body is None:
             return ERROR
@@ -229,12 +262,14 @@ def draw(user, pool: int, token: str) -> str:
     id>``, a 202's followed by ``pending``); a refusal must be one of the documented
     codes with its documented status. Anything else fails.
     """
+    started = time.time()
     with user.client.post(
         f"/api/pools/{pool}/draw",
         headers={"Authorization": f"Bearer {token}"},
         name="/api/pools/[id]/draw",
         catch_response=True,
     ) as response:
+        outcomes.answered(response.status_code or 0, started)
         body = _json(response)
         if body is None:
             return ERROR

@@ -113,7 +113,11 @@ class Sampler(threading.Thread):
         name = TAKEN[self.product.name]
         try:
             while not self.stopped.is_set():
-                sample = self.product.sample(self.target)
+                try:
+                    sample = self.product.sample(self.target)
+                except Exception:  # noqa: BLE001  (a dependency down on purpose: the fault runner)
+                    self.stopped.wait(0.25)
+                    continue
                 self.waiting.append((time.time(), sample.waiting))
                 elapsed = time.monotonic() - started
                 at = round(elapsed, 2)

@@ -1,0 +1,135 @@
+"""The verdict of one fault run: pure functions over the answers and the matrix's audit
+(no Django, no I/O), tested on their own (``tests/loadtests/test_fault_judge.py``).
+
+A fault run holds when, besides every invariant of the matrix (``loadtests.verdict``:
+nothing oversold, no duplicates, every confirmation found once, Redis in step):
+
+- no answer was a 500, or any status but the documented ones, 503 ``unavailable`` (with
+  Retry-After: the locustfiles check it) among them, and no answer was missing (status 0,
+  a dropped connection) unless the fault kills a process that serves requests;
+- no answer took longer than ``ANSWER_WITHIN_SECONDS``: a dependency down is answered
+  503 quickly, never by a request that hangs;
+- the server recovered on its own: after the fault ended, only documented answers came
+  again, within the fault's bound (``recover_within``), and, for a deferred strategy, the
+  worker wrote records again.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from ..verdict import Result, broken_invariants
+
+# A request that waits for a dependency longer than this has hung: the clients' timeouts
+# (locking.integration.lock_client, the cache's, the database's) bound it below.
+ANSWER_WITHIN_SECONDS = 5.0
+# The statuses a purchase or a draw may answer with, refusals and 503 included.
+DOCUMENTED = {201, 202, 403, 409, 503}
+NO_ANSWER = 0
+
+
+@dataclass(frozen=True)
+class Answer:
+    at: float  # time.time() when it came
+    status: int  # 0: none, the connection dropped
+    seconds: float  # how long it took
+
+
+@dataclass(frozen=True)
+class Recovery:
+    """How the run came back: ``seconds`` from the fault's end until the last answer that
+    was not a documented one other than 503 (0 when there was none after it), or None
+    when no documented answer other than 503 followed it."""
+
+    seconds: float | None
+    # Seconds from the fault's end until the worker wrote records again (deferred
+    # strategies; None when it never did, or for the others).
+    writes_seconds: float | None = None
+
+
+def parse_answers(lines: Iterable[str]) -> list[Answer]:
+    """``<time> <status> <seconds>`` lines (``loadtests.common.OutcomeLog.answered``)."""
+    answers = []
+    for line in lines:
+        words = line.split()
+        if len(words) == 3:
+            answers.append(Answer(at=float(words[0]), status=int(words[1]), seconds=float(words[2])))
+    return sorted(answers, key=lambda answer: answer.at)
+
+
+def by_status(answers: Iterable[Answer]) -> dict[int, int]:
+    return dict(sorted(Counter(answer.status for answer in answers).items()))
+
+
+def degraded(answer: Answer) -> bool:
+    """An answer that says the server is not selling: 503, a 5xx, or none at all."""
+    return answer.status == NO_ANSWER or answer.status >= 500
+
+
+def recovery(answers: list[Answer], *, injected_at: float, healed_at: float) -> float | None:
+    """Seconds from ``healed_at`` (the fault's end) until the last degraded answer since
+    ``injected_at`` (0 when it came before the end, or there was none), or None when no
+    answer but degraded ones came after it: the server never answered normally again."""
+    last_degraded = max((a.at for a in answers if degraded(a) and a.at >= injected_at), default=None)
+    if last_degraded is None:
+        return 0.0
+    if not any(a.at > last_degraded and not degraded(a) for a in answers):
+        return None
+    return max(0.0, last_degraded - healed_at)
+
+
+def writes_recovery(taken: list[tuple[float, int]], *, healed_at: float) -> float | None:
+    """Seconds from ``healed_at`` until the records taken grew again, from ``(time, taken)``
+    samples; 0 when they grew before it, None when they never grew after the last sample
+    before it."""
+    before = [count for at, count in taken if at <= healed_at]
+    baseline = before[-1] if before else 0
+    for at, count in taken:
+        if at > healed_at and count > baseline:
+            return at - healed_at
+    return None
+
+
+def fault_verdict(
+    result: Result,
+    answers: list[Answer],
+    recovered: Recovery,
+    *,
+    drops_requests: bool,
+    recover_within: float,
+    deferred: bool,
+    documented_losses: int = 0,
+) -> tuple[str, bool]:
+    """(verdict, ok) of one fault run. ``documented_losses`` is how many 202s the fault
+    took away with it by design (a Redis restarted empty while they waited in it); the
+    caller leaves them out of ``result.lost_confirmations`` and they are only reported."""
+    broken = broken_invariants(result)
+    statuses = by_status(answers)
+    undocumented = {status: n for status, n in statuses.items() if status not in DOCUMENTED}
+    # The locustfiles count every undocumented status as a failure, and a malformed body too.
+    malformed = result.failures - sum(undocumented.values())
+    if drops_requests:
+        undocumented.pop(NO_ANSWER, None)
+    if undocumented:
+        broken.append("answered " + ", ".join(f"{n} x {status or 'no answer'}" for status, n in undocumented.items()))
+    slow = [a for a in answers if a.status == 503 and a.seconds > ANSWER_WITHIN_SECONDS]
+    if slow:
+        broken.append(f"{len(slow)} answers 503 after more than {ANSWER_WITHIN_SECONDS:.0f} s")
+    hung = [a for a in answers if a.status == NO_ANSWER and a.seconds > ANSWER_WITHIN_SECONDS * 2]
+    if hung:
+        broken.append(f"{len(hung)} requests hung")
+    if recovered.seconds is None:
+        broken.append("did not recover")
+    elif recovered.seconds > recover_within:
+        broken.append(f"recovered in {recovered.seconds:.1f} s, over {recover_within:.0f} s")
+    if deferred and recovered.writes_seconds is None:
+        broken.append("the worker wrote nothing after the fault")
+    if malformed > 0:
+        broken.append(f"{malformed} malformed answers")
+    if broken:
+        return "BROKEN: " + ", ".join(broken), False
+    if documented_losses:
+        return f"holds ({documented_losses} pending 202s lost with Redis' memory, as documented)", True
+    return "holds", True

@@ -1,0 +1,362 @@
+"""The fault runner's command line and runs (see the package's docstring)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+from dataclasses import asdict, dataclass, field, replace
+from datetime import datetime
+from pathlib import Path
+
+from locking.testing import RedisServer
+
+from ..console import say
+from ..scenarios import SCENARIOS, Scenario, scenarios_named
+from ..server import ROOT, running_server
+from ..verdict import Result
+from .judge import Answer, Recovery, by_status, fault_verdict, parse_answers, recovery, writes_recovery
+from .kinds import FAULTS, Fault, Stage
+
+
+def parse_args(argv):
+    parser = argparse.ArgumentParser(
+        prog="python -m loadtests.faults",
+        description=sys.modules[__package__].__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--faults", default="all", help=f"comma-separated, of {', '.join(FAULTS)}; or 'all'")
+    parser.add_argument(
+        "--strategies",
+        default="default",
+        help="comma-separated, each fault running those it concerns; 'default': each fault's own",
+    )
+    parser.add_argument("--scenario", default="crowd,draw-crowd", help=f"comma-separated, of {', '.join(SCENARIOS)}")
+    parser.add_argument("--duration", type=int, default=20, help="seconds of load per run")
+    parser.add_argument("--fault-at", type=float, default=6, help="seconds into the load when the fault strikes")
+    parser.add_argument("--down", type=float, default=2, help="seconds a stopped dependency stays down")
+    parser.add_argument("--users", type=int, default=30, help="Locust users: the concurrency")
+    parser.add_argument("--spawn-rate", type=float, default=30)
+    parser.add_argument("--buyers", type=int, default=20000, help="distinct buyers (tokens) in the crowd")
+    # Enough that the sale still runs when the fault strikes and after it ends: a fault
+    # that finds everything sold tests only the sold-out answer.
+    parser.add_argument("--stock", type=int, default=2000, help="the voucher's stock, or the pool's over its prizes")
+    parser.add_argument("--prizes", type=int, default=5)
+    parser.add_argument("--draws-per-user", type=int, default=3)
+    parser.add_argument("--no-prize-weight", type=int, default=0)
+    parser.add_argument("--server-processes", type=int, default=4, help="gunicorn worker processes")
+    parser.add_argument("--locust-processes", type=int, default=1)
+    parser.add_argument("--race-window-ms", type=int, default=0, help="RACE_WINDOW_MS of the server")
+    parser.add_argument("--hammer-buyers", type=int, default=3)
+    parser.add_argument("--drain-timeout", type=float, default=120)
+    parser.add_argument(
+        "--claim-idle-ms",
+        type=int,
+        default=None,
+        help="RESERVATIONS_CLAIM_IDLE_MS of the server and worker: how soon a killed worker's batch is taken over "
+        "(default: the settings', 30 s)",
+    )
+    parser.add_argument("--out", type=Path, default=None, help="output folder (default: var/faults/<time>)")
+    parser.add_argument(
+        "--database-url", default=os.environ.get("LOADTEST_DATABASE_URL", "mysql://root:@127.0.0.1:3306/flashsale_load")
+    )
+    args = parser.parse_args(argv)
+    if args.fault_at + args.down >= args.duration:
+        parser.error("--fault-at + --down must end within --duration: the crowd must still run when it ends")
+    return args
+
+
+@dataclass
+class FaultRow:
+    """One row of the table."""
+
+    fault: str
+    scenario: str
+    strategy: str
+    requests: int
+    answers: dict[int, int]
+    oversold: int
+    duplicates: int
+    lost_confirmations: int
+    pending_lost_with_redis: int
+    recover_s: float | None
+    writes_s: float | None
+    drain_s: float | None
+    health: str
+    verdict: str
+    ok: bool
+    result: dict = field(default_factory=dict)
+
+
+class Strike:
+    """The fault of one run, struck from the sampler's observer once the load has run
+    ``fault_at`` seconds, in a thread of its own (the sampling goes on meanwhile)."""
+
+    def __init__(self, fault: Fault, stage: Stage, fault_at: float, down: float) -> None:
+        self.fault, self.stage, self.fault_at, self.down = fault, stage, fault_at, down
+        self.target = None
+        self.origin: float | None = None  # time.time() of the sampler's start
+        self.injected_at: float | None = None
+        self.healed_at: float | None = None
+        self.health: str = ""
+        self.error: BaseException | None = None
+        self._thread: threading.Thread | None = None
+
+    def observe(self, target, elapsed: float, sample) -> None:
+        if self._thread is None and elapsed >= self.fault_at:
+            self.target, self.origin = target, time.time() - elapsed
+            self._thread = threading.Thread(target=self._strike, daemon=True)
+            self._thread.start()
+
+    def _strike(self) -> None:
+        try:
+            say(f"  !! {self.fault.name} at {self.fault_at:.0f}s")
+            self.injected_at = time.time()
+            self.fault.inject(self.stage, self.target.group_id)
+            if self.fault.health_names:
+                time.sleep(min(0.5, self.down / 2))
+                self.health = health(self.stage.server.host)
+            self.healed_at = self.fault.heal(self.stage, self.down)
+            say(f"  !! {self.fault.name} over after {self.healed_at - self.injected_at:.1f}s")
+        except BaseException as exc:  # noqa: BLE001  (reported by the run)
+            self.error = exc
+
+    def wait(self) -> None:
+        if self._thread is None:
+            raise RuntimeError("the fault never struck: the load ended before --fault-at")
+        self._thread.join()
+        if self.error is not None:
+            raise RuntimeError(f"{self.fault.name} failed: {self.error!r}") from self.error
+
+
+def health(host: str) -> str:
+    """What /healthz answers now: its status and body, in a few words."""
+    try:
+        with urllib.request.urlopen(f"{host}/healthz", timeout=5) as response:
+            return f"{response.status} {response.read().decode()}"
+    except urllib.error.HTTPError as answer:
+        return f"{answer.code} {answer.read().decode()}"
+    except OSError as exc:
+        return f"no answer: {exc}"
+
+
+def health_says_down(said: str, name: str) -> bool:
+    """Whether a /healthz answer was a 503 naming ``name`` as failed."""
+    status, _, body = said.partition(" ")
+    try:
+        return status == "503" and str(json.loads(body).get(name, "")).startswith("error")
+    except ValueError:
+        return False
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    try:
+        faults = [FAULTS[name]() for name in (FAULTS if args.faults == "all" else args.faults.split(","))]
+        scenarios = scenarios_named(args.scenario)
+    except KeyError as unknown:
+        raise SystemExit(f"[faults] unknown: {unknown.args[0]}") from None
+    args.out = args.out or ROOT / "var" / "faults" / datetime.now().strftime("%Y%m%d-%H%M%S")
+    args.out.mkdir(parents=True, exist_ok=True)
+
+    own_redis = RedisServer().start()
+    say(f"the server's own Redis: {own_redis.url} (no persistence; restarted empty by redis-restart)")
+    try:
+        args.redis_url, args.broker_url = own_redis.url, None
+        from ..run import setup_django
+
+        setup_django(args)
+        rows = run_faults(args, faults, scenarios, own_redis)
+    finally:
+        own_redis.close()
+
+    print()
+    print(table(rows), flush=True)
+    (args.out / "faults.json").write_text(
+        json.dumps({"command": command_line(argv), "rows": [asdict(row) for row in rows]}, indent=1, default=str)
+    )
+    (args.out / "faults.md").write_text(f"Command: `{command_line(argv)}`\n\n{table(rows)}\n")
+    print()
+    say(f"written to {args.out}")
+    failed = [row for row in rows if not row.ok]
+    for row in failed:
+        say(f"FAIL: {row.fault} / {row.scenario} / {row.strategy}: {row.verdict}")
+    if not failed:
+        say("every run held every invariant and recovered on its own")
+    return 1 if failed else 0
+
+
+def command_line(argv) -> str:
+    return " ".join(["python -m loadtests.faults", *(argv if argv is not None else sys.argv[1:])])
+
+
+def run_faults(args, faults: list[Fault], scenarios: list[Scenario], own_redis: RedisServer) -> list[FaultRow]:
+    # Only once Django is set up.
+    from django.db import connections
+
+    from accounts.services import users_with_tokens_create
+    from inventory.stock import STRATEGIES, strategy_names
+
+    from ..one_run import one_run
+
+    plan = []
+    for fault in faults:
+        wanted = fault.strategies if args.strategies == "default" else tuple(args.strategies.split(","))
+        unknown = [s for s in wanted if s not in strategy_names()]
+        if unknown:
+            raise SystemExit(f"[faults] unknown: {', '.join(unknown)}")
+        wanted = tuple(s for s in wanted if fault.concerns(deferred=STRATEGIES[s].deferred))
+        plan += [(fault, scenario, strategy) for scenario in scenarios for strategy in wanted]
+
+    tokens = args.out / "tokens.txt"
+    pairs = users_with_tokens_create(count=max(args.buyers, args.hammer_buyers), prefix="fault")
+    tokens.write_text("".join(f"{u} {t}\n" for u, t in pairs))
+    staff_token = users_with_tokens_create(count=1, prefix="fault-staff", staff=True)[0][1]
+    connections.close_all()
+    # The locustfiles take a 503 with Retry-After as documented, and log every answer's time.
+    os.environ.update(LOADTEST_UNAVAILABLE_OK="1", LOADTEST_ANSWERS="1")
+    if args.claim_idle_ms is not None:
+        os.environ["RESERVATIONS_CLAIM_IDLE_MS"] = str(args.claim_idle_ms)  # the server's and worker's environment
+
+    rows: list[FaultRow] = []
+    with running_server(
+        database_url=args.database_url,
+        redis_url=own_redis.url,
+        processes=args.server_processes,
+        race_window_ms=args.race_window_ms,
+        celery=any(STRATEGIES[strategy].deferred for _, _, strategy in plan),
+        celery_log=args.out / "celery.log",
+    ) as server:
+        stage = Stage(server=server, redis=own_redis, celery_log=args.out / "celery.log", worker_pid=server.worker_pid)
+        try:
+            for n, (fault, scenario, strategy) in enumerate(plan, start=1):
+                load = f"{args.users} users, {args.duration}s"
+                say(f"[{n}/{len(plan)}] {fault.name} / {scenario.name} / {strategy}: {load}")
+                strike = Strike(fault, stage, args.fault_at, args.down)
+                restarts = stage.worker_restarts
+                name = f"{fault.name}-{scenario.name}-{strategy}"
+                result = one_run(args, scenario, strategy, server, tokens, staff_token, name, observe=strike.observe)
+                strike.wait()
+                row = judged(args, fault, strike, result, STRATEGIES[strategy].deferred, args.out / name)
+                if stage.worker_restarts > restarts:
+                    row.verdict += (
+                        f"; the Celery worker exited and was started again ({stage.worker_restarts - restarts})"
+                    )
+                rows.append(row)
+                say(f"  {rows[-1].verdict}; recovered in {seconds(rows[-1].recover_s)}")
+                ready(server.host, own_redis)
+        finally:
+            stage.stop_started()
+    return rows
+
+
+def ready(host: str, own_redis: RedisServer, timeout: float = 60) -> None:
+    """Wait until the server's Redis and /healthz answer before the next run."""
+    give_up = time.monotonic() + timeout
+    while time.monotonic() < give_up:
+        if own_redis.running and health(host).startswith("200"):
+            return
+        time.sleep(0.2)
+    raise SystemExit("[faults] the server did not become healthy again after the fault")
+
+
+def judged(args, fault: Fault, strike: Strike, result: Result, deferred: bool, run_dir: Path) -> FaultRow:
+    from ..common import PENDING, read_outcomes
+    from ..products import PRODUCTS
+
+    answers = answers_of(run_dir)
+    documented = 0
+    pending_lost = fault.pending_lost()
+    if pending_lost:
+        product = PRODUCTS[result.product]
+        accepted = {int(o[1]) for o in read_outcomes(run_dir / "outcomes") if o[-1] == PENDING}
+        recorded = product.recorded(strike.target, sorted(accepted & pending_lost))
+        documented = len((accepted & pending_lost) - set(recorded))
+    result = replace(result, lost_confirmations=(result.lost_confirmations or 0) - documented)
+    recovered = Recovery(
+        seconds=recovery(answers, injected_at=strike.injected_at, healed_at=strike.healed_at),
+        writes_seconds=writes_recovery(
+            [(strike.origin + at, count) for at, count in result.taken_series], healed_at=strike.healed_at
+        )
+        if deferred
+        else None,
+    )
+    verdict, ok = fault_verdict(
+        result,
+        answers,
+        recovered,
+        drops_requests=fault.drops_requests,
+        recover_within=fault.recover_within,
+        # The worker must write again once the fault is over, if it was given anything to write.
+        deferred=deferred and any(a.status == 202 and a.at > strike.healed_at for a in answers),
+        documented_losses=documented,
+    )
+    if fault.health_names and not health_says_down(strike.health, fault.health_names):
+        ok, verdict = False, f"{verdict}; /healthz did not name the {fault.health_names} as down: {strike.health}"
+    pool = result.product == "pool"
+    return FaultRow(
+        fault=fault.name,
+        scenario=result.scenario,
+        strategy=result.strategy,
+        requests=len(answers),
+        answers=by_status(answers),
+        oversold=(result.over_awarded if pool else result.oversold) or 0,
+        duplicates=(result.users_over_limit if pool else result.duplicates) or 0,
+        lost_confirmations=result.lost_confirmations or 0,
+        pending_lost_with_redis=documented,
+        recover_s=recovered.seconds,
+        writes_s=recovered.writes_seconds,
+        drain_s=result.drain_s,
+        health=strike.health,
+        verdict=verdict,
+        ok=ok,
+        result={k: v for k, v in asdict(result).items() if not k.endswith("_series")},
+    )
+
+
+def seconds(value: float | None) -> str:
+    return "never" if value is None else f"{value:.1f}"
+
+
+def optional(value: float | None) -> str:
+    return "-" if value is None else f"{value:.1f}"
+
+
+def statuses(answers: dict[int, int]) -> str:
+    return " ".join(f"{status or 'none'}: {n}" for status, n in answers.items())
+
+
+HEADER = (
+    "fault", "scenario", "strategy", "requests", "answers by status", "oversold", "duplicates",
+    "lost confirmations", "recover s", "writes s", "drain s", "verdict",
+)  # fmt: skip
+
+
+def table(rows: list[FaultRow]) -> str:
+    """The rows as a Markdown table. ``oversold`` is over-awarded and ``duplicates`` users
+    over the draw limit for a pool; ``recover s`` counts from the fault's end until the
+    last degraded answer, ``writes s`` until the worker wrote again, ``drain s`` from the
+    crowd's last answer until nothing waited (both for a deferred strategy)."""
+    lines = ["| " + " | ".join(HEADER) + " |", "|" + "---|" * len(HEADER)]
+    for row in rows:
+        lost = str(row.lost_confirmations)
+        if row.pending_lost_with_redis:
+            lost += f" (+{row.pending_lost_with_redis} pending in Redis)"
+        cells = [
+            row.fault, row.scenario, row.strategy, str(row.requests), statuses(row.answers), str(row.oversold),
+            str(row.duplicates), lost, seconds(row.recover_s), optional(row.writes_s), optional(row.drain_s),
+            row.verdict,
+        ]  # fmt: skip
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def answers_of(run_dir: Path) -> list[Answer]:
+    return parse_answers(
+        line for path in sorted((run_dir / "outcomes").glob("answers-*.txt")) for line in path.read_text().splitlines()
+    )
