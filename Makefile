@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PORT ?= 8000
 
-.PHONY: run test loadtest bench lint format clean
+.PHONY: run test loadtest faults bench lint format clean
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
@@ -38,6 +38,11 @@ test: $(VENV)/.dev
 loadtest: $(VENV)/.dev
 	bash scripts/ensure-services.sh
 	$(PY) -m loadtests.run $(ARGS)
+
+## One fault at a time mid-sale (a gunicorn worker killed, Redis restarted empty, the Celery worker killed), audited (options: make faults ARGS="--faults redis-restart").
+faults: $(VENV)/.dev
+	bash scripts/ensure-services.sh
+	$(PY) -m loadtests.faults $(ARGS)
 
 ## Benchmarks (they print their figures and the machine): locks, purchase throughput, draw throughput by pool size, the redis_lua script, redis_lua over HTTP.
 bench: $(VENV)/.dev
