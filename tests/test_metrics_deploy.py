@@ -7,27 +7,20 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
 from pathlib import Path
 
 import pytest
 import yaml
 from django.test import Client
 
-from tests.test_deploy import compose_command
+from tests.test_deploy import COMPOSE_SECRETS, compose_config
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
 @pytest.fixture(scope="module")
 def compose() -> dict:
-    result = subprocess.run(
-        [*compose_command(), "-f", str(ROOT / "docker-compose.yml"), "config"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    result = compose_config(**COMPOSE_SECRETS)
     assert result.returncode == 0, result.stderr
     return yaml.safe_load(result.stdout)
 
