@@ -255,6 +255,17 @@ def group_rebuild(
     return with_group_lock(group_id, run, wait_seconds=wait_seconds)
 
 
+def group_open(group_id: int, reservations: Reservations, *, load: Callable[[], bool]) -> bool:
+    """Under the group's lock: forget whatever Redis holds for the group, then ``load()`` its
+    state; for a group just created, which no reservation can have reached yet."""
+
+    def run() -> bool:
+        reservations.forget(group_id=group_id)
+        return load()
+
+    return with_group_lock(group_id, run, wait_seconds=30)
+
+
 def group_retire(
     group_id: int,
     reservations: Reservations,

@@ -370,6 +370,12 @@ class Reservations:
         args += [f"{user_id}:{n}" for user_id, n in seqs]
         return bool(self._repair(keys=[keys.state, keys.takers, keys.seqs], args=args))
 
+    def forget(self, *, group_id: int) -> None:
+        """Remove every key of the group, its stream, numbering and undone reservations too:
+        for a group just created, whose keys can only be a stale copy (a database made
+        afresh beside a Redis that kept a group of the same id)."""
+        self.client.delete(*GroupKeys.of(group_id).all())
+
     def drop(self, *, group_id: int) -> None:
         """Remove the group's state (RESERVE answers ``unavailable`` from now on), keeping the
         stream, the numbering and the undone reservations: persist the stream after."""

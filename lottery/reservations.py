@@ -13,6 +13,7 @@ from django.db.models import Count, Max
 from inventory.models import Stock, Strategy
 from inventory.persist import (
     Persisted,
+    group_open,
     group_rebuild,
     group_retire,
     persist_options,
@@ -120,6 +121,12 @@ def pool_reservations_start(*, pool: Pool, reservations: Reservations) -> bool:
     return group_rebuild(
         pool.group_id, reservations, step=_persist_step(pool), load=partial(_load, pool, reservations), replace=True
     )
+
+
+def pool_reservations_open(*, pool: Pool, reservations: Reservations) -> bool:
+    """The pool was just created under ``redis_lua``: its state is loaded, and any key
+    Redis still holds for a group of the same id is forgotten (a stale copy)."""
+    return group_open(pool.group_id, reservations, load=partial(_load, pool, reservations))
 
 
 def pool_reservations_retire(*, pool: Pool, reservations: Reservations, then: Callable[[], R]) -> R:

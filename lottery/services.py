@@ -25,7 +25,12 @@ from inventory.stock import Take, constraint_violated, stock_take
 
 from .errors import DrawLimit, PoolEmpty
 from .models import Draw, Pool, Prize
-from .reservations import pool_reservations_change, pool_reservations_retire, pool_reservations_start
+from .reservations import (
+    pool_reservations_change,
+    pool_reservations_open,
+    pool_reservations_retire,
+    pool_reservations_start,
+)
 from .selectors import pool_for_draw, pool_forget, prize_for_stock
 from .tasks import pool_reservations_drain, pool_reservations_rebuild
 
@@ -96,7 +101,7 @@ def pool_create(
         listed=listed,
     )
     if pool.strategy == Strategy.REDIS_LUA:
-        transaction.on_commit(lambda: pool_reservations_start(pool=pool, reservations=reservations_client()))
+        transaction.on_commit(lambda: pool_reservations_open(pool=pool, reservations=reservations_client()))
     return pool
 
 

@@ -13,6 +13,7 @@ from django.db.models import Count, Max
 from inventory.models import Stock, Strategy
 from inventory.persist import (
     Persisted,
+    group_open,
     group_rebuild,
     group_retire,
     persist_options,
@@ -116,6 +117,12 @@ def voucher_reservations_start(*, voucher: Voucher, reservations: Reservations) 
         load=partial(_load, voucher, reservations),
         replace=True,
     )
+
+
+def voucher_reservations_open(*, voucher: Voucher, reservations: Reservations) -> bool:
+    """The voucher was just created under ``redis_lua``: its state is loaded, and any key
+    Redis still holds for a group of the same id is forgotten (a stale copy)."""
+    return group_open(voucher.stock.group_id, reservations, load=partial(_load, voucher, reservations))
 
 
 def voucher_reservations_retire(*, voucher: Voucher, reservations: Reservations, then: Callable[[], R]) -> R:

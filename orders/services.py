@@ -21,6 +21,7 @@ from .errors import AlreadyPurchased
 from .models import Order, Voucher
 from .reservations import (
     voucher_reservations_change,
+    voucher_reservations_open,
     voucher_reservations_retire,
     voucher_reservations_start,
 )
@@ -66,7 +67,7 @@ def voucher_create(
         listed=listed,
     )
     if strategy == Strategy.REDIS_LUA:
-        transaction.on_commit(lambda: voucher_reservations_start(voucher=voucher, reservations=reservations_client()))
+        transaction.on_commit(lambda: voucher_reservations_open(voucher=voucher, reservations=reservations_client()))
     return voucher
 
 

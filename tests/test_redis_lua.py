@@ -15,7 +15,7 @@ from django.test import Client
 from django.utils import timezone
 
 from core.window import NotStarted
-from inventory.models import Stock
+from inventory.models import Stock, StockGroup
 from inventory.persist import persist_all, reservations_client
 from inventory.reservations import GroupKeys, reservation_group
 from inventory.reserve import stock_reserve
@@ -233,3 +233,26 @@ def test_a_draw_right_after_a_switch_away_goes_through_the_new_strategy(api_clie
     pool_update(pool=pool, strategy="db_atomic")
     assert api_client().post(f"/api/pools/{pool.pk}/draw").status_code == 201
     assert Draw.objects.filter(pool=pool).count() == 2
+
+
+def test_a_new_item_forgets_what_redis_kept_for_a_group_of_the_same_id(api_client, make_pool, reservations_redis):
+    """A database made afresh beside a Redis that kept its keys hands out the same group ids:
+    the old group's waiting reservations (of rows the new pool does not have) and numbering
+    must not become the new pool's."""
+    from inventory.reservations import Reservations, Rules
+
+    next_group = StockGroup.objects.create().pk + 1  # the id the pool's group will get
+    stale = Reservations(reservations_redis)
+    now = timezone.now()
+    stale.load(
+        group_id=next_group, rules=Rules(now - timedelta(minutes=1), now + timedelta(hours=1), 1), stock={999_999: 5}
+    )
+    stale.reserve(group_id=next_group, user_id=1, rand=0.0)
+    pool = make_pool(prizes=(("Gold", 2),), strategy="redis_lua")
+    assert pool.group_id == next_group
+    assert reservations_client().waiting(group_id=pool.group_id) == 0
+    gold = pool.prizes.get()
+    assert redis_stock(pool.group_id) == {gold.stock_id: 2}
+    answer = api_client().post(f"/api/pools/{pool.pk}/draw")
+    assert answer.status_code == 202 and answer.json()["prize"]["id"] == gold.pk
+    assert persist_pool(pool) == 1
