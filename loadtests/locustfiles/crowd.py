@@ -14,7 +14,7 @@ users is the concurrency; the number of tokens is the crowd.
 
 from locust import FastHttpUser, constant, task
 
-from loadtests.common import TokenDealer, purchase, voucher_id
+from loadtests.common import UNAVAILABLE, TokenDealer, purchase, voucher_id
 
 dealer = TokenDealer()
 
@@ -24,11 +24,15 @@ class Buyer(FastHttpUser):
 
     def on_start(self) -> None:
         self.voucher = voucher_id()
+        self.told_to_come_back: str | None = None
 
     @task
     def next_buyer_tries_once(self) -> None:
-        token = dealer.deal(self.environment)
+        token = self.told_to_come_back or dealer.deal(self.environment)
         if token is None:  # the crowd has all tried: idle until the run ends
             self.wait_time = constant(3600)
             return
-        purchase(self, self.voucher, token)
+        # A buyer told to try again (503 unavailable: the fault runner took a dependency
+        # away) stays at the till rather than leaving the crowd, so that a fault does not
+        # use the crowd up.
+        self.told_to_come_back = token if purchase(self, self.voucher, token) == UNAVAILABLE else None

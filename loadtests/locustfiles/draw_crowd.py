@@ -17,12 +17,13 @@ the number of tokens is the crowd.
 
 from locust import FastHttpUser, constant, task
 
-from loadtests.common import NO_PRIZE, WON, TokenDealer, draw, pool_id
+from loadtests.common import NO_PRIZE, UNAVAILABLE, WON, TokenDealer, draw, pool_id
 
 dealer = TokenDealer()
-# A user at the till draws again after these; any other answer (draw_limit, pool_empty,
-# the window closed, an error) sends the next user up.
-DRAW_AGAIN = {WON, NO_PRIZE, "busy"}
+# A user at the till draws again after these (503 unavailable: the fault runner took a
+# dependency away); any other answer (draw_limit, pool_empty, the window closed, an
+# error) sends the next user up.
+DRAW_AGAIN = {WON, NO_PRIZE, "busy", UNAVAILABLE}
 
 
 class Drawer(FastHttpUser):

@@ -23,7 +23,7 @@ def test_every_fault_once_holds_the_invariants_and_recovers(tmp_path):
     database = os.environ.get("DATABASE_URL", "mysql://root:@127.0.0.1:3306/flashsale") + "_faults"
     command = [
         sys.executable, "-m", "loadtests.faults", "--faults", "all", "--scenario", "crowd",
-        "--strategies", "redis_lock,redis_lua", "--duration", "11", "--fault-at", "3", "--down", "1.5",
+        "--strategies", "redis_lock,redis_lua", "--duration", "13", "--fault-at", "3", "--down", "1.5",
         "--users", "20", "--spawn-rate", "20", "--buyers", "5000", "--stock", "4000", "--server-processes", "2",
         "--claim-idle-ms", "3000",
         "--database-url", database, "--out", str(out),
