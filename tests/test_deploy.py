@@ -186,6 +186,8 @@ def test_compose_runs_celery_beat_and_a_worker_that_takes_the_lab_and_the_drains
     assert beat[:4] == ["celery", "-A", "config", "beat"]
     assert "replicas" not in services["beat"].get("deploy", {})
     assert services["beat"]["environment"]["REDIS_URL"] == services["web"]["environment"]["REDIS_URL"]
+    # A worker whose broker restarted may exit rather than reconnect: it is started again.
+    assert {services[name]["restart"] for name in ("web", "worker", "beat")} == {"unless-stopped"}
 
 
 def test_compose_redis_keeps_reservations_it_has_not_persisted(compose):
