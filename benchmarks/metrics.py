@@ -1,8 +1,14 @@
-"""What the Prometheus metrics cost: the load tests' crowd (and GET /api/ping, the cheapest
-path, where a fixed cost per request weighs most) against two servers side by side, one with
-``METRICS_ENABLED`` on and one with it off, in one run.
+"""What the Prometheus metrics and the rate limits cost: the load tests' crowd (and GET
+/api/ping, the cheapest path, where a fixed cost per request weighs most) against two
+servers side by side, one with ``METRICS_ENABLED`` and ``RATE_LIMITS_ENABLED`` on and one
+with both off, in one run (``--switch metrics`` or ``limits`` for one of them).
 
-    .venv/bin/python -m benchmarks.metrics [--seconds 4] [--rounds 3] [--concurrency 50]
+With the limits on, every purchase and draw is counted against its buyer's and its
+address's limits in Redis, as in production, but the address's limit is raised out of
+reach (``RATE_LIMIT_PER_ADDRESS_PER_SECOND``): the crowd comes from this one address, and
+what is measured is the counting, not refusals.
+
+    .venv/bin/python -m benchmarks.metrics [--switch both|metrics|limits] [--seconds 4] [--rounds 3] [--concurrency 50]
         [--server-processes 4] [--crowd-stock 500] [--tokens 20000]
         [--database-url mysql://root:@127.0.0.1:3306/flashsale_bench]
         [--redis-url redis://127.0.0.1:6379/5] [--broker-url redis://127.0.0.1:6379/6]
@@ -52,6 +58,12 @@ from .http import (
 )
 
 TARGET = 0.10
+# The environment each switch sets on the "on" server ("0" for each on the "off" one).
+SWITCHES = {
+    "metrics": ("METRICS_ENABLED",),
+    "limits": ("RATE_LIMITS_ENABLED",),
+    "both": ("METRICS_ENABLED", "RATE_LIMITS_ENABLED"),
+}
 PATHS = ["GET /api/ping", "crowd, db_atomic", "crowd, redis_lua"]
 SIDES = ["on", "off"]
 
@@ -70,6 +82,7 @@ def parse_args(argv):
     )
     parser.add_argument("--redis-url", default=os.environ.get("BENCH_HTTP_REDIS_URL", "redis://127.0.0.1:6379/5"))
     parser.add_argument("--broker-url", default=os.environ.get("BENCH_HTTP_BROKER_URL", "redis://127.0.0.1:6379/6"))
+    parser.add_argument("--switch", choices=sorted(SWITCHES), default="both", help="what the two servers differ in")
     parser.add_argument("--hot-path", action="store_true", help=argparse.SUPPRESS)
     return parser.parse_args(argv)
 
@@ -165,10 +178,11 @@ def main(argv=None) -> int:
 
     tokens = buyer_tokens(args)
     redis_client = redis.Redis.from_url(args.redis_url)
-    print("# What the Prometheus metrics cost: metrics on and off, side by side\n")
+    switched = SWITCHES[args.switch]
+    print(f"# What {' and '.join(switched)} cost: on and off, side by side\n")
     print(f"machine: {describe(redis_client)}")
     print(
-        f"servers: two gunicorns, {args.server_processes} sync workers each, METRICS_ENABLED=1 and =0; "
+        f"servers: two gunicorns, {args.server_processes} sync workers each, {'/'.join(switched)} =1 and =0; "
         f"client: epoll, {args.concurrency} in flight to each server, both loaded at once; "
         f"{args.seconds:g} s per run, {args.rounds} rounds\n"
     )
@@ -177,7 +191,13 @@ def main(argv=None) -> int:
     try:
         with ExitStack() as stack:
             servers = {
-                side: stack.enter_context(gunicorn_serving(args, METRICS_ENABLED="1" if side == "on" else "0"))
+                side: stack.enter_context(
+                    gunicorn_serving(
+                        args,
+                        **dict.fromkeys(switched, "1" if side == "on" else "0"),
+                        RATE_LIMIT_PER_ADDRESS_PER_SECOND="1000000000",
+                    )
+                )
                 for side in SIDES
             }
             meters = {side: CpuMeter(serving.pid, redis_client) for side, serving in servers.items()}

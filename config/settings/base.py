@@ -232,10 +232,12 @@ CELERY_BEAT_SCHEDULE = {
 # Rate limits (core.ratelimit): {action: {scope: (hits, per seconds)}}, per user and per
 # address, answered 429 with Retry-After. Off for load tests, whose crowd is one address.
 RATE_LIMITS_ENABLED = env_bool("RATE_LIMITS_ENABLED", True)
+# A person buys or draws a few times a second at most; an address may be a shop's NAT.
+_PER_USER = env_int("RATE_LIMIT_PER_USER_PER_SECOND", 5)
+_PER_ADDRESS = env_int("RATE_LIMIT_PER_ADDRESS_PER_SECOND", 100)
 RATE_LIMITS = {
-    # A person buys or draws a few times a second at most; an address may be a shop's NAT.
-    "purchase": {"user": (5, 1), "address": (100, 1)},
-    "draw": {"user": (5, 1), "address": (100, 1)},
+    "purchase": {"user": (_PER_USER, 1), "address": (_PER_ADDRESS, 1)},
+    "draw": {"user": (_PER_USER, 1), "address": (_PER_ADDRESS, 1)},
 }
 
 # Failed logins before an account or an address is refused (429) for the rest of the
