@@ -320,28 +320,10 @@ class Run:
 
 
 def setup_django(args) -> None:
-    os.environ["DJANGO_SETTINGS_MODULE"] = "config.settings.base"
-    os.environ["DATABASE_URL"] = args.database_url
-    os.environ["REDIS_URL"] = args.redis_url
-    os.environ["CELERY_BROKER_URL"] = args.broker_url
-    sys.path.insert(0, str(ROOT))
-    if args.database_url.startswith("mysql"):
-        import dj_database_url
-        import MySQLdb
+    """As the load tests' runner does (the database created if missing, migrated)."""
+    from loadtests.run import setup_django as loadtests_setup_django
 
-        parts = dj_database_url.parse(args.database_url)
-        connection = MySQLdb.connect(
-            host=parts["HOST"] or "127.0.0.1", port=int(parts["PORT"] or 3306), user=parts["USER"],
-            passwd=parts["PASSWORD"] or "",
-        )  # fmt: skip
-        connection.cursor().execute(f"CREATE DATABASE IF NOT EXISTS `{parts['NAME']}` CHARACTER SET utf8mb4")
-        connection.close()
-    import django
-
-    django.setup()
-    from django.core.management import call_command
-
-    call_command("migrate", verbosity=0)
+    loadtests_setup_django(args)
 
 
 def buyer_tokens(args) -> list[str]:

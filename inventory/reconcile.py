@@ -23,6 +23,8 @@ from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field, replace
 
+from django.db.models import Count
+
 from .metrics import drift_counted
 from .persist import with_group_lock
 from .reservations import GroupKeys, Pending, Reservations, stock_of, takers_of
@@ -154,6 +156,22 @@ def _compare(
         oldest_pending_seconds=0.0 if oldest is None else max(0.0, time.time() - oldest / 1000),
     )
     return check, missing
+
+
+def group_reconcile(*, check: Callable[[], GroupCheck], rebuild: Callable[[], bool], live: bool) -> GroupCheck:
+    """``check()`` with its repair, then, when the group has no state and is ``live`` (its
+    item is ``redis_lua``), ``rebuild()`` it from the database."""
+    checked = check()
+    if checked.state or not live:
+        return checked
+    rebuilt = rebuild()
+    return GroupCheck(group_id=checked.group_id, state=rebuilt, pending=checked.pending, rebuilt=rebuilt)
+
+
+def takes_by_user(records) -> dict[int, int]:
+    """User id -> records, of a product's queryset of orders or draws: the database's side
+    of each user's takes."""
+    return dict(records.values("user_id").annotate(n=Count("id")).values_list("user_id", "n"))
 
 
 def _seq(name) -> tuple[int, int]:

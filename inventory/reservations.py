@@ -417,6 +417,11 @@ class Reservations:
     def takers(self, *, group_id: int) -> dict[int, int]:
         return takers_of(self.client.hgetall(GroupKeys.of(group_id).takers))
 
+    def takes(self, *, group_id: int, user_id: int) -> int:
+        """One user's takes (written and pending; an undone one given back): one HGET, 0
+        with no state."""
+        return int(self.client.hget(GroupKeys.of(group_id).takers, user_id) or 0)
+
 
 def _rule_fields(rules: Rules) -> list:
     return [

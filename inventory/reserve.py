@@ -113,6 +113,15 @@ def reservations_of_user(*, group_ids: list[int], user_id: int) -> list[Pending 
     return found
 
 
+def reservation_takes(*, group_id: int, user_id: int) -> int:
+    """The user's takes of the group in Redis, pending ones included (0 with no state): one
+    HGET, for what pages poll. ``Unavailable`` when Redis cannot be reached."""
+    try:
+        return reservations_client().takes(group_id=group_id, user_id=user_id)
+    except redis.RedisError as exc:
+        raise Unavailable("The sale's Redis cannot be reached; try again shortly.") from exc
+
+
 def reservation_moment(found: Pending | Failed) -> datetime:
     """When the reservation was made, by Redis' clock."""
     return datetime.fromtimestamp(found.at_ms / 1000, tz=UTC)

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from functools import partial
 from typing import TypeVar
 
-from django.db.models import Count, Max
+from django.db.models import Max
 
 from inventory.models import Stock, Strategy
 from inventory.persist import (
@@ -20,7 +20,7 @@ from inventory.persist import (
     reservations_persist,
     with_group_lock,
 )
-from inventory.reconcile import GroupCheck, group_check
+from inventory.reconcile import GroupCheck, group_check, group_reconcile, takes_by_user
 from inventory.reservations import Pending, Reservations, Rules
 
 from .models import Draw, Pool, Prize
@@ -83,7 +83,7 @@ def _load(pool: Pool, reservations: Reservations) -> bool:
         group_id=pool.group_id,
         rules=_rules(pool),
         stock=dict(Stock.objects.filter(group_id=pool.group_id).values_list("id", "quantity")),
-        takers=_count_by_user(draws),
+        takers=takes_by_user(draws),
         seqs=seqs,
         last_reservation=draws.aggregate(last=Max("reservation"))["last"] or 0,
     )
@@ -164,7 +164,7 @@ def pool_reservations_check(*, pool: Pool, reservations: Reservations, repair: b
         group_id=pool.group_id,
         reservations=reservations,
         database_stock=lambda: dict(Stock.objects.filter(group_id=pool.group_id).values_list("id", "quantity")),
-        database_takers=lambda: _count_by_user(Draw.objects.filter(pool_id=pool.pk)),
+        database_takers=lambda: takes_by_user(Draw.objects.filter(pool_id=pool.pk)),
         database_seqs=lambda: Draw.objects.filter(pool_id=pool.pk).values_list("user_id", "seq"),
         repair=repair,
     )
@@ -173,12 +173,8 @@ def pool_reservations_check(*, pool: Pool, reservations: Reservations, repair: b
 def pool_reservations_reconcile(*, pool: Pool, reservations: Reservations) -> GroupCheck:
     """Check and repair the pool's state; rebuild it from the database when it is missing and
     the pool is ``redis_lua``."""
-    check = pool_reservations_check(pool=pool, reservations=reservations, repair=True)
-    if check.state or pool.strategy != Strategy.REDIS_LUA:
-        return check
-    rebuilt = pool_reservations_load(pool=pool, reservations=reservations)
-    return GroupCheck(group_id=check.group_id, state=rebuilt, pending=check.pending, rebuilt=rebuilt)
-
-
-def _count_by_user(records) -> dict[int, int]:
-    return dict(records.values("user_id").annotate(n=Count("id")).values_list("user_id", "n"))
+    return group_reconcile(
+        check=lambda: pool_reservations_check(pool=pool, reservations=reservations, repair=True),
+        rebuild=lambda: pool_reservations_load(pool=pool, reservations=reservations),
+        live=pool.strategy == Strategy.REDIS_LUA,
+    )

@@ -15,7 +15,7 @@ from django.utils import timezone
 from core.memo import ProcessMemo
 from inventory.models import Stock, Strategy
 from inventory.reservations import Failed, Pending, reservation_group
-from inventory.reserve import reservation_find, reservation_moment, reservations_of_user
+from inventory.reserve import reservation_find, reservation_moment, reservation_takes, reservations_of_user
 
 from .models import Draw, Pool, Prize
 
@@ -70,13 +70,9 @@ def pool_for_draw_cached(*, pool_id: int) -> Pool:
     and the stock against Redis). A switch away drops the Redis state before it commits,
     so a stale entry hears ``unavailable`` and the draw reads the pool again
     (:func:`pool_forget`)."""
-    pool = _reserving.get(pool_id)
-    if pool is not None:
-        return pool
-    pool = pool_for_draw(pool_id=pool_id)
-    if pool.strategy == Strategy.REDIS_LUA:
-        _reserving.put(pool_id, pool)
-    return pool
+    return _reserving.get_or_read(
+        pool_id, lambda: pool_for_draw(pool_id=pool_id), keep=lambda p: p.strategy == Strategy.REDIS_LUA
+    )
 
 
 def pool_forget(*, pool_id: int) -> None:
@@ -86,11 +82,9 @@ def pool_forget(*, pool_id: int) -> None:
 def prize_for_stock(*, stock_id: int) -> Prize:
     """The prize of a stock row, its id and name only (enough to announce it), kept five
     seconds in this process: every ``redis_lua`` draw announces one."""
-    known = _prizes.get(stock_id)
-    if known is None:
-        known = Prize.objects.values_list("id", "name").get(stock_id=stock_id)
-        _prizes.put(stock_id, known)
-    prize_id, name = known
+    prize_id, name = _prizes.get_or_read(
+        stock_id, lambda: Prize.objects.values_list("id", "name").get(stock_id=stock_id)
+    )
     return Prize(pk=prize_id, name=name, stock_id=stock_id)
 
 
@@ -130,13 +124,13 @@ def pools_with_reservations() -> QuerySet[Pool]:
 
 
 def draws_used(*, pool: Pool, user) -> int:
-    """The user's draws in the pool: under ``redis_lua`` the pending ones count too."""
+    """The user's draws in the pool: under ``redis_lua`` the pending ones count too, as the
+    state's count of the user's takes has them (one HGET, not the stream: pages poll this);
+    with no state the rows alone."""
     recorded = Draw.objects.filter(pool_id=pool.pk, user_id=user.pk).count()
     if pool.strategy != Strategy.REDIS_LUA:
         return recorded
-    return recorded + sum(
-        isinstance(one, Pending) for one in reservations_of_user(group_ids=[pool.group_id], user_id=user.pk)
-    )
+    return max(recorded, reservation_takes(group_id=pool.group_id, user_id=user.pk))
 
 
 def draw_list(*, user, pool: Pool | None = None) -> QuerySet[Draw]:

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from functools import partial
 from typing import TypeVar
 
-from django.db.models import Count, Max
+from django.db.models import Max
 
 from inventory.models import Stock, Strategy
 from inventory.persist import (
@@ -20,7 +20,7 @@ from inventory.persist import (
     reservations_persist,
     with_group_lock,
 )
-from inventory.reconcile import GroupCheck, group_check
+from inventory.reconcile import GroupCheck, group_check, group_reconcile, takes_by_user
 from inventory.reservations import Pending, Reservations, Rules
 
 from .models import Order, Voucher
@@ -76,7 +76,7 @@ def _load(voucher: Voucher, reservations: Reservations) -> bool:
         group_id=voucher.stock.group_id,
         rules=_rules(voucher),
         stock={voucher.stock_id: voucher.stock.quantity},
-        takers=_count_by_user(orders),
+        takers=takes_by_user(orders),
         last_reservation=orders.aggregate(last=Max("reservation"))["last"] or 0,
     )
 
@@ -156,7 +156,7 @@ def voucher_reservations_check(*, voucher: Voucher, reservations: Reservations, 
         group_id=voucher.stock.group_id,
         reservations=reservations,
         database_stock=lambda: dict(Stock.objects.filter(pk=voucher.stock_id).values_list("id", "quantity")),
-        database_takers=lambda: _count_by_user(Order.objects.filter(voucher_id=voucher.pk)),
+        database_takers=lambda: takes_by_user(Order.objects.filter(voucher_id=voucher.pk)),
         # A buyer's one order is their take number 1.
         database_seqs=lambda: [(user_id, 1) for user_id in _buyers(voucher)],
         repair=repair,
@@ -166,16 +166,12 @@ def voucher_reservations_check(*, voucher: Voucher, reservations: Reservations, 
 def voucher_reservations_reconcile(*, voucher: Voucher, reservations: Reservations) -> GroupCheck:
     """Check and repair the voucher's state; rebuild it from the database when it is missing
     and the voucher is ``redis_lua``."""
-    check = voucher_reservations_check(voucher=voucher, reservations=reservations, repair=True)
-    if check.state or voucher.strategy != Strategy.REDIS_LUA:
-        return check
-    rebuilt = voucher_reservations_load(voucher=voucher, reservations=reservations)
-    return GroupCheck(group_id=check.group_id, state=rebuilt, pending=check.pending, rebuilt=rebuilt)
+    return group_reconcile(
+        check=lambda: voucher_reservations_check(voucher=voucher, reservations=reservations, repair=True),
+        rebuild=lambda: voucher_reservations_load(voucher=voucher, reservations=reservations),
+        live=voucher.strategy == Strategy.REDIS_LUA,
+    )
 
 
 def _buyers(voucher: Voucher) -> set[int]:
     return set(Order.objects.filter(voucher_id=voucher.pk).values_list("user_id", flat=True))
-
-
-def _count_by_user(records) -> dict[int, int]:
-    return dict(records.values("user_id").annotate(n=Count("id")).values_list("user_id", "n"))

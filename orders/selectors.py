@@ -5,16 +5,15 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from datetime import datetime
 
-import redis
 from django.db.models import Count, Q, QuerySet
 from django.shortcuts import get_object_or_404
 from django.utils import timezone
 
+from core.errors import Unavailable
 from core.memo import ProcessMemo
 from inventory.models import Stock, Strategy
-from inventory.persist import reservations_client
-from inventory.reservations import Failed, GroupKeys, Pending, reservation_group
-from inventory.reserve import reservation_find, reservation_moment, reservations_of_user
+from inventory.reservations import Failed, Pending, reservation_group
+from inventory.reserve import reservation_find, reservation_moment, reservation_takes, reservations_of_user
 
 from .models import Order, Voucher
 
@@ -44,13 +43,9 @@ def voucher_for_purchase(*, voucher_id: int) -> Voucher:
     (:func:`voucher_forget`); a new window or a restock reaches the script directly.
     Other strategies are read every time, so a switch to ``redis_lua`` is seen at once.
     """
-    voucher = _reserving.get(voucher_id)
-    if voucher is not None:
-        return voucher
-    voucher = voucher_get(voucher_id=voucher_id)
-    if voucher.strategy == Strategy.REDIS_LUA:
-        _reserving.put(voucher_id, voucher)
-    return voucher
+    return _reserving.get_or_read(
+        voucher_id, lambda: voucher_get(voucher_id=voucher_id), keep=lambda v: v.strategy == Strategy.REDIS_LUA
+    )
 
 
 def voucher_forget(*, voucher_id: int) -> None:
@@ -109,10 +104,10 @@ def voucher_held(*, voucher: Voucher, user) -> str | None:
     if voucher.strategy != Strategy.REDIS_LUA:
         return None
     try:
-        takes = reservations_client().client.hget(GroupKeys.of(voucher.stock.group_id).takers, user.pk)
-    except redis.RedisError:
+        takes = reservation_takes(group_id=voucher.stock.group_id, user_id=user.pk)
+    except Unavailable:
         return None
-    return Order.Status.PENDING if int(takes or 0) > 0 else None
+    return Order.Status.PENDING if takes > 0 else None
 
 
 def _order_of(found: Pending | Failed, voucher: Voucher) -> Order:
