@@ -21,3 +21,15 @@ class ApiToken(models.Model):
 
     def __str__(self) -> str:
         return f"token of {self.user_id} ({self.key_hash[:8]}...)"
+
+
+class RevokedToken(models.Model):
+    """A token deleted before its end, kept until that end so that every process learns it
+    no longer works (``accounts.tokens``: tokens are checked without reading ``ApiToken``)."""
+
+    key_hash = models.CharField(max_length=64, unique=True, editable=False)
+    expires_at = models.DateTimeField()
+    revoked_at = models.DateTimeField(default=timezone.now, db_index=True)
+
+    def __str__(self) -> str:
+        return f"revoked token {self.key_hash[:8]}..."

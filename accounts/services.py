@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import secrets
 from collections.abc import Sequence
 from datetime import timedelta
@@ -15,8 +14,9 @@ from django.utils import timezone
 
 from core.errors import DomainError
 
-from .models import ApiToken, token_expiry
+from .models import ApiToken, RevokedToken, token_expiry
 from .permissions import permissions_named
+from .tokens import revocations, token_hash, token_new
 
 
 class TokenNotFound(DomainError):
@@ -25,17 +25,14 @@ class TokenNotFound(DomainError):
     default_message = "You have no such token."
 
 
-def token_hash(raw: str) -> str:
-    return hashlib.sha256(raw.encode()).hexdigest()
-
-
-def _new_token() -> tuple[str, str]:
-    raw = secrets.token_urlsafe(32)
+def _new_token(*, user_id: int, expires_at) -> tuple[str, str]:
+    raw = token_new(user_id=user_id, expires_at=expires_at)
     return raw, token_hash(raw)
 
 
 def _expiry(ttl: timedelta | None):
-    return token_expiry() if ttl is None else timezone.now() + ttl
+    # To the second: the end signed into the token, and the row's, are the same.
+    return (token_expiry() if ttl is None else timezone.now() + ttl).replace(microsecond=0)
 
 
 @transaction.atomic
@@ -47,9 +44,12 @@ def token_issue(*, user, ttl: timedelta | None = None) -> str:
     every login issues a token, and a client that logs in on every run would otherwise
     leave a trail of tokens that all still work.
     """
-    raw, digest = _new_token()
-    token = ApiToken.objects.create(user=user, key_hash=digest, expires_at=_expiry(ttl))
-    ApiToken.objects.filter(user=user, expires_at__lte=timezone.now()).delete()
+    expires_at = _expiry(ttl)
+    raw, digest = _new_token(user_id=user.pk, expires_at=expires_at)
+    token = ApiToken.objects.create(user=user, key_hash=digest, expires_at=expires_at)
+    now = timezone.now()
+    ApiToken.objects.filter(user=user, expires_at__lte=now).delete()
+    RevokedToken.objects.filter(expires_at__lte=now).delete()
     kept = ApiToken.objects.filter(user=user).order_by("-created_at", "-pk").values_list("pk", flat=True)
     surplus = list(kept[max(settings.API_TOKENS_PER_USER, 1) :])
     if surplus:
@@ -106,13 +106,26 @@ def users_with_tokens_create(
     pairs, tokens = [], []
     expires_at = _expiry(ttl)
     for user in users:
-        raw, digest = _new_token()
+        raw, digest = _new_token(user_id=user.pk, expires_at=expires_at)
         pairs.append((user.username, raw))
         tokens.append(ApiToken(user=user, key_hash=digest, expires_at=expires_at))
     ApiToken.objects.bulk_create(tokens, batch_size=1000)
     Grant = User.user_permissions.through
     Grant.objects.bulk_create([Grant(user=user, permission=p) for user in users for p in granted], batch_size=1000)
     return pairs
+
+
+def token_revocation_record(*, token: ApiToken) -> None:
+    """Record ``token``, just deleted, as revoked until its end, in the transaction that
+    deleted it, for every process to learn (``accounts.tokens``); this one reads the
+    revocations again before its next check. Called for every deleted token, whichever
+    way it went (``accounts.signals``)."""
+    if token.expires_at <= timezone.now():
+        return
+    RevokedToken.objects.bulk_create(
+        [RevokedToken(key_hash=token.key_hash, expires_at=token.expires_at)], ignore_conflicts=True
+    )
+    revocations.read_soon()
 
 
 def tokens_revoke(*, username_prefix: str) -> int:

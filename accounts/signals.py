@@ -1,4 +1,12 @@
-"""A changed password revokes every bearer token of the user.
+"""Revocations of bearer tokens: a changed password or a deactivation revokes every token
+of the user, and every token deleted, whichever way, is recorded as revoked.
+
+A deleted token is recorded in the deleting transaction (``token_revocation_record``), so a
+token is never gone from the database while still trusted by the processes that check it
+without the database (``accounts.tokens``): a queryset's delete, the admin's, the cascade
+from a deleted user all send ``post_delete`` for each token.
+
+A changed password:
 
 Django sends no signal of its own for a password change, and its hooks for one
 (``password_validation.password_changed``, the admin's and the views' forms) each see only
@@ -16,25 +24,33 @@ revokes the user's tokens once, which only asks API clients to log in again.
 from __future__ import annotations
 
 from django.conf import settings
-from django.db.models.signals import post_save, pre_save
+from django.db.models.signals import post_delete, post_save, pre_save
 from django.dispatch import receiver
 
-from .services import user_tokens_revoke
+from .models import ApiToken
+from .services import token_revocation_record, user_tokens_revoke
 
 
-@receiver(pre_save, sender=settings.AUTH_USER_MODEL, dispatch_uid="accounts.password_change_seen")
-def password_change_seen(sender, instance, raw=False, update_fields=None, **kwargs):
-    instance._password_replaced = False
+@receiver(pre_save, sender=settings.AUTH_USER_MODEL, dispatch_uid="accounts.revoking_change_seen")
+def revoking_change_seen(sender, instance, raw=False, update_fields=None, **kwargs):
+    instance._password_replaced = instance._deactivated = False
     if raw or instance._state.adding or instance.pk is None:
         return
-    if update_fields is not None and "password" not in update_fields:
+    if update_fields is not None and not {"password", "is_active"} & set(update_fields):
         return
-    stored = sender._default_manager.filter(pk=instance.pk).values_list("password", flat=True).first()
-    instance._password_replaced = stored is not None and stored != instance.password
+    stored = sender._default_manager.filter(pk=instance.pk).values_list("password", "is_active").first()
+    if stored is not None:
+        instance._password_replaced = stored[0] != instance.password
+        instance._deactivated = stored[1] and not instance.is_active
 
 
-@receiver(post_save, sender=settings.AUTH_USER_MODEL, dispatch_uid="accounts.password_change_revokes_tokens")
-def password_change_revokes_tokens(sender, instance, created=False, raw=False, **kwargs):
-    if getattr(instance, "_password_replaced", False):
-        instance._password_replaced = False
+@receiver(post_save, sender=settings.AUTH_USER_MODEL, dispatch_uid="accounts.revoking_change_revokes_tokens")
+def revoking_change_revokes_tokens(sender, instance, created=False, raw=False, **kwargs):
+    if getattr(instance, "_password_replaced", False) or getattr(instance, "_deactivated", False):
+        instance._password_replaced = instance._deactivated = False
         user_tokens_revoke(user_id=instance.pk)
+
+
+@receiver(post_delete, sender=ApiToken, dispatch_uid="accounts.deleted_token_is_revoked")
+def deleted_token_is_revoked(sender, instance, **kwargs):
+    token_revocation_record(token=instance)

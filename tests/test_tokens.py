@@ -1,9 +1,11 @@
 """Bearer tokens end (docs/security.md, "Identity and tokens"): they expire, logging out
-revokes the one used, a password change revokes them all, a user lists and revokes their
-own, and each user holds a bounded number."""
+revokes the one used, a password change or a deactivation revokes them all, a user lists
+and revokes their own, and each user holds a bounded number. They are checked without a
+query (``accounts.tokens``): signed, and every revocation recorded for every process."""
 
 from __future__ import annotations
 
+import time
 from datetime import timedelta
 
 import pytest
@@ -14,9 +16,11 @@ from django.db.migrations.executor import MigrationExecutor
 from django.test import Client
 from django.utils import timezone
 
-from accounts.models import ApiToken
+from accounts.models import ApiToken, RevokedToken
 from accounts.selectors import user_for_token
 from accounts.services import token_hash, token_issue, users_with_tokens_create
+from accounts.tokens import Revocations, RevocationsUnknown, revocations, token_claims
+from locking.testing import free_port
 
 from .http import assert_error, post_json
 
@@ -46,19 +50,134 @@ def test_a_token_expires_after_api_token_ttl_seconds(settings, make_user):
     token = ApiToken.objects.get(key_hash=token_hash(raw))
     assert about(token.expires_at, timezone.now() + timedelta(hours=1))
     assert works(raw)
-    ApiToken.objects.filter(pk=token.pk).update(expires_at=timezone.now() - timedelta(seconds=1))
+    # The end is in the token, signed: the clock of one hour later refuses it.
+    assert token_claims(raw, now=time.time() + 3590) is not None
+    assert token_claims(raw, now=time.time() + 3601) is None
+
+
+def test_an_ended_token_is_refused(make_user):
+    raw = token_issue(user=make_user(), ttl=timedelta(seconds=2))
+    assert works(raw)
+    time.sleep(max(0.0, token_claims(raw).expires_at - time.time()) + 0.05)
     assert not works(raw)
     assert_error(bearer(raw).get("/api/orders"), 401, "unauthorized")
 
 
-def test_the_token_check_is_still_one_query(make_user, django_assert_num_queries):
+def test_a_token_is_checked_without_a_query_and_its_user_read_only_when_asked(make_user, django_assert_num_queries):
     user = make_user()
     raw = token_issue(user=user)
+    user_for_token(raw=raw)  # the revocations read once, as after any revocation of this process
+    with django_assert_num_queries(0):
+        holder = user_for_token(raw=raw)
+        assert (holder.pk, holder.id, holder.is_authenticated) == (user.pk, user.pk, True)
     with django_assert_num_queries(1):
-        assert user_for_token(raw=raw) == user
-    ApiToken.objects.update(expires_at=timezone.now() - timedelta(seconds=1))
-    with django_assert_num_queries(1):
-        assert user_for_token(raw=raw) is None
+        assert holder.username == user.username
+    assert holder == user
+
+
+@pytest.mark.parametrize(
+    "tamper",
+    [
+        lambda raw: raw[:-2] + ("AA" if raw[-2:] != "AA" else "BB"),  # the signature
+        lambda raw: "9" + raw,  # the user
+        lambda raw: raw.replace(".", ".9", 1),  # the end
+        lambda raw: raw.split(":")[0],  # no signature
+        lambda raw: raw + "x" * 200,  # far too long
+        lambda raw: "",
+    ],
+)
+def test_a_tampered_token_is_refused(tamper, make_user):
+    raw = token_issue(user=make_user())
+    assert user_for_token(raw=tamper(raw)) is None
+    assert_error(bearer(tamper(raw)).get("/api/orders"), 401, "unauthorized")
+
+
+def test_a_token_signed_with_another_key_is_refused_and_a_rotated_key_keeps_tokens(settings, make_user):
+    raw = token_issue(user=make_user())
+    old_key = settings.SECRET_KEY
+    settings.SECRET_KEY = "another-key-" + "x" * 50
+    assert user_for_token(raw=raw) is None
+    settings.SECRET_KEY_FALLBACKS = [old_key]
+    assert user_for_token(raw=raw) is not None
+
+
+def test_a_deactivated_user_loses_every_token(make_user):
+    user, other = make_user(), make_user()
+    raws = [token_issue(user=user) for _ in range(2)]
+    others = token_issue(user=other)
+    user.is_active = False
+    user.save()
+    assert not any(works(raw) for raw in raws)
+    assert RevokedToken.objects.filter(key_hash__in=[token_hash(raw) for raw in raws]).count() == 2
+    assert works(others)
+
+
+def test_a_deleted_user_loses_every_token(make_user):
+    user = make_user()
+    raw = token_issue(user=user)
+    user.delete()
+    assert RevokedToken.objects.filter(key_hash=token_hash(raw)).exists()
+    assert user_for_token(raw=raw) is None
+
+
+def test_a_token_of_a_user_deactivated_behind_the_signals_back_is_refused_where_its_user_is_read(
+    make_user, make_voucher
+):
+    user = make_user(staff=True)
+    raw = token_issue(user=user)
+    voucher = make_voucher()
+    assert bearer(raw).get(f"/api/admin/vouchers/{voucher.pk}/audit").status_code == 200
+    get_user_model().objects.filter(pk=user.pk).update(is_active=False)  # no signal: not revoked
+    # A staff call reads the user to check its permissions: refused there.
+    assert_error(bearer(raw).get(f"/api/admin/vouchers/{voucher.pk}/audit"), 401, "unauthorized")
+
+
+def test_a_revocation_reaches_another_process_within_the_refresh_interval(transactional_db, settings, make_user):
+    # Another process: its own Revocations, which read before the token was revoked.
+    settings.API_TOKEN_REVOCATIONS_REFRESH_SECONDS = 0.5
+    elsewhere = Revocations()
+    raw = token_issue(user=make_user())
+    digest = token_hash(raw)
+    assert not elsewhere.revoked(digest)
+    ApiToken.objects.filter(key_hash=digest).delete()
+    assert revocations.revoked(digest)  # at once in the process that revoked it
+    assert not elsewhere.revoked(digest)  # the other has not read since
+    time.sleep(0.55)
+    assert elsewhere.revoked(digest)
+
+
+def test_a_process_that_cannot_read_the_revocations_refuses_tokens_once_its_copy_is_stale(
+    transactional_db, settings, make_user
+):
+    settings.API_TOKEN_REVOCATIONS_REFRESH_SECONDS = 0
+    settings.API_TOKEN_REVOCATIONS_STALE_SECONDS = 0.3
+    elsewhere = Revocations()
+    raw = token_issue(user=make_user())
+    digest = token_hash(raw)
+    assert not elsewhere.revoked(digest)
+    connection.close()
+    port = connection.settings_dict["PORT"]
+    connection.settings_dict["PORT"] = free_port()  # nothing listens there: refused
+    try:
+        assert not elsewhere.revoked(digest)  # a recent copy is trusted for a moment
+        time.sleep(0.35)
+        with pytest.raises(RevocationsUnknown):
+            elsewhere.revoked(digest)
+    finally:
+        connection.close()
+        connection.settings_dict["PORT"] = port
+    assert not elsewhere.revoked(digest)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_redis_lua_purchase_reads_nothing_of_the_database(
+    make_voucher, make_user, reservations_redis, django_assert_num_queries
+):
+    voucher = make_voucher(strategy="redis_lua", stock=10)
+    first, second = (bearer(token_issue(user=make_user())) for _ in range(2))
+    assert first.post(f"/api/vouchers/{voucher.pk}/purchase").status_code == 202  # reads the voucher, kept 1 s
+    with django_assert_num_queries(0):
+        assert second.post(f"/api/vouchers/{voucher.pk}/purchase").status_code == 202
 
 
 def test_a_token_may_be_issued_for_a_shorter_or_longer_time(make_user):
@@ -83,10 +202,11 @@ def test_issuing_drops_the_users_expired_tokens_and_keeps_at_most_api_tokens_per
     settings.API_TOKENS_PER_USER = 3
     user, other = make_user(), make_user()
     others = token_issue(user=other)
-    expired = token_issue(user=user)
-    ApiToken.objects.filter(key_hash=token_hash(expired)).update(expires_at=timezone.now())
+    expired = token_issue(user=user, ttl=timedelta(seconds=1))
+    time.sleep(max(0.0, token_claims(expired).expires_at - time.time()) + 0.05)
     raws = [token_issue(user=user) for _ in range(5)]
     assert not ApiToken.objects.filter(key_hash=token_hash(expired)).exists()
+    assert not RevokedToken.objects.filter(key_hash=token_hash(expired)).exists()  # it ended on its own
     assert ApiToken.objects.filter(user=user).count() == 3
     assert [works(raw) for raw in raws] == [False, False, True, True, True]  # the oldest make room
     assert works(others)
@@ -100,7 +220,7 @@ def test_logging_in_again_leaves_the_earlier_token_working(make_user):
     assert works(first) and works(second)
 
 
-def test_existing_tokens_get_the_ttl_from_the_migration(transactional_db, settings):
+def test_existing_tokens_get_the_ttl_from_the_migration_and_unsigned_ones_go(transactional_db, settings):
     settings.API_TOKEN_TTL_SECONDS = 7200
     executor = MigrationExecutor(connection)
     executor.migrate([("accounts", "0001_initial")])
@@ -108,9 +228,18 @@ def test_existing_tokens_get_the_ttl_from_the_migration(transactional_db, settin
     user = get_user_model().objects.create_user("old-timer")
     old_apps.get_model("accounts", "ApiToken").objects.create(user_id=user.pk, key_hash="a" * 64)
     executor = MigrationExecutor(connection)
+    executor.migrate([("accounts", "0002_token_expires_at")])
+    expires_at = (
+        executor.loader.project_state([("accounts", "0002_token_expires_at")])
+        .apps.get_model("accounts", "ApiToken")
+        .objects.get(key_hash="a" * 64)
+        .expires_at
+    )
+    assert about(expires_at, timezone.now() + timedelta(hours=2))
+    executor = MigrationExecutor(connection)
     executor.migrate(executor.loader.graph.leaf_nodes())
-    token = ApiToken.objects.get(key_hash="a" * 64)
-    assert about(token.expires_at, timezone.now() + timedelta(hours=2))
+    # A token of before the signatures cannot be checked: its holder logs in again.
+    assert not ApiToken.objects.filter(key_hash="a" * 64).exists()
 
 
 # --- logout ---------------------------------------------------------------------------------------

@@ -252,6 +252,11 @@ AUTHENTICATION_BACKENDS = ["accounts.backends.ThrottledModelBackend"]
 # that logging in over and over does not pile up tokens that all still work.
 API_TOKEN_TTL_SECONDS = env_int("API_TOKEN_TTL_SECONDS", 30 * 24 * 3600)
 API_TOKENS_PER_USER = env_int("API_TOKENS_PER_USER", 10)
+# Tokens are checked without a query (accounts.tokens): each process reads the revocations
+# at most this often, so a revoked token stops working everywhere within it; a process that
+# could not read them for the second bound refuses every token (503) until it can.
+API_TOKEN_REVOCATIONS_REFRESH_SECONDS = float(os.environ.get("API_TOKEN_REVOCATIONS_REFRESH_SECONDS", "1"))
+API_TOKEN_REVOCATIONS_STALE_SECONDS = float(os.environ.get("API_TOKEN_REVOCATIONS_STALE_SECONDS", "5"))
 
 # Prometheus metrics (core.metrics, inventory.metrics) at /metrics. Off only to measure what
 # they cost. Readable from METRICS_ALLOWED_NETWORKS (loopback and private by default) by a
