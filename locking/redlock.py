@@ -12,6 +12,12 @@ later quorum overlaps this one in at least one server, so its fence is larger.
 
 Renewal (the watchdog) and release go to every server; renewal succeeds while a
 majority still holds the token.
+
+Servers out of reach: with a minority down the lock works on the others. With a
+majority down no attempt can succeed, so ``acquire`` raises ``redis.ConnectionError``
+at its first attempt, as :class:`~locking.Lock` does when its one server is down,
+instead of answering "busy" (None) or retrying until ``blocking_timeout``: the caller
+learns that the servers, not another holder, stand in the way.
 """
 
 from __future__ import annotations
@@ -24,6 +30,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 from redis import Redis
+from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisError
 
 from . import scripts
@@ -101,6 +108,14 @@ class Redlock(LeasedLock):
     def _try_once(self, token: str) -> bool:
         started = self.clock()
         counts = self._on_all(lambda i: self._acquire[i]((self.key, self.fence_key), (token, self.lease_ms)))
+        answered = sum(1 for count in counts if count is not None)
+        if answered < self.quorum:
+            # No majority can agree, however long one waits: undo what the others granted
+            # and say so, rather than "busy".
+            self._on_all(lambda i: self._release[i]((self.key,), (token,)))
+            raise RedisConnectionError(
+                f"only {answered} of {len(self.clients)} Redlock servers answered; {self.quorum} are needed"
+            )
         granted = [i for i, count in enumerate(counts) if count]
         drift = self.lease * CLOCK_DRIFT_FACTOR + CLOCK_DRIFT_FLOOR
         if len(granted) >= self.quorum:
@@ -128,7 +143,8 @@ class Redlock(LeasedLock):
         return fence
 
     def acquire(self, blocking: bool | None = None, blocking_timeout: float | None = None) -> int | None:
-        """Take the lock on a majority; return its fence, or None."""
+        """Take the lock on a majority; return its fence, or None when busy or timed out.
+        Raises ``redis.ConnectionError`` when fewer than a majority of the servers answer."""
         if self._nested():
             return self._fence
         blocking, started, deadline = self._wait_plan(blocking, blocking_timeout)

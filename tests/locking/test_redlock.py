@@ -73,12 +73,24 @@ def test_works_with_one_server_stopped(clients, redlock_servers):
     assert lock.release() is Released.RELEASED
 
 
-def test_refuses_with_two_servers_stopped(clients, redlock_servers):
+@pytest.mark.parametrize("blocking", [True, False])
+def test_with_two_servers_stopped_it_says_they_are_out_of_reach_at_once(blocking, clients, redlock_servers):
+    # Not "busy" (None), and not after waiting out blocking_timeout: no majority can be
+    # had until the servers are back, and the caller answers 503, not 409.
     redlock_servers[0].stop()
     redlock_servers[1].stop()
-    lock = Redlock(clients, "res", blocking_timeout=0.3)
-    assert lock.acquire() is None
+    lock = Redlock(clients, "res", blocking=blocking, blocking_timeout=30)
+    with pytest.raises(redis.ConnectionError, match="only 1 of 3 Redlock servers answered"):
+        lock.acquire()
     assert holders(clients) == 0  # the one live server was released again
+
+
+def test_a_majority_that_answers_busy_is_still_busy(clients, redlock_servers):
+    first = Redlock(clients, "res")
+    first.acquire()
+    redlock_servers[2].stop()
+    assert Redlock(clients, "res", blocking=False).acquire() is None
+    first.release()
 
 
 def test_a_holder_loses_the_lock_when_a_majority_goes_away(clients, redlock_servers):
