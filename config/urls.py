@@ -21,3 +21,5 @@ urlpatterns = [
 
 # A body over the size limit read outside the API's operations: 413, JSON under /api/.
 handler400 = "config.views.bad_request"
+# A dependency out of reach: 503 with Retry-After, never the 500 page (core.outage).
+handler500 = "core.outage.server_error"

@@ -1,9 +1,11 @@
 """A dependency out of reach: which one an exception says is down, and the 503 it answers.
 
 A request that finds Redis, the database or the broker unreachable answers 503
-``unavailable`` with ``Retry-After`` (the API's handler in ``config/api.py``), never a 500:
-the client did nothing wrong, and the same request may be sent again once the dependency
-answers. Every client of those dependencies has timeouts (``locking.integration.
+``unavailable`` with ``Retry-After``, never a 500: the client did nothing wrong, and the
+same request may be sent again once the dependency answers. The API's handler
+(``config/api.py``) answers it in the API's error shape; every other page goes through
+``server_error``, the site's ``handler500``, which answers the 503 page instead of the 500
+one. Every client of those dependencies has timeouts (``locking.integration.
 lock_client``, the cache's options, the database's connect timeout), so that the answer
 comes within seconds instead of hanging.
 """
@@ -11,10 +13,14 @@ comes within seconds instead of hanging.
 from __future__ import annotations
 
 import logging
+import sys
 import time
 
 import redis
 from django.db import InterfaceError, OperationalError
+from django.http import HttpResponse, JsonResponse
+from django.template import loader
+from django.views import defaults
 
 from .errors import Unavailable
 
@@ -91,3 +97,31 @@ class NotUnavailable(logging.Filter):
 
     def filter(self, record: logging.LogRecord) -> bool:
         return getattr(record, "status_code", None) != 503
+
+
+# What the 503 page calls each dependency.
+SERVICE_NAMES = {"database": "the database", "redis": "Redis", "broker": "the task queue"}
+
+
+def server_error(request, template_name: str = defaults.ERROR_500_TEMPLATE_NAME) -> HttpResponse:
+    """The site's ``handler500``: Django's 500 page, unless what failed is a dependency out
+    of reach; then 503 with ``Retry-After``, the ``503.html`` page (JSON in the API's
+    error shape under ``/api/``, for what failed outside the API's own handler).
+
+    Django calls it while it handles the exception, so ``sys.exc_info()`` is that
+    exception. The page is rendered as the 500 page is, with no request and no context
+    processor: the user, the session and the database may be what is down.
+    """
+    exc = sys.exc_info()[1]
+    dependency = dependency_down(exc) if exc is not None else None
+    if dependency is None:
+        return defaults.server_error(request, template_name)
+    dependency_down_noted(dependency, exc, f"{request.method} {request.path}")
+    down = DependencyDown(dependency)
+    if request.path.startswith("/api/"):
+        response = JsonResponse({"code": down.code, "message": down.message}, status=down.status)
+    else:
+        page = loader.get_template("503.html").render({"service": SERVICE_NAMES.get(dependency, dependency)})
+        response = HttpResponse(page, status=down.status)
+    response["Retry-After"] = str(down.retry_after)
+    return response
