@@ -49,6 +49,7 @@ from django.core.exceptions import ImproperlyConfigured
 from django.db import IntegrityError, transaction
 from django.db.models import F
 
+from core.faultpoints import fault_point
 from locking import Lock, LockLost, StaleFence
 from locking.integration import FencedUpdate, lock_client
 from locking.lease import LeasedLock
@@ -530,6 +531,8 @@ class RedisLockStrategy(StockStrategy):
             if group_lock.acquire() is None:
                 raise LockBusy()
             held.group_lock = group_lock
+        # Where the fault runner stops a holder past its lease: its write must then be refused.
+        fault_point("group-lock-held")
         with _sold_out_on_negative_stock():
             return bool(decrement.run(held.group_lock))
 
