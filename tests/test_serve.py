@@ -1,6 +1,7 @@
 """``make run`` (scripts/serve.py) starts and stops quietly: no warning on start, a missing
 database created or named in one line, the Celery worker (both queues) and beat beside
-gunicorn, and nothing but its own goodbyes on Ctrl-C, after which none of them is left."""
+gunicorn, started again when they stop, and nothing but its own goodbyes on Ctrl-C, after
+which none of them is left."""
 
 from __future__ import annotations
 
@@ -185,3 +186,59 @@ def test_start_and_ctrl_c_are_quiet(missing_database, when):
     for noise in ("Traceback", "KeyboardInterrupt", "[ERROR]", "UserWarning", "No directory at", "was sent SIG",
                   "Error:", "Usage:", "The Celery worker stopped", "The Celery beat stopped"):  # fmt: skip
         assert noise not in out, out
+
+
+def test_a_celery_worker_that_stops_is_started_again(missing_database):
+    """A worker whose broker restarted may exit; killed here, it is back within seconds,
+    its killed pool processes gone with it, and Ctrl-C still stops everything."""
+    from locking.testing import free_port
+
+    port = free_port()
+    env = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "config.settings.base",
+        "DATABASE_URL": server_url(missing_database),
+        "REDIS_URL": settings.REDIS_URL,
+        "PORT": str(port),
+    }
+    env.pop("LOCK_REDIS_URLS", None)
+    server = subprocess.Popen(
+        [sys.executable, "scripts/serve.py"], cwd=ROOT, env=env, stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT, text=True, start_new_session=True,
+    )  # fmt: skip
+    lines: list[str] = []
+    threading.Thread(target=lambda: lines.extend(server.stdout), daemon=True).start()
+
+    def workers() -> dict[int, str]:
+        return {pid: c for pid, c in started_by(port).items() if " worker " in c and "-Q celery,lab" in c}
+
+    def wait_for(condition, what: str, seconds: float = 90):
+        give_up = time.monotonic() + seconds
+        while not (found := condition()):
+            assert time.monotonic() < give_up, f"{what}: {''.join(lines)}"
+            time.sleep(0.3)
+        return found
+
+    try:
+        wait_for(lambda: any("[run] Serving on" in line for line in lines), "serving")
+        first = wait_for(workers, "a worker and its pool")
+        first = wait_for(lambda: workers() if len(workers()) >= 3 else None, "the pool's two processes")
+        group = {pid for pid in first if os.getpgid(pid) == pid}
+        assert len(group) == 1, first
+        (main,) = group
+        os.kill(main, signal.SIGKILL)
+        wait_for(lambda: any("The Celery worker stopped (exit status -9)" in line for line in lines), "noticed")
+        wait_for(lambda: any("The Celery worker started again." in line for line in lines), "restarted", 30)
+        again = wait_for(lambda: set(workers()) - set(first), "a new worker")
+        assert not set(first) & set(workers()), "the killed worker's pool processes were left running"
+        assert again
+        os.killpg(server.pid, signal.SIGINT)
+        server.wait(timeout=60)
+        wait_for(lambda: not started_by(port), "everything stopped", 10)
+    finally:
+        if server.poll() is None:
+            os.killpg(server.pid, signal.SIGKILL)
+            server.wait()
+        for left in started_by(port):
+            os.kill(left, signal.SIGKILL)
+    assert server.returncode == 0, "".join(lines)
