@@ -19,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import asdict, replace
 from pathlib import Path
 
-from django.db import connection
+from django.db import close_old_connections, connection
 from django.utils import timezone
 
 from inventory.stock import STRATEGIES
@@ -116,6 +116,8 @@ class Sampler(threading.Thread):
                 try:
                     sample = self.product.sample(self.target)
                 except Exception:  # noqa: BLE001  (a dependency down on purpose: the fault runner)
+                    # A connection the database lost stays dead: the next sample opens another.
+                    close_old_connections()
                     self.stopped.wait(0.25)
                     continue
                 self.waiting.append((time.time(), sample.waiting))
@@ -182,6 +184,9 @@ def one_run(
         cpu_before, worker_cpu_before = server.cpu_seconds(), server.worker_cpu_seconds()
         stats = run_locust(args, scenario.path, server.host, run_dir / "locust", env, args.users)
         cpu_used = server.cpu_seconds() - cpu_before
+        # The database restarted under the load (the fault runner) left this thread's
+        # connection dead: checked, and opened again, before the audit reads through it.
+        close_old_connections()
         if deferred:
             # The 202s the crowd heard count only once their records exist, so the run is
             # judged after the worker has written them (the sampler goes on, and the charts

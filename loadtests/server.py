@@ -35,6 +35,8 @@ class Server:
     # The environment it runs in, for processes that must share its settings (a Celery worker).
     env: dict[str, str] | None = None
     worker_pid: int | None = None
+    # The Redis servers Redlock takes its majority from (the fault runner stops some).
+    lock_servers: tuple[RedisServer, ...] = ()
 
     def cpu_seconds(self) -> float:
         """CPU seconds used so far by gunicorn's master and workers (0 when unknown)."""
@@ -190,7 +192,9 @@ def running_server(
                     say(f"starting a Celery worker (2 processes) and beat, broker {env['CELERY_BROKER_URL']}")
                     worker_pid = stack.enter_context(running_celery(env, celery_log))
                 wait_healthy(host)
-                yield Server(host=host, pid=gunicorn.pid, env=env, worker_pid=worker_pid)
+                yield Server(
+                    host=host, pid=gunicorn.pid, env=env, worker_pid=worker_pid, lock_servers=tuple(lock_servers)
+                )
         finally:
             gunicorn.terminate()
             gunicorn.wait(30)

@@ -1,19 +1,26 @@
 """The fault runner: one fault at a time, mid-sale, under a Locust crowd, then the audit.
 
     .venv/bin/python -m loadtests.faults [--faults all] [--strategies default]
-        [--scenario crowd,draw-crowd] [--duration 20] [--fault-at 6] [--down 2]
+        [--runs fault:strategy,...] [--scenario crowd,draw-crowd] [--duration 20]
+        [--fault-at 6] [--down 2] [--lock-lease 5] [--own-mariadb]
 
 It starts the server as the load-test runner does (``loadtests.server``: gunicorn with
-several worker processes, a Celery worker and beat for ``redis_lua``), but on a Redis
-server of its own (``redis-server --save "" --appendonly no`` on a free port, from
-``locking.testing``), so that it can kill it and start it again empty. For every fault,
+several worker processes, three Redis servers for Redlock, a Celery worker and beat for
+``redis_lua``), but on a Redis server of its own (``redis-server --save "" --appendonly
+no`` on a free port, from ``locking.testing``), so that it can kill it and start it again
+empty, and, when ``mariadb-restart`` runs (or ``--own-mariadb``), on a MariaDB server of
+its own (``mariadb``: ``mariadb-install-db`` into a temporary folder, ``mariadbd`` on a
+free port and socket; only the database's name is taken from ``--database-url``), so that
+it never touches a server anyone else uses. The server's processes have
+``FAULT_POINTS_DIR`` set to a folder of the run's (``core.faultpoints``). For every fault,
 scenario and strategy it runs the matrix's run (``loadtests.one_run``: a fresh voucher or
-pool, Locust headless with a crowd scenario, the wait until every reservation is
-written, the audit) and injects the fault once, ``--fault-at`` seconds into the load;
-the fault ends ``--down`` seconds later. Then it judges (``judge``): the matrix's
-invariants, every answer documented (503 ``unavailable`` with Retry-After included) and
-none slower than 5 s, the server selling again on its own within the fault's bound, and
-``/healthz`` naming what was down.
+pool, Locust headless with a crowd scenario, the wait until every reservation is written,
+the audit) and injects the fault once, ``--fault-at`` seconds into the load; the fault
+ends ``--down`` seconds later (or when it has shown what it is there for). Then it judges
+(``judge``): the matrix's invariants, every answer documented (503 ``unavailable`` with
+Retry-After included) and none slower than 5 s, the server selling again on its own
+within the fault's bound, ``/healthz`` naming what was down, and what the fault itself
+must show.
 
 Faults (``kinds``):
 
@@ -29,15 +36,25 @@ Faults (``kinds``):
   are reported, not counted as lost confirmations.
 - ``celery-kill`` (``redis_lua``): the Celery worker SIGKILLed while it writes and
   started again; every reservation is written once.
-
-Not there yet: MariaDB restarted mid-sale; a lock holder SIGSTOPped past its lease; one,
-then two, of three Redlock servers stopped.
+- ``mariadb-restart`` (every safe strategy): the runner's own MariaDB SIGKILLed, as a
+  crash, and started again on its data after ``--down`` seconds. Requests answer 503 while
+  it is down, ``/healthz`` names the database, every process connects again on its own,
+  and every confirmed answer survives the crash (commits are durable).
+- ``lock-holder-stopped`` (``redis_lock``, ``redlock``): a gunicorn worker stops itself
+  (SIGSTOP) at the fault point ``group-lock-held``, holding its stock group's lock before
+  its fenced write; the runner waits past the lease until newer holders have written every
+  row with stock left, then resumes it (SIGCONT). Its write must be refused as stale: the
+  server's ``/metrics`` must count the stale fence.
+- ``redlock-servers-stopped`` (``redlock``): one of the three Redlock servers killed (sales
+  go on), ``--down`` seconds later a second one (every request answers 503, none sells),
+  ``--down`` seconds later both started again empty (sales resume, fences moved above the
+  database's).
 
 Prints a table (fault, scenario, strategy, requests, answers by status, oversold,
-duplicates, lost confirmations, seconds to recover, verdict), writes ``faults.json`` and
-``faults.md`` and each run's Locust files under ``--out``, and exits 1 when a run broke
-an invariant or did not recover.
+duplicates, lost confirmations, seconds to recover, verdict with what the fault saw),
+writes ``faults.json`` and ``faults.md`` and each run's Locust files under ``--out``, and
+exits 1 when a run broke an invariant or did not recover.
 
-The modules: ``kinds`` (the faults), ``judge`` (the verdict, pure), ``runner`` (the
-command line and the runs).
+The modules: ``kinds`` (the faults), ``judge`` (the verdict, pure), ``mariadb`` (the
+runner's own MariaDB server), ``runner`` (the command line and the runs).
 """

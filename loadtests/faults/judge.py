@@ -63,6 +63,12 @@ def by_status(answers: Iterable[Answer]) -> dict[int, int]:
     return dict(sorted(Counter(answer.status for answer in answers).items()))
 
 
+def answered_within(answers: Iterable[Answer], start: float, end: float) -> list[Answer]:
+    """The answers to requests sent at ``start`` or later and answered by ``end``: those
+    that met one state of a fault from beginning to end."""
+    return [a for a in answers if a.at - a.seconds >= start and a.at <= end]
+
+
 def degraded(answer: Answer) -> bool:
     """An answer that says the server is not selling: 503, a 5xx, or none at all."""
     return answer.status == NO_ANSWER or answer.status >= 500
@@ -101,10 +107,14 @@ def fault_verdict(
     recover_within: float,
     deferred: bool,
     documented_losses: int = 0,
+    fault_broken: Iterable[str] = (),
+    notes: Iterable[str] = (),
 ) -> tuple[str, bool]:
     """(verdict, ok) of one fault run. ``documented_losses`` is how many 202s the fault
     took away with it by design (a Redis restarted empty while they waited in it); the
-    caller leaves them out of ``result.lost_confirmations`` and they are only reported."""
+    caller leaves them out of ``result.lost_confirmations`` and they are only reported.
+    ``fault_broken`` are the rules of the fault's own that the run broke, ``notes`` what
+    it saw besides, said after the verdict."""
     broken = broken_invariants(result)
     statuses = by_status(answers)
     undocumented = {status: n for status, n in statuses.items() if status not in DOCUMENTED}
@@ -128,8 +138,10 @@ def fault_verdict(
         broken.append("the worker wrote nothing after the fault")
     if malformed > 0:
         broken.append(f"{malformed} malformed answers")
+    broken += fault_broken
+    said = "".join(f"; {note}" for note in notes)
     if broken:
-        return "BROKEN: " + ", ".join(broken), False
+        return "BROKEN: " + ", ".join(broken) + said, False
     if documented_losses:
-        return f"holds ({documented_losses} pending 202s lost with Redis' memory, as documented)", True
-    return "holds", True
+        return f"holds ({documented_losses} pending 202s lost with Redis' memory, as documented){said}", True
+    return f"holds{said}", True

@@ -21,16 +21,21 @@ import redis
 from locking.testing import RedisServer
 
 from ..server import ROOT, Server
+from .judge import Answer, answered_within, by_status
+from .mariadb import MariaDBServer
 
 
 @dataclass
 class Stage:
-    """What the faults act on: the server under test, its own Redis server and the Celery
-    worker beside it, which the stage supervises as a process manager would: a worker that
-    exits is started again as it was (``restart_worker``)."""
+    """What the faults act on: the server under test, its own Redis server, its own MariaDB
+    server when a fault restarts it, the folder of its fault points (``core.faultpoints``)
+    and the Celery worker beside it, which the stage supervises as a process manager
+    would: a worker that exits is started again as it was (``restart_worker``)."""
 
     server: Server
     redis: RedisServer
+    mariadb: MariaDBServer | None = None
+    fault_points: Path | None = None
     celery_log: Path | None = None
     worker_pid: int | None = None
     # Processes started here (restarted workers), stopped when the runner ends.
@@ -87,7 +92,7 @@ class Stage:
 class Fault:
     name: ClassVar[str]
     summary: ClassVar[str]
-    # The strategies it runs on by default; ``deferred_only`` faults concern only those.
+    # The strategies it runs on by default (``concerns`` says which it can run on at all).
     strategies: ClassVar[tuple[str, ...]] = ("db_atomic", "redis_lock", "redis_lua")
     # Whether requests in flight may get no answer at all (a process serving them killed).
     drops_requests: ClassVar[bool] = False
@@ -95,10 +100,22 @@ class Fault:
     health_names: ClassVar[str | None] = None
     # Seconds after the fault's end within which answers must be normal again.
     recover_within: ClassVar[float] = 10.0
+    # Whether the runner must serve from a MariaDB server of its own (it restarts it).
+    needs_own_mariadb: ClassVar[bool] = False
 
-    def concerns(self, *, deferred: bool) -> bool:
-        """Whether a strategy (deferred or not) has anything to show under this fault."""
+    def concerns(self, strategy: str, *, deferred: bool) -> bool:
+        """Whether ``strategy`` (deferred or not) has anything to show under this fault."""
         return True
+
+    def lasts(self, down: float) -> float:
+        """Seconds from the strike to the fault's end, at least (``--down`` by default)."""
+        return down
+
+    def checked(self, answers: list[Answer], lock_events: dict[str, float]) -> tuple[list[str], list[str]]:
+        """What this fault must show beyond every fault's rules, from the run's answers and
+        the lock events the server counted during it (``lock_events``: ``stale_fences``,
+        ``leases_lost``): (broken rules, notes for the verdict)."""
+        return [], []
 
     def inject(self, stage: Stage, group_id: int) -> None:
         raise NotImplementedError
@@ -195,7 +212,7 @@ class CeleryKill(Fault):
     summary = "the Celery worker SIGKILLed mid-batch and restarted: every reservation written once"
     strategies = ("redis_lua",)
 
-    def concerns(self, *, deferred: bool) -> bool:
+    def concerns(self, strategy: str, *, deferred: bool) -> bool:
         return deferred  # only a deferred strategy has a worker write its records
 
     # The new worker boots, and the dead one's entries are taken over under the group's
@@ -220,4 +237,192 @@ class CeleryKill(Fault):
         return time.time()
 
 
-FAULTS: dict[str, type[Fault]] = {fault.name: fault for fault in (WorkerKill, RedisRestart, CeleryKill)}
+# The strategies that must hold: each takes its stock through the database.
+SAFE = ("db_pessimistic", "db_optimistic", "db_atomic", "redis_lock", "redlock", "redis_lua")
+# The strategies whose stock writes carry a lock's fencing token.
+FENCED = ("redis_lock", "redlock")
+
+
+class MariaDBRestart(Fault):
+    """The server's own MariaDB killed (SIGKILL, as a crash) mid-sale and started again on
+    its data after ``--down`` seconds; InnoDB recovers every transaction whose COMMIT it
+    answered (and some whose answer the kill cut off: the retried request finds those by
+    their unique keys)."""
+
+    name = "mariadb-restart"
+    summary = "MariaDB killed mid-sale as a crash and started again on its data: 503 meanwhile, nothing confirmed lost"
+    strategies = SAFE
+    health_names = "database"
+    needs_own_mariadb = True
+    # Each process finds its connection dead at its next query and connects again; the
+    # Celery worker retries its drain, backing off.
+    recover_within = 10.0
+
+    def inject(self, stage: Stage, group_id: int) -> None:
+        if stage.mariadb is None:
+            raise RuntimeError("the server does not run on a MariaDB of the runner's own")
+        stage.mariadb.stop()
+
+    def heal(self, stage: Stage, down: float) -> float:
+        time.sleep(down)
+        stage.mariadb.start()
+        return time.time()
+
+
+def process_state(pid: int) -> str:
+    """The state letter of ``pid`` in /proc (``T``: stopped), or ``""`` when it is gone."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return ""
+
+
+def group_fences(group_id: int) -> dict[int, int]:
+    """{stock id: the fence that last wrote it} of the group's rows that still have stock."""
+    from django.db import connection
+
+    from inventory.models import Stock
+
+    try:
+        return dict(Stock.objects.filter(group_id=group_id, quantity__gte=1).values_list("id", "fence"))
+    finally:
+        connection.close()  # this thread's own, gone with it
+
+
+class LockHolderStopped(Fault):
+    """A gunicorn worker stopped (SIGSTOP) while it holds its stock group's lock, right before
+    its fenced write (the fault point ``group-lock-held``, ``core.faultpoints``), until its
+    lease has run out and newer holders have written every row that still has stock; then
+    resumed (SIGCONT). It wakes up believing it holds the lock: its write must be refused as
+    stale (``locking.integration.FencedUpdate``), and the take answered ``busy``."""
+
+    name = "lock-holder-stopped"
+    summary = "a lock holder SIGSTOPped past its lease, then resumed: its stale write refused by the fence"
+    strategies = FENCED
+    point = "group-lock-held"
+    # Buyers queued behind the stopped holder wait until its lease ends (up to
+    # LOCK_WAIT_SECONDS, then busy); the others are served at once.
+    recover_within = 10.0
+    # How long the newer holders get to write every row with stock once the lease is over.
+    overtake_within = 20.0
+
+    def __init__(self) -> None:
+        self.pid: int | None = None
+        self.stopped_s: float | None = None
+        self.overtaken = False
+
+    def concerns(self, strategy: str, *, deferred: bool) -> bool:
+        return strategy in FENCED
+
+    @staticmethod
+    def lease() -> float:
+        return float(os.environ.get("LOCK_LEASE_SECONDS", "5"))
+
+    def lasts(self, down: float) -> float:
+        return self.lease() + 2
+
+    def inject(self, stage: Stage, group_id: int) -> None:
+        if stage.fault_points is None:
+            raise RuntimeError("the server runs without fault points (FAULT_POINTS_DIR)")
+        self.pid, self.stopped_s, self.overtaken, self.group_id = None, None, False, group_id
+        for old in stage.fault_points.glob(f"{self.point}*"):
+            old.unlink()
+        (stage.fault_points / self.point).touch()
+        give_up = time.monotonic() + 10
+        while True:
+            marks = list(stage.fault_points.glob(f"{self.point}.*"))
+            if marks and process_state(int(marks[0].suffix[1:])) == "T":
+                break
+            if time.monotonic() > give_up:
+                (stage.fault_points / self.point).unlink(missing_ok=True)
+                raise RuntimeError(f"no worker stopped at the fault point {self.point} within 10 s")
+            time.sleep(0.005)
+        self.pid = int(marks[0].suffix[1:])
+        marks[0].unlink()
+        self.stopped_at = time.monotonic()
+        # Every write before the stop came from an earlier holder, and committed before the
+        # stopped one acquired: a row with a higher fence was written by a newer holder.
+        self.fences_at_stop = group_fences(group_id)
+
+    def heal(self, stage: Stage, down: float) -> float:
+        time.sleep(max(0.0, self.stopped_at + self.lease() + 0.5 - time.monotonic()))
+        floor = max(self.fences_at_stop.values(), default=0)
+        give_up = time.monotonic() + self.overtake_within
+        while time.monotonic() < give_up:
+            fences = group_fences(self.group_id)
+            if all(fence > floor for fence in fences.values()):
+                # Whichever row it chose, a newer holder has written it (or it ran out).
+                self.overtaken = True
+                break
+            time.sleep(0.1)
+        os.kill(self.pid, signal.SIGCONT)
+        self.stopped_s = time.monotonic() - self.stopped_at
+        return time.time()
+
+    def checked(self, answers: list[Answer], lock_events: dict[str, float]) -> tuple[list[str], list[str]]:
+        stale, lost = int(lock_events.get("stale_fences", 0)), int(lock_events.get("leases_lost", 0))
+        broken = []
+        if not self.overtaken:
+            broken.append(f"no newer holder wrote within {self.overtake_within:.0f} s of the stopped one's lease")
+        if stale < 1:
+            broken.append("the stopped holder's write was not refused as stale")
+        stopped = "?" if self.stopped_s is None else f"{self.stopped_s:.1f}"
+        return broken, [f"holder stopped {stopped} s, {stale} stale write(s) refused, {lost} lease(s) lost"]
+
+
+class RedlockServersStopped(Fault):
+    """One of the three Redlock servers killed; ``--down`` seconds later a second one;
+    ``--down`` seconds after that both started again, empty (their fence counters lost)."""
+
+    name = "redlock-servers-stopped"
+    summary = "one Redlock server of three stopped (sales go on), then two (503), then both restarted empty"
+    strategies = ("redlock",)
+    # Requests in flight when a phase changes are left out of its checks: this long.
+    margin = 0.3
+
+    def concerns(self, strategy: str, *, deferred: bool) -> bool:
+        return strategy == "redlock"
+
+    def lasts(self, down: float) -> float:
+        return 2 * down
+
+    def inject(self, stage: Stage, group_id: int) -> None:
+        self.servers = stage.server.lock_servers
+        if len(self.servers) < 3:
+            raise RuntimeError("the server has fewer than three Redlock servers")
+        self.one_down_at = time.time()
+        self.servers[0].stop()
+
+    def heal(self, stage: Stage, down: float) -> float:
+        time.sleep(down)
+        self.two_down_at = time.time()
+        self.servers[1].stop()
+        time.sleep(down)
+        self.restarting_at = time.time()
+        self.servers[0].start()
+        self.servers[1].start()
+        return time.time()
+
+    def checked(self, answers: list[Answer], lock_events: dict[str, float]) -> tuple[list[str], list[str]]:
+        one = by_status(answered_within(answers, self.one_down_at + self.margin, self.two_down_at))
+        two = by_status(answered_within(answers, self.two_down_at + self.margin, self.restarting_at))
+        broken = []
+        if not one.get(201):
+            broken.append("nothing sold while one server of three was down")
+        if one.get(503):
+            broken.append(f"{one[503]} x 503 while a majority was up")
+        if two.get(201):
+            broken.append(f"{two[201]} sold while two servers of three were down")
+        if not two.get(503):
+            broken.append("no 503 while two servers of three were down")
+        return broken, [f"one down: {statuses(one)}; two down: {statuses(two)}"]
+
+
+def statuses(counted: dict[int, int]) -> str:
+    return " ".join(f"{status or 'none'}: {n}" for status, n in counted.items()) or "no answer"
+
+
+FAULTS: dict[str, type[Fault]] = {
+    fault.name: fault
+    for fault in (WorkerKill, RedisRestart, CeleryKill, MariaDBRestart, LockHolderStopped, RedlockServersStopped)
+}

@@ -13,6 +13,7 @@ import urllib.request
 from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from locking.testing import RedisServer
 
@@ -22,6 +23,7 @@ from ..server import ROOT, running_server
 from ..verdict import Result
 from .judge import Answer, Recovery, by_status, fault_verdict, parse_answers, recovery, writes_recovery
 from .kinds import FAULTS, Fault, Stage
+from .mariadb import MariaDBServer
 
 
 def parse_args(argv):
@@ -35,6 +37,12 @@ def parse_args(argv):
         "--strategies",
         default="default",
         help="comma-separated, each fault running those it concerns; 'default': each fault's own",
+    )
+    parser.add_argument(
+        "--runs",
+        default=None,
+        help="fault:strategy pairs, comma-separated (worker-kill:redis_lock,...): exactly those, instead of "
+        "--faults and --strategies",
     )
     parser.add_argument("--scenario", default="crowd,draw-crowd", help=f"comma-separated, of {', '.join(SCENARIOS)}")
     parser.add_argument("--duration", type=int, default=20, help="seconds of load per run")
@@ -55,6 +63,13 @@ def parse_args(argv):
     parser.add_argument("--hammer-buyers", type=int, default=3)
     parser.add_argument("--drain-timeout", type=float, default=120)
     parser.add_argument(
+        "--lock-lease",
+        type=float,
+        default=None,
+        help="LOCK_LEASE_SECONDS of the server and worker: how long lock-holder-stopped must stop a holder "
+        "(default: the settings', 5 s)",
+    )
+    parser.add_argument(
         "--claim-idle-ms",
         type=int,
         default=None,
@@ -63,12 +78,16 @@ def parse_args(argv):
     )
     parser.add_argument("--out", type=Path, default=None, help="output folder (default: var/faults/<time>)")
     parser.add_argument(
-        "--database-url", default=os.environ.get("LOADTEST_DATABASE_URL", "mysql://root:@127.0.0.1:3306/flashsale_load")
+        "--database-url",
+        default=os.environ.get("LOADTEST_DATABASE_URL", "mysql://root:@127.0.0.1:3306/flashsale_load"),
+        help="the server's database; with a MariaDB of the runner's own, only its name is used",
     )
-    args = parser.parse_args(argv)
-    if args.fault_at + args.down >= args.duration:
-        parser.error("--fault-at + --down must end within --duration: the crowd must still run when it ends")
-    return args
+    parser.add_argument(
+        "--own-mariadb",
+        action="store_true",
+        help="serve from a MariaDB server of the runner's own (always so when mariadb-restart runs)",
+    )
+    return parser.parse_args(argv)
 
 
 @dataclass
@@ -88,6 +107,8 @@ class FaultRow:
     writes_s: float | None
     drain_s: float | None
     health: str
+    # Lock events the server counted during the run (/metrics): stale fences, leases lost.
+    lock_events: dict[str, float]
     verdict: str
     ok: bool
     result: dict = field(default_factory=dict)
@@ -134,6 +155,34 @@ class Strike:
             raise RuntimeError(f"{self.fault.name} failed: {self.error!r}") from self.error
 
 
+# The lock events of the stock groups' locks, from the server's /metrics.
+LOCK_EVENTS = {"flashsale_lock_stale_fences": "stale_fences", "flashsale_lock_lost": "leases_lost"}
+
+
+def lock_events(host: str) -> dict[str, float]:
+    """{event: count} of the stock groups' locks since the server started, summed over its
+    worker processes (``inventory.metrics``); empty when /metrics does not answer."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    request = urllib.request.Request(f"{host}/metrics")
+    if os.environ.get("METRICS_TOKEN"):
+        request.add_header("Authorization", f"Bearer {os.environ['METRICS_TOKEN']}")
+    try:
+        with urllib.request.urlopen(request, timeout=5) as response:
+            text = response.read().decode()
+    except OSError:
+        return {}
+    counted = dict.fromkeys(LOCK_EVENTS.values(), 0.0)
+    for family in text_string_to_metric_families(text):
+        event = LOCK_EVENTS.get(family.name)
+        if event is None:
+            continue
+        for sample in family.samples:
+            if sample.name.endswith("_total") and sample.labels.get("lock") == "stock-group:N":
+                counted[event] += sample.value
+    return counted
+
+
 def health(host: str) -> str:
     """What /healthz answers now: its status and body, in a few words."""
     try:
@@ -156,23 +205,50 @@ def health_says_down(said: str, name: str) -> bool:
 
 def main(argv=None) -> int:
     args = parse_args(argv)
+    if args.lock_lease is not None:
+        os.environ["LOCK_LEASE_SECONDS"] = str(args.lock_lease)  # the server's and worker's environment
     try:
-        faults = [FAULTS[name]() for name in (FAULTS if args.faults == "all" else args.faults.split(","))]
+        if args.runs:
+            args.picked = {}
+            for run in args.runs.split(","):
+                name, _, strategy = run.partition(":")
+                args.picked.setdefault(name, []).append(strategy)
+            faults = [FAULTS[name]() for name in args.picked]
+        else:
+            args.picked = None
+            faults = [FAULTS[name]() for name in (FAULTS if args.faults == "all" else args.faults.split(","))]
         scenarios = scenarios_named(args.scenario)
     except KeyError as unknown:
         raise SystemExit(f"[faults] unknown: {unknown.args[0]}") from None
+    for fault in faults:
+        if args.fault_at + fault.lasts(args.down) >= args.duration:
+            raise SystemExit(
+                f"[faults] {fault.name} lasts {fault.lasts(args.down):.0f} s from --fault-at: it must end within "
+                "--duration, while the crowd still runs"
+            )
     args.out = args.out or ROOT / "var" / "faults" / datetime.now().strftime("%Y%m%d-%H%M%S")
     args.out.mkdir(parents=True, exist_ok=True)
 
     own_redis = RedisServer().start()
     say(f"the server's own Redis: {own_redis.url} (no persistence; restarted empty by redis-restart)")
+    own_mariadb = None
     try:
+        if args.own_mariadb or any(fault.needs_own_mariadb for fault in faults):
+            own_mariadb = MariaDBServer().start()
+            name = urlsplit(args.database_url).path.strip("/") or "flashsale_faults"
+            args.database_url = own_mariadb.url(name)
+            say(f"the server's own MariaDB: {args.database_url} (killed and started again by mariadb-restart)")
         args.redis_url, args.broker_url = own_redis.url, None
         from ..run import setup_django
 
         setup_django(args)
-        rows = run_faults(args, faults, scenarios, own_redis)
+        rows = run_faults(args, faults, scenarios, own_redis, own_mariadb)
     finally:
+        if own_mariadb is not None:
+            from django.db import connections
+
+            connections.close_all()
+            own_mariadb.close()
         own_redis.close()
 
     print()
@@ -195,7 +271,15 @@ def command_line(argv) -> str:
     return " ".join(["python -m loadtests.faults", *(argv if argv is not None else sys.argv[1:])])
 
 
-def run_faults(args, faults: list[Fault], scenarios: list[Scenario], own_redis: RedisServer) -> list[FaultRow]:
+def run_faults(
+    args,
+    faults: list[Fault],
+    scenarios: list[Scenario],
+    own_redis: RedisServer,
+    own_mariadb: MariaDBServer | None,
+) -> list[FaultRow]:
+    """Every (fault, scenario, strategy) of the plan against one server, on the runner's own
+    Redis (and MariaDB, when one runs)."""
     # Only once Django is set up.
     from django.db import connections
 
@@ -206,12 +290,20 @@ def run_faults(args, faults: list[Fault], scenarios: list[Scenario], own_redis: 
 
     plan = []
     for fault in faults:
-        wanted = fault.strategies if args.strategies == "default" else tuple(args.strategies.split(","))
+        if args.picked is not None:
+            wanted = tuple(args.picked[fault.name])
+        elif args.strategies == "default":
+            wanted = fault.strategies
+        else:
+            wanted = tuple(args.strategies.split(","))
         unknown = [s for s in wanted if s not in strategy_names()]
         if unknown:
             raise SystemExit(f"[faults] unknown: {', '.join(unknown)}")
-        wanted = tuple(s for s in wanted if fault.concerns(deferred=STRATEGIES[s].deferred))
-        plan += [(fault, scenario, strategy) for scenario in scenarios for strategy in wanted]
+        concerned = tuple(s for s in wanted if fault.concerns(s, deferred=STRATEGIES[s].deferred))
+        if args.picked is not None and concerned != wanted:
+            idle = ", ".join(s for s in wanted if s not in concerned)
+            raise SystemExit(f"[faults] {fault.name} has nothing to show under {idle}")
+        plan += [(fault, scenario, strategy) for scenario in scenarios for strategy in concerned]
 
     tokens = args.out / "tokens.txt"
     pairs = users_with_tokens_create(count=max(args.buyers, args.hammer_buyers), prefix="fault")
@@ -222,6 +314,10 @@ def run_faults(args, faults: list[Fault], scenarios: list[Scenario], own_redis: 
     os.environ.update(LOADTEST_UNAVAILABLE_OK="1", LOADTEST_ANSWERS="1")
     if args.claim_idle_ms is not None:
         os.environ["RESERVATIONS_CLAIM_IDLE_MS"] = str(args.claim_idle_ms)  # the server's and worker's environment
+    # Where lock-holder-stopped arms the fault point that stops a lock holder (core.faultpoints).
+    fault_points = args.out / "fault-points"
+    fault_points.mkdir(exist_ok=True)
+    os.environ["FAULT_POINTS_DIR"] = str(fault_points)
 
     rows: list[FaultRow] = []
     with running_server(
@@ -232,7 +328,14 @@ def run_faults(args, faults: list[Fault], scenarios: list[Scenario], own_redis: 
         celery=any(STRATEGIES[strategy].deferred for _, _, strategy in plan),
         celery_log=args.out / "celery.log",
     ) as server:
-        stage = Stage(server=server, redis=own_redis, celery_log=args.out / "celery.log", worker_pid=server.worker_pid)
+        stage = Stage(
+            server=server,
+            redis=own_redis,
+            mariadb=own_mariadb,
+            fault_points=fault_points,
+            celery_log=args.out / "celery.log",
+            worker_pid=server.worker_pid,
+        )
         try:
             for n, (fault, scenario, strategy) in enumerate(plan, start=1):
                 load = f"{args.users} users, {args.duration}s"
@@ -240,9 +343,11 @@ def run_faults(args, faults: list[Fault], scenarios: list[Scenario], own_redis: 
                 strike = Strike(fault, stage, args.fault_at, args.down)
                 restarts = stage.worker_restarts
                 name = f"{fault.name}-{scenario.name}-{strategy}"
+                events_before = lock_events(server.host)
                 result = one_run(args, scenario, strategy, server, tokens, staff_token, name, observe=strike.observe)
                 strike.wait()
-                row = judged(args, fault, strike, result, STRATEGIES[strategy].deferred, args.out / name)
+                events = {key: n - events_before.get(key, 0) for key, n in lock_events(server.host).items()}
+                row = judged(args, fault, strike, result, STRATEGIES[strategy].deferred, args.out / name, events)
                 if stage.worker_restarts > restarts:
                     row.verdict += (
                         f"; the Celery worker exited and was started again ({stage.worker_restarts - restarts})"
@@ -265,7 +370,9 @@ def ready(host: str, own_redis: RedisServer, timeout: float = 60) -> None:
     raise SystemExit("[faults] the server did not become healthy again after the fault")
 
 
-def judged(args, fault: Fault, strike: Strike, result: Result, deferred: bool, run_dir: Path) -> FaultRow:
+def judged(
+    args, fault: Fault, strike: Strike, result: Result, deferred: bool, run_dir: Path, events: dict[str, float]
+) -> FaultRow:
     from ..common import PENDING, read_outcomes
     from ..products import PRODUCTS
 
@@ -278,6 +385,7 @@ def judged(args, fault: Fault, strike: Strike, result: Result, deferred: bool, r
         recorded = product.recorded(strike.target, sorted(accepted & pending_lost))
         documented = len((accepted & pending_lost) - set(recorded))
     result = replace(result, lost_confirmations=(result.lost_confirmations or 0) - documented)
+    fault_broken, notes = fault.checked(answers, events)
     recovered = Recovery(
         seconds=recovery(answers, injected_at=strike.injected_at, healed_at=strike.healed_at),
         writes_seconds=writes_recovery(
@@ -295,6 +403,8 @@ def judged(args, fault: Fault, strike: Strike, result: Result, deferred: bool, r
         # The worker must write again once the fault is over, if it was given anything to write.
         deferred=deferred and any(a.status == 202 and a.at > strike.healed_at for a in answers),
         documented_losses=documented,
+        fault_broken=fault_broken,
+        notes=notes,
     )
     if fault.health_names and not health_says_down(strike.health, fault.health_names):
         ok, verdict = False, f"{verdict}; /healthz did not name the {fault.health_names} as down: {strike.health}"
@@ -313,6 +423,7 @@ def judged(args, fault: Fault, strike: Strike, result: Result, deferred: bool, r
         writes_s=recovered.writes_seconds,
         drain_s=result.drain_s,
         health=strike.health,
+        lock_events=events,
         verdict=verdict,
         ok=ok,
         result={k: v for k, v in asdict(result).items() if not k.endswith("_series")},

@@ -5,12 +5,14 @@ from __future__ import annotations
 from loadtests.faults.judge import (
     Answer,
     Recovery,
+    answered_within,
     by_status,
     fault_verdict,
     parse_answers,
     recovery,
     writes_recovery,
 )
+from loadtests.faults.kinds import LockHolderStopped, RedlockServersStopped
 from loadtests.verdict import VOUCHER, Result
 
 
@@ -108,3 +110,54 @@ def test_reservations_lost_with_redis_are_reported_not_counted():
         held(), fine, Recovery(0.0, 1.0), drops_requests=False, recover_within=10, deferred=True, documented_losses=3
     )
     assert ok and "3 pending 202s lost" in verdict
+
+
+def test_a_state_of_a_fault_is_judged_by_the_requests_sent_and_answered_within_it():
+    seen = answers((10.0, 201, 0.5), (10.4, 201, 0.2), (11.9, 503, 0.1), (12.5, 503, 0.1))
+    # Sent at 9.5 (before the state began) and answered at 12.5 (after it ended): left out.
+    assert [a.at for a in answered_within(seen, 10.0, 12.0)] == [10.4, 11.9]
+
+
+def test_a_faults_own_rules_break_the_run_and_its_notes_follow_the_verdict():
+    fine = answers((13, 201, 0.02))
+    common = {"drops_requests": False, "recover_within": 10, "deferred": False}
+    assert fault_verdict(held(), fine, Recovery(0.0), notes=["1 stale write refused"], **common) == (
+        "holds; 1 stale write refused",
+        True,
+    )
+    verdict, ok = fault_verdict(
+        held(), fine, Recovery(0.0), fault_broken=["no 503 while two servers of three were down"], **common
+    )
+    assert not ok and verdict == "BROKEN: no 503 while two servers of three were down"
+
+
+def test_redlock_servers_stopped_wants_sales_with_one_down_and_503s_only_with_two():
+    fault = RedlockServersStopped()
+    fault.one_down_at, fault.two_down_at, fault.restarting_at = 10.0, 12.0, 14.0
+    held_up = answers((11.0, 201, 0.1), (11.5, 409, 0.1), (13.0, 503, 0.01), (13.5, 503, 0.01))
+    broken, notes = fault.checked(held_up, {})
+    assert broken == [] and notes == ["one down: 201: 1 409: 1; two down: 503: 2"]
+
+    # Sold while no majority was up, refused while one was: both broken.
+    wrong = answers((11.0, 503, 0.01), (13.0, 201, 0.1))
+    broken, _ = fault.checked(wrong, {})
+    assert broken == [
+        "nothing sold while one server of three was down",
+        "1 x 503 while a majority was up",
+        "1 sold while two servers of three were down",
+        "no 503 while two servers of three were down",
+    ]
+
+
+def test_lock_holder_stopped_wants_its_stale_write_refused():
+    fault = LockHolderStopped()
+    fault.overtaken, fault.stopped_s = True, 6.1
+    assert fault.checked([], {"stale_fences": 1, "leases_lost": 1}) == (
+        [],
+        ["holder stopped 6.1 s, 1 stale write(s) refused, 1 lease(s) lost"],
+    )
+    broken, _ = fault.checked([], {"stale_fences": 0, "leases_lost": 1})
+    assert broken == ["the stopped holder's write was not refused as stale"]
+    fault.overtaken = False
+    broken, _ = fault.checked([], {"stale_fences": 0})
+    assert broken[0].startswith("no newer holder wrote")
