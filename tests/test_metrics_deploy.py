@@ -51,6 +51,17 @@ def test_prometheus_and_grafana_listen_on_the_loopback_only(compose):
     assert (str(ROOT / "deploy" / "grafana" / "dashboards"), "/var/lib/grafana/dashboards") in sources
 
 
+def test_prometheus_scrapes_the_workers_own_metrics_where_the_worker_serves_them(compose):
+    worker = compose["services"]["worker"]["environment"]
+    assert worker["PROMETHEUS_MULTIPROC_DIR"] and worker["DJANGO_SECRET_KEY"]  # the app's settings, and its own
+    scrapes = {
+        s["job_name"]: s for s in yaml.safe_load((ROOT / "deploy" / "prometheus.yml").read_text())["scrape_configs"]
+    }
+    found = scrapes["flashsale-worker"]["dns_sd_configs"][0]
+    assert found["names"] == ["worker"] and found["port"] == int(worker["CELERY_METRICS_PORT"])
+    assert not compose["services"]["worker"].get("ports"), "the worker's metrics stay on the compose network"
+
+
 def test_nginx_answers_nothing_at_metrics():
     conf = (ROOT / "deploy" / "nginx.conf").read_text()
     assert re.search(r"location = /metrics \{\s*return 404;", conf)

@@ -1,0 +1,71 @@
+"""The Celery worker serves its own counts where it runs apart from the web
+(``config.worker_metrics``, docker-compose's ``worker``): a real worker reconciles a
+``redis_lua`` voucher whose Redis state was lost, and its ``/metrics`` shows the drift."""
+
+from __future__ import annotations
+
+import time
+import urllib.request
+
+import pytest
+import redis
+
+from inventory.reservations import GroupKeys
+from locking.testing import free_port
+from orders.tasks import vouchers_reservations_reconcile
+
+from .test_reservations_worker import BROKER, Worker, send
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def drift_counted(port: int) -> float | None:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=3) as response:
+            text = response.read().decode()
+    except OSError:
+        return None
+    for line in text.splitlines():
+        if line.startswith('flashsale_reconcile_drift_total{kind="voucher"}'):
+            return float(line.split()[-1])
+    return 0.0
+
+
+def test_the_worker_serves_the_drift_its_reconciliation_found(make_voucher, reservations_redis, tmp_path):
+    voucher = make_voucher(strategy="redis_lua", stock=5)
+    reservations_redis.delete(*GroupKeys.of(voucher.stock.group_id).all())  # Redis lost the state
+    directory = tmp_path / "prometheus"
+    directory.mkdir()
+    (directory / "counter_1.db").write_bytes(b"a file of an earlier run, not a counter file")
+    redis.Redis.from_url(BROKER).flushdb()
+    port = free_port()
+    worker = Worker(
+        CELERY_METRICS_PORT=str(port), CELERY_METRICS_ADDRESS="127.0.0.1", PROMETHEUS_MULTIPROC_DIR=str(directory)
+    )
+    worker.start()
+    try:
+        give_up = time.monotonic() + 60
+        while drift_counted(port) is None:  # serving once ready, its directory emptied first
+            assert time.monotonic() < give_up, "the worker's /metrics never answered"
+            time.sleep(0.3)
+        assert drift_counted(port) == 0
+        send(vouchers_reservations_reconcile)
+        while drift_counted(port) != 1:
+            assert time.monotonic() < give_up, f"drift counted: {drift_counted(port)}"
+            time.sleep(0.3)
+    finally:
+        worker.stop()
+    assert reservations_redis.exists(GroupKeys.of(voucher.stock.group_id).state)  # and rebuilt it
+
+
+def test_without_a_port_the_worker_serves_nothing_and_leaves_its_directory(tmp_path, monkeypatch):
+    from config import worker_metrics
+
+    kept = tmp_path / "counter_1.db"
+    kept.write_bytes(b"")
+    # make run's worker counts in a directory of the web's, which the web empties itself.
+    monkeypatch.delenv("CELERY_METRICS_PORT", raising=False)
+    monkeypatch.setenv("PROMETHEUS_MULTIPROC_DIR", str(tmp_path))
+    worker_metrics.directory_empty()
+    worker_metrics.metrics_serve()
+    assert kept.exists()
