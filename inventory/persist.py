@@ -20,13 +20,14 @@ import socket
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from typing import TypeVar
 
 from django.conf import settings
 from django.db import DatabaseError, IntegrityError, InterfaceError, OperationalError, transaction
 from django.db.models import F
+from redis import RedisError
 
 from locking import Lock
 from locking.integration import lock_client
@@ -100,6 +101,9 @@ def reservations_persist(
     except DatabaseError as exc:
         if unreachable(exc):
             _give_up_old(group_id, reservations, pending, give_up_seconds)
+            # Not a dead consumer's: the retried drain, wherever it runs, takes them at once.
+            with suppress(RedisError):
+                reservations.hand_back(group_id=group_id, consumer=consumer, entry_ids=[o.entry_id for o in pending])
         raise
     # Released entries were acknowledged by their release; acknowledging again is harmless.
     reservations.done(group_id=group_id, entry_ids=[one.entry_id for one in pending])

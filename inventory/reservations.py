@@ -17,6 +17,8 @@ from . import lua
 
 # The consumer group that persists pending reservations to the database.
 PERSIST_GROUP = "persist"
+# How idle a handed-back entry looks (a day): past any consumer's claim_idle_ms.
+HANDED_BACK_IDLE_MS = 24 * 3600 * 1000
 # Reservation ids: 2**62 + (group id << 30) + the group's reservation number. Unique
 # across groups, told apart from the database's own ids (which never get that high),
 # and made in the script without a second round trip.
@@ -289,6 +291,16 @@ class Reservations:
             answer = self.client.xreadgroup(PERSIST_GROUP, consumer, {key: ">"}, count=count - len(entries))
             entries += answer[0][1] if answer else []
         return [Pending.from_entry(group_id, entry_id, fields) for entry_id, fields in entries]
+
+    def hand_back(self, *, group_id: int, consumer: str, entry_ids: list[str]) -> None:
+        """Give back entries ``consumer`` was handed and could not write (the database was
+        out of reach): they stay unacknowledged, but look idle long enough that the next
+        ``pending``, of any consumer, takes them over at once instead of after its
+        ``claim_idle_ms``. Whatever a lost COMMIT answer may have written of them is found
+        by its record's unique reservation."""
+        if entry_ids:
+            key = GroupKeys.of(group_id).pending
+            self.client.xclaim(key, PERSIST_GROUP, consumer, 0, entry_ids, idle=HANDED_BACK_IDLE_MS, justid=True)
 
     def done(self, *, group_id: int, entry_ids: list[str]) -> None:
         """Acknowledge and drop persisted entries: call only once their rows are committed."""

@@ -175,6 +175,33 @@ def test_while_the_database_is_unreachable_nothing_is_acknowledged_and_old_reser
     assert Order.objects.filter(voucher=voucher).count() == 0
 
 
+def test_a_batch_the_database_was_unreachable_for_is_taken_over_at_once_once_it_answers(
+    reservations, make_voucher, make_user
+):
+    # A drain whose database went away (a restart) leaves its batch unacknowledged; the
+    # retried drain, in this process or another worker's, writes it as soon as the database
+    # answers, not RESERVATIONS_CLAIM_IDLE_MS (30 s) later as a dead consumer's batch.
+    voucher = make_voucher(stock=5, strategy="db_atomic")
+    group = reservations.load_from(voucher, limit=1)
+    reserved = [reservations.reserve(group_id=group, user_id=make_user().pk, rand=0.5) for _ in range(2)]
+
+    def unreachable(ids):
+        raise OperationalError(2013, "Lost connection to server during query")
+
+    with pytest.raises(OperationalError):
+        reservations_persist(
+            group_id=group, reservations=reservations, consumer="w1", persisted=unreachable, write=None
+        )
+
+    result = voucher_reservations_persist(
+        voucher_id=voucher.pk, group_id=group, reservations=reservations, consumer="w2", claim_idle_ms=30_000
+    )
+    assert (result.written, result.repeated, result.failed) == (2, 0, 0)
+    orders = Order.objects.filter(voucher=voucher)
+    assert sorted(orders.values_list("reservation", flat=True)) == sorted(r.reservation_id for r in reserved)
+    assert reservations.waiting(group_id=group) == 0
+
+
 def test_a_voucher_is_loaded_from_the_database_with_its_buyers_and_numbering(reservations, make_voucher, make_user):
     from orders.reservations import voucher_reservations_load
 
