@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from core.errors import DomainError
+from core.errors import DomainError, Unavailable
 
 
 class SoldOut(DomainError):
@@ -26,3 +26,20 @@ class InvalidQuantity(DomainError):
     code = "invalid_quantity"
     status = 422
     default_message = "Quantity must be a positive whole number."
+
+
+class SupplyLimit(DomainError):
+    """A restock that would take a row's units supplied past ``MAX_UNITS``: the column
+    holds about 2.1 billion, and 22 restocks of the largest size would have overflowed it."""
+
+    code = "supply_limit"
+    status = 409
+    default_message = "This restock would take the units supplied past the limit."
+
+
+class RedlockUnconfigured(Unavailable):
+    """An item under ``redlock`` on a server given no Redlock servers (``LOCK_REDIS_URLS``),
+    such as the docker-compose stack: its takes answer 503 until they are configured, as
+    while too many of them are down, rather than a server error."""
+
+    default_message = "This item's redlock strategy has no Redis servers configured here (LOCK_REDIS_URLS)."

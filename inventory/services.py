@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.db import transaction
 from django.db.models import F
 
-from .errors import InvalidQuantity
+from .errors import InvalidQuantity, SupplyLimit
 from .models import Stock, StockGroup
 
 MAX_UNITS = 100_000_000
@@ -38,7 +38,8 @@ def stock_create(*, group: StockGroup, quantity: int) -> Stock:
 def stock_restock(*, stock_id: int, quantity: int) -> None:
     """Add ``quantity`` units, as one relative update that composes with any buyer.
 
-    Never an absolute overwrite: a restock written as ``quantity = N`` would race
+    Refused (``SupplyLimit``, nothing written) when the row's units supplied would pass
+    ``MAX_UNITS``. Never an absolute overwrite: a restock written as ``quantity = N`` would race
     the buyers decrementing the same row. The row's UPDATE waits for
     ``db_pessimistic``'s row locks, and the group's version is bumped so that a
     ``db_optimistic`` take that read before the restock chooses again.
@@ -47,8 +48,12 @@ def stock_restock(*, stock_id: int, quantity: int) -> None:
     with transaction.atomic():
         group_id = Stock.objects.values_list("group_id", flat=True).get(pk=stock_id)
         StockGroup.objects.filter(pk=group_id).update(version=F("version") + 1)
-        Stock.objects.filter(pk=stock_id).update(
+        # Guarded in the same UPDATE: a row never holds more than MAX_UNITS supplied, as
+        # when it was created, so its integer columns cannot overflow (a 500).
+        restocked = Stock.objects.filter(pk=stock_id, initial_quantity__lte=MAX_UNITS - quantity).update(
             quantity=F("quantity") + quantity,
             initial_quantity=F("initial_quantity") + quantity,
             version=F("version") + 1,
         )
+        if not restocked:
+            raise SupplyLimit(f"A row is supplied at most {MAX_UNITS:,} units in all; this restock would pass that.")

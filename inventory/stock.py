@@ -35,6 +35,7 @@ demonstration that they break would prove nothing.
 
 from __future__ import annotations
 
+import logging
 import random
 import threading
 import time
@@ -45,7 +46,6 @@ from functools import lru_cache
 from typing import ClassVar, Generic, TypeVar
 
 from django.conf import settings
-from django.core.exceptions import ImproperlyConfigured
 from django.db import IntegrityError, transaction
 from django.db.models import F
 
@@ -55,7 +55,7 @@ from locking.integration import FencedUpdate, lock_client
 from locking.lease import LeasedLock
 from locking.redlock import Redlock
 
-from .errors import InvalidQuantity, LockBusy, SoldOut
+from .errors import InvalidQuantity, LockBusy, RedlockUnconfigured, SoldOut
 from .models import Stock, StockGroup, Strategy
 
 R = TypeVar("R")
@@ -547,6 +547,16 @@ class RedisLockStrategy(StockStrategy):
             lock.release()
 
 
+_warned: set[str] = set()
+
+
+def _warn_once(message: str) -> None:
+    """A misconfiguration, said once per process rather than once per request."""
+    if message not in _warned:
+        _warned.add(message)
+        logging.getLogger(__name__).warning(message)
+
+
 class RedlockStrategy(RedisLockStrategy):
     """The same locks, each held by a majority of the servers in ``LOCK_REDIS_URLS``."""
 
@@ -559,7 +569,8 @@ class RedlockStrategy(RedisLockStrategy):
 
     def _lock(self, name: str, **options) -> LeasedLock:
         if not settings.LOCK_REDIS_URLS:
-            raise ImproperlyConfigured("The redlock strategy needs LOCK_REDIS_URLS (three or more Redis servers).")
+            _warn_once("redlock: LOCK_REDIS_URLS names no Redis servers; its items answer 503 until it does")
+            raise RedlockUnconfigured()
         clients = [lock_client(url) for url in settings.LOCK_REDIS_URLS]
         return Redlock(clients, name, lease=settings.LOCK_LEASE_SECONDS, **options)
 
