@@ -4,6 +4,7 @@ release. Subclasses say how to acquire, renew and release in Redis."""
 
 from __future__ import annotations
 
+import contextvars
 import os
 import threading
 import time
@@ -43,7 +44,10 @@ class LeasedLock:
         reentrant: let the thread that holds the lock acquire it again (a hold
             count); otherwise a second acquire by the holder raises LockError.
         on_lost: called once, from the watchdog thread, with ``(lock, reason)``
-            when the lease is lost while held.
+            when the lease is lost while held. The watchdog renews, calls ``on_lost``
+            and reports to ``metrics`` in the context (``contextvars``) of the code that
+            acquired the lock, so a hook that reads a contextvar (a request's id for a log
+            line) finds the acquirer's value.
         metrics: a :class:`~locking.metrics.LockMetrics` receiving every event; by
             default the process's, installed with :func:`locking.metrics.observe`.
         clock: a monotonic clock, replaceable in tests.
@@ -85,6 +89,7 @@ class LeasedLock:
         self._acquired_at = 0.0
         self._lease_ends = 0.0
         self._ticket: int | None = None
+        self._context: contextvars.Context | None = None
         self.lost = threading.Event()
         self.lost_reason: str | None = None
 
@@ -129,6 +134,7 @@ class LeasedLock:
             self.lost.clear()
             self.lost_reason = None
         if self.renew:
+            self._context = contextvars.copy_context()
             self._ticket = watchdog().watch(self, now + self.lease / 3)
 
     # -- holding -----------------------------------------------------------------------------------
@@ -156,7 +162,11 @@ class LeasedLock:
             self.on_lost(self, reason)
 
     def _renew_due(self) -> float | None:
-        """Called by the watchdog: renew, and say when next."""
+        """Called by the watchdog: renew, and say when next, in the acquirer's context."""
+        context = self._context
+        return self._renew_now() if context is None else context.run(self._renew_now)
+
+    def _renew_now(self) -> float | None:
         token = self._token
         if token is None or self._pid != os.getpid():
             return None
@@ -201,6 +211,7 @@ class LeasedLock:
         if self._ticket is not None:
             watchdog().forget(self._ticket)
             self._ticket = None
+            self._context = None
         result = self._release_in_redis(token)
         held = self.clock() - self._acquired_at
         self._token, self._owner, self._depth = None, None, 0

@@ -1,5 +1,6 @@
 """Metrics hooks. Subclass :class:`LockMetrics` and pass it as ``metrics=``, or install
-one for every lock of the process with :func:`observe`.
+one (or several) for every lock of the process with :func:`observe`;
+:class:`locking.LockLog` writes every event as a log line.
 
 Every hook is called synchronously by the lock (renewal hooks from the watchdog
 thread) and must be cheap and must not raise.
@@ -68,18 +69,55 @@ class CountingMetrics(LockMetrics):
         self._count("stale_fence")
 
 
+class Fanout(LockMetrics):
+    """Several hooks as one: each event goes to every hook, in order."""
+
+    def __init__(self, hooks: list[LockMetrics]) -> None:
+        self.hooks = tuple(hooks)
+
+    def acquired(self, name, *, wait, contended):
+        for hook in self.hooks:
+            hook.acquired(name, wait=wait, contended=contended)
+
+    def refused(self, name, *, wait):
+        for hook in self.hooks:
+            hook.refused(name, wait=wait)
+
+    def released(self, name, *, held):
+        for hook in self.hooks:
+            hook.released(name, held=held)
+
+    def renewed(self, name):
+        for hook in self.hooks:
+            hook.renewed(name)
+
+    def renewal_failed(self, name, *, error):
+        for hook in self.hooks:
+            hook.renewal_failed(name, error=error)
+
+    def lost(self, name, *, reason):
+        for hook in self.hooks:
+            hook.lost(name, reason=reason)
+
+    def stale_fence(self, name, *, fence):
+        for hook in self.hooks:
+            hook.stale_fence(name, fence=fence)
+
+
 NO_METRICS = LockMetrics()
 
 _observer: LockMetrics = NO_METRICS
 
 
-def observe(metrics: LockMetrics | None) -> None:
+def observe(*metrics: LockMetrics | None) -> None:
     """Make ``metrics`` the hooks of every lock created from now on without ``metrics=`` of
-    its own (None: none again). An application installs its exporter once at start-up, so
-    that the code creating locks need not carry it; the library stays free of any one
-    metrics system."""
+    its own (none, or only None: none again; several: each hears every event, as a
+    :class:`Fanout`). An application installs its exporter (and :class:`locking.LockLog` for
+    log lines) once at start-up, so that the code creating locks need not carry them; the
+    library stays free of any one metrics or logging system."""
     global _observer
-    _observer = NO_METRICS if metrics is None else metrics
+    hooks = [hook for hook in metrics if hook is not None]
+    _observer = NO_METRICS if not hooks else hooks[0] if len(hooks) == 1 else Fanout(hooks)
 
 
 def observer() -> LockMetrics:
