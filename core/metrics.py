@@ -1,6 +1,6 @@
 """Prometheus metrics of the web processes: requests by route and status with their
-durations, purchase and draw outcomes, and the exposition at ``/metrics`` with who may
-read it.
+durations, purchase and draw outcomes (each also logged, one line per outcome), and the
+exposition at ``/metrics`` with who may read it.
 
 Every label takes its values from a small closed set (the URL patterns, the statuses,
 the strategies, the error codes), never from a path, a user or an id, so the number of
@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import hmac
 import ipaddress
+import logging
 import os
 import time
 from functools import lru_cache
@@ -143,39 +144,91 @@ class RequestMetricsMiddleware:
 
 
 class Outcome:
-    """Counts one purchase or draw once its outcome is known: the status of what the
-    service returned, passed through ``counted(result)``, or the code of the domain error
-    it raised (``error`` for anything else, which answers 500)."""
+    """One purchase or draw, once its outcome is known: the status of what the service
+    returned, passed through ``counted(result)``, or the code of the domain error it raised
+    (``error`` for anything else, which answers 500). Counted (``METRICS_ENABLED``) and
+    logged: one INFO line with the strategy, the item, the user, the outcome, the id
+    answered (``order_id``, ``draw_id``; null for a refusal) and the milliseconds from
+    entering the block (the request's id comes with it, through the logging filter)."""
 
-    __slots__ = ("children", "outcome", "strategy")
+    __slots__ = (
+        "children",
+        "event",
+        "id_field",
+        "item_id",
+        "kind",
+        "logger",
+        "outcome",
+        "record_id",
+        "started",
+        "strategy",
+        "user_id",
+    )
 
-    def __init__(self, children: Children, strategy: str) -> None:
+    def __init__(
+        self,
+        children: Children,
+        strategy: str,
+        *,
+        event: str,
+        kind: str,
+        id_field: str,
+        item_id: int | None,
+        user_id: int | None,
+    ) -> None:
         self.children = children
         self.strategy = strategy
         self.outcome = "error"
+        self.event = event
+        self.logger = _outcome_loggers[event]
+        self.kind = kind
+        self.id_field = id_field
+        self.item_id = item_id
+        self.user_id = user_id
+        self.record_id = None
+        self.started = 0.0
 
     def __enter__(self) -> Outcome:
+        self.started = time.perf_counter()
         return self
 
     def __call__(self, result):
         self.outcome = result.status
+        self.record_id = getattr(result, "public_id", None)
         return result
 
     def __exit__(self, exc_type, exc, traceback) -> None:
-        if not settings.METRICS_ENABLED:
-            return
         outcome = exc.code if isinstance(exc, DomainError) else self.outcome if exc is None else "error"
-        self.children(self.strategy, outcome).inc()
+        if settings.METRICS_ENABLED:
+            self.children(self.strategy, outcome).inc()
+        if self.logger.isEnabledFor(logging.INFO):
+            ms = round((time.perf_counter() - self.started) * 1000, 3)
+            self.logger.info(
+                "%s of %s %s by user %s under %s: %s in %.1f ms",
+                self.event, self.kind, self.item_id, self.user_id, self.strategy, outcome, ms,
+                extra={
+                    "event": self.event, "strategy": self.strategy, "kind": self.kind, "item_id": self.item_id,
+                    "user_id": self.user_id, "outcome": outcome, self.id_field: self.record_id, "ms": ms,
+                },
+            )  # fmt: skip
 
 
-def purchase_counted(strategy: str) -> Outcome:
-    """``with purchase_counted(voucher.strategy) as counted: order = counted(order_purchase(...))``."""
-    return Outcome(_purchases, strategy)
+# By product, so that either can be kept or silenced on its own.
+_outcome_loggers = {"purchase": logging.getLogger("orders.purchase"), "draw": logging.getLogger("lottery.draw")}
 
 
-def draw_counted(strategy: str) -> Outcome:
-    """``with draw_counted(pool.strategy) as counted: draw = counted(pool_draw(...))``."""
-    return Outcome(_draws, strategy)
+def purchase_counted(strategy: str, *, voucher_id: int | None = None, user_id: int | None = None) -> Outcome:
+    """``with purchase_counted(voucher.strategy, voucher_id=..., user_id=...) as counted:
+    order = counted(order_purchase(...))``."""
+    return Outcome(
+        _purchases, strategy, event="purchase", kind="voucher", id_field="order_id", item_id=voucher_id, user_id=user_id
+    )
+
+
+def draw_counted(strategy: str, *, pool_id: int | None = None, user_id: int | None = None) -> Outcome:
+    """``with draw_counted(pool.strategy, pool_id=..., user_id=...) as counted: draw =
+    counted(pool_draw(...))``."""
+    return Outcome(_draws, strategy, event="draw", kind="pool", id_field="draw_id", item_id=pool_id, user_id=user_id)
 
 
 # -- who may read them -----------------------------------------------------------------------------

@@ -7,13 +7,16 @@ class InventoryConfig(AppConfig):
     verbose_name = "Inventory"
 
     def ready(self) -> None:
+        from locking import LockLog, observe
+
         from . import checks  # noqa: F401  (registers the system checks)
 
+        exporter = None
         if settings.METRICS_ENABLED:
-            from locking.metrics import observe
-
             from .metrics import LockObserver
 
-            # Every lock of the process from now on reports to Prometheus; locking itself
-            # stays free of Django and of any metrics system.
-            observe(LockObserver())
+            exporter = LockObserver()
+        # Every lock of the process from now on reports to Prometheus and logs its events
+        # (the request's id comes with each line, through the logging filter); locking itself
+        # stays free of Django and of any metrics system.
+        observe(exporter, LockLog())

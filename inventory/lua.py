@@ -15,7 +15,8 @@ that every script touches a single Cluster slot:
   persisting worker through the consumer group ``persist``. An entry's id is
   ``<n>-0``, n the reservation's number, so that a reservation's state is found by its
   id in one lookup (``XRANGE`` of that id); its fields are the user, the row taken (or
-  "" for nothing), the take's number and ``at`` (Redis time in ms);
+  "" for nothing), the take's number, ``at`` (Redis time in ms) and ``rid``, the id of
+  the request that made it ("" for none), which the worker's line for its row carries;
 - ``...:ids``, a counter: the group's reservations are numbered 1, 2, ... (the
   reservation's id is made from the group and this number, ``reservations.reservation_id``);
 - ``...:failed``, a hash: reservation number -> ``<user>:<stock id or "">:<ms>:<why>`` for a
@@ -40,7 +41,9 @@ its row; a pool's choice is weighted by the stock left, at the moment of the scr
 # KEYS[1] state, KEYS[2] takers, KEYS[3] pending stream, KEYS[4] reservation counter,
 # KEYS[5] take numbers in use, KEYS[6] the kick flag
 # ARGV[1] user id, ARGV[2] a uniform random number in [0, 1) drawn by the caller (so that
-#         tests can seed it), ARGV[3] the kick flag's lifetime in ms
+#         tests can seed it), ARGV[3] the kick flag's lifetime in ms, ARGV[4] the request's
+#         id ("" for none: a caller of before it passes nothing), stored in the stream entry
+#         for the worker's log line
 # Returns {"ok", stock id or "", seq, n, takes, kick}, where seq is this take's number
 # among the user's takes (the database's per-user backstop), n the reservation's number in
 # the group, takes the user's takes now, and kick 1 when the caller should ask for the
@@ -82,7 +85,8 @@ end
 local seq = 1
 while redis.call('HEXISTS', KEYS[5], ARGV[1] .. ':' .. seq) == 1 do seq = seq + 1 end
 local n = redis.call('INCR', KEYS[4])
-redis.call('XADD', KEYS[3], n .. '-0', 'user', ARGV[1], 'stock', tostring(chosen), 'seq', seq, 'at', now_ms)
+redis.call('XADD', KEYS[3], n .. '-0', 'user', ARGV[1], 'stock', tostring(chosen), 'seq', seq, 'at', now_ms,
+           'rid', ARGV[4] or '')
 if chosen ~= '' then redis.call('HINCRBY', KEYS[1], 'stock:' .. chosen, -1) end
 local takes = redis.call('HINCRBY', KEYS[2], ARGV[1], 1)
 redis.call('HSET', KEYS[5], ARGV[1] .. ':' .. seq, 1)

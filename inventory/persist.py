@@ -15,6 +15,7 @@ While the database is unreachable nothing is acknowledged, and reservations olde
 
 from __future__ import annotations
 
+import logging
 import os
 import socket
 import time
@@ -38,6 +39,8 @@ from .models import Stock
 from .reservations import Pending, Reservations
 
 R = TypeVar("R")
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass
@@ -70,6 +73,8 @@ def reservations_persist(
     batch: int = 500,
     claim_idle_ms: int = 30_000,
     give_up_seconds: float = 300,
+    kind: str = "",
+    item_id: int | None = None,
 ) -> Persisted:
     """Persist up to ``batch`` pending reservations of one stock group.
 
@@ -81,37 +86,54 @@ def reservations_persist(
             acknowledgement are taken over (that consumer died or hangs).
         give_up_seconds: while the database cannot be reached (not when it refuses, deadlocks
             or waits for a lock), reservations this old are undone.
+        kind, item_id: what the group sells (``voucher`` 3, ``pool`` 1), for the log lines.
+
+    Each reservation gets a log line once its fate is known (``written``, ``repeated``: its
+    record was already there, or ``failed``: undone), carrying the id of the request that
+    made it; the batch gets one more.
 
     Raises the database's error when it is unreachable (the caller retries later).
     """
+    started = time.perf_counter()
     pending = reservations.pending(group_id=group_id, consumer=consumer, count=batch, claim_idle_ms=claim_idle_ms)
     if not pending:
         return Persisted()
+    about = _About(group_id, kind, item_id)
     try:
-        result = _write(pending, persisted, write)
+        fresh = _write(pending, persisted, write)
+        result = Persisted(written=len(fresh), repeated=len(pending) - len(fresh))
+        about.each(pending, fresh)
     except IntegrityError:
         # One reservation the database refuses must not hold back its batch.
         result = Persisted()
         for one in pending:
             try:
-                result += _write([one], persisted, write)
+                fresh = _write([one], persisted, write)
             except IntegrityError as exc:
                 why = f"the database refused the record: {exc.args[-1]}"[:300]
-                result.failed += int(reservations.release(group_id=group_id, pending=one, why=why))
+                if reservations.release(group_id=group_id, pending=one, why=why):
+                    result.failed += 1
+                    about.failed(one, why)
+            else:
+                result.written += len(fresh)
+                result.repeated += 1 - len(fresh)
+                about.each([one], fresh)
     except DatabaseError as exc:
         if unreachable(exc):
-            _give_up_old(group_id, reservations, pending, give_up_seconds)
+            _give_up_old(about, reservations, pending, give_up_seconds)
             # Not a dead consumer's: the retried drain, wherever it runs, takes them at once.
             with suppress(RedisError):
                 reservations.hand_back(group_id=group_id, consumer=consumer, entry_ids=[o.entry_id for o in pending])
         raise
     # Released entries were acknowledged by their release; acknowledging again is harmless.
     reservations.done(group_id=group_id, entry_ids=[one.entry_id for one in pending])
+    about.batch(result, time.perf_counter() - started)
     return result
 
 
 @transaction.atomic
-def _write(pending: list[Pending], persisted: Callable, write: Callable) -> Persisted:
+def _write(pending: list[Pending], persisted: Callable, write: Callable) -> list[Pending]:
+    """Write the records of the reservations that have none yet; those, once committed."""
     already = persisted([one.reservation_id for one in pending])
     fresh = [one for one in pending if one.reservation_id not in already]
     if fresh:
@@ -119,7 +141,63 @@ def _write(pending: list[Pending], persisted: Callable, write: Callable) -> Pers
         taken = Counter(one.stock_id for one in fresh if one.stock_id is not None)
         for stock_id, units in sorted(taken.items()):  # rows in key order, as every writer takes them
             Stock.objects.filter(pk=stock_id).update(quantity=F("quantity") - units, version=F("version") + 1)
-    return Persisted(written=len(fresh), repeated=len(pending) - len(fresh))
+    return fresh
+
+
+class _About:
+    """The log lines of one group's persisting: one per reservation, with the id of the
+    request that made it (not the drain task's: a batch holds many requests' reservations),
+    what it became and how long it waited for its row; and one per batch."""
+
+    def __init__(self, group_id: int, kind: str, item_id: int | None) -> None:
+        self.group_id = group_id
+        self.kind = kind or "group"
+        self.item_id = group_id if item_id is None else item_id
+
+    def each(self, pending: list[Pending], fresh: list[Pending]) -> None:
+        if not logger.isEnabledFor(logging.INFO):
+            return
+        written = {one.reservation_id for one in fresh}
+        now_ms = time.time() * 1000
+        for one in pending:
+            self._one(logging.INFO, one, "written" if one.reservation_id in written else "repeated", now_ms)
+
+    def failed(self, one: Pending, why: str) -> None:
+        self._one(logging.WARNING, one, "failed", time.time() * 1000, why)
+
+    def _one(self, level: int, one: Pending, outcome: str, now_ms: float, why: str = "") -> None:
+        waited = round(max(0.0, now_ms - one.at_ms))
+        fields = {
+            "event": "reservation",
+            "request_id": one.request_id or None,
+            "kind": self.kind,
+            "item_id": self.item_id,
+            "group_id": self.group_id,
+            "reservation_id": one.reservation_id,
+            "user_id": one.user_id,
+            "stock_id": one.stock_id,
+            "outcome": outcome,
+            "waited_ms": waited,
+        }
+        if why:
+            fields["why"] = why
+        logger.log(
+            level,
+            "reservation %s of %s %s for user %s %s after %s ms%s",
+            one.reservation_id, self.kind, self.item_id, one.user_id, outcome, waited, f": {why}" if why else "",
+            extra=fields,
+        )  # fmt: skip
+
+    def batch(self, result: Persisted, seconds: float) -> None:
+        ms = round(seconds * 1000, 1)
+        logger.info(
+            "persisted %s %s: %s written, %s repeated, %s failed in %s ms",
+            self.kind, self.item_id, result.written, result.repeated, result.failed, ms,
+            extra={
+                "event": "reservations.batch", "kind": self.kind, "item_id": self.item_id, "group_id": self.group_id,
+                "written": result.written, "repeated": result.repeated, "failed": result.failed, "ms": ms,
+            },
+        )  # fmt: skip
 
 
 # The MySQL client's "cannot reach the server" errors (can't connect, gone away, lost
@@ -134,11 +212,12 @@ def unreachable(exc: DatabaseError) -> bool:
     return isinstance(exc, OperationalError) and bool(exc.args) and exc.args[0] in _CONNECTION_ERRORS
 
 
-def _give_up_old(group_id: int, reservations: Reservations, pending: list[Pending], seconds: float) -> None:
+def _give_up_old(about: _About, reservations: Reservations, pending: list[Pending], seconds: float) -> None:
     oldest_kept_ms = (time.time() - seconds) * 1000
+    why = "the database was unreachable for too long"
     for one in pending:
-        if one.at_ms < oldest_kept_ms:
-            reservations.release(group_id=group_id, pending=one, why="the database was unreachable for too long")
+        if one.at_ms < oldest_kept_ms and reservations.release(group_id=about.group_id, pending=one, why=why):
+            about.failed(one, why)
 
 
 _bound: dict[str, Reservations] = {}

@@ -115,7 +115,8 @@ class PendingReservations(Exception):
 @dataclass(frozen=True)
 class Pending:
     """A reservation waiting to be persisted: its stream entry and what RESERVE recorded
-    (``at_ms``: when, by Redis' clock)."""
+    (``at_ms``: when, by Redis' clock; ``request_id``: the request that made it, "" for
+    none)."""
 
     entry_id: str
     reservation_id: int
@@ -123,6 +124,7 @@ class Pending:
     stock_id: int | None
     seq: int
     at_ms: int
+    request_id: str = ""
 
     @classmethod
     def from_entry(cls, group_id: int, entry_id, fields: Mapping) -> Pending:
@@ -135,6 +137,8 @@ class Pending:
             stock_id=int(values["stock"]) if values["stock"] else None,
             seq=int(values["seq"]),
             at_ms=int(values["at"]),
+            # Absent from an entry written before the field existed.
+            request_id=values.get("rid", ""),
         )
 
 
@@ -181,7 +185,9 @@ class Reservations:
         self._set_rules = client.register_script(lua.SET_RULES)
         self._repair = client.register_script(lua.REPAIR)
 
-    def reserve(self, *, group_id: int, user_id: int, rand: float, kick_ms: int = 200) -> Reserved:
+    def reserve(
+        self, *, group_id: int, user_id: int, rand: float, kick_ms: int = 200, request_id: str = ""
+    ) -> Reserved:
         """Reserve one unit of the group for ``user_id`` in one round trip.
 
         Arguments:
@@ -189,13 +195,15 @@ class Reservations:
             kick_ms: how long one caller's ask for persisting stands for everyone: no
                 other reservation of the group answers ``kick`` meanwhile, unless a
                 worker started reading the stream since (``rearm``).
+            request_id: kept with the reservation until its record is written
+                (``Pending.request_id``), so that the worker's log line about it carries it.
         """
         if not 0 <= rand < 1:
             raise ValueError(f"rand must be in [0, 1), got {rand!r}")
         keys = GroupKeys.of(group_id)
         answer = self._reserve(
             keys=[keys.state, keys.takers, keys.pending, keys.ids, keys.seqs, keys.kick],
-            args=[user_id, repr(rand), kick_ms],
+            args=[user_id, repr(rand), kick_ms, request_id],
         )
         status = _text(answer[0])
         if status != "ok":

@@ -13,6 +13,7 @@ from datetime import UTC, datetime
 import redis
 from django.conf import settings
 
+from core import requestid
 from core.errors import DomainError, Unavailable
 from core.window import Ended, NotStarted
 
@@ -48,7 +49,8 @@ def stock_reserve(
     Raises ``NotStarted``/``Ended`` outside the window (Redis' clock), ``over_limit()``
     when the user has used every take, ``SoldOut`` when nothing is left, ``StateMissing``
     when Redis holds no state for the group, and ``Unavailable`` when Redis cannot be
-    reached. Nothing is reserved on any error.
+    reached. Nothing is reserved on any error. The current request's id
+    (``core.requestid``) is kept with the reservation, for the worker's line about its row.
 
     Arguments:
         persist_soon: asks a worker to persist the group's reservations; called when the
@@ -66,6 +68,7 @@ def stock_reserve(
             user_id=user_id,
             rand=_system_random.random() if rand is None else rand,
             kick_ms=settings.RESERVATIONS_KICK_MS,
+            request_id=requestid.current() or "",
         )
     except redis.RedisError as exc:
         raise Unavailable("The sale's Redis cannot be reached; try again shortly.") from exc

@@ -219,7 +219,7 @@ def pools_get(request, pool_id: int):
 def pools_draw(request, pool_id: int):
     refuse_body(request, action="draw")
     pool = pool_for_draw_cached(pool_id=pool_id)
-    with draw_counted(pool.strategy) as counted:
+    with draw_counted(pool.strategy, pool_id=pool.pk, user_id=request.auth.pk) as counted:
         rate_limit(action="draw", user_id=request.auth.pk, address=client_address(request))
         draw = counted(pool_draw(user=request.auth, pool=pool))
     return Status(

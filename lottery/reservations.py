@@ -61,6 +61,8 @@ def pool_reservations_persist(
         consumer=consumer,
         persisted=persisted,
         write=write,
+        kind="pool",
+        item_id=pool_id,
         **options,
     )
 

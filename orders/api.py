@@ -140,7 +140,7 @@ class AuditOut(Schema):
 def vouchers_purchase(request, voucher_id: int):
     refuse_body(request, action="purchase")
     voucher = voucher_for_purchase(voucher_id=voucher_id)
-    with purchase_counted(voucher.strategy) as counted:
+    with purchase_counted(voucher.strategy, voucher_id=voucher.pk, user_id=request.auth.pk) as counted:
         rate_limit(action="purchase", user_id=request.auth.pk, address=client_address(request))
         order = counted(order_purchase(user=request.auth, voucher=voucher))
     status = 202 if order.status == Order.Status.PENDING else 201

@@ -57,6 +57,8 @@ def voucher_reservations_persist(
         consumer=consumer,
         persisted=persisted,
         write=write,
+        kind="voucher",
+        item_id=voucher_id,
         **options,
     )
 

@@ -24,6 +24,9 @@ from urllib.parse import urlparse
 
 ROOT = Path(__file__).resolve().parent.parent
 PYTHON = sys.executable
+# gunicorn's default access line, then the request's id (the response's X-Request-ID), which
+# the application's log lines of that request carry too.
+ACCESS_LOG_FORMAT = '%(h)s %(l)s %(u)s %(t)s "%(r)s" %(s)s %(b)s "%(f)s" "%(a)s" %({x-request-id}o)s'
 sys.path.insert(0, str(ROOT))
 
 from config.gunicorn import metrics_directory  # noqa: E402
@@ -115,6 +118,13 @@ def main() -> int:
         f"RACE_WINDOW_MS={env['RACE_WINDOW_MS']}: every strategy pauses that long between check and write, "
         "so that the race shows on a small machine (RACE_WINDOW_MS=0 to turn it off)."
     )
+    # A line per purchase and draw, per lock and per reservation written, each with its
+    # request's id, as text (config.settings.base); gunicorn's access lines end with the id.
+    env.setdefault("LOG_LEVEL", "INFO")
+    say(
+        f"LOG_LEVEL={env['LOG_LEVEL']}, LOG_FORMAT={env.get('LOG_FORMAT') or 'text'}: "
+        "each log line carries its request's id, as the access log's last field (LOG_FORMAT=json for JSON)."
+    )
     # The race lab's crowd comes from this machine, one address, faster than any person.
     env.setdefault("RATE_LIMITS_ENABLED", "0")
     if env["RATE_LIMITS_ENABLED"] in ("0", "false", "no", "off"):
@@ -183,6 +193,8 @@ def main() -> int:
                 workers,
                 "--access-logfile",
                 "-",
+                "--access-logformat",
+                ACCESS_LOG_FORMAT,
                 "--graceful-timeout",
                 "5",
             ],

@@ -5,7 +5,7 @@ import os
 from django.core.exceptions import ImproperlyConfigured
 
 from .base import *  # noqa: F403
-from .base import STORAGES, VAR_DIR, env_bool, env_int
+from .base import STORAGES, VAR_DIR, env_bool, env_int, logging_config
 
 DEBUG = False
 SECRET_KEY = os.environ.get("DJANGO_SECRET_KEY", "")
@@ -26,3 +26,10 @@ CSRF_COOKIE_SECURE = env_bool("DJANGO_CSRF_COOKIE_SECURE", True)
 STATIC_ROOT = VAR_DIR / "static"  # collectstatic writes here (the Dockerfile runs it)
 STORAGES = {**STORAGES, "staticfiles": {"BACKEND": "whitenoise.storage.CompressedManifestStaticFilesStorage"}}
 WHITENOISE_USE_FINDERS = False
+
+# One JSON object per line, for a log pipeline to index (LOG_FORMAT=text for a person), with
+# a line per purchase and draw, per lock and per reservation written (LOG_LEVEL=WARNING for
+# only what went wrong).
+LOG_FORMAT = os.environ.get("LOG_FORMAT") or "json"
+LOG_LEVEL = os.environ.get("LOG_LEVEL") or "INFO"
+LOGGING = logging_config(log_format=LOG_FORMAT, level=LOG_LEVEL)

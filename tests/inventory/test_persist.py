@@ -127,6 +127,48 @@ def test_a_reservation_the_database_refuses_is_undone_and_the_rest_of_its_batch_
     assert early.pk not in reservations.takers(group_id=group)
 
 
+def test_each_reservation_is_logged_with_the_id_of_the_request_that_made_it(
+    reservations, make_voucher, make_user, caplog
+):
+    """One batch holds many requests' reservations: each gets a line of its own, carrying
+    the request id kept in its stream entry, whether written, already written or undone."""
+    voucher = make_voucher(stock=5, strategy="db_atomic")
+    early = make_user()
+    Order.objects.create(user=early, voucher=voucher, buyer_guard=early.pk)
+    Stock.objects.filter(pk=voucher.stock_id).update(quantity=4)
+    group = reservations.load_from(voucher, limit=1)
+    refused = reservations.reserve(group_id=group, user_id=early.pk, rand=0.5, request_id="rid-early")
+    buyers = [make_user() for _ in range(3)]
+    made = [
+        reservations.reserve(group_id=group, user_id=user.pk, rand=0.5, request_id=f"rid-{n}")
+        for n, user in enumerate(buyers)
+    ]
+    # The last one's row is there already (a consumer that died before acknowledging).
+    Order.objects.create(user=buyers[2], voucher=voucher, buyer_guard=buyers[2].pk, reservation=made[2].reservation_id)
+    caplog.set_level("INFO", logger="inventory.persist")
+    voucher_reservations_persist(
+        voucher_id=voucher.pk, group_id=voucher.stock.group_id, reservations=reservations, consumer="w1"
+    )
+    lines = {r.reservation_id: r for r in caplog.records if getattr(r, "event", "") == "reservation"}
+    assert {n: (r.request_id, r.outcome, r.levelname) for n, r in lines.items()} == {
+        refused.reservation_id: ("rid-early", "failed", "WARNING"),
+        made[0].reservation_id: ("rid-0", "written", "INFO"),
+        made[1].reservation_id: ("rid-1", "written", "INFO"),
+        made[2].reservation_id: ("rid-2", "repeated", "INFO"),
+    }
+    assert "refused" in lines[refused.reservation_id].why
+    line = lines[made[0].reservation_id]
+    assert (line.kind, line.item_id, line.user_id, line.stock_id) == (
+        "voucher",
+        voucher.pk,
+        buyers[0].pk,
+        voucher.stock_id,
+    )
+    assert line.waited_ms >= 0
+    (batch,) = [r for r in caplog.records if getattr(r, "event", "") == "reservations.batch"]
+    assert (batch.written, batch.repeated, batch.failed) == (2, 1, 1)
+
+
 def test_draws_are_written_with_their_prize_and_the_users_count(reservations, make_pool, make_user):
     pool = make_pool(prizes=(("Gold", 1), ("Silver", 2)), no_prize_weight=0, draws_per_user=2)
     gold, silver = pool.prizes.all()

@@ -62,7 +62,7 @@ def read_pending(client, group_id: int) -> list[tuple[str, dict]]:
 def test_a_voucher_sells_once_per_user_and_records_each_reservation(client, group):
     reservations = Reservations(client)
     assert reservations.load(group_id=group, rules=open_rules(), stock={7: 2})
-    first = reservations.reserve(group_id=group, user_id=1, rand=0.5)
+    first = reservations.reserve(group_id=group, user_id=1, rand=0.5, request_id="req-of-user-1")
     # A first load counts from LOST_NUMBERS_GAP: no Redis may have lost reservations of it before.
     assert (first.refusal, first.stock_id, first.reservation_id) == (
         None,
@@ -78,9 +78,12 @@ def test_a_voucher_sells_once_per_user_and_records_each_reservation(client, grou
         (entry_id, {k: v for k, v in fields.items() if k != "at"}) for entry_id, fields in read_pending(client, group)
     ]
     assert pending == [
-        (f"{LOST_NUMBERS_GAP + 1}-0", {"user": "1", "stock": "7", "seq": "1"}),
-        (f"{LOST_NUMBERS_GAP + 2}-0", {"user": "2", "stock": "7", "seq": "1"}),
+        (f"{LOST_NUMBERS_GAP + 1}-0", {"user": "1", "stock": "7", "seq": "1", "rid": "req-of-user-1"}),
+        (f"{LOST_NUMBERS_GAP + 2}-0", {"user": "2", "stock": "7", "seq": "1", "rid": ""}),  # made outside a request
     ]
+    # The worker reads the request's id back with the reservation, for its log line.
+    waiting = reservations.of_user(group_id=group, user_id=1)
+    assert [(one.reservation_id, one.request_id) for one in waiting] == [(first.reservation_id, "req-of-user-1")]
 
 
 def test_no_state_means_unavailable_never_a_sale_from_nothing(client, group):
