@@ -342,21 +342,28 @@ class LockHolderStopped(Fault):
         self.stopped_at = time.monotonic()
         # Every write before the stop came from an earlier holder, and committed before the
         # stopped one acquired: a row with a higher fence was written by a newer holder.
-        self.fences_at_stop = group_fences(group_id)
+        try:
+            self.fences_at_stop = group_fences(group_id)
+        except BaseException:
+            os.kill(self.pid, signal.SIGCONT)
+            raise
 
     def heal(self, stage: Stage, down: float) -> float:
-        time.sleep(max(0.0, self.stopped_at + self.lease() + 0.5 - time.monotonic()))
-        floor = max(self.fences_at_stop.values(), default=0)
-        give_up = time.monotonic() + self.overtake_within
-        while time.monotonic() < give_up:
-            fences = group_fences(self.group_id)
-            if all(fence > floor for fence in fences.values()):
-                # Whichever row it chose, a newer holder has written it (or it ran out).
-                self.overtaken = True
-                break
-            time.sleep(0.1)
-        os.kill(self.pid, signal.SIGCONT)
-        self.stopped_s = time.monotonic() - self.stopped_at
+        try:
+            time.sleep(max(0.0, self.stopped_at + self.lease() + 0.5 - time.monotonic()))
+            floor = max(self.fences_at_stop.values(), default=0)
+            give_up = time.monotonic() + self.overtake_within
+            while time.monotonic() < give_up:
+                fences = group_fences(self.group_id)
+                if all(fence > floor for fence in fences.values()):
+                    # Whichever row it chose, a newer holder has written it (or it ran out).
+                    self.overtaken = True
+                    break
+                time.sleep(0.1)
+        finally:
+            # Whatever happened meanwhile: a worker left stopped would hold its request for good.
+            os.kill(self.pid, signal.SIGCONT)
+            self.stopped_s = time.monotonic() - self.stopped_at
         return time.time()
 
     def checked(self, answers: list[Answer], lock_events: dict[str, float]) -> tuple[list[str], list[str]]:
