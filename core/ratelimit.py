@@ -1,9 +1,16 @@
-"""Rate limits, atomic in Redis: each limit a counter per window, every limit of a request
-counted in one script call (one round trip).
+"""Rate limits, atomic in Redis: a counter per limit and window, per item on sale.
+
+A request's counters are those of the item it asks for (a voucher, a pool), under the
+item's hash tag ``{group:<stock group>}``: ``rate:{group:7}:purchase:user:42``. So they
+share a Redis Cluster slot with the item's own keys, and the ``redis_lua`` script that
+reserves a unit counts them in its own round trip (``RATE_WAIT`` inside
+``inventory.lua.RESERVE``): the limit costs that strategy nothing more on the wire. The
+other strategies count them in one script call (``COUNT``) before they take. A limit
+therefore holds per item: a user or an address hammering one sale is refused there, and
+one spreading over several sales meets each one's limit.
 
 A fixed window per counter: simple, one key each, and a burst of at most twice the limit
-across a window's edge, which is enough to keep a script from hammering a sale or a login.
-Keys are ``rate:<action>:<scope>:<value>``, for instance ``rate:purchase:user:42``.
+across a window's edge, which is enough to keep a script from hammering a sale.
 """
 
 from __future__ import annotations
@@ -21,28 +28,35 @@ from .errors import DomainError
 
 logger = logging.getLogger(__name__)
 
-# Count one hit on every counter, and say how long until the latest-resetting one that is
-# over its limit resets.
-# KEYS: one counter per limit
-# ARGV: for each key in order, its limit and its window in ms
-# Returns 0 when every counter is within its limit, else the ms to wait.
-COUNT = """
-local wait = 0
-for i, key in ipairs(KEYS) do
-    local limit, window = tonumber(ARGV[2 * i - 1]), tonumber(ARGV[2 * i])
-    local count = redis.call('INCR', key)
-    if count == 1 then redis.call('PEXPIRE', key, window) end
-    if count > limit then
-        local ttl = redis.call('PTTL', key)
-        if ttl < 0 then
-            redis.call('PEXPIRE', key, window)
-            ttl = window
+# Count one hit on every counter from KEYS[first_key] on, and say how long until the
+# latest-resetting one that is over its limit resets: 0 when every counter is within its
+# limit, else the ms to wait. Each counter's limit and window (ms) are in ARGV, in pairs
+# from ARGV[first_arg] on, in the counters' order. Shared by COUNT and by the scripts that
+# count in their own round trip.
+RATE_WAIT = """
+local function rate_wait(first_key, first_arg)
+    local wait = 0
+    for i = first_key, #KEYS do
+        local at = first_arg + 2 * (i - first_key)
+        local limit, window = tonumber(ARGV[at]), tonumber(ARGV[at + 1])
+        local count = redis.call('INCR', KEYS[i])
+        if count == 1 then redis.call('PEXPIRE', KEYS[i], window) end
+        if count > limit then
+            local ttl = redis.call('PTTL', KEYS[i])
+            if ttl < 0 then
+                redis.call('PEXPIRE', KEYS[i], window)
+                ttl = window
+            end
+            if ttl > wait then wait = ttl end
         end
-        if ttl > wait then wait = ttl end
     end
+    return wait
 end
-return wait
 """
+
+# KEYS: one counter per limit, ARGV: for each, its limit and its window in ms.
+# Returns 0 when every counter is within its limit, else the ms to wait.
+COUNT = RATE_WAIT + "return rate_wait(1, 1)\n"
 
 
 class RateLimited(DomainError):
@@ -66,38 +80,59 @@ class Limit:
     seconds: float
 
 
+@dataclass(frozen=True)
+class RateCount:
+    """What one request counts against its action's limits (``RATE_LIMITS[action]``): the
+    scopes it has a value for, on the item it asks for."""
+
+    action: str
+    counted: tuple[tuple[Limit, str], ...]
+
+    def keys(self, *, tag: str) -> list[str]:
+        """The counters, under the item's hash ``tag`` (``{group:<id>}``)."""
+        return [f"rate:{tag}:{self.action}:{limit.scope}:{value}" for limit, value in self.counted]
+
+    def args(self) -> list[int]:
+        """Each counter's limit and window in ms, in the counters' order (``RATE_WAIT``)."""
+        return [number for limit, _ in self.counted for number in (limit.count, int(limit.seconds * 1000))]
+
+    def count(self, *, tag: str) -> None:
+        """Count the hit in one round trip; raise ``RateLimited`` when over a limit. Redis out
+        of reach lets the request through, with a warning: a limit guards against abuse, not
+        the stock, which every strategy guards on its own."""
+        client = lock_client()
+        script = _scripts.get(id(client))
+        if script is None:
+            script = _scripts[id(client)] = client.register_script(COUNT)
+        try:
+            wait_ms = int(script(keys=self.keys(tag=tag), args=self.args()))
+        except redis.RedisError:
+            logger.warning("rate limits not counted: Redis cannot be reached", exc_info=True)
+            return
+        rate_refuse(wait_ms)
+
+
 _scripts: dict[int, object] = {}
 
 
-def rate_limit(*, action: str, user_id: int | None = None, address: str | None = None) -> None:
-    """Count one ``action`` for the user and the address; raise ``RateLimited`` (429, with
-    ``Retry-After``) when either went over its limit (``RATE_LIMITS[action]``).
-
-    Nothing is counted while ``RATE_LIMITS_ENABLED`` is off (the load tests: their crowd
-    comes from one address). Redis out of reach lets the request through, with a warning:
-    a limit guards against abuse, not the stock, which every strategy guards on its own.
-    """
+def rate_count(*, action: str, user_id: int | None = None, address: str | None = None) -> RateCount | None:
+    """What a request by ``user_id`` from ``address`` counts against ``action``'s limits, to
+    be counted on the item it asks for (``RateCount.count``, or the ``redis_lua`` script's
+    own round trip); None while ``RATE_LIMITS_ENABLED`` is off (the load tests: their crowd
+    comes from one address) or when no limit applies."""
     if not settings.RATE_LIMITS_ENABLED:
-        return
+        return None
     values = {"user": user_id, "address": address}
-    limits = [Limit(scope, *rule) for scope, rule in settings.RATE_LIMITS.get(action, {}).items()]
-    keys, args = [], []
-    for limit in limits:
-        if values.get(limit.scope) is None:
-            continue
-        keys.append(f"rate:{action}:{limit.scope}:{values[limit.scope]}")
-        args += [limit.count, int(limit.seconds * 1000)]
-    if not keys:
-        return
-    client = lock_client()
-    script = _scripts.get(id(client))
-    if script is None:
-        script = _scripts[id(client)] = client.register_script(COUNT)
-    try:
-        wait_ms = int(script(keys=keys, args=args))
-    except redis.RedisError:
-        logger.warning("rate limits not counted: Redis cannot be reached", exc_info=True)
-        return
+    counted = tuple(
+        (Limit(scope, *rule), str(values[scope]))
+        for scope, rule in settings.RATE_LIMITS.get(action, {}).items()
+        if values.get(scope) not in (None, "")
+    )
+    return RateCount(action=action, counted=counted) if counted else None
+
+
+def rate_refuse(wait_ms: int) -> None:
+    """Raise ``RateLimited`` (429, ``Retry-After`` in whole seconds) when ``wait_ms`` > 0."""
     if wait_ms > 0:
         raise RateLimited(retry_after=max(1, math.ceil(wait_ms / 1000)))
 

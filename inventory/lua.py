@@ -31,25 +31,35 @@ that every script touches a single Cluster slot:
 One take, any product, as in ``inventory.stock``: a voucher is a group of one row with a
 limit of 1 and no weight of taking nothing, so RESERVE's weighted choice always lands on
 its row; a pool's choice is weighted by the stock left, at the moment of the script.
+
+The rate limits of a reservation's request count in RESERVE's own round trip: their
+counters (``core.ratelimit``) are keys of the group's hash tag, ``rate:{group:<id>}:...``.
 """
 
-# Reserve one unit for a user: check the window (Redis time), the user's takes and the
-# stock; choose a row weighted by its stock (or nothing, by the weight of taking
-# nothing); append the pending reservation, decrement the row and count the take.
-# The append comes before every other write: should it fail (an entry id not above the
-# stream's last), nothing has been taken.
+from core.ratelimit import RATE_WAIT
+
+# Reserve one unit for a user: count the request's rate limits; check the window (Redis
+# time), the user's takes and the stock; choose a row weighted by its stock (or nothing,
+# by the weight of taking nothing); append the pending reservation, decrement the row and
+# count the take. The append comes before every other write: should it fail (an entry id
+# not above the stream's last), nothing has been taken.
 # KEYS[1] state, KEYS[2] takers, KEYS[3] pending stream, KEYS[4] reservation counter,
-# KEYS[5] take numbers in use, KEYS[6] the kick flag
+# KEYS[5] take numbers in use, KEYS[6] the kick flag, KEYS[7...] the request's rate-limit
+#         counters (none when the limits are off)
 # ARGV[1] user id, ARGV[2] a uniform random number in [0, 1) drawn by the caller (so that
 #         tests can seed it), ARGV[3] the kick flag's lifetime in ms, ARGV[4] the request's
-#         id ("" for none: a caller of before it passes nothing), stored in the stream entry
-#         for the worker's log line
+#         id ("" for none), stored in the stream entry for the worker's log line,
+#         ARGV[5...] each rate-limit counter's limit and window in ms, in pairs
 # Returns {"ok", stock id or "", seq, n, takes, kick}, where seq is this take's number
 # among the user's takes (the database's per-user backstop), n the reservation's number in
 # the group, takes the user's takes now, and kick 1 when the caller should ask for the
-# stream to be persisted; or {refusal}: "unavailable" (no state: never sell from
-# nothing), "not_started", "ended", "limit", "sold_out".
-RESERVE = """
+# stream to be persisted; or {"rate_limited", ms to wait}; or {refusal}: "unavailable" (no
+# state: never sell from nothing), "not_started", "ended", "limit", "sold_out".
+RESERVE = (
+    RATE_WAIT
+    + """
+local wait = rate_wait(7, 5)
+if wait > 0 then return {'rate_limited', wait} end
 local fields = redis.call('HGETALL', KEYS[1])
 if #fields == 0 then return {'unavailable'} end
 local rules, ids, left = {}, {}, {}
@@ -86,7 +96,7 @@ local seq = 1
 while redis.call('HEXISTS', KEYS[5], ARGV[1] .. ':' .. seq) == 1 do seq = seq + 1 end
 local n = redis.call('INCR', KEYS[4])
 redis.call('XADD', KEYS[3], n .. '-0', 'user', ARGV[1], 'stock', tostring(chosen), 'seq', seq, 'at', now_ms,
-           'rid', ARGV[4] or '')
+           'rid', ARGV[4])
 if chosen ~= '' then redis.call('HINCRBY', KEYS[1], 'stock:' .. chosen, -1) end
 local takes = redis.call('HINCRBY', KEYS[2], ARGV[1], 1)
 redis.call('HSET', KEYS[5], ARGV[1] .. ':' .. seq, 1)
@@ -94,6 +104,7 @@ local kick = 0
 if redis.call('SET', KEYS[6], 1, 'NX', 'PX', ARGV[3]) then kick = 1 end
 return {'ok', tostring(chosen), seq, n, takes, kick}
 """
+)
 
 # Undo a reservation that could not be persisted for good, once: only while its stream
 # entry is still unacknowledged by the persisting group (so that neither a second

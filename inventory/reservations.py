@@ -10,10 +10,14 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
+from typing import TYPE_CHECKING
 
 import redis
 
 from . import lua
+
+if TYPE_CHECKING:
+    from core.ratelimit import RateCount
 
 # The consumer group that persists pending reservations to the database.
 PERSIST_GROUP = "persist"
@@ -40,6 +44,11 @@ def reservation_group(reservation: int) -> int | None:
     return (reservation - RESERVATION_BASE) >> _NUMBER_BITS
 
 
+def group_tag(group_id: int) -> str:
+    """The hash tag of a stock group's keys: every key under it is in one Cluster slot."""
+    return f"{{group:{group_id}}}"
+
+
 @dataclass(frozen=True)
 class GroupKeys:
     """The keys of one stock group, under one hash tag (one Cluster slot)."""
@@ -55,7 +64,7 @@ class GroupKeys:
 
     @classmethod
     def of(cls, group_id: int) -> GroupKeys:
-        tag = f"res:{{group:{group_id}}}"
+        tag = f"res:{group_tag(group_id)}"
         return cls(
             state=f"{tag}:state",
             takers=f"{tag}:takers",
@@ -102,9 +111,10 @@ class Reserved:
     takes: int = 0
     reservation_id: int = 0
     kick: bool = False
+    wait_ms: int = 0  # rate_limited: how long until the request's limits allow it
 
 
-REFUSALS = ("unavailable", "not_started", "ended", "limit", "sold_out")
+REFUSALS = ("rate_limited", "unavailable", "not_started", "ended", "limit", "sold_out")
 
 
 class PendingReservations(Exception):
@@ -186,7 +196,14 @@ class Reservations:
         self._repair = client.register_script(lua.REPAIR)
 
     def reserve(
-        self, *, group_id: int, user_id: int, rand: float, kick_ms: int = 200, request_id: str = ""
+        self,
+        *,
+        group_id: int,
+        user_id: int,
+        rand: float,
+        kick_ms: int = 200,
+        request_id: str = "",
+        rate: RateCount | None = None,
     ) -> Reserved:
         """Reserve one unit of the group for ``user_id`` in one round trip.
 
@@ -197,15 +214,20 @@ class Reservations:
                 worker started reading the stream since (``rearm``).
             request_id: kept with the reservation until its record is written
                 (``Pending.request_id``), so that the worker's log line about it carries it.
+            rate: the request's rate limits, counted first, in the same round trip; over
+                one, nothing is reserved and the answer is ``rate_limited`` with ``wait_ms``.
         """
         if not 0 <= rand < 1:
             raise ValueError(f"rand must be in [0, 1), got {rand!r}")
         keys = GroupKeys.of(group_id)
+        rate_keys, rate_args = ([], []) if rate is None else (rate.keys(tag=group_tag(group_id)), rate.args())
         answer = self._reserve(
-            keys=[keys.state, keys.takers, keys.pending, keys.ids, keys.seqs, keys.kick],
-            args=[user_id, repr(rand), kick_ms, request_id],
+            keys=[keys.state, keys.takers, keys.pending, keys.ids, keys.seqs, keys.kick, *rate_keys],
+            args=[user_id, repr(rand), kick_ms, request_id, *rate_args],
         )
         status = _text(answer[0])
+        if status == "rate_limited":
+            return Reserved(refusal=status, wait_ms=int(answer[1]))
         if status != "ok":
             return Reserved(refusal=status)
         chosen = _text(answer[1])

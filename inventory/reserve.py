@@ -15,6 +15,7 @@ from django.conf import settings
 
 from core import requestid
 from core.errors import DomainError, Unavailable
+from core.ratelimit import RateCount, rate_refuse
 from core.window import Ended, NotStarted
 
 from .errors import SoldOut
@@ -43,6 +44,7 @@ def stock_reserve(
     persist_soon: Callable[[], object],
     rebuild_soon: Callable[[], object],
     rand: float | None = None,
+    rate: RateCount | None = None,
 ) -> Reserved:
     """Reserve one unit of the stock group for ``user_id`` (``inventory.lua.RESERVE``).
 
@@ -60,6 +62,8 @@ def stock_reserve(
         rebuild_soon: asks a worker to rebuild the missing state; called at most once a
             second per group.
         rand: the weighted choice's uniform number in [0, 1); a system random one by default.
+        rate: the request's rate limits, counted in the script's round trip first:
+            ``RateLimited`` (429) when over one, and nothing reserved.
     """
     reservations = reservations_client()
     try:
@@ -69,6 +73,7 @@ def stock_reserve(
             rand=_system_random.random() if rand is None else rand,
             kick_ms=settings.RESERVATIONS_KICK_MS,
             request_id=requestid.current() or "",
+            rate=rate,
         )
     except redis.RedisError as exc:
         raise Unavailable("The sale's Redis cannot be reached; try again shortly.") from exc
@@ -76,6 +81,8 @@ def stock_reserve(
         if reserved.kick:
             _ask(persist_soon, "persist the reservations of stock group", group_id)
         return reserved
+    if reserved.refusal == "rate_limited":
+        rate_refuse(reserved.wait_ms)
     if reserved.refusal == "limit":
         raise over_limit()
     if reserved.refusal == "unavailable":

@@ -12,7 +12,7 @@ from pydantic import Field
 from accounts.auth import optional_auth, require_permission
 from core.api import refuse_body
 from core.metrics import draw_counted
-from core.ratelimit import client_address, rate_limit
+from core.ratelimit import client_address, rate_count
 from core.schemas import BODY_ERRORS, InputSchema, UtcDatetime, errors
 from inventory.models import Strategy
 from inventory.services import MAX_UNITS
@@ -220,8 +220,8 @@ def pools_draw(request, pool_id: int):
     refuse_body(request, action="draw")
     pool = pool_for_draw_cached(pool_id=pool_id)
     with draw_counted(pool.strategy, pool_id=pool.pk, user_id=request.auth.pk) as counted:
-        rate_limit(action="draw", user_id=request.auth.pk, address=client_address(request))
-        draw = counted(pool_draw(user=request.auth, pool=pool))
+        rate = rate_count(action="draw", user_id=request.auth.pk, address=client_address(request))
+        draw = counted(pool_draw(user=request.auth, pool=pool, rate=rate))
     return Status(
         202 if draw.status == Draw.Status.PENDING else 201,
         {

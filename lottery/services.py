@@ -15,10 +15,12 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from core.errors import InvalidInput
+from core.ratelimit import RateCount
 from core.window import window_validate
 from inventory.errors import SoldOut
 from inventory.models import Strategy
 from inventory.persist import reservations_client
+from inventory.reservations import group_tag
 from inventory.reserve import StateMissing, stock_reserve
 from inventory.services import stock_create, stock_group_create, stock_restock
 from inventory.stock import Take, constraint_violated, stock_take
@@ -236,7 +238,14 @@ def weighted_choice(*, no_prize_weight: int, rng: Random) -> Callable[[Mapping[i
     return choose
 
 
-def pool_draw(*, user: AbstractBaseUser, pool: Pool, rng: Random | None = None, now: datetime | None = None) -> Draw:
+def pool_draw(
+    *,
+    user: AbstractBaseUser,
+    pool: Pool,
+    rng: Random | None = None,
+    now: datetime | None = None,
+    rate: RateCount | None = None,
+) -> Draw:
     """Draw once in ``pool`` for ``user``: a prize, or "no prize", recorded either way.
 
     The prize is chosen under the pool's strategy from the stock that strategy
@@ -260,16 +269,22 @@ def pool_draw(*, user: AbstractBaseUser, pool: Pool, rng: Random | None = None, 
     Arguments:
         rng: the source of randomness, ``secrets.SystemRandom`` unless a test
             passes a seeded ``random.Random``.
+        rate: the request's rate limits (``core.ratelimit.rate_count``), counted on this
+            pool first, in the reserving script's own round trip under ``redis_lua``:
+            ``RateLimited`` (429) when over one.
     """
     if pool.strategy == Strategy.REDIS_LUA:
         try:
-            return _draw_reserve(user=user, pool=pool, rng=rng)
+            return _draw_reserve(user=user, pool=pool, rng=rng, rate=rate)
         except StateMissing:
             # Switched away since this pool was read (or Redis lost the state).
             pool_forget(pool_id=pool.pk)
             pool = pool_for_draw(pool_id=pool.pk)
             if pool.strategy == Strategy.REDIS_LUA:
                 raise
+            rate = None  # counted by the script already
+    if rate is not None:
+        rate.count(tag=group_tag(pool.group_id))
     pool.window_check(now or timezone.now())
     used = 0
 
@@ -333,7 +348,7 @@ def pool_draw(*, user: AbstractBaseUser, pool: Pool, rng: Random | None = None, 
         raise
 
 
-def _draw_reserve(*, user: AbstractBaseUser, pool: Pool, rng: Random | None) -> Draw:
+def _draw_reserve(*, user: AbstractBaseUser, pool: Pool, rng: Random | None, rate: RateCount | None) -> Draw:
     """The draw under ``redis_lua``: one script call chooses the prize by the stock in Redis
     and reserves it, and the draw is written later by a worker. The answer is the draw as
     it will be, pending, under the reservation's id (unsaved: ``pk`` is None), with the
@@ -348,6 +363,7 @@ def _draw_reserve(*, user: AbstractBaseUser, pool: Pool, rng: Random | None) -> 
             persist_soon=lambda: pool_reservations_drain.delay(pool.pk, pool.group_id),
             rebuild_soon=lambda: pool_reservations_rebuild.delay(pool.pk),
             rand=None if rng is None else rng.random(),
+            rate=rate,
         )
     except SoldOut as exc:
         raise PoolEmpty() from exc

@@ -8,7 +8,7 @@ from django.views.decorators.http import require_GET, require_POST
 from accounts.decorators import staff_permission_required
 from accounts.permissions import staff_holds
 from core.errors import DomainError, Unavailable
-from core.ratelimit import client_address, rate_limit
+from core.ratelimit import client_address, rate_count
 from inventory.forms import StrategyForm
 from inventory.views import strategy_switch
 
@@ -114,8 +114,8 @@ def pool_draw_view(request, pool_id: int):
     if not request.user.is_authenticated:
         return render(request, "lottery/_draw_outcome.html", {"outcome": "login", "pool": pool})
     try:
-        rate_limit(action="draw", user_id=request.user.pk, address=client_address(request))
-        draw = pool_draw(user=request.user, pool=pool)
+        rate = rate_count(action="draw", user_id=request.user.pk, address=client_address(request))
+        draw = pool_draw(user=request.user, pool=pool, rate=rate)
     except DomainError as exc:
         context = {"outcome": exc.code, "message": exc.message, "pool": pool}
     else:

@@ -9,7 +9,7 @@ from pydantic import Field
 from accounts.auth import require_permission
 from core.api import refuse_body
 from core.metrics import purchase_counted
-from core.ratelimit import client_address, rate_limit
+from core.ratelimit import client_address, rate_count
 from core.schemas import BODY_ERRORS, InputSchema, UtcDatetime, errors
 from inventory.models import Strategy
 from inventory.services import MAX_UNITS
@@ -141,8 +141,8 @@ def vouchers_purchase(request, voucher_id: int):
     refuse_body(request, action="purchase")
     voucher = voucher_for_purchase(voucher_id=voucher_id)
     with purchase_counted(voucher.strategy, voucher_id=voucher.pk, user_id=request.auth.pk) as counted:
-        rate_limit(action="purchase", user_id=request.auth.pk, address=client_address(request))
-        order = counted(order_purchase(user=request.auth, voucher=voucher))
+        rate = rate_count(action="purchase", user_id=request.auth.pk, address=client_address(request))
+        order = counted(order_purchase(user=request.auth, voucher=voucher, rate=rate))
     status = 202 if order.status == Order.Status.PENDING else 201
     return Status(status, {"order_id": order.public_id, "status": order.status})
 

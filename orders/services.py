@@ -9,10 +9,12 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from core.errors import InvalidInput
+from core.ratelimit import RateCount
 from core.window import window_validate
 from inventory.errors import SoldOut
 from inventory.models import Strategy
 from inventory.persist import reservations_client
+from inventory.reservations import group_tag
 from inventory.reserve import StateMissing, stock_reserve
 from inventory.services import stock_create, stock_group_create, stock_restock
 from inventory.stock import Take, choose_only, constraint_violated, stock_take
@@ -126,7 +128,9 @@ def voucher_update(
     return voucher
 
 
-def order_purchase(*, user: AbstractBaseUser, voucher: Voucher, now: datetime | None = None) -> Order:
+def order_purchase(
+    *, user: AbstractBaseUser, voucher: Voucher, now: datetime | None = None, rate: RateCount | None = None
+) -> Order:
     """Buy one unit of ``voucher`` for ``user``.
 
     Raises ``NotStarted``/``Ended`` outside the sale window, ``AlreadyPurchased``
@@ -145,16 +149,23 @@ def order_purchase(*, user: AbstractBaseUser, voucher: Voucher, now: datetime | 
     Under ``redis_lua`` the purchase only reserves (``_order_reserve``): the order comes
     back pending, and ``StateMissing`` (503) is raised while the voucher's Redis state
     is missing.
+
+    ``rate``, the request's rate limits (``core.ratelimit.rate_count``), is counted on
+    this voucher first, in the reserving script's own round trip under ``redis_lua``:
+    ``RateLimited`` (429) when over one.
     """
     if voucher.strategy == Strategy.REDIS_LUA:
         try:
-            return _order_reserve(user=user, voucher=voucher)
+            return _order_reserve(user=user, voucher=voucher, rate=rate)
         except StateMissing:
             # Switched away since this voucher was read (or Redis lost the state).
             voucher_forget(voucher_id=voucher.pk)
             voucher = voucher_get(voucher_id=voucher.pk)
             if voucher.strategy == Strategy.REDIS_LUA:
                 raise
+            rate = None  # counted by the script already
+    if rate is not None:
+        rate.count(tag=group_tag(voucher.stock.group_id))
     voucher.window_check(now or timezone.now())
 
     def check() -> None:
@@ -189,7 +200,7 @@ def order_purchase(*, user: AbstractBaseUser, voucher: Voucher, now: datetime | 
         raise
 
 
-def _order_reserve(*, user: AbstractBaseUser, voucher: Voucher) -> Order:
+def _order_reserve(*, user: AbstractBaseUser, voucher: Voucher, rate: RateCount | None) -> Order:
     """The purchase under ``redis_lua``: one script call reserves the unit, and the order
     is written later by a worker. The answer is the order as it will be, pending, under
     the reservation's id (unsaved: ``pk`` is None). The window, the one-per-user rule and
@@ -200,5 +211,6 @@ def _order_reserve(*, user: AbstractBaseUser, voucher: Voucher) -> Order:
         over_limit=AlreadyPurchased,
         persist_soon=lambda: voucher_reservations_drain.delay(voucher.pk, voucher.stock.group_id),
         rebuild_soon=lambda: voucher_reservations_rebuild.delay(voucher.pk),
+        rate=rate,
     )
     return Order(user_id=user.pk, voucher=voucher, status=Order.Status.PENDING, reservation=reserved.reservation_id)

@@ -8,7 +8,7 @@ from django.views.decorators.http import require_GET, require_POST
 from accounts.decorators import staff_permission_required
 from accounts.permissions import staff_holds
 from core.errors import DomainError, Unavailable
-from core.ratelimit import client_address, rate_limit
+from core.ratelimit import client_address, rate_count
 from inventory.forms import StrategyForm
 from inventory.views import strategy_switch
 
@@ -73,8 +73,8 @@ def voucher_buy(request, voucher_id: int):
     if not request.user.is_authenticated:
         return render(request, "pages/_buy_outcome.html", {"outcome": "login", "voucher": voucher})
     try:
-        rate_limit(action="purchase", user_id=request.user.pk, address=client_address(request))
-        order = order_purchase(user=request.user, voucher=voucher)
+        rate = rate_count(action="purchase", user_id=request.user.pk, address=client_address(request))
+        order = order_purchase(user=request.user, voucher=voucher, rate=rate)
     except DomainError as exc:
         context = {"outcome": exc.code, "message": exc.message, "voucher": voucher}
     else:
