@@ -176,8 +176,9 @@ def test_a_page_whose_database_is_down_is_the_503_page_within_seconds(make_vouch
 def test_a_page_that_fails_for_another_reason_is_still_the_500_page(settings):
     # Only a dependency out of reach is a 503; a bug stays a logged 500
     # (tests/test_error_pages.py renders it).
-    from core.outage import server_error
     from django.test import RequestFactory
+
+    from core.outage import server_error
 
     try:
         raise OperationalError(1213, "Deadlock found when trying to get lock")
