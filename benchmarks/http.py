@@ -404,7 +404,7 @@ def celery_worker(env: dict[str, str], broker_url: str) -> Iterator[subprocess.P
 
     worker = subprocess.Popen(
         [sys.executable, "-m", "celery", "-A", "config", "--quiet", "worker", "--concurrency", "1",
-         "--loglevel", "WARNING", "--without-gossip", "--without-mingle", "--without-heartbeat"],
+         "--without-gossip", "--without-mingle", "--without-heartbeat"],
         cwd=ROOT, env={**env, "CELERY_BROKER_URL": broker_url}, start_new_session=True, stdout=subprocess.DEVNULL,
     )  # fmt: skip
     try:

@@ -127,12 +127,12 @@ def running_celery(env: dict[str, str], log: Path | None = None) -> Iterator[int
         output = stack.enter_context(open(log, "a")) if log is not None else None  # noqa: SIM115
         celery = [sys.executable, "-m", "celery", "-A", "config", "--quiet"]
         worker = subprocess.Popen(
-            [*celery, "worker", "-Q", "celery", "--concurrency", "2", "--loglevel", "WARNING",
+            [*celery, "worker", "-Q", "celery", "--concurrency", "2",
              "--without-gossip", "--without-mingle", "--without-heartbeat"],
             cwd=ROOT, env=env, stdout=output, stderr=output,
         )  # fmt: skip
         beat = subprocess.Popen(
-            [*celery, "beat", "--loglevel", "WARNING", "--schedule", str(folder / "schedule")],
+            [*celery, "beat", "--schedule", str(folder / "schedule")],
             cwd=ROOT, env=env, stdout=output, stderr=output,
         )  # fmt: skip
         try:

@@ -165,12 +165,12 @@ def main() -> int:
             # the run holds the first (the worker hands a task only to an idle process); a
             # second worker would do the same with one more process group to start and stop.
             "worker": [PYTHON, "-m", "celery", "-A", "config", "--quiet", "worker", "-Q", "celery,lab",
-                       "--concurrency", "2", "--loglevel", "WARNING", "--without-gossip", "--without-mingle",
+                       "--concurrency", "2", "--without-gossip", "--without-mingle",
                        "--without-heartbeat"],
             # The beat sends redis_lua's periodic sweeps and reconciliations
             # (CELERY_BEAT_SCHEDULE). Its schedule file is this port's own, so that two runs
             # side by side do not share one.
-            "beat": [PYTHON, "-m", "celery", "-A", "config", "--quiet", "beat", "--loglevel", "WARNING",
+            "beat": [PYTHON, "-m", "celery", "-A", "config", "--quiet", "beat",
                      "--schedule", str(beat_schedule(port))],
         }  # fmt: skip
         children = CeleryChildren(celery, env=celery_env)

@@ -403,7 +403,7 @@ def worker():
     }
     process = subprocess.Popen(
         [sys.executable, "-m", "celery", "-A", "config", "--quiet", "worker", "--concurrency", "1",
-         "--loglevel", "WARNING", "--without-gossip", "--without-mingle", "--without-heartbeat"],
+         "--without-gossip", "--without-mingle", "--without-heartbeat"],
         cwd=ROOT, env=env, start_new_session=True,
     )  # fmt: skip
     yield

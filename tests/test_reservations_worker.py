@@ -65,9 +65,9 @@ class Worker:
         }
         if self.beat:
             schedule = Path(tempfile.mkdtemp()) / "beat-schedule"
-            command = ["beat", "--loglevel", "WARNING", "--schedule", str(schedule)]
+            command = ["beat", "--schedule", str(schedule)]
         else:
-            command = ["worker", "--concurrency", "1", "--loglevel", "WARNING",
+            command = ["worker", "--concurrency", "1",
                        "--without-gossip", "--without-mingle", "--without-heartbeat"]  # fmt: skip
         self.process = subprocess.Popen(
             [sys.executable, "-m", "celery", "-A", "config", "--quiet", *command],

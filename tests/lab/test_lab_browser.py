@@ -51,7 +51,7 @@ def stack(tmp_path, monkeypatch):
         # As make run starts it: the lab's queue and the default one (redis_lua's drains).
         worker = subprocess.Popen(
             [sys.executable, "-m", "celery", "-A", "config", "worker", "-Q", "celery,lab", "--concurrency", "2",
-             "--loglevel", "WARNING", "--without-gossip", "--without-mingle", "--without-heartbeat"],
+             "--without-gossip", "--without-mingle", "--without-heartbeat"],
             cwd=ROOT, env=server.env,
         )  # fmt: skip
         try:
