@@ -7,7 +7,7 @@ from ninja.errors import AuthenticationError
 from pydantic import Field
 
 from core.api import refuse_body, require_plain_json
-from core.schemas import BODY_ERRORS, InputSchema, errors
+from core.schemas import InputSchema, answers
 
 from .auth import CsrfFailed
 from .origin import origin_trusted, request_origin
@@ -15,6 +15,20 @@ from .selectors import tokens_of_user
 from .services import token_hash, token_issue, token_revoke, token_revoke_raw
 
 router = Router(tags=["auth"])
+
+# The tokens' list gives the id that revoking one takes.
+TOKEN_LIST = {
+    "responses": {
+        200: {
+            "links": {
+                "RevokeToken": {
+                    "operationId": "accounts_api_auth_token_revoke",
+                    "parameters": {"token_id": "$response.body#/0/id"},
+                }
+            }
+        }
+    }
+}
 
 
 class LoginIn(InputSchema):
@@ -43,7 +57,12 @@ def _bearer(request) -> str | None:
     return raw.strip()
 
 
-@router.post("/auth/login", response={200: TokenOut, **errors(401, 403, 429, *BODY_ERRORS)}, auth=None)
+@router.post(
+    "/auth/login",
+    # 401 a wrong username or password; 403 csrf_failed (a page of another site).
+    response=answers({200: TokenOut}, login=False, body="json", refusals=(401, 403), limited=True),
+    auth=None,
+)
 def auth_login(request, payload: LoginIn):
     """A bearer token; a browser on this site (or a trusted origin) also gets a session.
 
@@ -67,7 +86,7 @@ def auth_login(request, payload: LoginIn):
     return {"token": token_issue(user=user)}
 
 
-@router.post("/auth/logout", response={204: None, **errors(400, 401, 403)})
+@router.post("/auth/logout", response=answers({204: None}, unsafe=True, body="none"))
 def auth_logout(request):
     """Revoke the bearer token the request was sent with, and end the session if there is one."""
     refuse_body(request, action="logout")
@@ -78,7 +97,7 @@ def auth_logout(request):
     return HttpResponse(status=204)
 
 
-@router.get("/auth/tokens", response={200: list[TokenInfoOut], **errors(401)})
+@router.get("/auth/tokens", response=answers({200: list[TokenInfoOut]}), openapi_extra=TOKEN_LIST)
 def auth_tokens(request):
     """The caller's tokens that still work, newest first; ``current`` is the one sent."""
     raw = _bearer(request)
@@ -89,7 +108,7 @@ def auth_tokens(request):
     ]
 
 
-@router.delete("/auth/tokens/{token_id}", response={204: None, **errors(401, 403, 404)})
+@router.delete("/auth/tokens/{int:token_id}", response=answers({204: None}, unsafe=True, item=True))
 def auth_token_revoke(request, token_id: int):
     """Revoke one of the caller's tokens (another user's is 404)."""
     token_revoke(user=request.auth, token_id=token_id)

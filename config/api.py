@@ -15,7 +15,7 @@ from django.core.signals import got_request_exception
 from django.http import Http404, HttpResponseNotAllowed
 from django.urls import URLPattern, re_path
 from django.views.decorators.csrf import csrf_exempt
-from ninja import NinjaAPI
+from ninja import NinjaAPI, Schema
 from ninja.errors import AuthenticationError, HttpError, ValidationError
 
 from accounts.api import router as auth_router
@@ -24,6 +24,7 @@ from core.api import JsonParser
 from core.csp import SWAGGER_UI_POLICY, csp_replace
 from core.errors import DomainError
 from core.outage import DependencyDown, dependency_down, dependency_down_noted
+from core.schemas import answers
 from lottery.api import router as lottery_router
 from orders.api import router as orders_router
 
@@ -59,11 +60,13 @@ session, which then sends its CSRF token in `X-CSRFToken` on unsafe methods; a l
 another origin is 403 `csrf_failed`. Reading vouchers and pools needs no login.
 
 **Errors.** Every refusal is `{"code", "message"}` with its HTTP status, for example
-409 `sold_out`, `already_purchased`, `draw_limit`, `pool_empty` or `busy`; 403 `not_started`,
-`ended` or `forbidden`; 401 `unauthorized`; 404 `not_found`; 405 `method_not_allowed`;
-422 `invalid` (also for a field the call does not take). Bodies are JSON: anything else is
-415 `unsupported_media_type`, JSON that does not parse is 400 `bad_request`, and a body over
-2.5 MB (`DATA_UPLOAD_MAX_MEMORY_SIZE`) is 413 `too_large`.
+409 `sold_out`, `already_purchased`, `draw_limit`, `pool_empty`, `busy` or `supply_limit`;
+403 `not_started`, `ended` or `forbidden`; 401 `unauthorized`; 404 `not_found`; 405
+`method_not_allowed`; 422 `invalid` (also for a field the call does not take); 429
+`rate_limited` and 503 `unavailable`, both with `Retry-After` in seconds. Bodies are JSON:
+anything else is 415 `unsupported_media_type`, JSON that does not parse is 400
+`bad_request`, and a body over 2.5 MB (`DATA_UPLOAD_MAX_MEMORY_SIZE`) is 413 `too_large`.
+Each operation below lists every status it can answer.
 """
 
 
@@ -83,6 +86,25 @@ class JsonApi(NinjaAPI):
         wrapped = [URLPattern(p.pattern, _view(p), p.default_args, p.name) for p in patterns]
         return [*wrapped, re_path(r"", csrf_exempt(_not_found), name="not-found")], app_name, namespace
 
+    def get_openapi_schema(self, *, path_prefix=None, path_params=None):
+        """The document, with what every 429 and 503 carries said once: ``Retry-After``."""
+        schema = super().get_openapi_schema(path_prefix=path_prefix, path_params=path_params)
+        for operations in schema["paths"].values():
+            for operation in operations.values():
+                for status, response in operation["responses"].items():
+                    if int(status) in RETRY_AFTER_STATUSES:
+                        response.setdefault("headers", {})["Retry-After"] = RETRY_AFTER
+        return schema
+
+
+# A refusal that trying again later remedies says when, in whole seconds.
+RETRY_AFTER_STATUSES = (429, 503)
+RETRY_AFTER = {
+    "description": "Seconds to wait before sending the request again.",
+    "required": True,
+    "schema": {"type": "integer", "minimum": 1},
+}
+
 
 api = JsonApi(
     title="Flash sales and prize draws API",
@@ -98,7 +120,11 @@ api.add_router("", orders_router)
 api.add_router("", lottery_router)
 
 
-@api.get("/ping", auth=None, tags=["health"])
+class PingOut(Schema):
+    ok: bool
+
+
+@api.get("/ping", response=answers({200: PingOut}, login=False, stores=False), auth=None, tags=["health"])
 def ping(request):
     """A no-op JSON answer: the load tests' baseline for what the server costs per request."""
     return {"ok": True}

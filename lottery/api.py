@@ -13,10 +13,11 @@ from accounts.auth import optional_auth, require_permission
 from core.api import refuse_body
 from core.metrics import draw_counted
 from core.ratelimit import client_address, rate_count
-from core.schemas import BODY_ERRORS, InputSchema, UtcDatetime, errors
+from core.schemas import InputSchema, Money, UtcDatetime, answers, text, whole
 from inventory.models import Strategy
 from inventory.services import MAX_UNITS
 
+from . import links
 from .models import Draw, Pool, Prize
 from .selectors import (
     draw_get,
@@ -134,12 +135,12 @@ class PoolAuditOut(Schema):
 
 
 class PoolCreateIn(InputSchema):
-    name: str = Field(min_length=1, max_length=200)
+    name: text(200)
     description: str = Field(default="", max_length=10_000)
     begin_at: UtcDatetime
     end_at: UtcDatetime
-    draws_per_user: int = Field(ge=1, le=MAX_DRAWS_PER_USER, strict=True)
-    no_prize_weight: int = Field(ge=0, le=MAX_NO_PRIZE_WEIGHT, strict=True)
+    draws_per_user: whole(1, MAX_DRAWS_PER_USER)
+    no_prize_weight: whole(0, MAX_NO_PRIZE_WEIGHT)
     strategy: Strategy = Field(default_factory=lambda: Strategy(settings.DEFAULT_STRATEGY))
 
 
@@ -147,22 +148,22 @@ class PoolPatchIn(InputSchema):
     strategy: Strategy | None = None
     begin_at: UtcDatetime | None = None
     end_at: UtcDatetime | None = None
-    draws_per_user: int | None = Field(default=None, ge=1, le=MAX_DRAWS_PER_USER, strict=True)
-    no_prize_weight: int | None = Field(default=None, ge=0, le=MAX_NO_PRIZE_WEIGHT, strict=True)
+    draws_per_user: whole(1, MAX_DRAWS_PER_USER) | None = None
+    no_prize_weight: whole(0, MAX_NO_PRIZE_WEIGHT) | None = None
 
 
 class PrizeCreateIn(InputSchema):
-    name: str = Field(min_length=1, max_length=200)
-    stock: int = Field(ge=0, le=MAX_UNITS, strict=True)
+    name: text(200)
+    stock: whole(0, MAX_UNITS)
     description: str = Field(default="", max_length=10_000)
-    value: Decimal = Field(default=Decimal(0), ge=0, lt=Decimal("1e10"), decimal_places=2, allow_inf_nan=False)
+    value: Money = Decimal(0)
 
 
 class PrizePatchIn(InputSchema):
-    restock: int | None = Field(default=None, ge=1, le=MAX_UNITS, strict=True)
-    name: str | None = Field(default=None, min_length=1, max_length=200)
+    restock: whole(1, MAX_UNITS) | None = None
+    name: text(200) | None = None
     description: str | None = Field(default=None, max_length=10_000)
-    value: Decimal | None = Field(default=None, ge=0, lt=Decimal("1e10"), decimal_places=2, allow_inf_nan=False)
+    value: Money | None = None
 
 
 def _prize_out(prize: Prize, probability: float) -> dict:
@@ -203,18 +204,31 @@ def _prize_ref(prize: Prize | None) -> dict | None:
     return None if prize is None else {"id": prize.pk, "name": prize.name}
 
 
-@router.get("/pools", response=list[PoolSummaryOut], auth=None)
+@router.get(
+    "/pools", response=answers({200: list[PoolSummaryOut]}, login=False), auth=None, openapi_extra=links.POOL_LIST
+)
 def pools_list(request):
     return list(pool_list())
 
 
-@router.get("/pools/{int:pool_id}", response={200: PoolOut, **errors(404)}, auth=optional_auth)
+@router.get(
+    "/pools/{int:pool_id}",
+    response=answers({200: PoolOut}, login=False, item=True),
+    auth=optional_auth,
+    # Anyone may read a pool: a login is optional (it adds draws_left), which {} says.
+    openapi_extra={"security": [{}], **links.POOL_SHOWN},
+)
 def pools_get(request, pool_id: int):
     return _pool_out(pool_get(pool_id=pool_id), request.auth)
 
 
 @router.post(
-    "/pools/{int:pool_id}/draw", response={201: DrawOut, 202: DrawOut, **errors(400, 401, 403, 404, 409, 429, 503)}
+    "/pools/{int:pool_id}/draw",
+    # 403 not_started or ended; 409 draw_limit, pool_empty or busy.
+    response=answers(
+        {201: DrawOut, 202: DrawOut}, unsafe=True, item=True, body="none", refusals=(403, 409), limited=True
+    ),
+    openapi_extra=links.DRAWN,
 )
 def pools_draw(request, pool_id: int):
     refuse_body(request, action="draw")
@@ -244,17 +258,22 @@ def _draw_out(draw: Draw) -> dict:
     }
 
 
-@router.get("/draws", response={200: list[DrawListOut], **errors(401, 503)}, tags=["draws"])
+@router.get("/draws", response=answers({200: list[DrawListOut]}), tags=["draws"])
 def draws_list(request):
     return [_draw_out(draw) for draw in draw_list_all(user=request.auth)]
 
 
-@router.get("/draws/{int:draw_id}", response={200: DrawListOut, **errors(401, 404, 503)}, tags=["draws"])
+@router.get("/draws/{int:draw_id}", response=answers({200: DrawListOut}, item=True), tags=["draws"])
 def draws_get(request, draw_id: int):
     return _draw_out(draw_get(user=request.auth, draw_id=draw_id))
 
 
-@router.post("/admin/pools", response={201: PoolOut, **errors(401, 403, *BODY_ERRORS)}, tags=["staff"])
+@router.post(
+    "/admin/pools",
+    response=answers({201: PoolOut}, unsafe=True, staff=True, body="json", refusals=(409,)),
+    tags=["staff"],
+    openapi_extra=links.POOL_CREATED,
+)
 def admin_pools_create(request, payload: PoolCreateIn):
     require_permission(request, "lottery.add_pool")
     pool = pool_create(**payload.dict())
@@ -262,7 +281,10 @@ def admin_pools_create(request, payload: PoolCreateIn):
 
 
 @router.patch(
-    "/admin/pools/{int:pool_id}", response={200: PoolOut, **errors(401, 403, 404, *BODY_ERRORS)}, tags=["staff"]
+    "/admin/pools/{int:pool_id}",
+    response=answers({200: PoolOut}, unsafe=True, staff=True, item=True, body="json", refusals=(409,)),
+    tags=["staff"],
+    openapi_extra=links.POOL_SHOWN,
 )
 def admin_pools_update(request, pool_id: int, payload: PoolPatchIn):
     require_permission(request, "lottery.change_pool")
@@ -272,8 +294,9 @@ def admin_pools_update(request, pool_id: int, payload: PoolPatchIn):
 
 @router.post(
     "/admin/pools/{int:pool_id}/prizes",
-    response={201: PrizeOut, **errors(401, 403, 404, *BODY_ERRORS)},
+    response=answers({201: PrizeOut}, unsafe=True, staff=True, item=True, body="json", refusals=(409,)),
     tags=["staff"],
+    openapi_extra=links.PRIZE_CREATED,
 )
 def admin_prizes_create(request, pool_id: int, payload: PrizeCreateIn):
     require_permission(request, "lottery.add_prize")
@@ -282,7 +305,10 @@ def admin_prizes_create(request, pool_id: int, payload: PrizeCreateIn):
 
 
 @router.patch(
-    "/admin/prizes/{int:prize_id}", response={200: PrizeOut, **errors(401, 403, 404, *BODY_ERRORS)}, tags=["staff"]
+    "/admin/prizes/{int:prize_id}",
+    response=answers({200: PrizeOut}, unsafe=True, staff=True, item=True, body="json", refusals=(409,)),
+    tags=["staff"],
+    openapi_extra=links.PRIZE_UPDATED,
 )
 def admin_prizes_update(request, prize_id: int, payload: PrizePatchIn):
     require_permission(request, "lottery.change_prize")
@@ -296,7 +322,11 @@ def _prize_probability_out(prize_id: int) -> dict:
     return _prize_out(prize, pool_odds(pool=pool).by_prize[prize.pk])
 
 
-@router.get("/admin/pools/{int:pool_id}/audit", response={200: PoolAuditOut, **errors(401, 403, 404)}, tags=["staff"])
+@router.get(
+    "/admin/pools/{int:pool_id}/audit",
+    response=answers({200: PoolAuditOut}, staff=True, item=True),
+    tags=["staff"],
+)
 def admin_pools_audit(request, pool_id: int):
     # The admin shows the audit on the pool's page: view, or change standing for it.
     require_permission(request, "lottery.view_pool", "lottery.change_pool")

@@ -10,10 +10,11 @@ from accounts.auth import require_permission
 from core.api import refuse_body
 from core.metrics import purchase_counted
 from core.ratelimit import client_address, rate_count
-from core.schemas import BODY_ERRORS, InputSchema, UtcDatetime, errors
+from core.schemas import InputSchema, UtcDatetime, answers, text, whole
 from inventory.models import Strategy
 from inventory.services import MAX_UNITS
 
+from . import links
 from .models import Order, Voucher
 from .selectors import order_get, order_list_all, voucher_audit, voucher_for_purchase, voucher_get, voucher_list
 from .services import order_purchase, voucher_create, voucher_update
@@ -46,32 +47,39 @@ class VoucherOut(Schema):
 
 
 class VoucherCreateIn(InputSchema):
-    title: str = Field(min_length=1, max_length=200)
+    title: text(200)
     description: str = Field(default="", max_length=10_000)
-    stock: int = Field(ge=0, le=MAX_UNITS, strict=True)
+    stock: whole(0, MAX_UNITS)
     begin_at: UtcDatetime
     end_at: UtcDatetime
     strategy: Strategy = Field(default_factory=lambda: Strategy(settings.DEFAULT_STRATEGY))
 
 
 class VoucherPatchIn(InputSchema):
-    restock: int | None = Field(default=None, ge=1, le=MAX_UNITS, strict=True)
+    restock: whole(1, MAX_UNITS) | None = None
     strategy: Strategy | None = None
     begin_at: UtcDatetime | None = None
     end_at: UtcDatetime | None = None
 
 
-@router.get("/vouchers", response=list[VoucherOut], auth=None)
+@router.get(
+    "/vouchers", response=answers({200: list[VoucherOut]}, login=False), auth=None, openapi_extra=links.VOUCHER_LIST
+)
 def vouchers_list(request):
     return list(voucher_list())
 
 
-@router.get("/vouchers/{int:voucher_id}", response={200: VoucherOut, **errors(404)}, auth=None)
+@router.get("/vouchers/{int:voucher_id}", response=answers({200: VoucherOut}, login=False, item=True), auth=None)
 def vouchers_get(request, voucher_id: int):
     return voucher_get(voucher_id=voucher_id)
 
 
-@router.post("/admin/vouchers", response={201: VoucherOut, **errors(401, 403, *BODY_ERRORS)}, tags=["staff"])
+@router.post(
+    "/admin/vouchers",
+    response=answers({201: VoucherOut}, unsafe=True, staff=True, body="json", refusals=(409,)),
+    tags=["staff"],
+    openapi_extra=links.VOUCHER_CREATED,
+)
 def admin_vouchers_create(request, payload: VoucherCreateIn):
     require_permission(request, "orders.add_voucher")
     voucher = voucher_create(**payload.dict())
@@ -80,8 +88,9 @@ def admin_vouchers_create(request, payload: VoucherCreateIn):
 
 @router.patch(
     "/admin/vouchers/{int:voucher_id}",
-    response={200: VoucherOut, **errors(401, 403, 404, *BODY_ERRORS)},
+    response=answers({200: VoucherOut}, unsafe=True, staff=True, item=True, body="json", refusals=(409,)),
     tags=["staff"],
+    openapi_extra=links.VOUCHER_UPDATED,
 )
 def admin_vouchers_update(request, voucher_id: int, payload: VoucherPatchIn):
     require_permission(request, "orders.change_voucher")
@@ -135,7 +144,11 @@ class AuditOut(Schema):
 
 @router.post(
     "/vouchers/{int:voucher_id}/purchase",
-    response={201: PurchaseOut, 202: PurchaseOut, **errors(400, 401, 403, 404, 409, 429, 503)},
+    # 403 not_started or ended; 409 sold_out, already_purchased or busy.
+    response=answers(
+        {201: PurchaseOut, 202: PurchaseOut}, unsafe=True, item=True, body="none", refusals=(403, 409), limited=True
+    ),
+    openapi_extra=links.PURCHASED,
 )
 def vouchers_purchase(request, voucher_id: int):
     refuse_body(request, action="purchase")
@@ -147,17 +160,21 @@ def vouchers_purchase(request, voucher_id: int):
     return Status(status, {"order_id": order.public_id, "status": order.status})
 
 
-@router.get("/orders", response={200: list[OrderOut], **errors(401, 503)}, tags=["orders"])
+@router.get("/orders", response=answers({200: list[OrderOut]}), tags=["orders"])
 def orders_list(request):
     return order_list_all(user=request.auth)
 
 
-@router.get("/orders/{int:order_id}", response={200: OrderOut, **errors(401, 404, 503)}, tags=["orders"])
+@router.get("/orders/{int:order_id}", response=answers({200: OrderOut}, item=True), tags=["orders"])
 def orders_get(request, order_id: int):
     return order_get(user=request.auth, order_id=order_id)
 
 
-@router.get("/admin/vouchers/{int:voucher_id}/audit", response={200: AuditOut, **errors(401, 403, 404)}, tags=["staff"])
+@router.get(
+    "/admin/vouchers/{int:voucher_id}/audit",
+    response=answers({200: AuditOut}, staff=True, item=True),
+    tags=["staff"],
+)
 def admin_vouchers_audit(request, voucher_id: int):
     # The admin shows the audit on the voucher's page: view, or change standing for it.
     require_permission(request, "orders.view_voucher", "orders.change_voucher")
