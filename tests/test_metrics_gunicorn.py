@@ -16,26 +16,17 @@ from pathlib import Path
 
 import pytest
 from django.conf import settings
-from django.db import connection
 from prometheus_client.mmap_dict import MmapedDict, mmap_key
 from prometheus_client.parser import text_string_to_metric_families
 
 from locking.testing import free_port
+from tests.live import database_url
 
 ROOT = Path(__file__).resolve().parent.parent
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 PING = ("flashsale_http_requests_total", (("method", "GET"), ("route", "api/ping"), ("status", "200")))
-
-
-def database_url() -> str:
-    """The test database, as the server reaches it."""
-    config = connection.settings_dict
-    if connection.vendor == "sqlite":
-        return f"sqlite:///{config['NAME']}"
-    host, port = config["HOST"] or "127.0.0.1", config["PORT"] or 3306
-    return f"mysql://{config['USER']}:{config['PASSWORD']}@{host}:{port}/{config['NAME']}"
 
 
 def stale_file(directory: Path) -> None:

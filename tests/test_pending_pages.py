@@ -23,7 +23,6 @@ import pytest
 import redis
 from celery import Celery
 from django.conf import settings
-from django.db import connection
 from django.urls import reverse
 from playwright.sync_api import expect
 
@@ -36,6 +35,7 @@ from orders.models import Order
 from orders.reservations import voucher_reservations_persist
 from orders.tasks import voucher_reservations_drain
 from tests import test_browser
+from tests.live import database_url
 from tests.test_browser import log_in
 
 # Chromium and a phone-sized page, registered in this module too: pytest finds fixtures by name.
@@ -378,13 +378,6 @@ def test_the_status_of_someone_elses_draw_stops_polling(client, make_user, make_
 ROOT = Path(__file__).resolve().parent.parent
 # The worker's own broker, so that no drain another test asked for (and nobody ran) reaches it.
 BROKER = "redis://127.0.0.1:6379/4"
-
-
-def database_url() -> str:
-    db = connection.settings_dict
-    if connection.vendor == "sqlite":
-        return f"sqlite:///{db['NAME']}"
-    return f"mysql://{db['USER']}:{db['PASSWORD']}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 3306}/{db['NAME']}"
 
 
 @pytest.fixture

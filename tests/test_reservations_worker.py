@@ -15,7 +15,6 @@ import pytest
 import redis
 from celery import Celery
 from django.conf import settings
-from django.db import connection
 
 from accounts.services import users_with_tokens_create
 from inventory.models import Stock
@@ -25,19 +24,13 @@ from lottery.models import Draw
 from lottery.tasks import pool_reservations_drain
 from orders.models import Order
 from orders.tasks import voucher_reservations_drain
+from tests.live import database_url
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 ROOT = Path(__file__).resolve().parent.parent
 # The test's own broker, so that no other test's message reaches this worker.
 BROKER = "redis://127.0.0.1:6379/7"
-
-
-def database_url() -> str:
-    db = connection.settings_dict
-    if connection.vendor == "sqlite":
-        return f"sqlite:///{db['NAME']}"
-    return f"mysql://{db['USER']}:{db['PASSWORD']}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 3306}/{db['NAME']}"
 
 
 class Worker:

@@ -18,9 +18,11 @@ from pathlib import Path
 
 import MySQLdb
 import pytest
+import redis
 from django.conf import settings
 
 ROOT = Path(__file__).resolve().parent.parent
+BROKER = "redis://127.0.0.1:6379/2"
 
 
 @pytest.fixture(scope="module")
@@ -102,24 +104,21 @@ def test_a_database_that_cannot_be_used_is_one_line_not_a_traceback(serve, capsy
     assert out.startswith("[run] Cannot use the database at ") and out.count("\n") == 1
 
 
-def test_sqlite_needs_nothing(serve, capsys):
-    assert serve.database_ready("sqlite:///var/db.sqlite3")
-    assert capsys.readouterr().out == ""
-
-
-@pytest.mark.parametrize("when", ["while starting", "once serving"])
-def test_start_and_ctrl_c_are_quiet(missing_database, when):
-    """What a terminal does: serve.py in its own process group, then Ctrl-C (SIGINT to the
-    whole group), either as soon as it says it serves (gunicorn's and Celery's workers still
-    starting) or once the site answers."""
+def serve_started(database: str) -> tuple[int, subprocess.Popen]:
+    """``make run`` as a terminal starts it: serve.py in a process group of its own, on a free
+    port and the test's MariaDB database ``database``, its output in a pipe. Its Celery
+    broker is a Redis database of its own, emptied first: a task another test left for its
+    own items must not reach this worker, which knows none of them."""
     from locking.testing import free_port
 
+    redis.Redis.from_url(BROKER).flushdb()
     port = free_port()
     env = {
         **os.environ,
         "DJANGO_SETTINGS_MODULE": "config.settings.base",
-        "DATABASE_URL": server_url(missing_database),
+        "DATABASE_URL": server_url(database),
         "REDIS_URL": settings.REDIS_URL,
+        "CELERY_BROKER_URL": BROKER,
         "PORT": str(port),
     }
     env.pop("LOCK_REDIS_URLS", None)
@@ -134,6 +133,20 @@ def test_start_and_ctrl_c_are_quiet(missing_database, when):
         # A shell that started the tests in the background ignores SIGINT, and so would its children.
         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
+    return port, server
+
+
+def test_sqlite_needs_nothing(serve, capsys):
+    assert serve.database_ready("sqlite:///var/db.sqlite3")
+    assert capsys.readouterr().out == ""
+
+
+@pytest.mark.parametrize("when", ["while starting", "once serving"])
+def test_start_and_ctrl_c_are_quiet(missing_database, when):
+    """What a terminal does: serve.py in its own process group, then Ctrl-C (SIGINT to the
+    whole group), either as soon as it says it serves (gunicorn's and Celery's workers still
+    starting) or once the site answers."""
+    port, server = serve_started(missing_database)
     lines: list[str] = []
     serving = threading.Event()
 
@@ -191,21 +204,7 @@ def test_start_and_ctrl_c_are_quiet(missing_database, when):
 def test_a_celery_worker_that_stops_is_started_again(missing_database):
     """A worker whose broker restarted may exit; killed here, it is back within seconds,
     its killed pool processes gone with it, and Ctrl-C still stops everything."""
-    from locking.testing import free_port
-
-    port = free_port()
-    env = {
-        **os.environ,
-        "DJANGO_SETTINGS_MODULE": "config.settings.base",
-        "DATABASE_URL": server_url(missing_database),
-        "REDIS_URL": settings.REDIS_URL,
-        "PORT": str(port),
-    }
-    env.pop("LOCK_REDIS_URLS", None)
-    server = subprocess.Popen(
-        [sys.executable, "scripts/serve.py"], cwd=ROOT, env=env, stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT, text=True, start_new_session=True,
-    )  # fmt: skip
+    port, server = serve_started(missing_database)
     lines: list[str] = []
     threading.Thread(target=lambda: lines.extend(server.stdout), daemon=True).start()
 

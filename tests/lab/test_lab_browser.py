@@ -13,13 +13,13 @@ from types import SimpleNamespace
 import pytest
 import redis
 from django.contrib.auth.hashers import PBKDF2PasswordHasher
-from django.db import connection
 from playwright.sync_api import expect
 
 from accounts.models import ApiToken
 from lab.models import LabLane, LabRun
 from loadtests.server import ROOT, running_server
 from tests import test_browser
+from tests.live import database_url
 from tests.test_browser import PASSWORD, log_in
 
 browser = test_browser.browser
@@ -30,15 +30,6 @@ pytestmark = [pytest.mark.browser, pytest.mark.race, pytest.mark.django_db(trans
 
 # A broker of its own, so that no task another test queued (and never ran) reaches this worker.
 BROKER = "redis://127.0.0.1:6379/8"
-
-
-def database_url() -> str:
-    """The test database, as the server and the worker reach it."""
-    settings = connection.settings_dict
-    if connection.vendor == "sqlite":
-        return f"sqlite:///{settings['NAME']}"
-    host, port = settings["HOST"] or "127.0.0.1", settings["PORT"] or 3306
-    return f"mysql://{settings['USER']}:{settings['PASSWORD']}@{host}:{port}/{settings['NAME']}"
 
 
 @pytest.fixture
