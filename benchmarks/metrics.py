@@ -1,15 +1,17 @@
 """What the Prometheus metrics and the rate limits cost: the load tests' crowd (and GET
 /api/ping, the cheapest path, where a fixed cost per request weighs most) against two
 servers side by side, one with ``METRICS_ENABLED`` and ``RATE_LIMITS_ENABLED`` on and one
-with both off, in one run (``--switch metrics`` or ``limits`` for one of them).
+with both off, in one run (``--switch metrics`` or ``limits`` for one of them; ``--switch
+none`` runs two servers alike, both off, to show the comparison's own floor: which of two
+identical servers the machine favours, and by how much).
 
 With the limits on, every purchase and draw is counted against its buyer's and its
 address's limits in Redis, as in production, but the address's limit is raised out of
 reach (``RATE_LIMIT_PER_ADDRESS_PER_SECOND``): the crowd comes from this one address, and
 what is measured is the counting, not refusals.
 
-    .venv/bin/python -m benchmarks.metrics [--switch both|metrics|limits] [--seconds 4] [--rounds 3] [--concurrency 50]
-        [--server-processes 4] [--crowd-stock 500] [--tokens 20000]
+    .venv/bin/python -m benchmarks.metrics [--switch both|metrics|limits|none] [--seconds 4] [--rounds 3]
+        [--concurrency 50] [--server-processes 4] [--crowd-stock 500] [--tokens 20000]
         [--database-url mysql://root:@127.0.0.1:3306/flashsale_bench]
         [--redis-url redis://127.0.0.1:6379/5] [--broker-url redis://127.0.0.1:6379/6]
 
@@ -63,6 +65,9 @@ SWITCHES = {
     "metrics": ("METRICS_ENABLED",),
     "limits": ("RATE_LIMITS_ENABLED",),
     "both": ("METRICS_ENABLED", "RATE_LIMITS_ENABLED"),
+    # Both servers alike, both off: what the comparison shows then is the method's own bias
+    # and noise (which server the machine favours), the floor under the other figures.
+    "none": (),
 }
 PATHS = ["GET /api/ping", "crowd, db_atomic", "crowd, redis_lua"]
 SIDES = ["on", "off"]
@@ -179,10 +184,14 @@ def main(argv=None) -> int:
     tokens = buyer_tokens(args)
     redis_client = redis.Redis.from_url(args.redis_url)
     switched = SWITCHES[args.switch]
-    print(f"# What {' and '.join(switched)} cost: on and off, side by side\n")
+    if switched:
+        print(f"# What {' and '.join(switched)} cost: on and off, side by side\n")
+    else:
+        print("# The method's floor: two servers alike (metrics and limits off on both), side by side\n")
     print(f"machine: {describe(redis_client)}")
     print(
-        f"servers: two gunicorns, {args.server_processes} sync workers each, {'/'.join(switched)} =1 and =0; "
+        f"servers: two gunicorns, {args.server_processes} sync workers each, "
+        f"{'/'.join(switched) + ' =1 and =0' if switched else 'alike'}; "
         f"client: epoll, {args.concurrency} in flight to each server, both loaded at once; "
         f"{args.seconds:g} s per run, {args.rounds} rounds\n"
     )
@@ -190,11 +199,15 @@ def main(argv=None) -> int:
     runs: dict[tuple[str, str], list[Run]] = {(path, side): [] for path in PATHS for side in SIDES}
     try:
         with ExitStack() as stack:
+
+            def switches(side: str) -> dict[str, str]:
+                return dict.fromkeys(SWITCHES["both"], "0") | dict.fromkeys(switched, "1" if side == "on" else "0")
+
             servers = {
                 side: stack.enter_context(
                     gunicorn_serving(
                         args,
-                        **dict.fromkeys(switched, "1" if side == "on" else "0"),
+                        **switches(side),
                         RATE_LIMIT_PER_ADDRESS_PER_SECOND="1000000000",
                     )
                 )
