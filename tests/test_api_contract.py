@@ -1,7 +1,7 @@
 """The JSON API keeps its OpenAPI contract against a live server, checked by schemathesis.
 
-A gunicorn server (two workers, its own Redis, the test database, rate limits on as in
-production, no Redlock servers as in docker-compose) is run through schemathesis as a buyer
+A gunicorn server (two workers, its own Redis and three Redlock servers, the test database,
+rate limits on as in production) is run through schemathesis as a buyer
 and as a member of staff, each with bearer tokens: every phase of ``schemathesis run``, in
 this process. Examples and coverage (boundaries, each field missing or of the wrong type,
 methods a path does not take, ...), fuzzing with valid and invalid data, then stateful
@@ -73,13 +73,17 @@ def live_api(django_db_setup, django_db_blocker, tmp_path_factory, request):
     """The server under test; the summary of what was sent to it once the module is done."""
     folder = tmp_path_factory.mktemp("contract")
     redis_server = RedisServer().start()
+    # Staff may make any item redlock: with its servers there, every strategy sells, and a
+    # 5xx is a fault (without them a redlock item answers 503, which not_a_server_error
+    # would report: tests/test_api_refusals.py tests that answer).
+    lock_servers = [RedisServer().start() for _ in range(3)]
     with django_db_blocker.unblock():
         env = {
             "DJANGO_SETTINGS_MODULE": "config.settings.base",
             "DATABASE_URL": database_url(),
             "REDIS_URL": redis_server.url,
             "CELERY_BROKER_URL": redis_server.url,
-            "LOCK_REDIS_URLS": "",
+            "LOCK_REDIS_URLS": ",".join(server.url for server in lock_servers),
             "RATE_LIMITS_ENABLED": "1",
             "PROMETHEUS_MULTIPROC_DIR": str(folder / "prometheus"),
         }
@@ -87,7 +91,8 @@ def live_api(django_db_setup, django_db_blocker, tmp_path_factory, request):
         with running_gunicorn(env, log=folder / "gunicorn.log") as base:
             yield base
     finally:
-        redis_server.close()
+        for server in (redis_server, *lock_servers):
+            server.close()
         _summary(request)
 
 
