@@ -28,7 +28,8 @@ class RevokedToken(models.Model):
     no longer works (``accounts.tokens``: tokens are checked without reading ``ApiToken``)."""
 
     key_hash = models.CharField(max_length=64, unique=True, editable=False)
-    expires_at = models.DateTimeField()
+    # Indexed: every token issued purges the revocations that have ended.
+    expires_at = models.DateTimeField(db_index=True)
     revoked_at = models.DateTimeField(default=timezone.now, db_index=True)
 
     def __str__(self) -> str:
