@@ -14,6 +14,8 @@ import threading
 import time
 import urllib.request
 import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import MySQLdb
@@ -104,7 +106,8 @@ def test_a_database_that_cannot_be_used_is_one_line_not_a_traceback(serve, capsy
     assert out.startswith("[run] Cannot use the database at ") and out.count("\n") == 1
 
 
-def serve_started(database: str) -> tuple[int, subprocess.Popen]:
+@contextmanager
+def serve_started(database: str) -> Iterator[tuple[int, subprocess.Popen]]:
     """``make run`` as a terminal starts it: serve.py in a process group of its own, on a free
     port and the test's MariaDB database ``database``, its output in a pipe. Its Celery
     broker is a Redis database of its own, emptied first: a task another test left for its
@@ -133,7 +136,15 @@ def serve_started(database: str) -> tuple[int, subprocess.Popen]:
         # A shell that started the tests in the background ignores SIGINT, and so would its children.
         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
-    return port, server
+    try:
+        yield port, server
+    finally:
+        # Whatever the test left running: the whole group, then anything that escaped it.
+        if server.poll() is None:
+            os.killpg(server.pid, signal.SIGKILL)
+            server.wait()
+        for left in started_by(port):
+            os.kill(left, signal.SIGKILL)
 
 
 def test_sqlite_needs_nothing(serve, capsys):
@@ -146,19 +157,18 @@ def test_start_and_ctrl_c_are_quiet(missing_database, when):
     """What a terminal does: serve.py in its own process group, then Ctrl-C (SIGINT to the
     whole group), either as soon as it says it serves (gunicorn's and Celery's workers still
     starting) or once the site answers."""
-    port, server = serve_started(missing_database)
-    lines: list[str] = []
-    serving = threading.Event()
+    with serve_started(missing_database) as (port, server):
+        lines: list[str] = []
+        serving = threading.Event()
 
-    def read() -> None:
-        for line in server.stdout:
-            lines.append(line)
-            if "[run] Serving on" in line:
-                serving.set()
+        def read() -> None:
+            for line in server.stdout:
+                lines.append(line)
+                if "[run] Serving on" in line:
+                    serving.set()
 
-    reader = threading.Thread(target=read, daemon=True)
-    reader.start()
-    try:
+        reader = threading.Thread(target=read, daemon=True)
+        reader.start()
         assert serving.wait(120), "".join(lines)
         # Both were started before it says it serves.
         commands = list(started_by(port).values())
@@ -184,12 +194,6 @@ def test_start_and_ctrl_c_are_quiet(missing_database, when):
         while started_by(port):
             assert time.monotonic() < give_up, started_by(port)
             time.sleep(0.2)
-    finally:
-        if server.poll() is None:
-            os.killpg(server.pid, signal.SIGKILL)
-            server.wait()
-        for left in started_by(port):
-            os.kill(left, signal.SIGKILL)
     out = "".join(lines)
     assert not list((ROOT / "var").glob(f"celerybeat-schedule-{port}*")), "the beat's schedule was left behind"
     assert server.returncode == 0, out
@@ -204,21 +208,20 @@ def test_start_and_ctrl_c_are_quiet(missing_database, when):
 def test_a_celery_worker_that_stops_is_started_again(missing_database):
     """A worker whose broker restarted may exit; killed here, it is back within seconds,
     its killed pool processes gone with it, and Ctrl-C still stops everything."""
-    port, server = serve_started(missing_database)
-    lines: list[str] = []
-    threading.Thread(target=lambda: lines.extend(server.stdout), daemon=True).start()
+    with serve_started(missing_database) as (port, server):
+        lines: list[str] = []
+        threading.Thread(target=lambda: lines.extend(server.stdout), daemon=True).start()
 
-    def workers() -> dict[int, str]:
-        return {pid: c for pid, c in started_by(port).items() if " worker " in c and "-Q celery,lab" in c}
+        def workers() -> dict[int, str]:
+            return {pid: c for pid, c in started_by(port).items() if " worker " in c and "-Q celery,lab" in c}
 
-    def wait_for(condition, what: str, seconds: float = 90):
-        give_up = time.monotonic() + seconds
-        while not (found := condition()):
-            assert time.monotonic() < give_up, f"{what}: {''.join(lines)}"
-            time.sleep(0.3)
-        return found
+        def wait_for(condition, what: str, seconds: float = 90):
+            give_up = time.monotonic() + seconds
+            while not (found := condition()):
+                assert time.monotonic() < give_up, f"{what}: {''.join(lines)}"
+                time.sleep(0.3)
+            return found
 
-    try:
         wait_for(lambda: any("[run] Serving on" in line for line in lines), "serving")
         first = wait_for(workers, "a worker and its pool")
         first = wait_for(lambda: workers() if len(workers()) >= 3 else None, "the pool's two processes")
@@ -234,10 +237,4 @@ def test_a_celery_worker_that_stops_is_started_again(missing_database):
         os.killpg(server.pid, signal.SIGINT)
         server.wait(timeout=60)
         wait_for(lambda: not started_by(port), "everything stopped", 10)
-    finally:
-        if server.poll() is None:
-            os.killpg(server.pid, signal.SIGKILL)
-            server.wait()
-        for left in started_by(port):
-            os.kill(left, signal.SIGKILL)
     assert server.returncode == 0, "".join(lines)
