@@ -14,6 +14,8 @@ from typing import TYPE_CHECKING
 
 import redis
 
+from core.redis_script import script_on_own_connections
+
 from . import lua
 
 if TYPE_CHECKING:
@@ -188,7 +190,8 @@ class Reservations:
 
     def __init__(self, client: redis.Redis) -> None:
         self.client = client
-        self._reserve = client.register_script(lua.RESERVE)
+        # Every purchase and draw calls it: over the thread's own connection (core.redis_script).
+        self._reserve = script_on_own_connections(client, lua.RESERVE)
         self._release = client.register_script(lua.RELEASE)
         self._load = client.register_script(lua.LOAD)
         self._add_units = client.register_script(lua.ADD_UNITS)

@@ -1,0 +1,141 @@
+"""A script over each thread's own connection (core.redis_script) answers each caller its
+own reply, as the pool would: across threads and a fork, after the server closed the
+connection, after it forgot the script, and after a call was cut off mid-answer.
+
+Each test runs its own redis-server, so that killing clients and flushing scripts touch
+nothing else.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+
+import pytest
+import redis
+
+from core.redis_script import OwnConnectionScript, script_on_own_connections
+from locking.testing import RedisServer
+
+ECHO = "return ARGV[1]"
+COUNT = "return redis.call('INCR', KEYS[1])"
+# Answers ARGV[2], after ARGV[1] milliseconds of busy waiting (Redis answers nothing else meanwhile).
+SLOW_ECHO = """
+local started = redis.call('TIME')
+local start_us = started[1] * 1000000 + started[2]
+repeat
+  local now = redis.call('TIME')
+until now[1] * 1000000 + now[2] - start_us >= tonumber(ARGV[1]) * 1000
+return ARGV[2]
+"""
+
+
+@pytest.fixture
+def server():
+    server = RedisServer().start()
+    yield server
+    server.close()
+
+
+@pytest.fixture
+def client(server):
+    client = redis.Redis.from_url(server.url, socket_timeout=5)
+    yield client
+    client.close()
+
+
+def _connections_calling(client: redis.Redis) -> int:
+    """The server's clients whose last command was a script call (the script's loading
+    goes through the client's pool, once per thread that found it missing)."""
+    return sum(1 for c in client.client_list() if c["cmd"] == "evalsha")
+
+
+def test_each_thread_gets_its_own_replies_over_its_own_connection(client):
+    echo = OwnConnectionScript(client, ECHO)
+    wrong: list[tuple[bytes, bytes]] = []
+    start, done, counted = threading.Barrier(8), threading.Barrier(9), threading.Event()
+
+    def calls(n: int) -> None:
+        start.wait()
+        for i in range(300):
+            sent = f"thread {n} call {i}".encode()
+            answer = echo(args=[sent])
+            if answer != sent:
+                wrong.append((sent, answer))
+        done.wait()
+        counted.wait(10)  # a thread's connection lasts as long as the thread
+
+    threads = [threading.Thread(target=calls, args=(n,)) for n in range(8)]
+    for thread in threads:
+        thread.start()
+    done.wait(30)
+    connections = _connections_calling(client)
+    counted.set()
+    for thread in threads:
+        thread.join()
+    assert wrong == []
+    assert connections == 8  # one per thread, each kept for the thread's next call
+
+
+def test_a_connection_the_server_closed_is_replaced_without_failing_the_call(client):
+    echo = OwnConnectionScript(client, ECHO)
+    assert echo(args=["before"]) == b"before"
+    killed = client.client_kill_filter(_type="normal", skipme=True)
+    assert killed == 1
+    assert echo(args=["after"]) == b"after"
+
+
+def test_a_script_the_server_forgot_is_loaded_and_runs_once(client):
+    count = OwnConnectionScript(client, COUNT)
+    assert count(keys=["n"]) == 1
+    client.script_flush()
+    assert count(keys=["n"]) == 2
+    assert int(client.get("n")) == 2
+
+
+def test_a_call_cut_off_mid_answer_leaves_nothing_for_the_next(server):
+    impatient = redis.Redis.from_url(server.url, socket_timeout=0.2)
+    slow_echo = OwnConnectionScript(impatient, SLOW_ECHO)
+    with pytest.raises(redis.TimeoutError):
+        slow_echo(args=[600, "late"])
+    # The late answer has arrived by now: it must not be read as the next call's.
+    redis.Redis.from_url(server.url).ping()  # waits until the slow script is done
+    assert slow_echo(args=[0, "next"]) == b"next"
+    impatient.close()
+
+
+def test_a_forked_child_never_shares_its_parents_connection(client):
+    echo = OwnConnectionScript(client, ECHO)
+    assert echo(args=["parent"]) == b"parent"  # the parent's connection is made
+    pid = os.fork()
+    if pid == 0:  # the child: its own answers, while the parent sends on its connection
+        ok = all(echo(args=[f"child {i}"]) == f"child {i}".encode() for i in range(500))
+        os._exit(0 if ok else 1)
+    parent_ok = all(echo(args=[f"parent {i}"]) == f"parent {i}".encode() for i in range(500))
+    _, status = os.waitpid(pid, 0)
+    assert parent_ok
+    assert os.waitstatus_to_exitcode(status) == 0
+
+
+def test_an_error_reply_is_raised_and_the_connection_kept_in_step(client):
+    fails = OwnConnectionScript(client, "return redis.error_reply('refused here')")
+    echo = OwnConnectionScript(client, ECHO)
+    with pytest.raises(redis.ResponseError, match="refused here"):
+        fails()
+    assert echo(args=["then"]) == b"then"
+
+
+def test_unreachable_redis_raises_a_connection_error(server, client):
+    echo = OwnConnectionScript(client, ECHO)
+    server.stop()
+    with pytest.raises(redis.ConnectionError):
+        echo(args=["nobody"])
+    server.start()
+    assert echo(args=["back"]) == b"back"
+
+
+def test_a_cluster_client_gets_the_librarys_script(redis_cluster):
+    script = script_on_own_connections(redis_cluster, COUNT)
+    assert not isinstance(script, OwnConnectionScript)
+    redis_cluster.delete("script-test:{n}")
+    assert script(keys=["script-test:{n}"]) == 1
