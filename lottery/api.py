@@ -6,11 +6,12 @@ from datetime import datetime
 from decimal import Decimal
 
 from django.conf import settings
+from django.http import HttpResponse
 from ninja import Router, Schema, Status
 from pydantic import Field
 
 from accounts.auth import optional_auth, require_permission
-from core.api import refuse_body
+from core.api import json_answer, refuse_body
 from core.metrics import draw_counted
 from core.ratelimit import client_address, rate_count
 from core.schemas import InputSchema, Money, UtcDatetime, answers, text, whole
@@ -230,13 +231,14 @@ def pools_get(request, pool_id: int):
     ),
     openapi_extra=links.DRAWN,
 )
-def pools_draw(request, pool_id: int):
+def pools_draw(request, pool_id: int, response: HttpResponse):
     refuse_body(request, action="draw")
     pool = pool_for_draw_cached(pool_id=pool_id)
     with draw_counted(pool.strategy, pool_id=pool.pk, user_id=request.auth.pk) as counted:
         rate = rate_count(action="draw", user_id=request.auth.pk, address=client_address(request))
         draw = counted(pool_draw(user=request.auth, pool=pool, rate=rate))
-    return Status(
+    return json_answer(
+        response,
         202 if draw.status == Draw.Status.PENDING else 201,
         {
             "draw_id": draw.public_id,

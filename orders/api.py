@@ -3,11 +3,12 @@
 from datetime import datetime
 
 from django.conf import settings
+from django.http import HttpResponse
 from ninja import Router, Schema, Status
 from pydantic import Field
 
 from accounts.auth import require_permission
-from core.api import refuse_body
+from core.api import json_answer, refuse_body
 from core.metrics import purchase_counted
 from core.ratelimit import client_address, rate_count
 from core.schemas import InputSchema, UtcDatetime, answers, text, whole
@@ -150,14 +151,14 @@ class AuditOut(Schema):
     ),
     openapi_extra=links.PURCHASED,
 )
-def vouchers_purchase(request, voucher_id: int):
+def vouchers_purchase(request, voucher_id: int, response: HttpResponse):
     refuse_body(request, action="purchase")
     voucher = voucher_for_purchase(voucher_id=voucher_id)
     with purchase_counted(voucher.strategy, voucher_id=voucher.pk, user_id=request.auth.pk) as counted:
         rate = rate_count(action="purchase", user_id=request.auth.pk, address=client_address(request))
         order = counted(order_purchase(user=request.auth, voucher=voucher, rate=rate))
     status = 202 if order.status == Order.Status.PENDING else 201
-    return Status(status, {"order_id": order.public_id, "status": order.status})
+    return json_answer(response, status, {"order_id": order.public_id, "status": order.status})
 
 
 @router.get("/orders", response=answers({200: list[OrderOut]}), tags=["orders"])
