@@ -65,11 +65,19 @@ class JsonParser(Parser):
             raise MalformedJson(f"The body is not valid JSON ({exc}).") from None
 
 
+def _declared_length(request) -> int:
+    # As Django reads it: a body without a length (or with a bad one) is read as empty.
+    try:
+        return int(request.META.get("CONTENT_LENGTH") or 0)
+    except ValueError:
+        return 0
+
+
 def refuse_body(request, *, action: str) -> None:
     """An action that takes no input accepts no body, an empty form, or ``{}``; anything
     else is refused whole (400), so a client that thinks it is sending a choice learns
     it is not."""
-    if not request.body.strip():
+    if _declared_length(request) <= 0 or not request.body.strip():
         return
     if request.content_type in FORM_TYPES and not request.POST and not request.FILES:
         return

@@ -7,6 +7,7 @@ described in ``inventory.lua``.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
@@ -65,6 +66,7 @@ class GroupKeys:
     rebuild: str
 
     @classmethod
+    @functools.lru_cache(maxsize=1024)  # every reservation names them: built once per group
     def of(cls, group_id: int) -> GroupKeys:
         tag = f"res:{group_tag(group_id)}"
         return cls(
