@@ -26,7 +26,7 @@ def json_answer(response: HttpResponse, status: int, body: dict) -> HttpResponse
     contract test).
     """
     response.status_code = status
-    response.content = json.dumps(body)
+    response.content = json.dumps(body).encode()  # UTF-8, as the content type says
     return response
 
 

@@ -61,7 +61,7 @@ def pool_for_draw(*, pool_id: int) -> Pool:
 # redis_lua pools as a draw reads them, for a second per process (see ``voucher_for_purchase``
 # in orders.selectors, which the same reasons hold for), and prizes by their stock row.
 _reserving: ProcessMemo[int, Pool] = ProcessMemo(ttl=1.0)
-_prizes: ProcessMemo[int, tuple[int, str]] = ProcessMemo(ttl=5.0)
+_prizes: ProcessMemo[int, Prize] = ProcessMemo(ttl=5.0)
 
 
 def pool_for_draw_cached(*, pool_id: int) -> Pool:
@@ -81,11 +81,15 @@ def pool_forget(*, pool_id: int) -> None:
 
 def prize_for_stock(*, stock_id: int) -> Prize:
     """The prize of a stock row, its id and name only (enough to announce it), kept five
-    seconds in this process: every ``redis_lua`` draw announces one."""
-    prize_id, name = _prizes.get_or_read(
-        stock_id, lambda: Prize.objects.values_list("id", "name").get(stock_id=stock_id)
-    )
-    return Prize(pk=prize_id, name=name, stock_id=stock_id)
+    seconds in this process: every ``redis_lua`` draw announces one. The same instance is
+    answered to every draw meanwhile (making one per draw cost as much as the rest of the
+    draw's Python): read it, never change it."""
+    prize = _prizes.get(stock_id)
+    if prize is None:
+        prize_id, name = Prize.objects.values_list("id", "name").get(stock_id=stock_id)
+        prize = Prize(pk=prize_id, name=name, stock_id=stock_id)
+        _prizes.put(stock_id, prize)
+    return prize
 
 
 def prize_get(*, prize_id: int) -> Prize:
