@@ -84,6 +84,10 @@ class JsonApi(NinjaAPI):
     def urls(self):
         patterns, app_name, namespace = super().urls
         wrapped = [URLPattern(p.pattern, _view(p), p.default_args, p.name) for p in patterns]
+        # Django tries the patterns in order, and a sale's requests are nearly all purchases
+        # and draws: matched first, they skip a dozen regular expressions each (about 1 us
+        # apiece). No other path overlaps theirs, so the order changes nothing else.
+        wrapped.sort(key=lambda pattern: pattern.name not in HOT_OPERATIONS)
         return [*wrapped, re_path(r"", csrf_exempt(_not_found), name="not-found")], app_name, namespace
 
     def get_openapi_schema(self, *, path_prefix=None, path_params=None):
@@ -96,6 +100,9 @@ class JsonApi(NinjaAPI):
                         response.setdefault("headers", {})["Retry-After"] = RETRY_AFTER
         return schema
 
+
+# The URL names of the operations a sale's crowd calls (``JsonApi.urls``).
+HOT_OPERATIONS = ("vouchers_purchase", "pools_draw")
 
 # A refusal that trying again later remedies says when, in whole seconds.
 RETRY_AFTER_STATUSES = (429, 503)

@@ -459,3 +459,20 @@ def test_every_strategy_sells_and_refuses_through_the_api(api_client, make_vouch
     assert_error(api_client().post(f"/api/vouchers/{voucher.pk}/purchase"), 409, "sold_out")
     assert Stock.objects.get(pk=voucher.stock_id).quantity == 0
     assert Order.objects.filter(voucher=voucher).count() == 1
+
+
+# --- routing --------------------------------------------------------------------------------------
+
+
+def test_purchases_and_draws_are_matched_before_every_other_path():
+    from django.urls import resolve
+
+    from config.api import HOT_OPERATIONS, api
+
+    patterns = api.urls[0]
+    assert [pattern.name for pattern in patterns[: len(HOT_OPERATIONS)]] == list(HOT_OPERATIONS)
+    # Moving them first changed what no path resolves to.
+    assert resolve("/api/vouchers/7/purchase").url_name == "vouchers_purchase"
+    assert resolve("/api/pools/7/draw").url_name == "pools_draw"
+    assert resolve("/api/vouchers/7").url_name == "vouchers_get"
+    assert resolve("/api/pools/7").url_name == "pools_get"
