@@ -3,7 +3,7 @@ endpoint of the same server, the crowd against db_atomic, the server's CPU per r
 how a Celery worker keeps up persisting the reservations; one server, one run.
 
     .venv/bin/python -m benchmarks.http [--seconds 4] [--rounds 2] [--concurrency 50]
-        [--server-processes 4] [--persist-seconds 15] [--tokens 40000] [--no-persist]
+        [--server-processes 4] [--persist-seconds 15] [--tokens 100000] [--no-persist]
         [--database-url mysql://root:@127.0.0.1:3306/flashsale_bench]
         [--redis-url redis://127.0.0.1:6379/5] [--broker-url redis://127.0.0.1:6379/6]
 
@@ -87,7 +87,7 @@ def parse_args(argv):
     parser.add_argument("--race-window-ms", type=int, default=0, help="RACE_WINDOW_MS of the server")
     parser.add_argument("--persist-seconds", type=float, default=15, help="seconds of load in part 4")
     parser.add_argument("--no-persist", action="store_true", help="skip part 4 (the Celery worker)")
-    parser.add_argument("--tokens", type=int, default=40_000, help="distinct buyers (at most 100,000)")
+    parser.add_argument("--tokens", type=int, default=100_000, help="distinct buyers (at most 100,000)")
     # Redis databases nothing else here uses: the tests take 4, 7, 8, 11, 13 and 15 (and flush some),
     # the load tests 10, the other benchmarks 9 and 12. The broker is purged before and after.
     parser.add_argument(
