@@ -100,24 +100,7 @@ def reservations_persist(
         return Persisted()
     about = _About(group_id, kind, item_id)
     try:
-        fresh = _write(pending, persisted, write)
-        result = Persisted(written=len(fresh), repeated=len(pending) - len(fresh))
-        about.each(pending, fresh)
-    except IntegrityError:
-        # One reservation the database refuses must not hold back its batch.
-        result = Persisted()
-        for one in pending:
-            try:
-                fresh = _write([one], persisted, write)
-            except IntegrityError as exc:
-                why = f"the database refused the record: {exc.args[-1]}"[:300]
-                if reservations.release(group_id=group_id, pending=one, why=why):
-                    result.failed += 1
-                    about.failed(one, why)
-            else:
-                result.written += len(fresh)
-                result.repeated += 1 - len(fresh)
-                about.each([one], fresh)
+        result = _write_apart(pending, persisted, write, group_id=group_id, reservations=reservations, about=about)
     except DatabaseError as exc:
         if unreachable(exc):
             _give_up_old(about, reservations, pending, give_up_seconds)
@@ -129,6 +112,40 @@ def reservations_persist(
     reservations.done(group_id=group_id, entry_ids=[one.entry_id for one in pending])
     about.batch(result, time.perf_counter() - started)
     return result
+
+
+def _write_apart(
+    pending: list[Pending],
+    persisted: Callable,
+    write: Callable,
+    *,
+    group_id: int,
+    reservations: Reservations,
+    about: _About,
+) -> Persisted:
+    """Write ``pending`` in one transaction; when the database refuses one of them, write
+    each half apart, down to the reservations it refuses alone, which are undone.
+
+    One reservation the database refuses must not hold back its batch, nor cost a
+    transaction per reservation: halving finds it in about 2 log2(n) transactions (18 for
+    a batch of 500), where writing one at a time took n.
+    """
+    try:
+        fresh = _write(pending, persisted, write)
+    except IntegrityError as exc:
+        if len(pending) > 1:
+            half = len(pending) // 2
+            context = {"group_id": group_id, "reservations": reservations, "about": about}
+            result = _write_apart(pending[:half], persisted, write, **context)
+            result += _write_apart(pending[half:], persisted, write, **context)
+            return result
+        why = f"the database refused the record: {exc.args[-1]}"[:300]
+        if reservations.release(group_id=group_id, pending=pending[0], why=why):
+            about.failed(pending[0], why)
+            return Persisted(failed=1)
+        return Persisted()
+    about.each(pending, fresh)
+    return Persisted(written=len(fresh), repeated=len(pending) - len(fresh))
 
 
 @transaction.atomic

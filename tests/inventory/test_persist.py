@@ -411,3 +411,44 @@ def test_a_drain_stays_while_reservations_arrive_and_no_request_asks_for_another
     assert sum(reads) == 10 and len(reads) < 10  # read in paces, not one by one
     assert Order.objects.filter(voucher=voucher).count() == 10
     assert reservations.reserve(group_id=group, user_id=buyers[10], rand=0.5).kick  # gone: ask again
+
+
+def test_a_refused_reservation_is_found_by_halving_its_batch_not_by_writing_one_at_a_time(
+    reservations, make_voucher, make_user
+):
+    """One refused reservation among 64: the other 63 are written, in a handful of
+    transactions (each half apart, down to the refused one), not 64."""
+    voucher = make_voucher(stock=100, strategy="db_atomic")
+    early = make_user()
+    Order.objects.create(user=early, voucher=voucher, buyer_guard=early.pk)
+    Stock.objects.filter(pk=voucher.stock_id).update(quantity=99)
+    group = reservations.load_from(voucher, limit=1)
+    buyers = [make_user() for _ in range(63)]
+    made = [reservations.reserve(group_id=group, user_id=user.pk, rand=0.5) for user in buyers[:40]]
+    refused = reservations.reserve(group_id=group, user_id=early.pk, rand=0.5)
+    made += [reservations.reserve(group_id=group, user_id=user.pk, rand=0.5) for user in buyers[40:]]
+    writes: list[int] = []
+
+    def persisted(ids: list[int]) -> set[int]:
+        return set(Order.objects.filter(reservation__in=ids).values_list("reservation", flat=True))
+
+    def write(fresh) -> None:
+        writes.append(len(fresh))
+        Order.objects.bulk_create(
+            Order(user_id=one.user_id, voucher=voucher, buyer_guard=one.user_id, reservation=one.reservation_id)
+            for one in fresh
+        )
+
+    result = reservations_persist(
+        group_id=group, reservations=reservations, consumer="w1", persisted=persisted, write=write
+    )
+    assert (result.written, result.repeated, result.failed) == (63, 0, 1)
+    assert writes[0] == 64
+    assert len(writes) <= 2 * 6 + 1  # the whole batch, then two halves per level down to one
+    assert sorted(
+        Order.objects.filter(voucher=voucher, reservation__isnull=False).values_list("reservation", flat=True)
+    ) == sorted(one.reservation_id for one in made)
+    assert "refused" in reservations.failed(reservation=refused.reservation_id).why
+    voucher.stock.refresh_from_db()
+    assert voucher.stock.quantity == 99 - 63 == reservations.stock(group_id=group)[voucher.stock_id]
+    assert reservations.client.xlen(GroupKeys.of(group).pending) == 0
