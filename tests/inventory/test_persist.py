@@ -416,8 +416,8 @@ def test_a_drain_stays_while_reservations_arrive_and_no_request_asks_for_another
 def test_a_refused_reservation_is_found_by_halving_its_batch_not_by_writing_one_at_a_time(
     reservations, make_voucher, make_user
 ):
-    """One refused reservation among 64: the other 63 are written, in a handful of
-    transactions (each half apart, down to the refused one), not 64."""
+    """One refused reservation among 64: the other 63 are written in 15 transactions (each
+    half apart, down to a small part written one at a time), not 65."""
     voucher = make_voucher(stock=100, strategy="db_atomic")
     early = make_user()
     Order.objects.create(user=early, voucher=voucher, buyer_guard=early.pk)
@@ -444,7 +444,9 @@ def test_a_refused_reservation_is_found_by_halving_its_batch_not_by_writing_one_
     )
     assert (result.written, result.repeated, result.failed) == (63, 0, 1)
     assert writes[0] == 64
-    assert len(writes) <= 2 * 6 + 1  # the whole batch, then two halves per level down to one
+    # The batch, its halves, their halves down to a part of fewer than WRITTEN_ALONE_BELOW
+    # (16), then that part one at a time: 1 + 2 + 2 + 2 + 8 = 15, where one each made 65.
+    assert len(writes) <= 16
     assert sorted(
         Order.objects.filter(voucher=voucher, reservation__isnull=False).values_list("reservation", flat=True)
     ) == sorted(one.reservation_id for one in made)
@@ -452,3 +454,21 @@ def test_a_refused_reservation_is_found_by_halving_its_batch_not_by_writing_one_
     voucher.stock.refresh_from_db()
     assert voucher.stock.quantity == 99 - 63 == reservations.stock(group_id=group)[voucher.stock_id]
     assert reservations.client.xlen(GroupKeys.of(group).pending) == 0
+
+
+def test_when_every_reservation_of_a_batch_is_refused_each_is_undone(reservations, make_voucher, make_user):
+    """Users gone from the database since they reserved: all 20 refused, all undone, the stock
+    and the takes back, and the halving stops where writing one at a time costs less."""
+    voucher = make_voucher(stock=50, strategy="db_atomic")
+    group = reservations.load_from(voucher, limit=1)
+    gone = [make_user() for _ in range(20)]
+    made = [reservations.reserve(group_id=group, user_id=user.pk, rand=0.5) for user in gone]
+    type(gone[0]).objects.filter(pk__in=[user.pk for user in gone]).delete()
+    result = voucher_reservations_persist(
+        voucher_id=voucher.pk, group_id=voucher.stock.group_id, reservations=reservations, consumer="w1"
+    )
+    assert (result.written, result.repeated, result.failed) == (0, 0, 20)
+    assert all("refused" in reservations.failed(reservation=one.reservation_id).why for one in made)
+    assert reservations.stock(group_id=group)[voucher.stock_id] == 50
+    assert reservations.takers(group_id=group) == {}
+    assert not Order.objects.filter(voucher=voucher).exists()
