@@ -99,11 +99,18 @@ def reservations_persist(
     if not pending:
         return Persisted()
     about = _About(group_id, kind, item_id)
+    committed: list[Pending] = []
     try:
-        result = _write_apart(pending, persisted, write, group_id=group_id, reservations=reservations, about=about)
+        result = _write_apart(
+            pending, persisted, write, group_id=group_id, reservations=reservations, about=about, committed=committed
+        )
     except DatabaseError as exc:
         if unreachable(exc):
-            _give_up_old(about, reservations, pending, give_up_seconds)
+            # A part written before the database went away has its records: never undo those.
+            written = {one.reservation_id for one in committed}
+            _give_up_old(
+                about, reservations, [one for one in pending if one.reservation_id not in written], give_up_seconds
+            )
             # Not a dead consumer's: the retried drain, wherever it runs, takes them at once.
             with suppress(RedisError):
                 reservations.hand_back(group_id=group_id, consumer=consumer, entry_ids=[o.entry_id for o in pending])
@@ -126,6 +133,7 @@ def _write_apart(
     group_id: int,
     reservations: Reservations,
     about: _About,
+    committed: list[Pending],
 ) -> Persisted:
     """Write ``pending`` in one transaction; when the database refuses one of them, write
     each half apart, and a part of fewer than ``WRITTEN_ALONE_BELOW`` one reservation at a
@@ -135,12 +143,13 @@ def _write_apart(
     transaction per reservation: one refused among 500 costs about 25 transactions, where
     writing each apart took 500. Small parts are not halved: when many of their reservations
     are refused (a batch of users deleted since), halving down to each would cost twice as
-    many transactions as writing them one at a time.
+    many transactions as writing them one at a time. ``committed`` collects the
+    reservations whose records a committed part holds.
     """
     try:
         fresh = _write(pending, persisted, write)
     except IntegrityError as exc:
-        context = {"group_id": group_id, "reservations": reservations, "about": about}
+        context = {"group_id": group_id, "reservations": reservations, "about": about, "committed": committed}
         if len(pending) >= WRITTEN_ALONE_BELOW:
             half = len(pending) // 2
             result = _write_apart(pending[:half], persisted, write, **context)
@@ -156,6 +165,7 @@ def _write_apart(
             about.failed(pending[0], why)
             return Persisted(failed=1)
         return Persisted()
+    committed.extend(pending)
     about.each(pending, fresh)
     return Persisted(written=len(fresh), repeated=len(pending) - len(fresh))
 

@@ -472,3 +472,52 @@ def test_when_every_reservation_of_a_batch_is_refused_each_is_undone(reservation
     assert reservations.stock(group_id=group)[voucher.stock_id] == 50
     assert reservations.takers(group_id=group) == {}
     assert not Order.objects.filter(voucher=voucher).exists()
+
+
+def test_a_part_written_before_the_database_went_away_is_never_undone(reservations, make_voucher, make_user):
+    """A refused reservation splits the batch; the first half commits, then the database
+    is out of reach: past the give-up time only the reservations without a record are
+    undone, and the next drain acknowledges the written ones as repeated."""
+    voucher = make_voucher(stock=100, strategy="db_atomic")
+    early = make_user()
+    Order.objects.create(user=early, voucher=voucher, buyer_guard=early.pk)
+    Stock.objects.filter(pk=voucher.stock_id).update(quantity=99)
+    group = reservations.load_from(voucher, limit=1)
+    buyers = [make_user() for _ in range(31)]
+    first = [reservations.reserve(group_id=group, user_id=user.pk, rand=0.5) for user in buyers[:16]]
+    refused = reservations.reserve(group_id=group, user_id=early.pk, rand=0.5)
+    last = [reservations.reserve(group_id=group, user_id=user.pk, rand=0.5) for user in buyers[16:]]
+    calls: list[int] = []
+
+    def persisted(ids: list[int]) -> set[int]:
+        calls.append(len(ids))
+        if len(calls) == 3:  # the whole batch, its first half, then the second half
+            raise OperationalError(2013, "Lost connection to MySQL server during query")
+        return set(Order.objects.filter(reservation__in=ids).values_list("reservation", flat=True))
+
+    def write(fresh) -> None:
+        Order.objects.bulk_create(
+            Order(user_id=one.user_id, voucher=voucher, buyer_guard=one.user_id, reservation=one.reservation_id)
+            for one in fresh
+        )
+
+    with pytest.raises(OperationalError):
+        reservations_persist(
+            group_id=group, reservations=reservations, consumer="w1", persisted=persisted, write=write,
+            claim_idle_ms=0, give_up_seconds=0,
+        )  # fmt: skip
+    assert calls == [32, 16, 16]
+    written = set(
+        Order.objects.filter(voucher=voucher, reservation__isnull=False).values_list("reservation", flat=True)
+    )
+    assert written == {one.reservation_id for one in first}
+    assert all(reservations.failed(reservation=one.reservation_id) is None for one in first)
+    assert all(reservations.failed(reservation=one.reservation_id) for one in [refused, *last])
+    # Redis gave back the units and takes of the undone ones only.
+    assert reservations.stock(group_id=group)[voucher.stock_id] == 99 - 16
+    assert set(reservations.takers(group_id=group)) == {user.pk for user in buyers[:16]}
+    result = voucher_reservations_persist(
+        voucher_id=voucher.pk, group_id=group, reservations=reservations, consumer="w2", claim_idle_ms=0
+    )
+    assert (result.written, result.repeated, result.failed) == (0, 16, 0)
+    assert reservations.client.xlen(GroupKeys.of(group).pending) == 0
