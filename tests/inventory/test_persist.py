@@ -4,6 +4,7 @@ database refuses them for good, never lost to a consumer that died."""
 from __future__ import annotations
 
 import time
+from functools import partial
 
 import pytest
 import redis
@@ -413,34 +414,45 @@ def test_a_drain_stays_while_reservations_arrive_and_no_request_asks_for_another
     assert reservations.reserve(group_id=group, user_id=buyers[10], rand=0.5).kick  # gone: ask again
 
 
+def early_buyer_voucher(reservations, make_voucher, make_user, *, stock: int):
+    """A voucher loaded into Redis without the order its early buyer already has: a
+    reservation of that buyer is refused by the database's one-per-user key."""
+    voucher = make_voucher(stock=stock, strategy="db_atomic")
+    early = make_user()
+    Order.objects.create(user=early, voucher=voucher, buyer_guard=early.pk)
+    Stock.objects.filter(pk=voucher.stock_id).update(quantity=stock - 1)
+    return voucher, reservations.load_from(voucher, limit=1), early
+
+
+def orders_persisted(ids: list[int]) -> set[int]:
+    return set(Order.objects.filter(reservation__in=ids).values_list("reservation", flat=True))
+
+
+def orders_write(voucher, fresh) -> None:
+    Order.objects.bulk_create(
+        Order(user_id=one.user_id, voucher=voucher, buyer_guard=one.user_id, reservation=one.reservation_id)
+        for one in fresh
+    )
+
+
 def test_a_refused_reservation_is_found_by_halving_its_batch_not_by_writing_one_at_a_time(
     reservations, make_voucher, make_user
 ):
     """One refused reservation among 64: the other 63 are written in 15 transactions (each
     half apart, down to a small part written one at a time), not 65."""
-    voucher = make_voucher(stock=100, strategy="db_atomic")
-    early = make_user()
-    Order.objects.create(user=early, voucher=voucher, buyer_guard=early.pk)
-    Stock.objects.filter(pk=voucher.stock_id).update(quantity=99)
-    group = reservations.load_from(voucher, limit=1)
+    voucher, group, early = early_buyer_voucher(reservations, make_voucher, make_user, stock=100)
     buyers = [make_user() for _ in range(63)]
     made = [reservations.reserve(group_id=group, user_id=user.pk, rand=0.5) for user in buyers[:40]]
     refused = reservations.reserve(group_id=group, user_id=early.pk, rand=0.5)
     made += [reservations.reserve(group_id=group, user_id=user.pk, rand=0.5) for user in buyers[40:]]
     writes: list[int] = []
 
-    def persisted(ids: list[int]) -> set[int]:
-        return set(Order.objects.filter(reservation__in=ids).values_list("reservation", flat=True))
-
     def write(fresh) -> None:
         writes.append(len(fresh))
-        Order.objects.bulk_create(
-            Order(user_id=one.user_id, voucher=voucher, buyer_guard=one.user_id, reservation=one.reservation_id)
-            for one in fresh
-        )
+        orders_write(voucher, fresh)
 
     result = reservations_persist(
-        group_id=group, reservations=reservations, consumer="w1", persisted=persisted, write=write
+        group_id=group, reservations=reservations, consumer="w1", persisted=orders_persisted, write=write
     )
     assert (result.written, result.repeated, result.failed) == (63, 0, 1)
     assert writes[0] == 64
@@ -478,11 +490,7 @@ def test_a_part_written_before_the_database_went_away_is_never_undone(reservatio
     """A refused reservation splits the batch; the first half commits, then the database
     is out of reach: past the give-up time only the reservations without a record are
     undone, and the next drain acknowledges the written ones as repeated."""
-    voucher = make_voucher(stock=100, strategy="db_atomic")
-    early = make_user()
-    Order.objects.create(user=early, voucher=voucher, buyer_guard=early.pk)
-    Stock.objects.filter(pk=voucher.stock_id).update(quantity=99)
-    group = reservations.load_from(voucher, limit=1)
+    voucher, group, early = early_buyer_voucher(reservations, make_voucher, make_user, stock=100)
     buyers = [make_user() for _ in range(31)]
     first = [reservations.reserve(group_id=group, user_id=user.pk, rand=0.5) for user in buyers[:16]]
     refused = reservations.reserve(group_id=group, user_id=early.pk, rand=0.5)
@@ -493,17 +501,12 @@ def test_a_part_written_before_the_database_went_away_is_never_undone(reservatio
         calls.append(len(ids))
         if len(calls) == 3:  # the whole batch, its first half, then the second half
             raise OperationalError(2013, "Lost connection to MySQL server during query")
-        return set(Order.objects.filter(reservation__in=ids).values_list("reservation", flat=True))
-
-    def write(fresh) -> None:
-        Order.objects.bulk_create(
-            Order(user_id=one.user_id, voucher=voucher, buyer_guard=one.user_id, reservation=one.reservation_id)
-            for one in fresh
-        )
+        return orders_persisted(ids)
 
     with pytest.raises(OperationalError):
         reservations_persist(
-            group_id=group, reservations=reservations, consumer="w1", persisted=persisted, write=write,
+            group_id=group, reservations=reservations, consumer="w1", persisted=persisted,
+            write=partial(orders_write, voucher),
             claim_idle_ms=0, give_up_seconds=0,
         )  # fmt: skip
     assert calls == [32, 16, 16]
