@@ -149,16 +149,22 @@ def _write_apart(
     try:
         fresh = _write(pending, persisted, write)
     except IntegrityError as exc:
-        context = {"group_id": group_id, "reservations": reservations, "about": about, "committed": committed}
-        if len(pending) >= WRITTEN_ALONE_BELOW:
-            half = len(pending) // 2
-            result = _write_apart(pending[:half], persisted, write, **context)
-            result += _write_apart(pending[half:], persisted, write, **context)
-            return result
         if len(pending) > 1:
+            half = len(pending) // 2
+            parts = (
+                [pending[:half], pending[half:]] if len(pending) >= WRITTEN_ALONE_BELOW else [[one] for one in pending]
+            )
             result = Persisted()
-            for one in pending:
-                result += _write_apart([one], persisted, write, **context)
+            for part in parts:
+                result += _write_apart(
+                    part,
+                    persisted,
+                    write,
+                    group_id=group_id,
+                    reservations=reservations,
+                    about=about,
+                    committed=committed,
+                )
             return result
         why = f"the database refused the record: {exc.args[-1]}"[:300]
         if reservations.release(group_id=group_id, pending=pending[0], why=why):

@@ -471,7 +471,7 @@ def test_purchases_and_draws_are_matched_before_every_other_path():
 
     patterns = api.urls[0]
     assert [pattern.name for pattern in patterns[: len(HOT_OPERATIONS)]] == list(HOT_OPERATIONS)
-    # Moving them first changed what no path resolves to.
+    # Tried first, they take no other path's requests.
     assert resolve("/api/vouchers/7/purchase").url_name == "vouchers_purchase"
     assert resolve("/api/pools/7/draw").url_name == "pools_draw"
     assert resolve("/api/vouchers/7").url_name == "vouchers_get"
