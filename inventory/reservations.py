@@ -41,10 +41,13 @@ def reservation_id(group_id: int, number: int) -> int:
 
 
 def reservation_group(reservation: int) -> int | None:
-    """The stock group a reservation id belongs to, or None for any other id."""
+    """The stock group a reservation id belongs to, or None for any other id: one in the
+    range that ``reservation_id`` never makes (group 0, number 0) is no reservation's, and
+    its callers answer it as they answer any id that names nothing."""
     if reservation < RESERVATION_BASE or reservation >= 1 << 63:
         return None
-    return (reservation - RESERVATION_BASE) >> _NUMBER_BITS
+    group_id, number = divmod(reservation - RESERVATION_BASE, 1 << _NUMBER_BITS)
+    return group_id if group_id and number else None
 
 
 def group_tag(group_id: int) -> str:
