@@ -13,6 +13,9 @@ deactivated or deleted, revoked by its owner, dropped for a newer one) is record
 ``RevokedToken`` until that end. Every process reads the revocations recorded since its
 last read at most ``API_TOKEN_REVOCATIONS_REFRESH_SECONDS`` before it trusts a token, and
 at once after a revocation of its own: a revocation holds everywhere within that bound.
+The same read takes the tokens of inactive users as revoked, so a user deactivated by a
+``QuerySet.update`` (no signal, nothing revoked) is refused within that bound too, and gets
+its tokens back if reactivated the same way, as Django's sessions do.
 A process that has not managed to read them for ``API_TOKEN_REVOCATIONS_STALE_SECONDS``
 refuses every token with a 503 rather than trust one that may have been revoked.
 """
@@ -23,6 +26,7 @@ import functools
 import hashlib
 import secrets
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -40,6 +44,8 @@ MAX_LENGTH = 200
 # How far back each read of the revocations looks beyond the last one: a revocation is
 # stamped by the clock of the process that made it, and may commit a little after that.
 OVERLAP = timedelta(seconds=60)
+# The wall clock that decides whether a token has ended: replaceable in tests.
+wall_clock: Callable[[], float] = time.time
 
 
 class RevocationsUnknown(Unavailable):
@@ -90,32 +96,35 @@ def token_claims(raw: str, *, now: float | None = None) -> Claims | None:
         claims = Claims(user_id=int(user_id), expires_at=int(end), key_hash=token_hash(raw))
     except (signing.BadSignature, ValueError):
         return None
-    if claims.expires_at <= (time.time() if now is None else now):
+    if claims.expires_at <= (wall_clock() if now is None else now):
         return None
     return claims
 
 
 class Revocations:
     """The hashes of the revoked tokens that have not ended yet, as this process last read
-    them (one per process: see :data:`revocations`)."""
+    them (one per process: see :data:`revocations`), and those of the users inactive then.
+    ``clock`` is monotonic, replaceable in tests."""
 
-    def __init__(self) -> None:
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self.clock = clock
         self._ends: dict[str, float] = {}
-        self._read_at: float | None = None  # monotonic
+        self._inactive: frozenset[str] = frozenset()
+        self._read_at: float | None = None  # by ``clock``
         self._since: datetime | None = None  # the wall time the last read started
         self._pruned_at: datetime | None = None
 
     def revoked(self, key_hash: str) -> bool:
         """Whether the token of ``key_hash`` was revoked, reading the revocations first when
         the last read is older than the refresh interval."""
-        age = None if self._read_at is None else time.monotonic() - self._read_at
+        age = None if self._read_at is None else self.clock() - self._read_at
         if age is None or age >= settings.API_TOKEN_REVOCATIONS_REFRESH_SECONDS:
             try:
                 self._read()
             except DatabaseError as exc:
                 if age is None or age >= settings.API_TOKEN_REVOCATIONS_STALE_SECONDS:
                     raise RevocationsUnknown() from exc
-        return key_hash in self._ends
+        return key_hash in self._ends or key_hash in self._inactive
 
     def read_soon(self) -> None:
         """Read again before the next check (this process has just revoked a token: the
@@ -123,7 +132,7 @@ class Revocations:
         self._read_at = None
 
     def _read(self) -> None:
-        from .models import RevokedToken
+        from .models import ApiToken, RevokedToken
 
         started = timezone.now()
         rows = RevokedToken.objects.filter(expires_at__gt=started)
@@ -136,8 +145,13 @@ class Revocations:
             cutoff = started.timestamp()
             self._ends = {key: end for key, end in self._ends.items() if end > cutoff}
             self._pruned_at = started
+        # Read whole each time, not since the last read: a deactivation leaves no trace but
+        # the flag. A deactivation by save() revokes the tokens, so this is empty but for
+        # users deactivated by an update.
+        inactive = ApiToken.objects.filter(user__is_active=False, expires_at__gt=started)
+        self._inactive = frozenset(inactive.values_list("key_hash", flat=True))
         self._since = started
-        self._read_at = time.monotonic()
+        self._read_at = self.clock()
 
 
 revocations = Revocations()

@@ -16,6 +16,7 @@ from django.db.migrations.executor import MigrationExecutor
 from django.test import Client
 from django.utils import timezone
 
+from accounts import tokens
 from accounts.models import ApiToken, RevokedToken
 from accounts.selectors import user_for_token
 from accounts.services import token_hash, token_issue, users_with_tokens_create
@@ -41,6 +42,16 @@ def about(moment, expected, slack=timedelta(seconds=30)) -> bool:
     return abs(moment - expected) < slack
 
 
+class Clock:
+    """A clock that moves only when told: time passes without waiting for it."""
+
+    def __init__(self, now: float) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+
 # --- expiry ---------------------------------------------------------------------------------------
 
 
@@ -55,10 +66,12 @@ def test_a_token_expires_after_api_token_ttl_seconds(settings, make_user):
     assert token_claims(raw, now=time.time() + 3601) is None
 
 
-def test_an_ended_token_is_refused(make_user):
+def test_an_ended_token_is_refused(make_user, monkeypatch):
     raw = token_issue(user=make_user(), ttl=timedelta(seconds=2))
+    clock = Clock(token_claims(raw).expires_at - 0.01)
+    monkeypatch.setattr(tokens, "wall_clock", clock)
     assert works(raw)
-    time.sleep(max(0.0, token_claims(raw).expires_at - time.time()) + 0.05)
+    clock.now += 0.01
     assert not works(raw)
     assert_error(bearer(raw).get("/api/orders"), 401, "unauthorized")
 
@@ -132,17 +145,47 @@ def test_a_token_of_a_user_deactivated_behind_the_signals_back_is_refused_where_
     assert_error(bearer(raw).get(f"/api/admin/vouchers/{voucher.pk}/audit"), 401, "unauthorized")
 
 
+@pytest.mark.django_db(transaction=True)
+def test_a_user_deactivated_by_an_update_loses_every_token_within_the_refresh_interval(
+    settings, make_user, make_voucher, make_pool, reservations_redis, monkeypatch
+):
+    # Under redis_lua a purchase and a draw read nothing of the user: only the revocations
+    # the process reads every API_TOKEN_REVOCATIONS_REFRESH_SECONDS can refuse them.
+    settings.API_TOKEN_REVOCATIONS_REFRESH_SECONDS = 1
+    clock = Clock(100.0)
+    monkeypatch.setattr(revocations, "clock", clock)
+    revocations.read_soon()
+    voucher, pool = make_voucher(strategy="redis_lua", stock=10), make_pool(strategy="redis_lua")
+    user, other = make_user(), make_user()
+    raw, others = token_issue(user=user), token_issue(user=other)
+    assert works(raw)  # read at 100.0
+    get_user_model().objects.filter(pk=user.pk).update(is_active=False)  # no signal: nothing revoked
+    clock.now += 1
+    assert_error(bearer(raw).post(f"/api/vouchers/{voucher.pk}/purchase"), 401, "unauthorized")
+    assert_error(bearer(raw).post(f"/api/pools/{pool.pk}/draw"), 401, "unauthorized")
+    assert_error(bearer(raw).get("/api/orders"), 401, "unauthorized")
+    assert bearer(others).post(f"/api/vouchers/{voucher.pk}/purchase").status_code == 202
+    # Reactivated the same way, the user has its tokens back at the next read, as Django's
+    # sessions do; a deactivation by save() revokes them for good.
+    get_user_model().objects.filter(pk=user.pk).update(is_active=True)
+    clock.now += 1
+    assert works(raw)
+
+
 def test_a_revocation_reaches_another_process_within_the_refresh_interval(transactional_db, settings, make_user):
     # Another process: its own Revocations, which read before the token was revoked.
     settings.API_TOKEN_REVOCATIONS_REFRESH_SECONDS = 0.5
-    elsewhere = Revocations()
+    clock = Clock(100.0)
+    elsewhere = Revocations(clock=clock)
     raw = token_issue(user=make_user())
     digest = token_hash(raw)
     assert not elsewhere.revoked(digest)
     ApiToken.objects.filter(key_hash=digest).delete()
     assert revocations.revoked(digest)  # at once in the process that revoked it
     assert not elsewhere.revoked(digest)  # the other has not read since
-    time.sleep(0.55)
+    clock.now += 0.49
+    assert not elsewhere.revoked(digest)
+    clock.now += 0.01
     assert elsewhere.revoked(digest)
 
 
@@ -151,7 +194,8 @@ def test_a_process_that_cannot_read_the_revocations_refuses_tokens_once_its_copy
 ):
     settings.API_TOKEN_REVOCATIONS_REFRESH_SECONDS = 0
     settings.API_TOKEN_REVOCATIONS_STALE_SECONDS = 0.3
-    elsewhere = Revocations()
+    clock = Clock(100.0)
+    elsewhere = Revocations(clock=clock)
     raw = token_issue(user=make_user())
     digest = token_hash(raw)
     assert not elsewhere.revoked(digest)
@@ -159,8 +203,9 @@ def test_a_process_that_cannot_read_the_revocations_refuses_tokens_once_its_copy
     port = connection.settings_dict["PORT"]
     connection.settings_dict["PORT"] = free_port()  # nothing listens there: refused
     try:
+        clock.now += 0.29
         assert not elsewhere.revoked(digest)  # a recent copy is trusted for a moment
-        time.sleep(0.35)
+        clock.now += 0.01
         with pytest.raises(RevocationsUnknown):
             elsewhere.revoked(digest)
     finally:
@@ -203,7 +248,8 @@ def test_issuing_drops_the_users_expired_tokens_and_keeps_at_most_api_tokens_per
     user, other = make_user(), make_user()
     others = token_issue(user=other)
     expired = token_issue(user=user, ttl=timedelta(seconds=1))
-    time.sleep(max(0.0, token_claims(expired).expires_at - time.time()) + 0.05)
+    # Ended, as the clock of two seconds later sees it: what issuing compares is the row's end.
+    ApiToken.objects.filter(key_hash=token_hash(expired)).update(expires_at=timezone.now() - timedelta(seconds=1))
     raws = [token_issue(user=user) for _ in range(5)]
     assert not ApiToken.objects.filter(key_hash=token_hash(expired)).exists()
     assert not RevokedToken.objects.filter(key_hash=token_hash(expired)).exists()  # it ended on its own
