@@ -18,6 +18,8 @@ from locking import Lock
 from locking.integration import lock_client
 from orders.tasks import vouchers_reservations_reconcile
 
+from .waiting import wait_until
+
 PURCHASE_ROUTE = "api/vouchers/<int:voucher_id>/purchase"
 
 
@@ -112,24 +114,34 @@ def test_the_oldest_pending_reservation_ages_and_drift_is_counted_where_reconcil
     assert reservations_client().waiting(group_id=voucher.stock.group_id) == 2
 
 
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
 @pytest.mark.django_db
 def test_a_lock_acquired_waited_for_refused_and_released_shows_in_the_lock_metrics():
     client = lock_client()
     before = scrape()
-    holder = Lock(client, "stock-group:987654", lease=5)
+    clock = Clock()  # the holder's: its hold lasts what the test says, not what the scheduler gives
+    holder = Lock(client, "stock-group:987654", lease=5, renew=False, clock=clock)
     assert holder.acquire()
     assert Lock(client, "stock-group:987654", blocking=False).acquire() is None  # busy
     waiter = Lock(client, "stock-group:987654", blocking_timeout=5)
     waiting = threading.Thread(target=waiter.acquire)
     waiting.start()
-    time.sleep(0.1)
+    wait_until(lambda: client.llen(holder.queue_key) == 1, "the waiter queues")
+    clock.now += 0.05
     holder.release()  # handed over to the waiter
     waiting.join(5)
-    time.sleep(0.02)
+    assert not waiting.is_alive() and waiter.owned()
     waiter.release()
     lost = Lock(client, "reservations:987654", lease=0.2, renew=False)
     lost.acquire()
-    time.sleep(0.3)
+    wait_until(lambda: not client.exists(lost.key), "the lease expires in Redis")
     lost.release()  # the lease had expired: lost
     after = scrape()
 

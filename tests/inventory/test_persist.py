@@ -3,7 +3,6 @@ database refuses them for good, never lost to a consumer that died."""
 
 from __future__ import annotations
 
-import time
 from functools import partial
 
 import pytest
@@ -19,6 +18,8 @@ from lottery.models import Draw
 from lottery.reservations import pool_reservations_persist
 from orders.models import Order
 from orders.reservations import voucher_reservations_persist
+
+from ..waiting import wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -382,7 +383,10 @@ def test_reconcile_repair_rebuilds_a_missing_state_of_a_redis_lua_voucher(reserv
 def test_a_drain_stays_while_reservations_arrive_and_no_request_asks_for_another(reservations, make_voucher, make_user):
     """While the drain paces through a crowd, the kick flag is held: the requests send no
     task of their own, and each read takes what arrived in a pace. Once it leaves, the
-    next reservation asks again."""
+    next reservation asks again.
+
+    Each read waits for the test to let it through, after a wave of reservations: what
+    arrives within a pace is the test's to say, not the scheduler's."""
     import threading
 
     from inventory.persist import drain_group
@@ -392,8 +396,10 @@ def test_a_drain_stays_while_reservations_arrive_and_no_request_asks_for_another
     buyers = [make_user().pk for _ in range(12)]
     reservations.reserve(group_id=group, user_id=buyers[0], rand=0.5)
     reads: list[int] = []
+    let_read = threading.Semaphore(0)
 
     def step(batch: int):
+        assert let_read.acquire(timeout=10), "the test never let the drain read"
         result = voucher_reservations_persist(
             voucher_id=voucher.pk, group_id=group, reservations=reservations, consumer="w1", batch=batch
         )
@@ -401,15 +407,19 @@ def test_a_drain_stays_while_reservations_arrive_and_no_request_asks_for_another
         return result
 
     drain = threading.Thread(target=drain_group, args=(group, step), kwargs={"reservations": reservations,
-                             "pace_seconds": 0.1, "stay_seconds": 2.0})  # fmt: skip
+                             "pace_seconds": 0.1, "stay_seconds": 60})  # fmt: skip
     drain.start()
     kicks = []
-    for user in buyers[1:10]:
-        time.sleep(0.05)
-        kicks.append(reservations.reserve(group_id=group, user_id=user, rand=0.5).kick)
+    # Three waves of three, each while the drain waits to read; then two empty reads: the
+    # one that makes it leave, and the last after it cleared the flag.
+    for number, wave in enumerate([buyers[1:4], buyers[4:7], buyers[7:10], [], []], start=1):
+        kicks += [reservations.reserve(group_id=group, user_id=user, rand=0.5).kick for user in wave]
+        let_read.release()
+        wait_until(lambda number=number: len(reads) == number, f"the drain's read {number}")
     drain.join(10)
+    assert not drain.is_alive()
     assert not any(kicks)  # the drain was there: nobody sent a task
-    assert sum(reads) == 10 and len(reads) < 10  # read in paces, not one by one
+    assert reads == [4, 3, 3, 0, 0]  # read in paces, a wave at a time, not one by one
     assert Order.objects.filter(voucher=voucher).count() == 10
     assert reservations.reserve(group_id=group, user_id=buyers[10], rand=0.5).kick  # gone: ask again
 

@@ -22,6 +22,7 @@ from locking import Lock
 from locking.integration import lock_client
 
 from ..buyers import act_concurrently
+from ..waiting import wait_until
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("redlock_urls")]
 
@@ -263,11 +264,31 @@ def test_redis_lock_waits_for_the_group_lock_then_writes(settings):
     group, (a,) = make_group(2)
     held = Lock(lock_client(), f"stock-group:{group.pk}", lease=5)
     assert held.acquire()
-    timer = threading.Timer(0.3, held.release)
-    timer.start()
-    stock_take(strategy="redis_lock", take=a_take(group))
-    timer.join()
-    assert stock_of([a]) == [1]
+    writes: list[tuple[str, int]] = []
+
+    def record(stock_id, guarded):
+        writes.append(("take", stock_id))
+        return stock_id
+
+    def take() -> None:
+        try:
+            taken.append(stock_take(strategy="redis_lock", take=a_take(group, record=record)))
+        finally:
+            connection.close()
+
+    taken: list[int] = []
+    taker = threading.Thread(target=take)
+    taker.start()
+    # Queued behind the holder: it has read and chosen, and waits for the group lock.
+    wait_until(lambda: lock_client().llen(held.queue_key) == 1, "the take queues for the group lock")
+    assert taker.is_alive() and writes == [] and stock_of([a]) == [2]  # nothing written while it waits
+    Stock.objects.filter(pk=a).update(quantity=F("quantity") - 1)  # the holder's own write
+    writes.append(("holder", a))
+    held.release()
+    taker.join(timeout=10)
+    assert not taker.is_alive() and taken == [a]
+    assert writes == [("holder", a), ("take", a)]
+    assert stock_of([a]) == [0]  # the take wrote after the holder, on the row the holder left
 
 
 def _take_one(group_id: int, strategy: str, user: int) -> int | None:
