@@ -316,7 +316,7 @@ def drain_group(
     *,
     reservations: Reservations,
     batch: int = 500,
-    pace_seconds: float = 0.2,
+    pace_seconds: float | None = None,
     stay_seconds: float = 5.0,
 ) -> int | None:
     """Call ``step(batch)`` (one ``reservations_persist`` of the group) under the group's
@@ -325,11 +325,14 @@ def drain_group(
     batch already).
 
     While reservations keep arriving the drain stays, for up to ``stay_seconds``, reading
-    every ``pace_seconds``, with the group's kick flag held so that no request sends
+    every ``pace_seconds`` (``RESERVATIONS_KICK_MS`` by default: the pace at which a crowd
+    asks for drains when none is there), with the group's kick flag held so that no request sends
     another task meanwhile: a crowd is written in batches of what arrives in a pace,
     not in a task of a few rows per request burst. Then it clears the flag and reads
     once more: a reservation that lands after that read finds the flag clear and asks
     for a drain of its own."""
+    if pace_seconds is None:
+        pace_seconds = settings.RESERVATIONS_KICK_MS / 1000
     lock = group_lock(group_id, blocking=False)
     if lock.acquire() is None:
         return None

@@ -600,7 +600,9 @@ class RedisLuaStrategy(StockStrategy):
         raise TypeError("redis_lua reserves in Redis (inventory.reserve); it has no take in the request")
 
 
-# The registry: adding a strategy is one class and one line here.
+# The registry. Adding a strategy takes its class and a line here, its choice in
+# inventory.models.Strategy, and a migration in each product (orders, lottery), whose
+# strategy fields list the choices (docs/design.md, "Strategies").
 STRATEGIES: dict[str, StockStrategy] = {
     strategy.name: strategy
     for strategy in (

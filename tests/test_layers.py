@@ -1,6 +1,7 @@
-"""Imports run one way: config -> lab -> loadtests -> products (orders, lottery) ->
-inventory -> locking, and everyone may import core, which may import only locking (for
-its Redis client: the rate limits). No product imports the other; nothing imports upward."""
+"""Imports run one way: config -> lab -> loadtests and benchmarks (which import each
+other) -> products (orders, lottery) -> accounts and inventory -> core -> locking (core
+imports it for its Redis client: the rate limits). No product imports the other; nothing
+imports upward (docs/design.md, "Layout")."""
 
 from __future__ import annotations
 
@@ -24,6 +25,7 @@ ALLOWED = {
     "lottery": {"core", "inventory", "accounts", "locking"},
     # The load tests drive both products; the lab runs the load tests from the web UI.
     "loadtests": PRODUCTS_AND_BELOW | {"benchmarks"},
+    "benchmarks": PRODUCTS_AND_BELOW | {"loadtests"},
     "lab": PRODUCTS_AND_BELOW | {"loadtests", "benchmarks"},
     "config": PROJECT,
 }

@@ -280,6 +280,11 @@ RACE_WINDOW_MS = env_int("RACE_WINDOW_MS", 0)
 # waits for the item lock before being told "busy".
 LOCK_LEASE_SECONDS = float(os.environ.get("LOCK_LEASE_SECONDS", "5"))
 LOCK_WAIT_SECONDS = float(os.environ.get("LOCK_WAIT_SECONDS", "5"))
+# The lock and reservations client's bounds (locking.integration.lock_client): seconds to
+# connect, and to wait for a reply (by default a second past the lease, so that a waiter's
+# BLPOP, which never waits longer than a lease, is not cut short).
+LOCK_CONNECT_TIMEOUT = float(os.environ.get("LOCK_CONNECT_TIMEOUT") or "2")
+LOCK_SOCKET_TIMEOUT = float(os.environ.get("LOCK_SOCKET_TIMEOUT") or LOCK_LEASE_SECONDS + 1)
 # How often db_optimistic retries a lost compare-and-set before answering "busy".
 OPTIMISTIC_MAX_ATTEMPTS = env_int("OPTIMISTIC_MAX_ATTEMPTS", 8)
 # How often db_atomic reads and chooses again after its conditional UPDATE missed

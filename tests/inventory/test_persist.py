@@ -3,6 +3,7 @@ database refuses them for good, never lost to a consumer that died."""
 
 from __future__ import annotations
 
+import time
 from functools import partial
 
 import pytest
@@ -422,6 +423,32 @@ def test_a_drain_stays_while_reservations_arrive_and_no_request_asks_for_another
     assert reads == [4, 3, 3, 0, 0]  # read in paces, a wave at a time, not one by one
     assert Order.objects.filter(voucher=voucher).count() == 10
     assert reservations.reserve(group_id=group, user_id=buyers[10], rand=0.5).kick  # gone: ask again
+
+
+def test_the_drain_reads_at_the_pace_of_reservations_kick_ms(reservations, make_voucher, make_user, settings):
+    """The drain stays while reservations arrive, reading once per RESERVATIONS_KICK_MS:
+    the pace at which a crowd asks for drains when no drain is there."""
+    from inventory.persist import drain_group
+
+    settings.RESERVATIONS_KICK_MS = 300
+    voucher = make_voucher(stock=10, strategy="db_atomic")
+    group = reservations.load_from(voucher, limit=1)
+    first, second = make_user().pk, make_user().pk
+    reservations.reserve(group_id=group, user_id=first, rand=0.5)
+    reads: list[tuple[float, int]] = []
+
+    def step(batch: int):
+        result = voucher_reservations_persist(
+            voucher_id=voucher.pk, group_id=group, reservations=reservations, consumer="w1", batch=batch
+        )
+        reads.append((time.monotonic(), result.handled))
+        if len(reads) == 1:  # one more arrives within the pace: the drain stays for it
+            reservations.reserve(group_id=group, user_id=second, rand=0.5)
+        return result
+
+    assert drain_group(group, step, reservations=reservations, stay_seconds=60) == 2
+    assert [handled for _, handled in reads] == [1, 1, 0, 0]  # then leaves, and reads once more
+    assert reads[1][0] - reads[0][0] >= 0.3
 
 
 def early_buyer_voucher(reservations, make_voucher, make_user, *, stock: int):
