@@ -50,11 +50,12 @@ from core.ratelimit import RATE_WAIT
 #         tests can seed it), ARGV[3] the kick flag's lifetime in ms, ARGV[4] the request's
 #         id ("" for none), stored in the stream entry for the worker's log line,
 #         ARGV[5...] each rate-limit counter's limit and window in ms, in pairs
-# Returns {"ok", stock id or "", seq, n, takes, kick}, where seq is this take's number
+# Returns {"ok", stock id or "", seq, n, takes, kick, limit}, where seq is this take's number
 # among the user's takes (the database's per-user backstop), n the reservation's number in
-# the group, takes the user's takes now, and kick 1 when the caller should ask for the
-# stream to be persisted; or {"rate_limited", ms to wait}; or {refusal}: "unavailable" (no
-# state: never sell from nothing), "not_started", "ended", "limit", "sold_out".
+# the group, takes the user's takes now, kick 1 when the caller should ask for the
+# stream to be persisted, and limit the limit of takes it checked; or {"rate_limited", ms
+# to wait}; or {refusal}: "unavailable" (no state: never sell from nothing), "not_started",
+# "ended", "limit", "sold_out".
 RESERVE = (
     RATE_WAIT
     + """
@@ -102,7 +103,7 @@ local takes = redis.call('HINCRBY', KEYS[2], ARGV[1], 1)
 redis.call('HSET', KEYS[5], ARGV[1] .. ':' .. seq, 1)
 local kick = 0
 if redis.call('SET', KEYS[6], 1, 'NX', 'PX', ARGV[3]) then kick = 1 end
-return {'ok', tostring(chosen), seq, n, takes, kick}
+return {'ok', tostring(chosen), seq, n, takes, kick, rules['limit']}
 """
 )
 

@@ -108,7 +108,8 @@ class Reserved:
     """What RESERVE answered: ``refusal`` is None when a unit (or nothing, by the weight
     of taking nothing) was reserved, else one of ``REFUSALS``; ``seq`` is the take's
     number among the user's takes of this group (1 for a voucher's one purchase),
-    ``takes`` the user's takes now, ``reservation_id`` the id its record will have once
+    ``takes`` the user's takes now, ``limit`` the limit of takes it was checked against
+    (the state's, which a memo of the item may not know yet), ``reservation_id`` the id its record will have once
     persisted, and ``kick`` whether the caller should ask a worker to persist the
     group's reservations (see ``inventory.lua``, the kick flag)."""
 
@@ -119,6 +120,7 @@ class Reserved:
     reservation_id: int = 0
     kick: bool = False
     wait_ms: int = 0  # rate_limited: how long until the request's limits allow it
+    limit: int = 0
 
 
 REFUSALS = ("rate_limited", "unavailable", "not_started", "ended", "limit", "sold_out")
@@ -246,6 +248,7 @@ class Reservations:
             reservation_id=reservation_id(group_id, int(answer[3])),
             takes=int(answer[4]),
             kick=bool(answer[5]),
+            limit=int(answer[6]),
         )
 
     def hold_kick(self, *, group_id: int, ms: int) -> None:

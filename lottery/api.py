@@ -244,7 +244,7 @@ def pools_draw(request, pool_id: int, response: HttpResponse):
             "draw_id": draw.public_id,
             "status": draw.status,
             "prize": _prize_ref(draw.prize),
-            "draws_left": max(0, pool.draws_per_user - draw.draws_counted),
+            "draws_left": max(0, draw.draws_limit - draw.draws_counted),
         },
     )
 

@@ -93,9 +93,10 @@ class Draw(models.Model):
         indexes = [models.Index(fields=["pool", "user"], name="draw_pool_user")]
 
     # Not columns: why a failed draw failed (read from Redis), and, on a draw just made,
-    # the user's draws in the pool counting this one.
+    # the user's draws in the pool counting this one and the limit they were counted against.
     why = ""
     draws_counted = 0
+    draws_limit = 0
 
     def __str__(self) -> str:
         return f"Draw {self.public_id} in {self.pool_id} by {self.user_id}"

@@ -8,6 +8,7 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime
 
 from django.db.models import Count, F, Prefetch, Q, QuerySet, Sum
+from django.db.models.base import ModelState
 from django.db.models.expressions import RawSQL
 from django.shortcuts import get_object_or_404
 from django.utils import timezone
@@ -58,10 +59,19 @@ def pool_for_draw(*, pool_id: int) -> Pool:
     return get_object_or_404(Pool.objects.only(*_DRAW_FIELDS).annotate(stock_left=stock_left), pk=pool_id)
 
 
+@dataclass(frozen=True)
+class PrizeNamed:
+    """What a draw announces of a prize, as kept between draws: a value nobody can change."""
+
+    id: int
+    name: str
+    stock_id: int
+
+
 # redis_lua pools as a draw reads them, for a second per process (see ``voucher_for_purchase``
 # in orders.selectors, which the same reasons hold for), and prizes by their stock row.
 _reserving: ProcessMemo[int, Pool] = ProcessMemo(ttl=1.0)
-_prizes: ProcessMemo[int, Prize] = ProcessMemo(ttl=5.0)
+_prizes: ProcessMemo[int, PrizeNamed] = ProcessMemo(ttl=5.0)
 
 
 def pool_for_draw_cached(*, pool_id: int) -> Pool:
@@ -80,15 +90,25 @@ def pool_forget(*, pool_id: int) -> None:
 
 
 def prize_for_stock(*, stock_id: int) -> Prize:
-    """The prize of a stock row, its id and name only (enough to announce it), kept five
-    seconds in this process: every ``redis_lua`` draw announces one. The same instance is
-    answered to every draw meanwhile (making one per draw cost as much as the rest of the
-    draw's Python): read it, never change it."""
-    prize = _prizes.get(stock_id)
-    if prize is None:
+    """The prize of a stock row, its id and name only (enough to announce it), read once
+    per five seconds in this process: every ``redis_lua`` draw announces one. What is kept
+    is a frozen ``PrizeNamed``; each call answers a ``Prize`` of its own, so that what one
+    draw does with it reaches no other."""
+    named = _prizes.get(stock_id)
+    if named is None:
         prize_id, name = Prize.objects.values_list("id", "name").get(stock_id=stock_id)
-        prize = Prize(pk=prize_id, name=name, stock_id=stock_id)
-        _prizes.put(stock_id, prize)
+        named = PrizeNamed(id=prize_id, name=name, stock_id=stock_id)
+        _prizes.put(stock_id, named)
+    return _prize_of(named)
+
+
+def _prize_of(named: PrizeNamed) -> Prize:
+    # A row's instance as Model.from_db makes one, the other fields deferred, without
+    # __init__'s work per field (none of these three needs it): about 4 us a draw, where
+    # Prize(...) costs 50, as much as the rest of the draw's Python.
+    prize = Prize.__new__(Prize)
+    prize.__dict__.update(id=named.id, name=named.name, stock_id=named.stock_id, _state=ModelState())
+    prize._state.adding = False
     return prize
 
 

@@ -328,6 +328,7 @@ def pool_draw(
             user_guard=user.pk if guarded else None,
         )
         draw.draws_counted = used + 1
+        draw.draws_limit = pool.draws_per_user
         return draw
 
     take = Take(
@@ -377,4 +378,7 @@ def _draw_reserve(*, user: AbstractBaseUser, pool: Pool, rng: Random | None, rat
         reservation=reserved.reservation_id,
     )
     draw.draws_counted = reserved.takes
+    # The limit the script enforced, from Redis: the pool may be a memo up to a second
+    # older than a change of it.
+    draw.draws_limit = reserved.limit
     return draw
