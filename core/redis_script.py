@@ -1,12 +1,17 @@
-"""A Lua script called over a connection of the calling thread's own, not the client's pool.
+"""A Lua script called over a connection the calling thread keeps from the client's pool.
 
 A purchase or a draw under ``redis_lua`` is one script call, and in a request that call
 cost more CPU in redis-py's client than on the wire: taking a connection from the pool
 and giving it back (a lock, the pool's bookkeeping and its observability hooks), the
 retry wrapper and the response callbacks came to about 85 us of the 200 us the call cost
 (measured in one process through Django's WSGI handler; ``BENCHMARKS.md``). Here the
-thread keeps one ``redis.Connection``, made with the pool's own settings (timeouts, retry
-policy, health checks), and the call is the connection's send and read alone.
+thread takes one connection from the pool at its first call and keeps it until the thread
+ends, and the call is the connection's send and read alone. Being the pool's, the kept
+connections count against its ``max_connections`` and are closed with the client.
+
+No command is retried, whatever the client's retry policy: a call cut off may have run,
+and a reservation sent again would reserve twice. The clients this serves are made with
+no retries anyway (``locking.integration.lock_client_options``).
 
 What the pool does for a connection before each use is kept: a connection with something
 to read (the server closed it, as a restarted Redis does, or an earlier call was cut off
@@ -20,18 +25,29 @@ from __future__ import annotations
 
 import os
 import threading
+import weakref
 from collections.abc import Sequence
 
 import redis
 from redis.exceptions import NoScriptError
 
 
+class _Kept:
+    """A thread's connection, given back to the pool when the thread ends (its
+    ``threading.local`` is dropped, and this with it)."""
+
+    def __init__(self, pool: redis.ConnectionPool) -> None:
+        self.pid = os.getpid()
+        self.connection = pool.get_connection()
+        weakref.finalize(self, pool.release, self.connection)
+
+
 class OwnConnectionScript:
     """``script`` on the server of ``client``, each thread calling it over a connection of
-    its own (made from ``client``'s pool settings, outside the pool).
+    its own, taken from ``client``'s pool and kept while the thread lives.
 
     Arguments:
-        client: the client whose connection settings to use; its pool is not touched.
+        client: the client whose pool gives the connections.
         script: the Lua source. Called as ``script(keys=[...], args=[...])``, like the
             ``redis.commands.core.Script`` of ``client.register_script``, and answering
             the raw reply as the connection reads it (bytes unless the client decodes).
@@ -52,7 +68,10 @@ class OwnConnectionScript:
             try:
                 return self._send(connection, keys, args)
             except NoScriptError:
-                self._loader.sha = self._loader.registered_client.script_load(self._loader.script)
+                # Loaded over this connection too: the pool may have none left to lend.
+                connection.send_command("SCRIPT", "LOAD", self._loader.script)
+                sha = connection.read_response()
+                self._loader.sha = sha.decode() if isinstance(sha, bytes) else sha
                 return self._send(connection, keys, args)
         except BaseException:
             # Whatever was left unread (an error, or a signal mid-answer) must not be the
@@ -65,13 +84,13 @@ class OwnConnectionScript:
         return connection.read_response()
 
     def _connection(self) -> redis.Connection:
-        local = self._local
-        connection = getattr(local, "connection", None)
-        # A connection inherited through fork() is the parent's socket: never shared.
-        if connection is None or local.pid != os.getpid():
-            connection = local.connection = self._pool.connection_class(**self._pool.connection_kwargs)
-            local.pid = os.getpid()
-        connection.connect()  # nothing to do when connected
+        kept = getattr(self._local, "kept", None)
+        # A connection inherited through fork() is the parent's socket: never shared (the
+        # pool, reset in the child, makes its own).
+        if kept is None or kept.pid != os.getpid():
+            kept = self._local.kept = _Kept(self._pool)
+        connection = kept.connection
+        connection.connect()  # nothing to do when connected (the client closed: connects again)
         try:
             stale = connection.can_read()
         except (redis.ConnectionError, redis.TimeoutError, OSError):

@@ -17,6 +17,8 @@ import redis
 from core.redis_script import OwnConnectionScript, script_on_own_connections
 from locking.testing import RedisServer
 
+from .waiting import wait_until
+
 ECHO = "return ARGV[1]"
 COUNT = "return redis.call('INCR', KEYS[1])"
 # Answers ARGV[2], after ARGV[1] milliseconds of busy waiting (Redis answers nothing else meanwhile).
@@ -139,3 +141,49 @@ def test_a_cluster_client_gets_the_librarys_script(redis_cluster):
     assert not isinstance(script, OwnConnectionScript)
     redis_cluster.delete("script-test:{n}")
     assert script(keys=["script-test:{n}"]) == 1
+
+
+def test_the_kept_connections_count_against_the_pools_max_connections(server):
+    bounded = redis.Redis.from_url(server.url, max_connections=2)
+    echo = OwnConnectionScript(bounded, ECHO)
+    called, finish = threading.Barrier(3), threading.Event()
+
+    def call_and_stay(n: int) -> None:
+        echo(args=[n])
+        called.wait(10)
+        finish.wait(10)  # the thread, and its connection, live on
+
+    threads = [threading.Thread(target=call_and_stay, args=(n,)) for n in range(2)]
+    for thread in threads:
+        thread.start()
+    called.wait(10)
+    try:
+        with pytest.raises(redis.ConnectionError, match="Too many connections"):
+            bounded.ping()  # both of the pool's connections are kept by the threads
+        with pytest.raises(redis.ConnectionError, match="Too many connections"):
+            echo(args=["a third thread's call"])
+    finally:
+        finish.set()
+        for thread in threads:
+            thread.join()
+    # Ended, the threads gave their connections back.
+    wait_until(lambda: not bounded.connection_pool._in_use_connections, "the connections are given back")
+    assert bounded.ping()
+    bounded.close()
+
+
+def test_closing_the_client_closes_the_kept_connections(server):
+    named = redis.Redis.from_url(server.url, client_name="kept-by-a-thread")
+    echo = OwnConnectionScript(named, ECHO)
+    assert echo(args=["x"]) == b"x"
+    watcher = redis.Redis.from_url(server.url)
+
+    def open_named() -> int:
+        return sum(1 for c in watcher.client_list() if c["name"] == "kept-by-a-thread")
+
+    assert open_named() >= 1
+    named.close()
+    wait_until(lambda: open_named() == 0, "the server sees no connection of the closed client")
+    assert echo(args=["again"]) == b"again"  # as a closed client does, it connects again on use
+    named.close()
+    watcher.close()
