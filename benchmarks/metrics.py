@@ -172,7 +172,10 @@ def main(argv=None) -> int:
     if args.hot_path:
         import django
 
+        from config.settings.local_key import local_key_provide
+
         os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings.base")
+        local_key_provide()
         django.setup()
         print(json.dumps(hot_path()))
         return 0

@@ -30,6 +30,7 @@ ACCESS_LOG_FORMAT = '%(h)s %(l)s %(u)s %(t)s "%(r)s" %(s)s %(b)s "%(f)s" "%(a)s"
 sys.path.insert(0, str(ROOT))
 
 from config.gunicorn import metrics_directory  # noqa: E402
+from config.settings.local_key import local_key_path, local_key_provide  # noqa: E402
 from locking.testing import RedisServer  # noqa: E402
 
 
@@ -96,6 +97,12 @@ def main() -> int:
     port = env.get("PORT", "8000")
     workers = env.get("WEB_CONCURRENCY", "2")
     (ROOT / "var").mkdir(exist_ok=True)
+    # No key known outside this machine signs anything: without DJANGO_SECRET_KEY, this
+    # checkout's own, made at its first run and kept in var/ (mode 0600), for every process
+    # started here (and read by manage.py commands run by hand beside them).
+    if not env.get("DJANGO_SECRET_KEY"):
+        local_key_provide(env)
+        say(f"Secret key: this checkout's own, {local_key_path(Path(env.get('VAR_DIR') or ROOT / 'var'))}.")
 
     servers: list[RedisServer] = []
     redis_url = env.get("REDIS_URL", "redis://127.0.0.1:6379/0")

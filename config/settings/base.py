@@ -13,6 +13,8 @@ from pathlib import Path
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
+from .local_key import local_key_path, local_key_read
+
 BASE_DIR = Path(__file__).resolve().parent.parent.parent
 VAR_DIR = Path(os.environ.get("VAR_DIR", BASE_DIR / "var"))
 
@@ -44,8 +46,15 @@ def env_list(name: str, default: str) -> list[str]:
 
 
 DEBUG = env_bool("DJANGO_DEBUG", False)
-# A fixed key is fine for a local run; production.py refuses to start without a real one.
-SECRET_KEY = os.environ.get("DJANGO_SECRET_KEY") or "insecure-local-only-key-set-DJANGO_SECRET_KEY"
+# No key known outside this machine signs anything: the environment's, else the one `make run`
+# made for this checkout (config.settings.local_key), which a manage.py command run by hand
+# beside it must share for its tokens to work there. Neither: no start at all.
+SECRET_KEY = os.environ.get("DJANGO_SECRET_KEY") or local_key_read(VAR_DIR)
+if not SECRET_KEY:
+    raise ImproperlyConfigured(
+        "DJANGO_SECRET_KEY is not set. Set it to a random string of at least 50 characters, or start the site "
+        f"with `make run`, which makes one for this checkout in {local_key_path(VAR_DIR)}."
+    )
 ALLOWED_HOSTS = env_list("DJANGO_ALLOWED_HOSTS", "127.0.0.1,localhost,[::1],testserver")
 CSRF_TRUSTED_ORIGINS = env_list("DJANGO_CSRF_TRUSTED_ORIGINS", "")
 

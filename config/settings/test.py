@@ -9,9 +9,13 @@ which an in-memory one cannot be.
 """
 
 import os
+import secrets
 from pathlib import Path
 
 os.environ.setdefault("DATABASE_URL", "mysql://root:@127.0.0.1:3306/test")
+# A key of this run's own, in the environment, so that every server and command a test starts
+# (they inherit it) checks the tokens this process signs.
+os.environ.setdefault("DJANGO_SECRET_KEY", secrets.token_urlsafe(64))
 os.environ.setdefault("REDIS_URL", "redis://127.0.0.1:6379/15")
 
 from .base import *  # noqa: E402,F403
