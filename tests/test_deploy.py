@@ -50,6 +50,14 @@ def test_production_settings_refuse_to_start_without_a_secret_key():
     assert "DJANGO_SECRET_KEY" in result.stderr
 
 
+def test_production_allows_no_test_host_by_default():
+    env = production_env()
+    del env["DJANGO_ALLOWED_HOSTS"]
+    result = manage("shell", "-c", "from django.conf import settings; print(settings.ALLOWED_HOSTS)", env=env)
+    assert result.returncode == 0, result.stderr
+    assert "testserver" not in result.stdout and "127.0.0.1" in result.stdout
+
+
 def compose_command() -> list[str]:
     docker = shutil.which("docker")
     if docker and subprocess.run([docker, "compose", "version"], capture_output=True).returncode == 0:
