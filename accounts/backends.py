@@ -9,12 +9,13 @@ from django.core.exceptions import PermissionDenied
 
 from core.ratelimit import RateLimited, client_address
 
-from .throttle import login_failure_record, login_throttle_check
+from .throttle import login_failure_record, login_success_record, login_throttle_check
 
 
 class ThrottledModelBackend(ModelBackend):
-    """``ModelBackend`` that refuses, before hashing anything, an account or address with
-    too many recent failures, and counts every failure.
+    """``ModelBackend`` that refuses, before hashing anything, an account backed off from
+    this address, or an account or address over its ceiling (``accounts.throttle``), and
+    counts every failure.
 
     A refusal raises ``PermissionDenied``, which ends Django's ``authenticate()`` with no
     user (the admin and the login page say the login failed); the refusal itself is left
@@ -36,4 +37,6 @@ class ThrottledModelBackend(ModelBackend):
         user = super().authenticate(request, username=username, password=password, **kwargs)
         if user is None:
             login_failure_record(username=username, address=address)
+        else:
+            login_success_record(username=username, address=address)
         return user

@@ -1,11 +1,28 @@
-"""Login throttling: failed logins counted per account and per address in Redis, checked
-before the password is hashed, so that a flood of guesses neither finds a password nor
-ties up the workers (each hash costs about 0.3 s of CPU by design)."""
+"""Login throttling: failed logins counted in Redis and checked before the password is
+hashed, so that a flood of guesses neither finds a password nor ties up the workers (each
+hash costs about 0.3 s of CPU by design).
+
+Three counts, so that nobody can lock a named account from where they sit:
+
+- per account *and* address, with backoff: after ``LOGIN_FAILURES_PER_ACCOUNT_AND_ADDRESS``
+  failures that account is refused from that address for ``LOGIN_BACKOFF_SECONDS``, doubled
+  at each further failure up to ``LOGIN_FAILURE_WINDOW_SECONDS``. The owner, elsewhere, still
+  logs in; a success from the address forgets its failures;
+- per account alone, a higher ceiling (``LOGIN_FAILURES_PER_ACCOUNT``): guesses spread over
+  many addresses still end, for the rest of the window;
+- per address alone (``LOGIN_FAILURES_PER_ADDRESS``): one address guessing many accounts.
+
+The account is counted under its name as the database compares it (MariaDB's collation
+ignores case and trailing spaces): ``Staff ``, ``STAFF`` and ``staff`` are one account.
+The throttle is always on: ``RATE_LIMITS_ENABLED`` switches the crowd's limits only.
+"""
 
 from __future__ import annotations
 
 import logging
 import math
+import time
+import unicodedata
 
 import redis
 from django.conf import settings
@@ -15,53 +32,94 @@ from locking.integration import lock_client
 
 logger = logging.getLogger(__name__)
 
-# Count one failure on every counter (expiring a window after its first failure).
-# KEYS: the account's and the address's counters
-# ARGV[1] the window in ms
+# What the throttle reads the time from, in seconds (a test moves it instead of waiting).
+clock = time.time
+
+# Count one failure. KEYS[1] the account-and-address hash (failures `n`, refused `until` ms),
+# KEYS[2] the account's counter, KEYS[3] the address's.
+# ARGV: now (ms), window (ms), failures free of backoff, first backoff (ms).
 RECORD = """
-for _, key in ipairs(KEYS) do
-    if redis.call('INCR', key) == 1 then redis.call('PEXPIRE', key, ARGV[1]) end
+local now, window, free, backoff = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
+for i = 2, 3 do
+    if redis.call('INCR', KEYS[i]) == 1 then redis.call('PEXPIRE', KEYS[i], window) end
 end
-return 1
+local n = redis.call('HINCRBY', KEYS[1], 'n', 1)
+local keep = window
+if n >= free then
+    local wait = math.min(backoff * 2 ^ (n - free), window)
+    redis.call('HSET', KEYS[1], 'until', now + wait)
+    keep = math.max(window, wait)
+end
+redis.call('PEXPIRE', KEYS[1], keep)
+return n
 """
 
 
+def login_account(username: str) -> str:
+    """``username`` as the throttle counts it: one account however it is cased or padded."""
+    return unicodedata.normalize("NFKC", username).strip().casefold()
+
+
+def login_throttle_key(*parts: str) -> str:
+    """Every Redis key of the throttle is made here."""
+    return ":".join(("login-failures", *parts))
+
+
 def _keys(username: str, address: str) -> list[str]:
-    return [f"login-failures:account:{username.strip().lower()}", f"login-failures:address:{address}"]
+    account = login_account(username)
+    return [
+        # The address first, then a separator no address holds: the name, which anyone
+        # chooses, cannot make one address's key another's.
+        login_throttle_key("pair", f"{address}|{account}"),
+        login_throttle_key("account", account),
+        login_throttle_key("address", address),
+    ]
 
 
 def login_throttle_check(*, username: str, address: str) -> None:
-    """Raise ``RateLimited`` (429, with ``Retry-After``) while the account or the address has
-    failed ``LOGIN_FAILURES_PER_ACCOUNT`` / ``LOGIN_FAILURES_PER_ADDRESS`` times within
-    ``LOGIN_FAILURE_WINDOW_SECONDS``. Redis out of reach lets the login through."""
-    if not settings.RATE_LIMITS_ENABLED:
-        return
-    account, by_address = _keys(username, address)
+    """Raise ``RateLimited`` (429, with ``Retry-After``) while this account is backed off
+    from this address, or the account or the address is over its ceiling for the window.
+    Redis out of reach lets the login through."""
+    pair, account, by_address = _keys(username, address)
     try:
         pipe = lock_client().pipeline(transaction=False)
+        pipe.hget(pair, "until")
         pipe.get(account)
         pipe.pttl(account)
         pipe.get(by_address)
         pipe.pttl(by_address)
-        account_failures, account_ttl, address_failures, address_ttl = pipe.execute()
+        until, account_failures, account_ttl, address_failures, address_ttl = pipe.execute()
     except redis.RedisError:
         logger.warning("login throttle not checked: Redis cannot be reached", exc_info=True)
         return
-    waits = []
+    waits = [float(until or 0) - clock() * 1000]
     if int(account_failures or 0) >= settings.LOGIN_FAILURES_PER_ACCOUNT:
         waits.append(account_ttl)
     if int(address_failures or 0) >= settings.LOGIN_FAILURES_PER_ADDRESS:
         waits.append(address_ttl)
-    if waits:
-        raise RateLimited(retry_after=max(1, math.ceil(max(waits) / 1000)))
+    wait = max(waits)
+    if wait > 0:
+        raise RateLimited(retry_after=max(1, math.ceil(wait / 1000)))
 
 
 def login_failure_record(*, username: str, address: str) -> None:
-    """Count one failed login for the account and the address."""
-    if not settings.RATE_LIMITS_ENABLED:
-        return
-    window_ms = settings.LOGIN_FAILURE_WINDOW_SECONDS * 1000
+    """Count one failed login for the account from the address, the account and the address."""
+    args = [
+        int(clock() * 1000),
+        settings.LOGIN_FAILURE_WINDOW_SECONDS * 1000,
+        settings.LOGIN_FAILURES_PER_ACCOUNT_AND_ADDRESS,
+        int(settings.LOGIN_BACKOFF_SECONDS * 1000),
+    ]
     try:
-        lock_client().register_script(RECORD)(keys=_keys(username, address), args=[window_ms])
+        lock_client().register_script(RECORD)(keys=_keys(username, address), args=args)
     except redis.RedisError:
         logger.warning("login failure not counted: Redis cannot be reached", exc_info=True)
+
+
+def login_success_record(*, username: str, address: str) -> None:
+    """Forget the account's failures from the address it just logged in from (its backoff);
+    the ceilings keep counting."""
+    try:
+        lock_client().delete(_keys(username, address)[0])
+    except redis.RedisError:
+        logger.warning("login success not recorded: Redis cannot be reached", exc_info=True)

@@ -242,7 +242,8 @@ CELERY_BEAT_SCHEDULE = {
 }
 
 # Rate limits (core.ratelimit): {action: {scope: (hits, per seconds)}}, per user and per
-# address, answered 429 with Retry-After. Off for load tests, whose crowd is one address.
+# address, answered 429 with Retry-After. Off for load tests, whose crowd is one address
+# (the login throttle below stays on).
 RATE_LIMITS_ENABLED = env_bool("RATE_LIMITS_ENABLED", True)
 # A person buys or draws a few times a second at most; an address may be a shop's NAT.
 _PER_USER = env_int("RATE_LIMIT_PER_USER_PER_SECOND", 5)
@@ -252,9 +253,14 @@ RATE_LIMITS = {
     "draw": {"user": (_PER_USER, 1), "address": (_PER_ADDRESS, 1)},
 }
 
-# Failed logins before an account or an address is refused (429) for the rest of the
-# window; counted before the password is hashed (accounts.backends).
-LOGIN_FAILURES_PER_ACCOUNT = env_int("LOGIN_FAILURES_PER_ACCOUNT", 5)
+# The login throttle (accounts.throttle), checked before the password is hashed and on
+# whatever RATE_LIMITS_ENABLED says. After LOGIN_FAILURES_PER_ACCOUNT_AND_ADDRESS failures
+# an account is refused from that address for LOGIN_BACKOFF_SECONDS, doubled at each further
+# failure up to the window; elsewhere its owner still logs in. An account (from anywhere) or
+# an address (for any account) over its ceiling is refused for the rest of the window.
+LOGIN_FAILURES_PER_ACCOUNT_AND_ADDRESS = env_int("LOGIN_FAILURES_PER_ACCOUNT_AND_ADDRESS", 5)
+LOGIN_BACKOFF_SECONDS = env_int("LOGIN_BACKOFF_SECONDS", 30)
+LOGIN_FAILURES_PER_ACCOUNT = env_int("LOGIN_FAILURES_PER_ACCOUNT", 50)
 LOGIN_FAILURES_PER_ADDRESS = env_int("LOGIN_FAILURES_PER_ADDRESS", 30)
 LOGIN_FAILURE_WINDOW_SECONDS = env_int("LOGIN_FAILURE_WINDOW_SECONDS", 900)
 AUTHENTICATION_BACKENDS = ["accounts.backends.ThrottledModelBackend"]

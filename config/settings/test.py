@@ -25,6 +25,9 @@ PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 # The suite's clients all come from one address, in quick succession: the tests of the
 # limits switch them on (tests/test_ratelimit.py, tests/test_login_throttle.py).
 RATE_LIMITS_ENABLED = False
+# The login throttle is always on, and the suite fails logins on purpose from one address:
+# its own tests set these back (tests/test_login_throttle.py).
+LOGIN_FAILURES_PER_ACCOUNT_AND_ADDRESS = LOGIN_FAILURES_PER_ACCOUNT = LOGIN_FAILURES_PER_ADDRESS = 10_000
 
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     VAR_DIR.mkdir(parents=True, exist_ok=True)
