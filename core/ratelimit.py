@@ -15,9 +15,11 @@ across a window's edge, which is enough to keep a script from hammering a sale.
 
 from __future__ import annotations
 
+import ipaddress
 import logging
 import math
 from dataclasses import dataclass
+from functools import lru_cache
 
 import redis
 from django.conf import settings
@@ -138,6 +140,41 @@ def rate_refuse(wait_ms: int) -> None:
 
 
 def client_address(request) -> str:
-    """The caller's address as the server saw it (behind a proxy: set the proxy to pass
-    the client's own as ``REMOTE_ADDR``, e.g. gunicorn's ``--forwarded-allow-ips``)."""
-    return request.META.get("REMOTE_ADDR", "")
+    """The caller's address: the peer's (``REMOTE_ADDR``), unless the peer is one of
+    ``TRUSTED_PROXIES``; then the address that proxy put in ``X-Forwarded-For``.
+
+    The header is read from the right: each trusted proxy appends the address it saw, so
+    the entry left of the last trusted one is the client; whatever stands further left was
+    written by the client and is never believed. A header sent by anyone else, straight to
+    gunicorn, is ignored. What comes back is always a plain address (IPv4-mapped written as
+    IPv4), never text of the request's own: it is part of Redis keys."""
+    peer = request.META.get("REMOTE_ADDR", "")
+    proxies = _trusted_proxies(tuple(settings.TRUSTED_PROXIES))
+    address = _address(peer)
+    if address is None or not proxies or not _within(address, proxies):
+        return peer if address is None else str(address)
+    for hop in reversed(request.META.get("HTTP_X_FORWARDED_FOR", "").split(",")):
+        told = _address(hop.strip())
+        if told is None:
+            break  # not an address: the proxy that passed it on is as far as we know
+        address = told
+        if not _within(address, proxies):
+            break
+    return str(address)
+
+
+@lru_cache(maxsize=4)
+def _trusted_proxies(networks: tuple[str, ...]) -> tuple:
+    return tuple(ipaddress.ip_network(network, strict=False) for network in networks)
+
+
+def _address(text: str):
+    try:
+        address = ipaddress.ip_address(text)
+    except ValueError:
+        return None
+    return getattr(address, "ipv4_mapped", None) or address
+
+
+def _within(address, networks) -> bool:
+    return any(address.version == network.version and address in network for network in networks)

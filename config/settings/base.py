@@ -7,6 +7,7 @@ The defaults give a zero-setup local run: SQLite under ``var/`` and Redis on
 
 from __future__ import annotations
 
+import ipaddress
 import os
 from pathlib import Path
 
@@ -252,6 +253,17 @@ RATE_LIMITS = {
     "purchase": {"user": (_PER_USER, 1), "address": (_PER_ADDRESS, 1)},
     "draw": {"user": (_PER_USER, 1), "address": (_PER_ADDRESS, 1)},
 }
+
+# The proxies whose X-Forwarded-For names the client (comma-separated addresses or
+# networks): the rate limits and the login throttle count a request from one of them under
+# the address it forwarded for, and anyone else's header is ignored (core.ratelimit). Empty:
+# every request is its peer's. Trust only a proxy that overwrites or appends to the header.
+TRUSTED_PROXIES = env_list("TRUSTED_PROXIES", "")
+for _proxy in TRUSTED_PROXIES:
+    try:
+        ipaddress.ip_network(_proxy, strict=False)
+    except ValueError:
+        raise ImproperlyConfigured(f"TRUSTED_PROXIES: {_proxy!r} is not an address or a network") from None
 
 # The login throttle (accounts.throttle), checked before the password is hashed and on
 # whatever RATE_LIMITS_ENABLED says. After LOGIN_FAILURES_PER_ACCOUNT_AND_ADDRESS failures
