@@ -25,6 +25,7 @@ from pathlib import Path
 from django.conf import settings
 from django.core.exceptions import MiddlewareNotUsed
 from django.http import HttpResponse
+from django.http.request import split_domain_port, validate_host
 from prometheus_client import (
     REGISTRY,
     CollectorRegistry,
@@ -247,7 +248,10 @@ def metrics_refusal(request) -> HttpResponse | None:
     (``REMOTE_ADDR``) is in ``METRICS_ALLOWED_NETWORKS`` (loopback and private networks
     by default) and who did not come through a proxy: behind nginx every request arrives
     from the proxy's private address, so a request carrying ``X-Forwarded-For`` or
-    ``Forwarded`` was sent from somewhere else and is refused.
+    ``Forwarded`` was sent from somewhere else and is refused. And only for a Host the
+    site answers (``ALLOWED_HOSTS``) or an address, which a scraper sends when it finds
+    each replica by address: a page of another site whose name was rebound to this
+    server (DNS rebinding) reads from inside the network, with its own name as Host.
     """
     token = settings.METRICS_TOKEN
     if token:
@@ -257,6 +261,8 @@ def metrics_refusal(request) -> HttpResponse | None:
         refused = HttpResponse("Send 'Authorization: Bearer <METRICS_TOKEN>'.\n", status=401, content_type="text/plain")
         refused["WWW-Authenticate"] = 'Bearer realm="metrics"'
         return refused
+    if not _host_answered(request):
+        return HttpResponse("Unknown host.\n", status=400, content_type="text/plain")
     if "HTTP_X_FORWARDED_FOR" not in request.META and "HTTP_FORWARDED" not in request.META:
         try:
             address = ipaddress.ip_address(request.META.get("REMOTE_ADDR", ""))
@@ -271,6 +277,18 @@ def metrics_refusal(request) -> HttpResponse | None:
         status=403,
         content_type="text/plain",
     )
+
+
+def _host_answered(request) -> bool:
+    """The Host is one the site answers, or an address (a scraper's, by replica)."""
+    domain, _ = split_domain_port(request.META.get("HTTP_HOST") or request.META.get("SERVER_NAME", ""))
+    if not domain:
+        return False
+    try:
+        ipaddress.ip_address(domain.strip("[]"))
+    except ValueError:
+        return validate_host(domain, settings.ALLOWED_HOSTS)
+    return True
 
 
 # -- exposition ------------------------------------------------------------------------------------

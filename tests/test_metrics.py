@@ -225,3 +225,17 @@ def test_a_scrape_by_a_replicas_address_is_answered_before_the_host_check_and_th
     samples = scrape(replica)
     assert value(samples, "flashsale_reservations_scrape_ok") == 1
     assert Client(REMOTE_ADDR="203.0.113.7", HTTP_HOST="172.18.0.5:8000").get("/metrics").status_code == 403
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    "host", ["rebound.attacker.example", "rebound.attacker.example:8000", "localhost.attacker.example"]
+)
+def test_without_a_token_a_host_the_site_does_not_answer_is_refused(settings, host):
+    """A page whose name was rebound to this server reads from inside the network, with
+    its own name as Host: refused, as /healthz and every page refuse it."""
+    settings.METRICS_TOKEN = ""
+    refused = Client(REMOTE_ADDR="127.0.0.1", HTTP_HOST=host).get("/metrics")
+    assert refused.status_code == 400 and b"flashsale_" not in refused.content
+    for answered in ("localhost:8000", "127.0.0.1:8000", "[::1]:8000", "172.18.0.5"):
+        assert Client(REMOTE_ADDR="127.0.0.1", HTTP_HOST=answered).get("/metrics").status_code == 200
