@@ -57,7 +57,7 @@ if not SECRET_KEY:
         f"with `make run`, which makes one for this checkout in {local_key_path(VAR_DIR)}."
     )
 # The test client's `testserver` is added by Django's test set-up, never here.
-ALLOWED_HOSTS = env_list("DJANGO_ALLOWED_HOSTS", "127.0.0.1,localhost,[::1],testserver")
+ALLOWED_HOSTS = env_list("DJANGO_ALLOWED_HOSTS", "127.0.0.1,localhost,[::1]")
 CSRF_TRUSTED_ORIGINS = env_list("DJANGO_CSRF_TRUSTED_ORIGINS", "")
 
 INSTALLED_APPS = [
