@@ -74,9 +74,14 @@ COMPOSE_SECRETS = {"DJANGO_SECRET_KEY": COMPOSE_SECRET, "GRAFANA_ADMIN_PASSWORD"
 def compose_config(**env: str) -> subprocess.CompletedProcess:
     """``config`` of the compose file with the environment given here and nothing the
     developer happens to have exported that the file reads."""
-    base = {k: v for k, v in os.environ.items() if k not in COMPOSE_SECRETS and not k.startswith(("DJANGO_", "BIND_"))}
+    base = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in COMPOSE_SECRETS and not k.startswith(("DJANGO_", "BIND_", "LOCUST_"))
+    }
     return subprocess.run(
-        [*compose_command(), "-f", str(ROOT / "docker-compose.yml"), "config"],
+        # Every service, those of the load tests' profile included.
+        [*compose_command(), "-f", str(ROOT / "docker-compose.yml"), "--profile", "loadtest", "config"],
         cwd=ROOT,
         env={**base, **env},
         capture_output=True,
@@ -139,6 +144,24 @@ def test_compose_publishes_the_site_on_another_address_when_told():
     assert result.returncode == 0, result.stderr
     ports = published(yaml.safe_load(result.stdout))
     assert ("0.0.0.0", "8080") in ports["nginx"]
+    assert ("127.0.0.1", "8089") in ports["locust-master"]  # the load tests' UI stays on the loopback
+
+
+def test_compose_publishes_the_locust_ui_on_its_own_bind_address():
+    result = compose_config(**COMPOSE_SECRETS, LOCUST_BIND_ADDRESS="0.0.0.0")
+    assert result.returncode == 0, result.stderr
+    ports = published(yaml.safe_load(result.stdout))
+    assert ("0.0.0.0", "8089") in ports["locust-master"] and ("127.0.0.1", "8080") in ports["nginx"]
+
+
+def test_compose_runs_locust_only_when_asked_and_behind_a_login(compose):
+    services = compose["services"]
+    for name in ("locust-master", "locust-worker"):
+        assert services[name]["profiles"] == ["loadtest"], name  # off by default
+    master = services["locust-master"]
+    assert "--web-login" in master["command"]
+    assert any("loadtests/web_login.py" in part for part in master["command"])
+    assert not master["environment"]["LOCUST_WEB_PASSWORD"]  # no default: it refuses to start without one
 
 
 def test_compose_creates_no_login_with_a_known_password(compose):
