@@ -172,7 +172,7 @@ def main(argv=None) -> int:
     if args.hot_path:
         import django
 
-        from config.settings.local_key import local_key_provide
+        from core.local_key import local_key_provide
 
         os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings.base")
         local_key_provide()

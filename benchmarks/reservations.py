@@ -80,7 +80,7 @@ def main(argv=None) -> int:
 
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings.base")
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    from config.settings.local_key import local_key_provide
+    from core.local_key import local_key_provide
 
     local_key_provide()
     import django

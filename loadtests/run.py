@@ -98,7 +98,7 @@ def setup_django(args) -> None:
     # Whatever this process sends to Celery reaches the runner's own worker.
     os.environ["CELERY_BROKER_URL"] = args.broker_url or args.redis_url
     sys.path.insert(0, str(ROOT))
-    from config.settings.local_key import local_key_provide
+    from core.local_key import local_key_provide
 
     # The checkout's own key (as make run's), unless one is set: the servers started here
     # inherit it and check the tokens this process issues.

@@ -30,7 +30,7 @@ ACCESS_LOG_FORMAT = '%(h)s %(l)s %(u)s %(t)s "%(r)s" %(s)s %(b)s "%(f)s" "%(a)s"
 sys.path.insert(0, str(ROOT))
 
 from config.gunicorn import metrics_directory  # noqa: E402
-from config.settings.local_key import local_key_path, local_key_provide  # noqa: E402
+from core.local_key import local_key_path, local_key_provide  # noqa: E402
 from locking.testing import RedisServer  # noqa: E402
 
 

@@ -21,7 +21,7 @@ import redis
 from django.conf import settings
 from django.core import signing
 
-from config.settings.local_key import local_key_ensure, local_key_provide, local_key_read
+from core.local_key import local_key_ensure, local_key_provide, local_key_read
 
 from .test_serve import BROKER, drop, server_url, started_by
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
-from .local_key import local_key_path, local_key_read
+from core.local_key import local_key_path, local_key_read
 
 BASE_DIR = Path(__file__).resolve().parent.parent.parent
 VAR_DIR = Path(os.environ.get("VAR_DIR", BASE_DIR / "var"))
@@ -48,7 +48,7 @@ def env_list(name: str, default: str) -> list[str]:
 
 DEBUG = env_bool("DJANGO_DEBUG", False)
 # No key known outside this machine signs anything: the environment's, else the one `make run`
-# made for this checkout (config.settings.local_key), which a manage.py command run by hand
+# made for this checkout (core.local_key), which a manage.py command run by hand
 # beside it must share for its tokens to work there. Neither: no start at all.
 SECRET_KEY = os.environ.get("DJANGO_SECRET_KEY") or local_key_read(VAR_DIR)
 if not SECRET_KEY:

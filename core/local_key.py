@@ -61,6 +61,6 @@ def local_key_provide(env: dict | None = None) -> str:
     its own calls before it starts any (they inherit the environment)."""
     env = os.environ if env is None else env
     if not env.get("DJANGO_SECRET_KEY"):
-        base = Path(__file__).resolve().parent.parent.parent
+        base = Path(__file__).resolve().parent.parent
         env["DJANGO_SECRET_KEY"] = local_key_ensure(Path(env.get("VAR_DIR") or base / "var"))
     return env["DJANGO_SECRET_KEY"]
