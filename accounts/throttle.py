@@ -27,6 +27,7 @@ import unicodedata
 import redis
 from django.conf import settings
 
+from core.namespace import instance_key
 from core.ratelimit import RateLimited
 from locking.integration import lock_client
 
@@ -62,7 +63,7 @@ def login_account(username: str) -> str:
 
 def login_throttle_key(*parts: str) -> str:
     """Every Redis key of the throttle is made here."""
-    return ":".join(("login-failures", *parts))
+    return instance_key(":".join(("login-failures", *parts)))
 
 
 def _keys(username: str, address: str) -> list[str]:

@@ -397,18 +397,25 @@ def gunicorn_serving(args, **settings: str) -> Iterator[Serving]:
         shutil.rmtree(metrics, ignore_errors=True)
 
 
+def broker_app(broker_url: str):
+    """A Celery app on ``broker_url`` under this instance's broker options (its namespace, which
+    the worker started on the same database shares), to ping, purge and send to that worker."""
+    from celery import Celery
+    from django.conf import settings
+
+    return Celery(broker=broker_url, broker_transport_options=settings.CELERY_BROKER_TRANSPORT_OPTIONS)
+
+
 @contextmanager
 def celery_worker(env: dict[str, str], broker_url: str) -> Iterator[subprocess.Popen]:
     """A Celery worker of concurrency 1 on the server's settings and broker, ready to take tasks."""
-    from celery import Celery
-
     worker = subprocess.Popen(
         [sys.executable, "-m", "celery", "-A", "config", "--quiet", "worker", "--concurrency", "1",
          "--without-gossip", "--without-mingle", "--without-heartbeat"],
         cwd=ROOT, env={**env, "CELERY_BROKER_URL": broker_url}, start_new_session=True, stdout=subprocess.DEVNULL,
     )  # fmt: skip
     try:
-        with Celery(broker=broker_url) as app:
+        with broker_app(broker_url) as app:
             give_up = time.monotonic() + 60
             while not app.control.ping(timeout=0.5):
                 if worker.poll() is not None or time.monotonic() > give_up:
@@ -426,9 +433,7 @@ def celery_worker(env: dict[str, str], broker_url: str) -> Iterator[subprocess.P
 
 def broker_purge(broker_url: str) -> None:
     """Drop the drain tasks the server queued while no worker ran."""
-    from celery import Celery
-
-    with Celery(broker=broker_url) as app:
+    with broker_app(broker_url) as app:
         app.control.purge()
 
 
@@ -553,7 +558,6 @@ def _until_persisted(reservations, group_ids: list[int], since: float) -> float 
 
 
 def persistence_run(context: Context) -> Persistence:
-    from celery import Celery
     from django.db import connections
 
     from inventory.persist import reservations_client
@@ -563,7 +567,7 @@ def persistence_run(context: Context) -> Persistence:
     args = context.args
     reservations = reservations_client()
     broker_purge(args.broker_url)  # the asks of the runs above: the sweeps ask again, all at once
-    with celery_worker(context.serving.env, args.broker_url) as worker, Celery(broker=args.broker_url) as app:
+    with celery_worker(context.serving.env, args.broker_url) as worker, broker_app(args.broker_url) as app:
         groups = list(context.items.groups)
         gone = sum(1 for group_id in groups if reservations.stock(group_id=group_id) is None)
         waiting = sum(reservations.waiting(group_id=group_id) for group_id in groups)

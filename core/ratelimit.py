@@ -1,7 +1,8 @@
 """Rate limits, atomic in Redis: a counter per limit and window, per item on sale.
 
 A request's counters are those of the item it asks for (a voucher, a pool), under the
-item's hash tag ``{group:<stock group>}``: ``rate:{group:7}:purchase:user:42``. So they
+item's hash tag ``{group:<stock group>}``: ``<ns>:rate:{group:7}:purchase:user:42`` (``<ns>``
+the instance namespace, ``core.namespace``). So they
 share a Redis Cluster slot with the item's own keys, and the ``redis_lua`` script that
 reserves a unit counts them in its own round trip (``RATE_WAIT`` inside
 ``inventory.lua.RESERVE``): the limit costs that strategy nothing more on the wire. The
@@ -27,6 +28,7 @@ from django.conf import settings
 from locking.integration import lock_client
 
 from .errors import DomainError
+from .namespace import key_prefix
 
 logger = logging.getLogger(__name__)
 
@@ -92,7 +94,8 @@ class RateCount:
 
     def keys(self, *, tag: str) -> list[str]:
         """The counters, under the item's hash ``tag`` (``{group:<id>}``)."""
-        return [f"rate:{tag}:{self.action}:{limit.scope}:{value}" for limit, value in self.counted]
+        prefix = key_prefix()
+        return [f"{prefix}rate:{tag}:{self.action}:{limit.scope}:{value}" for limit, value in self.counted]
 
     def args(self) -> list[int]:
         """Each counter's limit and window in ms, in the counters' order (``RATE_WAIT``)."""

@@ -1,7 +1,8 @@
 """The Lua scripts of the ``redis_lua`` strategy, as named constants.
 
-A stock group's state lives in Redis under one hash tag (``res:{group:<id>}:...``), so
-that every script touches a single Cluster slot:
+A stock group's state lives in Redis under one hash tag (``<ns>:res:{group:<id>}:...``,
+``<ns>`` the instance namespace of ``core.namespace``), so that every script touches a
+single Cluster slot:
 
 - ``...:state``, a hash: ``begin_ms`` and ``end_ms`` (the sale window), ``limit`` (takes
   per user: 1 for a voucher, the draw limit for a pool), ``no_take`` (the weight of
@@ -33,7 +34,7 @@ limit of 1 and no weight of taking nothing, so RESERVE's weighted choice always 
 its row; a pool's choice is weighted by the stock left, at the moment of the script.
 
 The rate limits of a reservation's request count in RESERVE's own round trip: their
-counters (``core.ratelimit``) are keys of the group's hash tag, ``rate:{group:<id>}:...``.
+counters (``core.ratelimit``) are keys of the group's hash tag, ``<ns>:rate:{group:<id>}:...``.
 """
 
 from core.ratelimit import RATE_WAIT

@@ -30,6 +30,7 @@ from django.db import DatabaseError, IntegrityError, InterfaceError, Operational
 from django.db.models import F
 from redis import RedisError
 
+from core.namespace import key_prefix
 from locking import Lock
 from locking.integration import lock_client
 from locking.lease import LeasedLock
@@ -301,7 +302,8 @@ def group_lock(group_id: int, **options) -> LeasedLock:
     """The lock that one stock group's persisting and its state's rebuild share: a rebuild
     reads the database's stock, which must not miss a batch about to commit. Options are
     ``locking.Lock``'s (``blocking``, ``blocking_timeout``)."""
-    return Lock(lock_client(), f"reservations:{group_id}", lease=settings.LOCK_LEASE_SECONDS, **options)
+    name = f"reservations:{group_id}"
+    return Lock(lock_client(), name, key_prefix=key_prefix(), lease=settings.LOCK_LEASE_SECONDS, **options)
 
 
 # A drain that found its group's lock held tries again this often, this many times (the

@@ -1,8 +1,9 @@
 """Reservations in Redis for the ``redis_lua`` strategy: one script call per take.
 
-Plain redis-py, no Django: a client (``redis.Redis`` or ``redis.cluster.RedisCluster``)
-and a stock group's id are all it needs. The scripts and the keys they use are
-described in ``inventory.lua``.
+Plain redis-py: a client (``redis.Redis`` or ``redis.cluster.RedisCluster``) and a stock
+group's id are all it needs, and of the settings only the instance namespace, which every
+key starts with (``core.namespace``). The scripts and the keys they use are described in
+``inventory.lua``.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import TYPE_CHECKING
 
 import redis
 
+from core.namespace import key_prefix
 from core.redis_script import script_on_own_connections
 
 from . import lua
@@ -71,7 +73,7 @@ class GroupKeys:
     @classmethod
     @functools.lru_cache(maxsize=1024)  # every reservation names them: built once per group
     def of(cls, group_id: int) -> GroupKeys:
-        tag = f"res:{group_tag(group_id)}"
+        tag = f"{key_prefix()}res:{group_tag(group_id)}"
         return cls(
             state=f"{tag}:state",
             takers=f"{tag}:takers",

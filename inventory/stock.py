@@ -50,6 +50,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import F
 
 from core.faultpoints import fault_point
+from core.namespace import key_prefix
 from locking import Lock, LockLost, StaleFence
 from locking.integration import FencedUpdate, lock_client
 from locking.lease import LeasedLock
@@ -461,7 +462,7 @@ class RedisLockStrategy(StockStrategy):
         return 2
 
     def _lock(self, name: str, **options) -> LeasedLock:
-        return Lock(lock_client(), name, lease=settings.LOCK_LEASE_SECONDS, **options)
+        return Lock(lock_client(), name, key_prefix=key_prefix(), lease=settings.LOCK_LEASE_SECONDS, **options)
 
     @contextmanager
     def guard(self, take: Take) -> Iterator[Held]:
@@ -572,7 +573,7 @@ class RedlockStrategy(RedisLockStrategy):
             _warn_once("redlock: LOCK_REDIS_URLS names no Redis servers; its items answer 503 until it does")
             raise RedlockUnconfigured()
         clients = [lock_client(url) for url in settings.LOCK_REDIS_URLS]
-        return Redlock(clients, name, lease=settings.LOCK_LEASE_SECONDS, **options)
+        return Redlock(clients, name, key_prefix=key_prefix(), lease=settings.LOCK_LEASE_SECONDS, **options)
 
 
 class RedisLuaStrategy(StockStrategy):

@@ -23,6 +23,7 @@ from django.utils import timezone
 from accounts.services import tokens_revoke, users_with_tokens_create
 from benchmarks.machine import describe, git_commit
 from core.errors import InvalidInput
+from core.namespace import key_prefix
 from inventory.stock import strategy_names
 from loadtests.one_run import locust_now, one_run
 from loadtests.products import PRODUCTS, Sample, Target
@@ -179,7 +180,12 @@ def lab_run_execute(*, run_id: int) -> LabRun:
     """
     # Held, and renewed, for as long as the longest run may take.
     lock = Lock(
-        lock_client(), LOCK_NAME, lease=settings.LOCK_LEASE_SECONDS, blocking=False, max_hold=LONGEST_RUN_SECONDS
+        lock_client(),
+        LOCK_NAME,
+        key_prefix=key_prefix(),
+        lease=settings.LOCK_LEASE_SECONDS,
+        blocking=False,
+        max_hold=LONGEST_RUN_SECONDS,
     )
     if lock.acquire() is None:
         raise LabBusy()

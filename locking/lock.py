@@ -34,9 +34,10 @@ from .lease import LeasedLock, Released
 from .watchdog import renewal_client
 
 
-def resource_keys(name: str) -> tuple[str, str, str, str]:
-    """The lock key, fence counter, waiter queue and wake-key prefix of ``name``, in one hash slot."""
-    base = f"lock:{{{name}}}"
+def resource_keys(name: str, key_prefix: str = "") -> tuple[str, str, str, str]:
+    """The lock key, fence counter, waiter queue and wake-key prefix of ``name``, in one hash
+    slot, each starting with ``key_prefix`` (an application's namespace on a shared Redis)."""
+    base = f"{key_prefix}lock:{{{name}}}"
     return base, f"{base}:fence", f"{base}:queue", f"{base}:wake:"
 
 
@@ -47,15 +48,17 @@ class Lock(LeasedLock):
         client: a redis-py ``Redis`` client. Its errors are never swallowed; it
             must not have a ``socket_timeout`` shorter than ``blocking_timeout``.
         name: the resource, such as ``"stock:42"``. All keys derive from it.
+        key_prefix: put before every key (``<key_prefix>lock:{stock:42}``), outside the
+            hash tag; logs and metrics name the lock by ``name`` alone.
         **options: lease, renew, max_hold, blocking, blocking_timeout, reentrant,
             on_lost, metrics, clock: see :class:`~locking.lease.LeasedLock`.
     """
 
-    def __init__(self, client: Redis, name: str, **options) -> None:
+    def __init__(self, client: Redis, name: str, *, key_prefix: str = "", **options) -> None:
         super().__init__(label=name, **options)
         self.client = client
         self.name = name
-        self.key, self.fence_key, self.queue_key, self.wake_prefix = resource_keys(name)
+        self.key, self.fence_key, self.queue_key, self.wake_prefix = resource_keys(name, key_prefix)
         self._keys = (self.key, self.fence_key, self.queue_key)
         self._acquire_script = client.register_script(scripts.ACQUIRE)
         self._release_script = client.register_script(scripts.RELEASE)

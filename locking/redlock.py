@@ -65,13 +65,15 @@ class Redlock(LeasedLock):
 
     Args:
         clients: redis-py clients, one per server (3 or 5 is usual).
-        name: the resource; keys as for :class:`~locking.Lock`.
+        name: the resource; keys (and ``key_prefix``) as for :class:`~locking.Lock`.
         retry_delay: the mean pause between attempts while blocking, jittered.
         **options: lease, renew, max_hold, blocking, blocking_timeout, reentrant,
             on_lost, metrics, clock: see :class:`~locking.lease.LeasedLock`.
     """
 
-    def __init__(self, clients: list[Redis], name: str, *, retry_delay: float = 0.02, **options) -> None:
+    def __init__(
+        self, clients: list[Redis], name: str, *, retry_delay: float = 0.02, key_prefix: str = "", **options
+    ) -> None:
         if not clients:
             raise ValueError("Redlock needs at least one server")
         super().__init__(label=name, **options)
@@ -79,7 +81,7 @@ class Redlock(LeasedLock):
         self.name = name
         self.quorum = len(self.clients) // 2 + 1
         self.retry_delay = retry_delay
-        self.key, self.fence_key, _, _ = resource_keys(name)
+        self.key, self.fence_key, _, _ = resource_keys(name, key_prefix)
         self._acquire = [c.register_script(scripts.REDLOCK_ACQUIRE) for c in self.clients]
         self._raise = [c.register_script(scripts.REDLOCK_RAISE_FENCE) for c in self.clients]
         self._release = [c.register_script(scripts.REDLOCK_RELEASE) for c in self.clients]

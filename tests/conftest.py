@@ -178,8 +178,10 @@ def reservations_redis():
     import redis
     from django.conf import settings
 
+    from core.namespace import instance_key
+
     client = redis.Redis.from_url(settings.RESERVATIONS_REDIS_URL)
-    for key in client.scan_iter(match="res:{group:*", count=1000):
+    for key in client.scan_iter(match=instance_key("res:{group:*"), count=1000):
         client.delete(key)
     yield client
     client.close()

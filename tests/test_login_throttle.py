@@ -12,6 +12,7 @@ import redis
 from django.test import Client
 
 from accounts import throttle
+from core.namespace import instance_key
 
 from .http import post_json
 
@@ -43,10 +44,10 @@ def throttled(settings, clock):
     settings.LOGIN_FAILURES_PER_ADDRESS = 8
     settings.LOGIN_FAILURE_WINDOW_SECONDS = 900
     client = redis.Redis.from_url(settings.LOCK_REDIS_URL)
-    for key in client.scan_iter(match="*login-failures:*"):
+    for key in client.scan_iter(match=instance_key("login-failures:*")):
         client.delete(key)
     yield client
-    for key in client.scan_iter(match="*login-failures:*"):
+    for key in client.scan_iter(match=instance_key("login-failures:*")):
         client.delete(key)
 
 
@@ -95,7 +96,7 @@ def test_an_account_guessed_from_many_addresses_meets_its_ceiling_everywhere(thr
     refused = api_login("victim", PASSWORD, address="10.1.2.1")
     assert refused.status_code == 429 and refused.json()["code"] == "rate_limited"
     assert 800 < int(refused["Retry-After"]) <= 900  # the rest of the 15-minute window
-    for key in throttled.scan_iter(match="*login-failures:account:victim"):
+    for key in throttled.scan_iter(match=instance_key("login-failures:account:victim")):
         throttled.delete(key)  # the window ended
     assert api_login("victim", PASSWORD, address="10.1.2.1").status_code == 200
 

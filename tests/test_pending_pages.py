@@ -26,6 +26,7 @@ from django.conf import settings
 from django.urls import reverse
 from playwright.sync_api import expect
 
+from core.namespace import instance_key
 from inventory.models import StockGroup
 from inventory.persist import persist_options, reservations_client
 from inventory.reservations import Pending
@@ -55,7 +56,7 @@ def fresh_reservations():
     client = reservations_client().client
 
     def clear(keep: set[int]) -> None:
-        for key in client.scan_iter(match="res:{group:*", count=1000):
+        for key in client.scan_iter(match=instance_key("res:{group:*"), count=1000):
             group_id = int(re.match(rb"res:\{group:(\d+)\}", key).group(1))
             if group_id not in keep:
                 client.delete(key)
@@ -428,7 +429,8 @@ def test_a_purchase_in_the_browser_shows_pending_then_confirmed(page, live_serve
     expect(page.locator("[data-outcome=pending]")).to_be_visible()
     assert not Order.objects.exists()
 
-    with Celery(broker=BROKER, set_as_current=False) as sender:
+    options = settings.CELERY_BROKER_TRANSPORT_OPTIONS  # the instance's namespace, as the worker's
+    with Celery(broker=BROKER, broker_transport_options=options, set_as_current=False) as sender:
         sender.send_task(voucher_reservations_drain.name, args=[voucher.pk, voucher.stock.group_id])
     bought = page.locator("[data-outcome=bought]")
     expect(bought).to_have_text(f"Bought! Order #{order_id}. See my orders", timeout=30_000)

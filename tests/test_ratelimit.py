@@ -8,6 +8,7 @@ import pytest
 import redis
 from django.test import Client
 
+from core.namespace import instance_key
 from core.ratelimit import RateLimited, rate_count
 from inventory.models import Stock
 from inventory.reservations import GroupKeys
@@ -25,7 +26,7 @@ def limits(settings):
 
     def clear():
         for client in clients:
-            for key in client.scan_iter(match="rate:*"):
+            for key in client.scan_iter(match=instance_key("rate:*")):
                 client.delete(key)
 
     clear()
@@ -64,14 +65,14 @@ def test_limits_hold_per_item_under_the_items_hash_tag(limits):
     with pytest.raises(RateLimited):
         hit(1, "10.0.0.7")
     hit(1, "10.0.0.7", tag="{group:999002}")  # another sale counts on its own
-    assert limits.get(f"rate:{TAG}:test:user:1") == b"4"
-    assert limits.get(f"rate:{TAG}:test:address:10.0.0.7") == b"4"
+    assert limits.get(instance_key(f"rate:{TAG}:test:user:1")) == b"4"
+    assert limits.get(instance_key(f"rate:{TAG}:test:address:10.0.0.7")) == b"4"
 
 
 def test_switched_off_nothing_is_counted(limits, settings):
     settings.RATE_LIMITS_ENABLED = False
     assert rate_count(action="test", user_id=1, address="10.0.0.4") is None
-    assert not list(limits.scan_iter(match="rate:*"))
+    assert not list(limits.scan_iter(match=instance_key("rate:*")))
 
 
 def test_an_action_without_limits_counts_nothing(limits):
@@ -116,7 +117,7 @@ def test_under_redis_lua_the_limit_is_counted_by_the_reserving_script_and_reserv
     assert int(reservations_redis.hget(keys.state, f"stock:{voucher.stock.pk}")) == 7
     assert reservations_redis.xlen(keys.pending) == 3
     # The counter is the voucher's own key, in the reservations' Redis, beside its state.
-    counter = f"rate:{{group:{voucher.stock.group_id}}}:purchase:address:127.0.0.1"
+    counter = instance_key(f"rate:{{group:{voucher.stock.group_id}}}:purchase:address:127.0.0.1")
     assert reservations_redis.get(counter) == b"4"
 
     pool = make_pool(strategy="redis_lua", draws_per_user=5, prizes=[("A", 10)])

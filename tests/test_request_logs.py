@@ -28,6 +28,7 @@ from django.test import Client
 from accounts.services import token_issue
 from core import requestid
 from core.logfilters import Json, RequestId, Text
+from core.namespace import instance_key
 from locking.testing import free_port
 
 from .test_reservations_worker import database_url, wait_for
@@ -192,7 +193,7 @@ def json_processes(tmp_path, reservations_redis):
     ``web.log`` and ``worker.log``; returns the server's address. The worker comes later
     (``worker()``), so that the drain tasks wait for it in the order they were sent."""
     broker = settings.CELERY_BROKER_URL
-    redis.Redis.from_url(broker).delete("celery")
+    redis.Redis.from_url(broker).delete(instance_key("celery"))
     env = {
         **os.environ,
         "DJANGO_SETTINGS_MODULE": "config.settings.base",

@@ -17,6 +17,7 @@ from celery import Celery
 from django.conf import settings
 
 from accounts.services import users_with_tokens_create
+from core.namespace import instance_key
 from inventory.models import Stock
 from inventory.persist import reservations_client
 from inventory.reservations import GroupKeys, Rules
@@ -92,7 +93,8 @@ def worker():
 def send(task, *args) -> None:
     """Send ``task`` to the test's own broker, as the web process would to its own."""
     # Not the current app: the services' tasks must keep sending to their own broker.
-    with Celery(broker=BROKER, set_as_current=False) as sender:
+    options = settings.CELERY_BROKER_TRANSPORT_OPTIONS  # the instance's namespace, as the worker's
+    with Celery(broker=BROKER, broker_transport_options=options, set_as_current=False) as sender:
         sender.send_task(task.name, args=args)
 
 
@@ -179,7 +181,7 @@ def app_worker(reservations_redis):
 
     app.set_current()  # the services' tasks send through it, whatever app a test made since
     broker = redis.Redis.from_url(settings.CELERY_BROKER_URL)
-    broker.delete("celery")
+    broker.delete(instance_key("celery"))
     started: list[Worker] = []
 
     def start(*, beat: bool = False, **env: str) -> Worker:

@@ -7,8 +7,10 @@ The defaults give a zero-setup local run: SQLite under ``var/`` and Redis on
 
 from __future__ import annotations
 
+import hashlib
 import ipaddress
 import os
+import re
 from pathlib import Path
 
 import dj_database_url
@@ -155,6 +157,25 @@ DATABASE_URL = os.environ.get("DATABASE_URL") or f"sqlite:///{VAR_DIR / 'db.sqli
 DATABASES = {"default": database_from_url(DATABASE_URL)}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
+
+def database_namespace(config: dict) -> str:
+    """A namespace that names ``config``'s database: a hash of its engine, host, port and name
+    (an SQLite file's absolute path), so that instances on different databases differ, and
+    every process of one instance (web, worker, beat) agrees without being told."""
+    name = str(config["NAME"])
+    if config["ENGINE"] == "django.db.backends.sqlite3":
+        name = str(Path(name).resolve())
+    identity = "\0".join([config["ENGINE"], config.get("HOST") or "", str(config.get("PORT") or ""), name])
+    return "db-" + hashlib.sha256(identity.encode()).hexdigest()[:12]
+
+
+# Every Redis key and Celery queue of this instance lies under "<INSTANCE_NAMESPACE>:" (one
+# prefix, core.namespace), so that instances with different databases share a Redis without
+# taking each other's reservations, counters, locks or tasks.
+INSTANCE_NAMESPACE = os.environ.get("INSTANCE_NAMESPACE") or database_namespace(DATABASES["default"])
+if not re.fullmatch(r"[A-Za-z0-9_.-]{1,64}", INSTANCE_NAMESPACE):
+    raise ImproperlyConfigured(f"INSTANCE_NAMESPACE must be 1 to 64 of A-Z a-z 0-9 _ . -, got {INSTANCE_NAMESPACE!r}")
+
 REDIS_URL = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0")
 # Locks get their own connection that never swallows errors: a cache may degrade
 # silently, a lock must not.
@@ -165,7 +186,7 @@ CACHES = {
     "default": {
         "BACKEND": "django_redis.cache.RedisCache",
         "LOCATION": REDIS_URL,
-        "KEY_PREFIX": "cache",
+        "KEY_PREFIX": f"{INSTANCE_NAMESPACE}:cache",
         "OPTIONS": {
             "CLIENT_CLASS": "django_redis.client.DefaultClient",
             # cache.lock() then hands out locking.compat.Lock instead of redis-py's.
@@ -190,8 +211,10 @@ CELERY_TASK_SERIALIZER = "json"
 CELERY_ACCEPT_CONTENT = ["json"]
 # The Redis broker delivers an unacknowledged message again after this many seconds; it
 # must exceed the longest task (a race lab run: under 20 minutes), or a running task
-# would be delivered twice.
-CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": 3600}
+# would be delivered twice. Every broker key (the queues, the unacknowledged messages, the
+# bindings, the control channels) lies under the instance's namespace: the queues keep their
+# names ("celery", "lab"), and a worker of another instance on the same Redis never sees them.
+CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": 3600, "global_keyprefix": f"{INSTANCE_NAMESPACE}:"}
 # A race lab run holds its worker process for minutes; redis_lua's drains and the beat's
 # sweeps take well under a second and must not wait behind it. The lab's task has a queue
 # of its own ("lab"), everything else the default ("celery"), and every worker consumes

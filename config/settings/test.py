@@ -19,7 +19,12 @@ os.environ.setdefault("DJANGO_SECRET_KEY", secrets.token_urlsafe(64))
 os.environ.setdefault("REDIS_URL", "redis://127.0.0.1:6379/15")
 
 from .base import *  # noqa: E402,F403
-from .base import DATABASES, VAR_DIR  # noqa: E402
+from .base import DATABASES, INSTANCE_NAMESPACE, VAR_DIR  # noqa: E402
+
+# The servers and workers a test starts open the test database, whose name differs from the
+# one the namespace was derived from: they inherit this process's namespace instead, so that
+# they find the keys and queues the test writes (tests of separate instances unset it).
+os.environ["INSTANCE_NAMESPACE"] = INSTANCE_NAMESPACE
 
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 # The suite's clients all come from one address, in quick succession: the tests of the

@@ -14,6 +14,7 @@ import pytest
 from django.db import connection, transaction
 from django.db.models import F
 
+from core.namespace import key_prefix
 from inventory.errors import LockBusy, SoldOut
 from inventory.models import Stock, StockGroup
 from inventory.services import stock_create, stock_group_create
@@ -262,7 +263,7 @@ def test_busy_leaves_nothing_written(strategy, settings):
 def test_redis_lock_waits_for_the_group_lock_then_writes(settings):
     settings.LOCK_WAIT_SECONDS = 5
     group, (a,) = make_group(2)
-    held = Lock(lock_client(), f"stock-group:{group.pk}", lease=5)
+    held = Lock(lock_client(), f"stock-group:{group.pk}", key_prefix=key_prefix(), lease=5)
     assert held.acquire()
     writes: list[tuple[str, int]] = []
 
