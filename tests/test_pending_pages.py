@@ -57,7 +57,7 @@ def fresh_reservations():
 
     def clear(keep: set[int]) -> None:
         for key in client.scan_iter(match=instance_key("res:{group:*"), count=1000):
-            group_id = int(re.match(rb"res:\{group:(\d+)\}", key).group(1))
+            group_id = int(re.search(rb"res:\{group:(\d+)\}", key).group(1))
             if group_id not in keep:
                 client.delete(key)
 
