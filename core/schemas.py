@@ -13,6 +13,7 @@ from ninja import Schema
 from pydantic import AfterValidator, AwareDatetime, BeforeValidator, ConfigDict, Field, WithJsonSchema
 
 from .errors import InvalidInput
+from .names import NAME_PATTERN
 from .window import moment_utc
 
 
@@ -74,17 +75,12 @@ def whole(least: int, most: int) -> Any:
     return Annotated[int, Field(ge=least, le=most, strict=True), BeforeValidator(_whole)]
 
 
-# One character that is not whitespace as Python's str.strip() knows it, spelled out so that the
-# document's pattern (ECMA-262's \s differs: it lacks \x1c-\x1f and \x85, and has \ufeff) and
-# the server agree on which names are blank.
-NOT_BLANK = r"[^\t\n\v\f\r \x1c-\x1f\x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]"
-
-
 def text(most: int) -> Any:
     """The type of a name in a request (a voucher's title, a pool's or a prize's name): the
-    services strip it and refuse it empty, so the document says it needs a character that is
-    not whitespace, and up to ``most`` characters."""
-    return Annotated[str, Field(min_length=1, max_length=most, pattern=NOT_BLANK)]
+    services strip it and refuse it blank, invisible or holding a control character
+    (``core.names``), so the document says that rule as ``NAME_PATTERN``, which is what
+    checks it here, and up to ``most`` characters."""
+    return Annotated[str, Field(min_length=1, max_length=most, pattern=NAME_PATTERN)]
 
 
 MONEY_PATTERN = r"^[0-9]{1,10}(\.[0-9]{1,2})?$"

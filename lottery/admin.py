@@ -9,16 +9,17 @@ from django.urls import path, reverse
 from django.utils.html import format_html, format_html_join
 
 from core.admin import SaleWindowColumns
-from core.forms import SaleWindowForm
+from core.forms import NamedForm, SaleWindowForm
 from inventory.admin import restock_page
 from inventory.services import MAX_UNITS
 
 from .models import Draw, Pool, Prize
 from .selectors import pool_audit
-from .services import pool_create, pool_update, prize_create, prize_update
+from .services import MAX_DRAWS_PER_USER, MAX_NO_PRIZE_WEIGHT, pool_create, pool_update, prize_create, prize_update
 
 
-class PrizeInlineForm(forms.ModelForm):
+class PrizeInlineForm(NamedForm):
+    name_fields = ("name",)
     initial_stock = forms.IntegerField(
         min_value=0, max_value=MAX_UNITS, required=False, help_text="Units of a new prize; restock an existing one."
     )
@@ -58,6 +59,18 @@ class PrizeInline(admin.TabularInline):
 
 
 class PoolAddForm(SaleWindowForm):
+    name_fields = ("name",)
+    # The services' bounds (lottery.services), so that the form refuses what they would.
+    draws_per_user = forms.IntegerField(
+        min_value=1, max_value=MAX_DRAWS_PER_USER, initial=1, help_text=Pool._meta.get_field("draws_per_user").help_text
+    )
+    no_prize_weight = forms.IntegerField(
+        min_value=0,
+        max_value=MAX_NO_PRIZE_WEIGHT,
+        initial=0,
+        help_text=Pool._meta.get_field("no_prize_weight").help_text,
+    )
+
     class Meta:
         model = Pool
         fields = ["name", "description", "begin_at", "end_at", "draws_per_user", "no_prize_weight", "strategy"]

@@ -15,6 +15,7 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from core.errors import InvalidInput
+from core.names import name_clean
 from core.ratelimit import RateCount
 from core.window import window_validate
 from inventory.errors import SoldOut
@@ -53,13 +54,6 @@ def _whole(value: object, *, name: str, minimum: int, maximum: int) -> int:
     return value
 
 
-def _text(value: str, *, name: str) -> str:
-    value = value.strip()
-    if not value:
-        raise InvalidInput(f"{name} must not be empty.")
-    return value
-
-
 def _strategy(strategy: str) -> str:
     if strategy not in Strategy.values:
         raise InvalidInput(f"Unknown strategy {strategy!r}; use one of: {', '.join(Strategy.values)}.")
@@ -92,7 +86,7 @@ def pool_create(
     keeps it out of the shop's lists (a load test's own)."""
     window_validate(begin_at, end_at)
     pool = Pool.objects.create(
-        name=_text(name, name="name"),
+        name=name_clean(name),
         description=description,
         begin_at=begin_at,
         end_at=end_at,
@@ -169,7 +163,7 @@ def _pool_change(pool: Pool, change: Callable[[], R], *, switch_to=None, units=N
 def prize_create(*, pool: Pool, name: str, stock: int, description: str = "", value: Decimal | int | str = 0) -> Prize:
     """A prize of ``stock`` units, a new row of the pool's stock group (and of its Redis
     state under ``redis_lua``)."""
-    name = _text(name, name="name")
+    name = name_clean(name)
     amount = _value(value)
 
     @transaction.atomic
@@ -196,7 +190,7 @@ def prize_update(
     """Rename or revalue a prize and/or add units through the guarded restock; all or nothing."""
     changes: dict[str, object] = {}
     if name is not None:
-        changes["name"] = _text(name, name="name")
+        changes["name"] = name_clean(name)
     if description is not None:
         changes["description"] = description
     if value is not None:

@@ -10,6 +10,7 @@ from django.utils.html import format_html
 from core.admin import SaleWindowColumns
 from core.forms import SaleWindowForm
 from inventory.admin import restock_page
+from inventory.services import MAX_UNITS
 
 from .models import Order, Voucher
 from .selectors import voucher_audit
@@ -17,13 +18,15 @@ from .services import voucher_create, voucher_update
 
 
 class VoucherForm(SaleWindowForm):
+    name_fields = ("title",)
+
     class Meta:
         model = Voucher
         fields = ["title", "description", "begin_at", "end_at", "strategy"]
 
 
 class VoucherAddForm(VoucherForm):
-    initial_stock = forms.IntegerField(min_value=0, help_text="Units on sale.")
+    initial_stock = forms.IntegerField(min_value=0, max_value=MAX_UNITS, help_text="Units on sale.")
 
 
 @admin.register(Voucher)

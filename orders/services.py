@@ -9,6 +9,7 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from core.errors import InvalidInput
+from core.names import name_clean
 from core.ratelimit import RateCount
 from core.window import window_validate
 from inventory.errors import SoldOut
@@ -53,9 +54,7 @@ def voucher_create(
 ) -> Voucher:
     """A voucher with ``stock`` units in a stock group of its own; ``listed=False`` keeps
     it out of the shop's lists (a load test's own)."""
-    title = title.strip()
-    if not title:
-        raise InvalidInput("title must not be empty.")
+    title = name_clean(title, field="title")
     window_validate(begin_at, end_at)
     strategy_validate(strategy)
     stock_row = stock_create(group=stock_group_create(), quantity=stock)

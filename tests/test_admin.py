@@ -103,3 +103,24 @@ def test_the_restock_page_leads_back_through_its_breadcrumbs(admin_client_, make
     assert 'href="/admin/orders/voucher/"' in crumbs
     assert f'href="/admin/orders/voucher/{voucher.pk}/change/">Crumbs</a>' in crumbs
     assert "Restock" in crumbs
+
+
+# What the services refuse (InvalidInput, InvalidQuantity) is refused by the form first, on its
+# field: raised in save_model, after the form was valid, it answered 500.
+@pytest.mark.parametrize(
+    ("page", "field", "fields"),
+    [
+        ("add", "begin_at", {"begin_at_0": "0001-01-01", "begin_at_1": "00:00:00", "initial_stock": "3"}),
+        ("change", "begin_at", {"begin_at_0": "0001-01-01", "begin_at_1": "00:00:00"}),
+        ("add", "initial_stock", {"initial_stock": "2147483648"}),
+    ],
+)
+def test_what_the_services_refuse_is_a_form_error_not_a_500(admin_client_, make_voucher, page, field, fields):
+    voucher = make_voucher(title="Kept")
+    begin = timezone.now()
+    url = f"/admin/orders/voucher/{voucher.pk}/change/" if page == "change" else "/admin/orders/voucher/add/"
+    data = window_form(begin, begin + timedelta(days=1), title="Moved", initial_stock="3") | fields
+    response = admin_client_.post(url, data)
+    assert response.status_code == 200
+    assert list(response.context["adminform"].form.errors) == [field]
+    assert list(Voucher.objects.values_list("title", flat=True)) == ["Kept"]

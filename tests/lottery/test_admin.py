@@ -111,3 +111,20 @@ def test_the_prize_restock_page_leads_back_through_its_breadcrumbs(admin_client_
     assert 'href="/admin/lottery/pool/"' in crumbs
     assert f'href="/admin/lottery/pool/{pool.pk}/change/">Test pool</a>' in crumbs
     assert "Restock" in crumbs
+
+
+@pytest.mark.parametrize(
+    ("field", "overrides"),
+    [
+        ("begin_at", {"begin_at_0": "0001-01-01", "begin_at_1": "00:00:00"}),
+        ("draws_per_user", {"draws_per_user": "1000001"}),
+        ("no_prize_weight", {"no_prize_weight": "2147483647"}),
+    ],
+)
+def test_what_the_services_refuse_is_a_form_error_not_a_500(admin_client_, field, overrides):
+    # Raised in save_model (InvalidInput), after the form was valid, these answered 500.
+    begin = timezone.now()
+    response = admin_client_.post("/admin/lottery/pool/add/", pool_form(begin, begin + timedelta(days=1), **overrides))
+    assert response.status_code == 200
+    assert list(response.context["adminform"].form.errors) == [field]
+    assert not Pool.objects.exists()
