@@ -1,10 +1,10 @@
 """The demo a new user meets: ``make run`` runs this before every start.
 
 Every run makes the demo true again for the moment it starts: the windows are set from
-now (the upcoming voucher opens a few minutes later), the descriptions are written from
-the data (supply, window, strategy), and the sold-out voucher is sold out by real
-purchases of demo buyers, through the same service as any purchase, so that its audit
-adds up. A rerun creates nothing twice and keeps what users bought or drew.
+now (the upcoming voucher opens a few minutes later), and the sold-out voucher is sold out
+by real purchases of demo buyers, through the same service as any purchase, so that its
+audit adds up. The descriptions say what each item is and no fact that changes: the pages
+render those from the data. A rerun creates nothing twice and keeps what users bought or drew.
 
 The demo's two logins have their passwords printed in the README: ``--no-logins`` (what
 docker-compose runs) seeds the sales without them. The staff login is a member of staff
@@ -64,36 +64,25 @@ DEMO_LASTS = timedelta(days=7)
 DEMO_STRATEGY = "db_atomic"
 
 
-def _when(moment: datetime) -> str:
-    moment = timezone.localtime(moment)
-    return f"{moment.day} {moment:%b %H:%M %Z}"
-
-
-def voucher_description(voucher: Voucher) -> str:
-    supplied = voucher.stock.initial_quantity
-    text = (
-        f"{supplied} units, one per buyer, on sale from {_when(voucher.begin_at)} to {_when(voucher.end_at)}. "
-        f"Stock is taken under {voucher.get_strategy_display()}."
-    )
-    if supplied and not voucher.stock.quantity:
-        text += " Sold out: every unit has been bought."
-    return text
-
-
-def pool_description(pool: Pool) -> str:
-    prizes = ", ".join(f"{prize.stock.initial_quantity} × {prize.name}" for prize in pool.prizes.all())
-    return (
-        f"{pool.draws_per_user} draws each, from {_when(pool.begin_at)} to {_when(pool.end_at)}. "
-        f"Prizes supplied: {prizes}, and a no-prize weight of {pool.no_prize_weight}: a draw wins a prize "
-        f"with the probability of its stock left over all stock left plus {pool.no_prize_weight}, "
-        f"so the odds move as prizes are won. Prizes are taken under {pool.get_strategy_display()}."
-    )
+# What each item is, and nothing that changes: the supply, the window, the strategy, the
+# prizes' stock and the odds are rendered on the pages from the data. A description written
+# from them ("50 units ... taken under db_atomic", "5 × Headphones") was false after the first
+# restock or switch, beside the page's live "Strategy: none" and "Left 59 of 60".
+DEMO_DESCRIPTIONS = {
+    LIVE: "A cup of filter coffee at the corner café for one cent. One voucher per buyer, while stock lasts.",
+    UPCOMING: "Limited-edition sneakers, released all at once when the sale opens. One pair per buyer.",
+    SOLD_OUT: "Tickets to the season's closing concert at cost price. One ticket per buyer.",
+    DEMO_POOL: (
+        "Spin the wheel for a prize. A draw wins each prize with the probability of its stock left over "
+        "all stock left plus the weight of no prize, so the odds below move as prizes are won."
+    ),
+}
 
 
 class Command(BaseCommand):
     help = (
         "Create or refresh the demo: a live, an upcoming and a sold-out voucher, a live prize pool, "
-        "a buyer and a staff user. Windows and descriptions are set from now on every run; idempotent."
+        "a buyer and a staff user. Windows are set from now on every run; idempotent."
     )
 
     def add_arguments(self, parser):
@@ -123,8 +112,7 @@ class Command(BaseCommand):
                 voucher_update(voucher=voucher, begin_at=begin_at, end_at=now + DEMO_LASTS)
             if title == SOLD_OUT:
                 self._sell_out(voucher, supply=supply, now=now)
-            voucher = voucher_get(voucher_id=voucher.pk)
-            voucher_update(voucher=voucher, description=voucher_description(voucher))
+            voucher_update(voucher=voucher_get(voucher_id=voucher.pk), description=DEMO_DESCRIPTIONS[title])
         pool = Pool.objects.filter(name=DEMO_POOL).first()
         if pool is None:
             pool = pool_create(
@@ -140,8 +128,7 @@ class Command(BaseCommand):
             created += 1
         else:
             pool_update(pool=pool, begin_at=now - timedelta(minutes=5), end_at=now + DEMO_LASTS)
-        pool = pool_get(pool_id=pool.pk)
-        pool_update(pool=pool, description=pool_description(pool))
+        pool_update(pool=pool_get(pool_id=pool.pk), description=DEMO_DESCRIPTIONS[DEMO_POOL])
         if quiet:
             return
         self.stdout.write(f"Demo data ready ({created} created; every window now starts from this run).")
