@@ -2,16 +2,9 @@
 
 from __future__ import annotations
 
-from datetime import datetime
-
 from django.contrib import admin
-from django.utils import timezone
-from django.utils.formats import date_format
 
-
-def _short(moment: datetime, now: datetime) -> str:
-    moment = timezone.localtime(moment)
-    return date_format(moment, "j M H:i" if moment.year == now.year else "j M Y H:i")
+from .moments import moment_text
 
 
 class SaleWindowColumns:
@@ -21,11 +14,19 @@ class SaleWindowColumns:
 
     @admin.display(description="window", ordering="begin_at")
     def window(self, obj) -> str:
-        now = timezone.localtime()
-        return f"{obj.window_state()}: {_short(obj.begin_at, now)} – {_short(obj.end_at, now)}"
+        return f"{obj.window_state()}: {moment_text(obj.begin_at)} – {moment_text(obj.end_at)}"
 
     @admin.display(description="strategy", ordering="strategy")
     def strategy_name(self, obj) -> str:
         # The name (db_atomic), not the choice's long label: the filter beside the list
         # already explains each one.
         return obj.strategy
+
+
+class CreatedColumn:
+    """A ``created`` column in the format of every page (``core.moments``), in place of the
+    admin's own ("Nov. 23, 2026, 11:31 a.m.", no zone)."""
+
+    @admin.display(description="created", ordering="created_at")
+    def created(self, obj) -> str:
+        return moment_text(obj.created_at)

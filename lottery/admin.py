@@ -8,7 +8,7 @@ from django.shortcuts import get_object_or_404, redirect
 from django.urls import path, reverse
 from django.utils.html import format_html, format_html_join
 
-from core.admin import SaleWindowColumns
+from core.admin import CreatedColumn, SaleWindowColumns
 from core.forms import NamedForm, SaleWindowForm
 from inventory.admin import restock_page
 from inventory.services import MAX_UNITS
@@ -21,12 +21,31 @@ from .services import MAX_DRAWS_PER_USER, MAX_NO_PRIZE_WEIGHT, pool_create, pool
 class PrizeInlineForm(NamedForm):
     name_fields = ("name",)
     initial_stock = forms.IntegerField(
-        min_value=0, max_value=MAX_UNITS, required=False, help_text="Units of a new prize; restock an existing one."
+        min_value=0,
+        max_value=MAX_UNITS,
+        required=False,
+        help_text="Units of a new prize; restock an existing one.",
+        widget=forms.NumberInput(attrs={"class": "vIntegerField"}),
     )
 
     class Meta:
         model = Prize
         fields = ["name", "description", "value"]
+        # Narrow enough that the inline's seven columns fit the pool's page at 1280 px: with
+        # the admin's defaults (a 40-column textarea) they stretched it to 1,857 px.
+        widgets = {
+            "name": forms.TextInput(attrs={"size": 16}),
+            "description": forms.Textarea(attrs={"rows": 2, "cols": 24}),
+        }
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        if self.instance.pk is not None:
+            # Set when the prize is added, then only restocked: a number typed here was
+            # silently ignored. Disabled, the posted value is ignored by the form too.
+            field = self.fields["initial_stock"]
+            field.disabled = True
+            field.widget.attrs["title"] = "Set when the prize is added; use Restock to add units."
 
     def clean_initial_stock(self):
         stock = self.cleaned_data.get("initial_stock")
@@ -194,8 +213,8 @@ class PoolAdmin(SaleWindowColumns, admin.ModelAdmin):
 
 
 @admin.register(Draw)
-class DrawAdmin(admin.ModelAdmin):
-    list_display = ["id", "pool", "user", "prize", "status", "created_at"]
+class DrawAdmin(CreatedColumn, admin.ModelAdmin):
+    list_display = ["id", "pool", "user", "prize", "status", "created"]
     list_filter = ["status", "pool"]
     list_select_related = ["pool", "user", "prize"]
     search_fields = ["user__username", "pool__name"]

@@ -162,7 +162,7 @@ def draw_list(*, user, pool: Pool | None = None) -> QuerySet[Draw]:
     draws = Draw.objects.filter(user_id=user.pk)
     if pool is not None:
         draws = draws.filter(pool_id=pool.pk)
-    return draws.select_related("prize").order_by("-created_at", "-id")
+    return draws.select_related("prize", "pool").order_by("-created_at", "-id")
 
 
 def draw_list_all(*, user, pool: Pool | None = None) -> list[Draw]:

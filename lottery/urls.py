@@ -6,6 +6,7 @@ app_name = "lottery"
 
 urlpatterns = [
     path("pools/", views.pool_list_page, name="pool_list"),
+    path("draws/", views.draw_list_page, name="draw_list"),
     path("pools/rows", views.pool_rows_partial, name="pool_rows"),
     path("pools/<int:pool_id>/", views.pool_detail_page, name="pool_detail"),
     path("pools/<int:pool_id>/odds", views.pool_odds_partial, name="pool_odds"),

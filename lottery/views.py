@@ -1,8 +1,10 @@
 """Server-rendered prize draw pages. They parse, call the same selectors and services as the API,
 and render."""
 
+from django.contrib.auth.decorators import login_required
 from django.http import Http404
 from django.shortcuts import render
+from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_POST
 
 from accounts.decorators import staff_permission_required
@@ -29,6 +31,8 @@ from .services import pool_draw, pool_update
 
 # The event the draw's answer raises; the odds and the user's standing reload on it.
 DRAWN = "drawn"
+
+# Live state on every page and fragment here: none is kept by the browser (as orders.views).
 
 
 def _odds_context(pool) -> dict:
@@ -75,17 +79,20 @@ def _standing_context(request, pool) -> dict:
     }
 
 
+@never_cache
 @require_GET
 def pool_list_page(request):
     return render(request, "lottery/pool_list.html", {"pools": pool_list_audited()})
 
 
+@never_cache
 @require_GET
 def pool_rows_partial(request):
     """The live rows of the list page, polled by it."""
     return render(request, "lottery/_pool_rows.html", {"pools": pool_list_audited()})
 
 
+@never_cache
 @require_GET
 def pool_detail_page(request, pool_id: int):
     pool = pool_get(pool_id=pool_id)
@@ -95,18 +102,21 @@ def pool_detail_page(request, pool_id: int):
     return render(request, "lottery/pool_detail.html", context)
 
 
+@never_cache
 @require_GET
 def pool_odds_partial(request, pool_id: int):
     """Each prize's stock and probability now, polled by the pool page and reloaded after a draw."""
     return render(request, "lottery/_odds.html", _odds_context(pool_get(pool_id=pool_id)))
 
 
+@never_cache
 @require_GET
 def pool_standing_partial(request, pool_id: int):
     """The user's draws left, the Draw button and past draws, polled and reloaded after a draw."""
     return render(request, "lottery/_standing.html", _standing_context(request, pool_get(pool_id=pool_id)))
 
 
+@never_cache
 @require_POST
 def pool_draw_view(request, pool_id: int):
     """The Draw button: answers with the outcome fragment that htmx swaps in place."""
@@ -140,6 +150,7 @@ def _draw_outcome(draw: Draw, pool) -> dict:
     return {"outcome": outcome, "draw": draw, "draw_id": draw.public_id, "pool": pool}
 
 
+@never_cache
 @require_GET
 def draw_status_partial(request, draw_id: int):
     """The outcome of a draw answered pending, by the id it was answered with: polled by that
@@ -169,3 +180,16 @@ def pool_strategy_switch(request, pool_id: int):
     return strategy_switch(
         request, switch=lambda name: pool_update(pool=pool, strategy=name), then="lottery:pool_detail", pool_id=pool.pk
     )
+
+
+@never_cache
+@login_required
+@require_GET
+def draw_list_page(request):
+    """The user's draws in every pool, with those still pending or failed under ``redis_lua``."""
+    try:
+        draws, unread = draw_list_all(user=request.user), False
+    except Unavailable:
+        # Redis out of reach: the written draws, and a word that others may be missing.
+        draws, unread = list(draw_list(user=request.user)), True
+    return render(request, "lottery/draw_list.html", {"draws": draws, "unread": unread})

@@ -3,11 +3,12 @@ same guarded service as purchases, so it cannot race the buyers."""
 
 from django import forms
 from django.contrib import admin
+from django.db.models import Count
 from django.shortcuts import get_object_or_404, redirect
 from django.urls import path, reverse
 from django.utils.html import format_html
 
-from core.admin import SaleWindowColumns
+from core.admin import CreatedColumn, SaleWindowColumns
 from core.forms import SaleWindowForm
 from inventory.admin import restock_page
 from inventory.services import MAX_UNITS
@@ -32,12 +33,24 @@ class VoucherAddForm(VoucherForm):
 @admin.register(Voucher)
 class VoucherAdmin(SaleWindowColumns, admin.ModelAdmin):
     form = VoucherForm
-    list_display = ["title", "stock_left_of_supplied", "window", "strategy_name", "restock_link"]
+    list_display = ["title", "stock_left_of_supplied", "orders", "window", "strategy_name", "restock_link"]
     list_filter = ["strategy", "listed"]
     search_fields = ["title"]
     list_select_related = ["stock"]
     fields = ["title", "description", "begin_at", "end_at", "strategy", "stock_left", "supplied", "audit"]
     readonly_fields = ["stock_left", "supplied", "audit"]
+
+    def get_queryset(self, request):
+        return super().get_queryset(request).annotate(order_count=Count("orders"))
+
+    @admin.display(description="orders", ordering="order_count")
+    def orders(self, obj):
+        """The orders written, marked when they pass the units supplied: an oversell shows in
+        the list, not only in each voucher's audit."""
+        beyond = obj.order_count - obj.stock.initial_quantity
+        if beyond > 0:
+            return format_html("{} <strong>oversold {}</strong>", obj.order_count, beyond)
+        return obj.order_count
 
     @admin.display(description="stock left")
     def stock_left(self, obj):
@@ -128,8 +141,8 @@ class VoucherAdmin(SaleWindowColumns, admin.ModelAdmin):
 
 
 @admin.register(Order)
-class OrderAdmin(admin.ModelAdmin):
-    list_display = ["id", "voucher", "user", "status", "created_at"]
+class OrderAdmin(CreatedColumn, admin.ModelAdmin):
+    list_display = ["id", "voucher", "user", "status", "created"]
     list_filter = ["status", "voucher"]
     list_select_related = ["voucher", "user"]
     search_fields = ["user__username", "voucher__title"]

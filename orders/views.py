@@ -3,6 +3,7 @@
 from django.contrib.auth.decorators import login_required
 from django.http import Http404
 from django.shortcuts import render
+from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_POST
 
 from accounts.decorators import staff_permission_required
@@ -28,6 +29,12 @@ from .services import order_purchase, voucher_update
 # The event the Buy answer raises; the voucher's live part reloads on it.
 BOUGHT = "bought"
 
+# Every page and fragment here shows live state (stock, the Buy button, orders), so none is
+# kept by the browser (``never_cache``: Cache-Control no-store). A page restored by Back from
+# the HTTP cache showed the stock as it was loaded ("Left 20 of 20", Buy on, after the order
+# was confirmed) until its next poll; one restored whole from the back/forward cache reloads
+# itself (static/js/site.js).
+
 
 def _live_context(request, voucher) -> dict:
     """The stock left, the audit's marks and the Buy button's state, polled by the voucher page."""
@@ -41,17 +48,20 @@ def _live_context(request, voucher) -> dict:
     }
 
 
+@never_cache
 @require_GET
 def voucher_list_page(request):
     return render(request, "pages/voucher_list.html", {"vouchers": voucher_list_audited()})
 
 
+@never_cache
 @require_GET
 def voucher_stock_partial(request):
     """The live rows, polled by the list page."""
     return render(request, "pages/_voucher_rows.html", {"vouchers": voucher_list_audited()})
 
 
+@never_cache
 @require_GET
 def voucher_detail_page(request, voucher_id: int):
     voucher = voucher_get(voucher_id=voucher_id)
@@ -61,11 +71,13 @@ def voucher_detail_page(request, voucher_id: int):
     return render(request, "pages/voucher_detail.html", context)
 
 
+@never_cache
 @require_GET
 def voucher_live_partial(request, voucher_id: int):
     return render(request, "pages/_voucher_live.html", _live_context(request, voucher_get(voucher_id=voucher_id)))
 
 
+@never_cache
 @require_POST
 def voucher_buy(request, voucher_id: int):
     """The Buy button: answers with the outcome fragment that htmx swaps in place."""
@@ -92,6 +104,7 @@ def _order_outcome(order: Order, voucher) -> dict:
     return {"outcome": outcome, "order": order, "order_id": order.public_id, "voucher": voucher}
 
 
+@never_cache
 @require_GET
 def order_status_partial(request, order_id: int):
     """The outcome of a purchase answered pending, by the id it was answered with: polled by
@@ -127,6 +140,7 @@ def voucher_strategy_switch(request, voucher_id: int):
     )
 
 
+@never_cache
 @login_required
 @require_GET
 def order_list_page(request):

@@ -19,7 +19,7 @@ NON_TEXT = 3.0  # 1.4.11, graphics that carry meaning
 
 BODY_TEXT = ("body", "color")
 # A strategy's explanation, why a button is off, a window's time.
-MUTED = (".explain, .reason, .state .when", "color")
+MUTED = (".explain, .reason, .state .when, .window .when", "color")
 # (what, foreground (selector, property), background (selector, property), minimum)
 PAIRS = [
     ("body text on the page", BODY_TEXT, ("body", "background"), TEXT),

@@ -553,6 +553,7 @@ def test_staff_switch_a_strategy_on_a_phone(page, live_server, make_user, make_p
     page.goto(f"{live_server.url}/pools/{pool.pk}/")
     assert fits(page), "the pool page with its strategy form scrolls sideways on a phone"
     page.get_by_label("Switch to").select_option("none")
+    page.once("dialog", lambda dialog: dialog.accept())  # it asks first (tests/test_pages_browser.py)
     page.get_by_role("button", name="Switch").click()
     expect(page.get_by_test_id("strategy")).to_have_text("none")
     expect(page.get_by_test_id("strategy-unsafe")).to_have_text("unsafe")
