@@ -35,7 +35,7 @@ from loadtests.verdict import Result, counted_breaks
 from locking import Lock
 from locking.integration import lock_client
 
-from .errors import LabBusy
+from .errors import LabBusy, LabNotConfigured
 from .models import LabLane, LabRun
 
 # The bounds of a run's parameters: (smallest, largest). A run takes up to one duration
@@ -95,17 +95,22 @@ def lab_run_create(
     crowd: int,
     users: int,
     duration: int,
-    target_url: str,
 ) -> LabRun:
     """A queued run with one lane per strategy, and its Celery task sent once the run is
     committed. ``strategies`` None or empty means all of the registry's, in its order.
 
+    The crowd goes to ``settings.LAB_TARGET_URL`` and nowhere else: never to an address
+    the request names (its Host), which would send the crowd's tokens, and the staff
+    token of a restock run, wherever the caller points them.
+
     Raises ``InvalidInput`` for a product, scenario or strategy that does not exist, a
     scenario of the other product, or a number out of ``BOUNDS``; ``LabBusy`` while
-    another run is queued or running.
+    another run is queued or running; ``LabNotConfigured`` without ``LAB_TARGET_URL``.
     """
     from .tasks import lab_run_task  # the task module imports this one
 
+    if not settings.LAB_TARGET_URL:
+        raise LabNotConfigured()
     if product not in PRODUCTS:
         raise InvalidInput(f"Unknown product {product!r}: choose one of {', '.join(PRODUCTS)}.")
     if scenario not in SCENARIOS:
@@ -132,7 +137,7 @@ def lab_run_create(
         crowd=_bounded("crowd", crowd),
         users=_bounded("users", users),
         duration=_bounded("duration", duration),
-        target_url=target_url.rstrip("/"),
+        target_url=settings.LAB_TARGET_URL.rstrip("/"),
         race_window_ms=settings.RACE_WINDOW_MS,
         server_processes=settings.LAB_SERVER_PROCESSES,
         database=connection.vendor,

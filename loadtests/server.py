@@ -178,6 +178,7 @@ def running_server(
             broker_url=broker_url,
         )
         env["PROMETHEUS_MULTIPROC_DIR"] = metrics
+        env["LAB_TARGET_URL"] = host  # the race lab's crowd comes back to this server
         say(f"starting gunicorn: {processes} worker processes on {host}, RACE_WINDOW_MS={race_window_ms}")
         gunicorn = subprocess.Popen(
             [sys.executable, "-m", "gunicorn", "--config", str(ROOT / "config" / "gunicorn.py"), "config.wsgi",

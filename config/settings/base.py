@@ -342,9 +342,10 @@ OPTIMISTIC_MAX_ATTEMPTS = env_int("OPTIMISTIC_MAX_ATTEMPTS", 8)
 # (the chosen prize ran out meanwhile) before answering "busy".
 ATOMIC_MAX_ATTEMPTS = env_int("ATOMIC_MAX_ATTEMPTS", 3)
 
-# The race lab (/lab/): Locust drives this same server, at LAB_TARGET_URL when set (behind a
-# proxy, or when the worker reaches the server by another name), otherwise at the address the
-# browser that started the run used. LAB_SERVER_PROCESSES is how many processes serve it,
+# The race lab (/lab/): Locust drives this same server at LAB_TARGET_URL (make run sets it to
+# its own address; behind a proxy, the proxy's). Never the address a request names: its Host
+# would send the crowd and its tokens anywhere. Unset, the lab starts no run.
+# LAB_SERVER_PROCESSES is how many processes serve it,
 # which decides whether `local` is expected to break (across processes) or to hold (in one).
 LAB_TARGET_URL = os.environ.get("LAB_TARGET_URL", "")
 LAB_SERVER_PROCESSES = env_int("WEB_CONCURRENCY", 1)

@@ -19,6 +19,15 @@ from tests.conftest import STAFF_PERMISSIONS
 pytestmark = pytest.mark.django_db
 
 
+TARGET = "http://127.0.0.1:8000/"
+
+
+@pytest.fixture(autouse=True)
+def lab_target(settings):
+    """The lab's configured target (make run sets it to its own address)."""
+    settings.LAB_TARGET_URL = TARGET
+
+
 @pytest.fixture
 def create(make_user, django_capture_on_commit_callbacks):
     """lab_run_create with sensible parameters; the Celery task is not sent (its on-commit
@@ -35,7 +44,6 @@ def create(make_user, django_capture_on_commit_callbacks):
             "crowd": 100,
             "users": 10,
             "duration": 3,
-            "target_url": "http://127.0.0.1:8000/",
         } | overrides
         with django_capture_on_commit_callbacks(execute=False) as callbacks:
             run = lab_run_create(**params)
@@ -98,13 +106,46 @@ def test_a_run_its_worker_abandoned_does_not_block_the_lab(create):
 
 
 def test_the_lab_is_for_staff_only(client, make_user):
+    """Logged out: the site's login, back here after. A buyer: 403, as logging in again as
+    the same buyer would only come back here; never the Django admin's login."""
     url = reverse("lab:lab")
-    assert client.get(url).status_code == 302  # to the login
+    response = client.get(url)
+    assert response.status_code == 302
+    assert response["Location"] == f"{reverse('login')}?next={url}"
     client.force_login(make_user())
     response = client.get(url)
-    assert response.status_code == 302 and "login" in response["Location"]
+    assert response.status_code == 403
+    assert 'data-testid="error-403"' in response.content.decode()
     client.force_login(make_user(staff=True))
     assert client.get(url).status_code == 200
+
+
+@pytest.mark.parametrize("configured", [TARGET, ""])
+@pytest.mark.parametrize("host", ["127.0.0.1:9999", "127.0.0.1:" + "9" * 250])
+def test_the_crowd_goes_to_the_configured_target_never_to_the_host_named(
+    client, make_user, django_capture_on_commit_callbacks, settings, configured, host
+):
+    """A foreign Host (even one too long for any column) sends nothing there: the run
+    targets LAB_TARGET_URL, or does not start without it."""
+    settings.LAB_TARGET_URL = configured
+    client.force_login(make_user(staff=True))
+    with django_capture_on_commit_callbacks(execute=False):
+        response = client.post(reverse("lab:lab"), FORM, HTTP_HOST=host)
+    if configured:
+        assert response.status_code == 302, response.content
+        assert LabRun.objects.get().target_url == TARGET.rstrip("/")
+    else:
+        assert response.status_code == 422
+        assert not LabRun.objects.exists()
+
+
+def test_without_a_configured_target_the_lab_starts_nothing(client, make_user, settings):
+    settings.LAB_TARGET_URL = ""
+    client.force_login(make_user(staff=True))
+    response = client.post(reverse("lab:lab"), FORM)
+    assert response.status_code == 422
+    assert "LAB_TARGET_URL" in response.content.decode()
+    assert not LabRun.objects.exists()
 
 
 LAB_PERMISSIONS = ("lab.view_labrun", "lab.add_labrun", "lab.change_labrun")
