@@ -14,6 +14,7 @@ from django.utils import timezone
 
 from core.errors import DomainError
 
+from .crowd import crowd_join
 from .models import ApiToken, RevokedToken, token_expiry
 from .permissions import permissions_named
 from .tokens import revocations, token_hash, token_new
@@ -85,10 +86,14 @@ def users_with_tokens_create(
     staff: bool = False,
     permissions: Sequence[str] = (),
     ttl: timedelta | None = None,
+    crowd: bool = True,
 ) -> list[tuple[str, str]]:
     """Create ``count`` users named ``<prefix>-<batch>-<n>`` with one token each, working
     for ``ttl`` (``API_TOKEN_TTL_SECONDS`` by default). ``permissions`` (``app_label.codename``)
     are given to each: a member of staff calls the staff API only with the call's permission.
+
+    With ``crowd`` they join the load crowd (``accounts.crowd``): they may buy and draw
+    the load runs' unlisted items, which no one else may.
 
     Returns ``(username, token)`` pairs. One bulk insert per table and one password
     hash shared by all (hashing per user would take minutes for thousands); the
@@ -112,6 +117,8 @@ def users_with_tokens_create(
     ApiToken.objects.bulk_create(tokens, batch_size=1000)
     Grant = User.user_permissions.through
     Grant.objects.bulk_create([Grant(user=user, permission=p) for user in users for p in granted], batch_size=1000)
+    if crowd:
+        crowd_join(user_ids=[user.pk for user in users])
     return pairs
 
 

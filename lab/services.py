@@ -20,7 +20,8 @@ from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
 
-from accounts.services import tokens_revoke, users_with_tokens_create
+from accounts.crowd import crowd_retire
+from accounts.services import users_with_tokens_create
 from benchmarks.machine import describe, git_commit
 from core.errors import InvalidInput
 from core.namespace import key_prefix
@@ -231,8 +232,9 @@ def _run_lanes(run: LabRun) -> None:
     try:
         _run_lanes_with(run, scenario, out, tokens, staff_token)
     finally:
-        # The crowd's tokens (its staff user's too) are good for this run only.
-        tokens_revoke(username_prefix=f"lab{run.pk}-")
+        # The crowd and its member of staff are this run's only: retired (not deleted,
+        # their orders are the run's evidence), their tokens revoked.
+        crowd_retire(username_prefix=f"lab{run.pk}-")
         tokens.unlink(missing_ok=True)
 
 

@@ -39,6 +39,10 @@ logger = logging.getLogger(__name__)
 Observer = Callable[[Target, float, Sample], None]
 
 
+# Locust's stats row of a run that made no request.
+NO_REQUESTS = {"Request Count": "0", "Failure Count": "0", "Requests/s": "0", "50%": "0", "95%": "0", "99%": "0"}
+
+
 class LoadRunFailed(Exception):
     """A run could not be carried out (Locust failed, its folder was taken); nothing was judged."""
 
@@ -57,8 +61,21 @@ def run_locust(args: Namespace, locustfile: Path, host: str, prefix: Path, env: 
     if completed.returncode != 0:
         raise LoadRunFailed(f"Locust failed ({completed.returncode}):\n{completed.stderr[-3000:]}")
     with open(f"{prefix}_stats.csv") as stats:
-        rows = [row for row in csv.DictReader(stats) if row["Name"] != "Aggregated"]
-    return max(rows, key=lambda row: int(row["Request Count"]))
+        rows = list(csv.DictReader(stats))
+    endpoints = [row for row in rows if row["Name"] != "Aggregated"]
+    if endpoints:
+        return max(endpoints, key=lambda row: int(row["Request Count"]))
+    # A run of a second or so can end before any request was counted: Locust then lists
+    # no endpoint, only its (empty) total.
+    return next((row for row in rows if row["Name"] == "Aggregated"), NO_REQUESTS)
+
+
+def number(row: dict, name: str) -> float:
+    """A figure of a Locust stats row; 0 where it has none ("N/A" before the first answer)."""
+    try:
+        return float(row.get(name) or 0)
+    except ValueError:
+        return 0.0
 
 
 def locust_now(prefix: Path) -> tuple[float, float]:
@@ -71,12 +88,6 @@ def locust_now(prefix: Path) -> tuple[float, float]:
         return 0.0, 0.0
     if not rows:
         return 0.0, 0.0
-
-    def number(row: dict, name: str) -> float:
-        try:
-            return float(row.get(name) or 0)
-        except ValueError:  # "N/A" before the first answer
-            return 0.0
 
     last = rows[-1]
     # Locust's own "Requests/s" trails by a few seconds; the total's growth over the last
@@ -227,10 +238,10 @@ def one_run(
         lost_confirmations=lost,
         **audit.figures,
         **deferred_figures,
-        rps=float(stats["Requests/s"]),
-        p50_ms=float(stats["50%"] or 0),
-        p95_ms=float(stats["95%"] or 0),
-        p99_ms=float(stats["99%"] or 0),
+        rps=number(stats, "Requests/s"),
+        p50_ms=number(stats, "50%"),
+        p95_ms=number(stats, "95%"),
+        p99_ms=number(stats, "99%"),
         cpu_ms_per_request=1000 * cpu_used / max(requests, 1),
         race_window_ms=args.race_window_ms,
         crowd_ran_out=scenario.serves_the_crowd and crowd_exhausted(outcomes_dir),
@@ -283,10 +294,10 @@ def baseline_run(args: Namespace, server: Server) -> Result:
         strategy="no-op JSON",
         requests=requests,
         failures=int(stats["Failure Count"]),
-        rps=float(stats["Requests/s"]),
-        p50_ms=float(stats["50%"] or 0),
-        p95_ms=float(stats["95%"] or 0),
-        p99_ms=float(stats["99%"] or 0),
+        rps=number(stats, "Requests/s"),
+        p50_ms=number(stats, "50%"),
+        p95_ms=number(stats, "95%"),
+        p99_ms=number(stats, "99%"),
         cpu_ms_per_request=1000 * cpu_used / max(requests, 1),
         race_window_ms=args.race_window_ms,
         verdict="baseline",

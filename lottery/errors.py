@@ -13,3 +13,9 @@ class PoolEmpty(DomainError):
     code = "pool_empty"
     status = 409
     default_message = "Every prize of this pool has been won."
+
+
+class NotOpen(DomainError):
+    code = "not_open"
+    status = 403
+    default_message = "This pool is a load run's own, not open to draws: only that run's crowd draws in it."

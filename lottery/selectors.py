@@ -40,7 +40,17 @@ def pool_get(*, pool_id: int) -> Pool:
 
 
 # What a draw reads of its pool: the rules, not the texts.
-_DRAW_FIELDS = ("id", "name", "begin_at", "end_at", "draws_per_user", "no_prize_weight", "strategy", "group_id")
+_DRAW_FIELDS = (
+    "id",
+    "name",
+    "begin_at",
+    "end_at",
+    "draws_per_user",
+    "no_prize_weight",
+    "strategy",
+    "group_id",
+    "listed",
+)
 
 
 def pool_for_draw(*, pool_id: int) -> Pool:

@@ -14,6 +14,7 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
+from accounts.crowd import crowd_member
 from core.errors import InvalidInput
 from core.names import name_clean
 from core.ratelimit import RateCount
@@ -26,7 +27,7 @@ from inventory.reserve import StateMissing, stock_reserve
 from inventory.services import stock_create, stock_group_create, stock_restock
 from inventory.stock import Take, constraint_violated, stock_take
 
-from .errors import DrawLimit, PoolEmpty
+from .errors import DrawLimit, NotOpen, PoolEmpty
 from .models import Draw, Pool, Prize
 from .reservations import (
     pool_reservations_change,
@@ -266,7 +267,12 @@ def pool_draw(
         rate: the request's rate limits (``core.ratelimit.rate_count``), counted on this
             pool first, in the reserving script's own round trip under ``redis_lua``:
             ``RateLimited`` (429) when over one.
+
+    An unlisted pool (a load run's own) is open only to the load crowd
+    (``accounts.crowd``): ``NotOpen`` for anyone else, who would skew its audit.
     """
+    if not pool.listed and not crowd_member(user_id=user.pk):
+        raise NotOpen()
     if pool.strategy == Strategy.REDIS_LUA:
         try:
             return _draw_reserve(user=user, pool=pool, rng=rng, rate=rate)

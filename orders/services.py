@@ -8,6 +8,7 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
+from accounts.crowd import crowd_member
 from core.errors import InvalidInput
 from core.names import name_clean
 from core.ratelimit import RateCount
@@ -20,7 +21,7 @@ from inventory.reserve import StateMissing, stock_reserve
 from inventory.services import stock_create, stock_group_create, stock_restock
 from inventory.stock import Take, choose_only, constraint_violated, stock_take
 
-from .errors import AlreadyPurchased
+from .errors import AlreadyPurchased, NotForSale
 from .models import Order, Voucher
 from .reservations import (
     voucher_reservations_change,
@@ -152,7 +153,12 @@ def order_purchase(
     ``rate``, the request's rate limits (``core.ratelimit.rate_count``), is counted on
     this voucher first, in the reserving script's own round trip under ``redis_lua``:
     ``RateLimited`` (429) when over one.
+
+    An unlisted voucher (a load run's own) is sold only to the load crowd
+    (``accounts.crowd``): ``NotForSale`` for anyone else, who would skew its audit.
     """
+    if not voucher.listed and not crowd_member(user_id=user.pk):
+        raise NotForSale()
     if voucher.strategy == Strategy.REDIS_LUA:
         try:
             return _order_reserve(user=user, voucher=voucher, rate=rate)
