@@ -24,7 +24,7 @@ def lane_chart(lane: LabLane, *, duration: int) -> SafeString:
     name = TAKEN[lane.run.product]
     over = lane.broken or any(n > s for (_, n), (_, s) in zip(taken, supply, strict=False))
     svg = line_chart(
-        f"{name} over time; dashed: the supply",
+        f"{name} over time, against the supply",
         {name: taken},
         {"supply": supply},
         width=360,
@@ -32,6 +32,7 @@ def lane_chart(lane: LabLane, *, duration: int) -> SafeString:
         legend=0,
         colours={name: BROKEN if over else HOLDING, "supply": SUPPLY},
         t_min=duration,
+        marker=(duration, "crowd stops"),
     )
     # Built from numbers and fixed labels only (line_chart escapes its text).
     return mark_safe(svg)  # noqa: S308

@@ -9,7 +9,7 @@ from inventory.stock import strategy_names
 from loadtests.scenarios import SCENARIOS
 
 from .models import LabRun
-from .services import BOUNDS
+from .services import BOUNDS, DEFAULTS
 
 
 def _scenario_choices() -> list:
@@ -20,11 +20,21 @@ def _scenario_choices() -> list:
     ]
 
 
-def _bounded_field(name: str, initial: int, label: str, help_text: str) -> forms.IntegerField:
+def _bounded_field(name: str, label: str, help_text: str) -> forms.IntegerField:
     low, high = BOUNDS[name]
     return forms.IntegerField(
-        min_value=low, max_value=high, initial=initial, label=label, help_text=f"{help_text} ({low:,} to {high:,})"
+        min_value=low,
+        max_value=high,
+        initial=DEFAULTS[name],
+        label=label,
+        help_text=f"{help_text} ({low:,} to {high:,})",
     )
+
+
+def scenarios_by_product() -> dict[str, list[str]]:
+    """Each product's scenarios in the registry's order, its crowd first: what the form
+    offers once that product is chosen, and falls back to."""
+    return {product: [s.name for s in SCENARIOS.values() if s.product == product] for product in LabRun.Product.values}
 
 
 class LabRunForm(forms.Form):
@@ -38,10 +48,10 @@ class LabRunForm(forms.Form):
         widget=forms.CheckboxSelectMultiple,
         help_text="Each runs in turn against fresh data.",
     )
-    stock = _bounded_field("stock", 100, "Stock", "units of the voucher, or of the pool over its 5 prizes")
-    crowd = _bounded_field("crowd", 2000, "Crowd", "distinct buyers, each trying once (or drawing up to 3 times)")
-    users = _bounded_field("users", 40, "Concurrency", "requests in flight at once (Locust users)")
-    duration = _bounded_field("duration", 10, "Seconds per strategy", "how long the crowd runs at each strategy")
+    stock = _bounded_field("stock", "Stock", "units of the voucher, or of the pool over its 5 prizes")
+    crowd = _bounded_field("crowd", "Crowd", "distinct buyers, each trying once (or drawing up to 3 times)")
+    users = _bounded_field("users", "Concurrency", "requests in flight at once (Locust users)")
+    duration = _bounded_field("duration", "Seconds per strategy", "how long the crowd runs at each strategy")
 
     @property
     def numbers(self) -> list[forms.BoundField]:

@@ -11,6 +11,7 @@ from django.conf import settings
 from django.db import models
 
 from inventory.stock import STRATEGIES, StockStrategy
+from loadtests.scenarios import SCENARIOS
 from loadtests.verdict import Result, counted_breaks
 
 
@@ -20,6 +21,7 @@ class LabRun(models.Model):
         RUNNING = "running"
         DONE = "done"
         FAILED = "failed"
+        CANCELLED = "cancelled"
 
     class Product(models.TextChoices):
         VOUCHER = "voucher", "Flash sale"
@@ -48,6 +50,9 @@ class LabRun(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
+    # Set when staff put this run on /proof/ (which otherwise shows only a complete run of
+    # every strategy at the default size).
+    published_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["-created_at", "-id"]
@@ -65,6 +70,13 @@ class LabRun(models.Model):
         return self.status in (self.Status.QUEUED, self.Status.RUNNING)
 
     @property
+    def untried(self) -> str:
+        """The counted invariant this run's scenario does not try (nobody buys twice in a
+        crowd that buys once each), or "" when it tries both."""
+        scenario = SCENARIOS.get(self.scenario)
+        return self.break_labels[1] if scenario is not None and not scenario.repeats else ""
+
+    @property
     def break_labels(self) -> list[str]:
         """The product's counted invariants, in the verdict's order: the matrix's columns."""
         return [label for label, _ in counted_breaks(Result(scenario=self.scenario, strategy="", product=self.product))]
@@ -78,10 +90,16 @@ class LabLane(models.Model):
         RUNNING = "running"
         DONE = "done"
         FAILED = "failed"
+        # Its run was cancelled: while it ran (its crowd stopped, its figures are up to
+        # then), or before its turn.
+        CANCELLED = "cancelled"
+        NOT_RUN = "not_run", "not run"
 
     run = models.ForeignKey(LabRun, on_delete=models.CASCADE, related_name="lanes")
     position = models.PositiveIntegerField()
     strategy = models.CharField(max_length=32)
+    # The lane's fresh voucher or pool (its page shows what it sold beyond its stock).
+    item_id = models.PositiveBigIntegerField(null=True, blank=True)
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.WAITING)
     elapsed = models.FloatField(default=0)
     supplied = models.IntegerField(default=0)
@@ -112,12 +130,19 @@ class LabLane(models.Model):
         return any(count > 0 for _, count in self.breaks)
 
     @property
+    def verdict_short(self) -> str:
+        """The verdict without its list of what broke ("broke as expected", "holds"), or
+        the lane's status while it has none."""
+        return self.verdict.partition(":")[0] if self.verdict else self.get_status_display().lower()
+
+    @property
     def state(self) -> str:
         """What the lane's card shows: ``broken`` as soon as a counted invariant is above 0,
-        else ``waiting``, ``failed`` or ``holding`` (running or finished with none broken)."""
+        else ``waiting``, ``failed``, ``not_run``, ``cancelled`` or ``holding`` (running or
+        finished with none broken)."""
         if self.broken:
             return "broken"
-        if self.status in (self.Status.WAITING, self.Status.FAILED):
+        if self.status in (self.Status.WAITING, self.Status.FAILED, self.Status.NOT_RUN, self.Status.CANCELLED):
             return self.status
         return "holding"
 

@@ -1,11 +1,14 @@
-"""Reads of lab runs: the one going on, the past ones, the latest proof of each product."""
+"""Reads of lab runs: the one going on, the past ones, the proof of each product."""
 
 from __future__ import annotations
 
 from django.db.models import Prefetch, QuerySet
 from django.shortcuts import get_object_or_404
 
+from inventory.stock import strategy_names
+
 from .models import LabLane, LabRun
+from .services import DEFAULTS
 
 _LANES = Prefetch("lanes", queryset=LabLane.objects.order_by("position"))
 
@@ -27,11 +30,22 @@ def lab_run_active() -> LabRun | None:
     )
 
 
-def lab_run_latest_done(*, product: str) -> LabRun | None:
-    """The latest finished run of ``product``, for the public proof page."""
-    return (
-        LabRun.objects.prefetch_related(_LANES)
-        .filter(product=product, status=LabRun.Status.DONE)
-        .order_by("-finished_at", "-id")
-        .first()
-    )
+def lab_run_proof(*, product: str) -> LabRun | None:
+    """What ``/proof/`` shows of ``product``: the latest finished run that staff published, or
+    that ran every strategy of the registry, each to its end, at the default size
+    (``services.DEFAULTS``), whichever came last. A short run of two strategies proves
+    little, and does not replace the proof unless staff say so."""
+    done = LabRun.objects.prefetch_related(_LANES).filter(product=product, status=LabRun.Status.DONE)
+    published = done.filter(published_at__isnull=False).order_by("-published_at", "-id").first()
+    complete = None
+    for run in done.filter(**DEFAULTS).order_by("-finished_at", "-id")[:20]:
+        lanes = list(run.lanes.all())
+        if [lane.strategy for lane in lanes] == strategy_names() and all(
+            lane.status == LabLane.Status.DONE for lane in lanes
+        ):
+            complete = run
+            break
+    candidates = [(run.published_at, run) for run in [published] if run] + [
+        (run.finished_at, run) for run in [complete] if run
+    ]
+    return max(candidates, key=lambda pair: pair[0])[1] if candidates else None

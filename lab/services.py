@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import secrets
+import threading
 import time
 import traceback
 from argparse import Namespace
@@ -47,6 +48,9 @@ BOUNDS = {
     "users": (1, 200),
     "duration": (1, 60),
 }
+# A run's size unless staff choose another (the form's initial values): the proof page
+# shows a complete run of every strategy at this size, or a run staff published.
+DEFAULTS = {"stock": 100, "crowd": 2000, "users": 40, "duration": 10}
 # What a pool of a lab run holds besides its stock (the load-test runner's defaults).
 PRIZES = 5
 DRAWS_PER_USER = 3
@@ -152,27 +156,51 @@ def lab_run_create(
     return run
 
 
+def _run_end(*, run: LabRun, status: str, error: str) -> None:
+    """End an active run: its lanes that never started are marked not run."""
+    ended = LabRun.objects.filter(pk=run.pk, status__in=[LabRun.Status.QUEUED, LabRun.Status.RUNNING]).update(
+        status=status, error=error, finished_at=timezone.now()
+    )
+    run.refresh_from_db()
+    if ended:
+        run.lanes.filter(status=LabLane.Status.WAITING).update(status=LabLane.Status.NOT_RUN)
+
+
 def lab_run_fail(*, run: LabRun, error: str) -> None:
-    run.status = LabRun.Status.FAILED
-    run.error = error
-    run.finished_at = timezone.now()
-    run.save(update_fields=["status", "error", "finished_at"])
-    run.lanes.filter(status__in=[LabLane.Status.WAITING, LabLane.Status.RUNNING]).update(status=LabLane.Status.FAILED)
+    """The run failed: so did the lane under way; those that never started are not run."""
+    _run_end(run=run, status=LabRun.Status.FAILED, error=error)
+    run.lanes.filter(status=LabLane.Status.RUNNING).update(status=LabLane.Status.FAILED)
 
 
 def lab_run_cancel(*, run: LabRun, user) -> None:
-    """Stop a queued or running run: it is marked failed at once, and its task stops before
-    the next strategy (a strategy under way finishes its seconds). A finished run is left alone."""
-    if run.active:
-        lab_run_fail(run=run, error=f"Cancelled by {user.get_username()}.")
+    """Cancel a queued or running run: marked cancelled at once, its lanes still waiting
+    not run. The lane under way stops its crowd within about a second (``LiveLane``), is
+    audited on what it did until then and marked cancelled; the task then stops. A run
+    no longer active is left alone."""
+    _run_end(run=run, status=LabRun.Status.CANCELLED, error=f"Cancelled by {user.get_username()}.")
+
+
+def lab_run_publish(*, run: LabRun, user) -> LabRun:
+    """Put a finished run on /proof/, whatever its size or strategies (by default the proof
+    shows only a complete run of every strategy at the default size). Raises
+    ``InvalidInput`` for a run that is not done."""
+    if run.status != LabRun.Status.DONE:
+        raise InvalidInput("Only a finished run can go on the proof page.")
+    run.published_at = timezone.now()
+    run.save(update_fields=["published_at"])
+    return run
 
 
 class _Cancelled(Exception):
     pass
 
 
+def _still_running(run: LabRun) -> bool:
+    return LabRun.objects.filter(pk=run.pk, status=LabRun.Status.RUNNING).exists()
+
+
 def _stop_if_cancelled(run: LabRun) -> None:
-    if not LabRun.objects.filter(pk=run.pk, status=LabRun.Status.RUNNING).exists():
+    if not _still_running(run):
         raise _Cancelled()
 
 
@@ -261,9 +289,11 @@ def _run_lanes_with(run: LabRun, scenario, out: Path, tokens: Path, staff_token:
         lane.status = LabLane.Status.RUNNING
         lane.save(update_fields=["status"])
         live = LiveLane(lane, run_dir=out / lane.strategy)
-        result = one_run(args, scenario, lane.strategy, server, tokens, staff_token, lane.strategy, observe=live)
+        result = one_run(
+            args, scenario, lane.strategy, server, tokens, staff_token, lane.strategy, observe=live, stop=live.stop
+        )
         results.append(result)
-        lane_finish(lane=lane, result=result)
+        lane_finish(lane=lane, result=result, cancelled=live.stop.is_set())
     _stop_if_cancelled(run)
     meta = {
         "lab run": run.pk,
@@ -277,11 +307,13 @@ def _run_lanes_with(run: LabRun, scenario, out: Path, tokens: Path, staff_token:
         "database": run.database,
         "machine": run.machine,
     }
-    write_outputs(out, results, meta)
+    # The report is served at /lab/runs/<id>/report, each Locust report beside it.
+    write_outputs(out, results, meta, locust_href=lambda result: f"locust/{result.strategy}")
 
 
-def lane_finish(*, lane: LabLane, result) -> None:
-    """The lane's final figures and verdict, from the audited result."""
+def lane_finish(*, lane: LabLane, result, cancelled: bool = False) -> None:
+    """The lane's final figures and verdict, from the audited result; ``cancelled`` when its
+    crowd was stopped before its time (the figures are up to then)."""
     figures = dataclasses.asdict(result)
     lane.taken_series = figures.pop("taken_series")
     lane.supply_series = figures.pop("supply_series")
@@ -296,17 +328,19 @@ def lane_finish(*, lane: LabLane, result) -> None:
     lane.verdict = result.verdict
     lane.expected_to_break = result.expected_to_break
     lane.ok = result.ok
-    lane.status = LabLane.Status.DONE
+    lane.status = LabLane.Status.CANCELLED if cancelled else LabLane.Status.DONE
     lane.save()
 
 
 class LiveLane:
     """The observer of one lane: writes the stock, the counted breaks (from the product's
     audit, the same rules as the verdict) and Locust's pace to the lane about once a
-    second, for the page that polls it."""
+    second, for the page that polls it; sets ``stop`` once the run is no longer running
+    (staff cancelled it), which stops the lane's crowd."""
 
     def __init__(self, lane: LabLane, *, run_dir: Path) -> None:
         self.lane = lane
+        self.stop = threading.Event()
         self.locust_prefix = run_dir / "locust"
         self.last_write = 0.0
         self.taken: list[tuple[float, int]] = []
@@ -320,12 +354,15 @@ class LiveLane:
         if now - self.last_write < LIVE_EVERY_SECONDS:
             return
         self.last_write = now
+        if not _still_running(self.lane.run):
+            self.stop.set()
         product = PRODUCTS[self.lane.run.product]
         # The audit's figures, counted by the verdict's own rule.
         audited = Result(scenario=self.lane.run.scenario, strategy=self.lane.strategy, product=product.name)
         breaks = counted_breaks(dataclasses.replace(audited, **product.audit(target).figures))
         rps, p95 = locust_now(self.locust_prefix)
         LabLane.objects.filter(pk=self.lane.pk).update(
+            item_id=target.pk,
             elapsed=at,
             supplied=sample.supplied,
             taken=sample.taken,

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from django.conf import settings
 from django.core.exceptions import PermissionDenied
-from django.http import FileResponse, Http404
+from django.http import FileResponse, Http404, HttpResponse
 from django.shortcuts import redirect, render
+from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from accounts.decorators import staff_permission_required
@@ -15,10 +16,10 @@ from core.errors import DomainError
 from inventory.stock import STRATEGIES, strategy_names
 
 from .charts import lane_chart
-from .forms import LabRunForm
+from .forms import LabRunForm, scenarios_by_product
 from .models import LabRun
-from .selectors import lab_run_active, lab_run_get, lab_run_latest_done, lab_run_list
-from .services import lab_dir, lab_run_cancel, lab_run_create
+from .selectors import lab_run_active, lab_run_get, lab_run_list, lab_run_proof
+from .services import lab_dir, lab_run_cancel, lab_run_create, lab_run_publish
 
 # The report is a file the load-test runner writes, with its stylesheet inline and no script.
 REPORT_POLICY = policy(default_src="'none'", script_src="'none'", style_src="'unsafe-inline'", form_action="'none'")
@@ -29,9 +30,20 @@ LAB_START = "lab.add_labrun"
 LAB_CANCEL = "lab.change_labrun"
 
 
+# The page of a lane's fresh item, which shows what it sold or awarded beyond its stock.
+ITEM_PAGES = {LabRun.Product.VOUCHER: "pages:voucher_detail", LabRun.Product.POOL: "lottery:pool_detail"}
+
+
 def _lanes(run: LabRun) -> list[dict]:
-    """Each lane with its chart, for the lane cards."""
-    return [{"lane": lane, "chart": lane_chart(lane, duration=run.duration)} for lane in run.lanes.all()]
+    """Each lane with its chart and its item's page, for the lane cards."""
+    return [
+        {
+            "lane": lane,
+            "chart": lane_chart(lane, duration=run.duration),
+            "item_url": reverse(ITEM_PAGES[run.product], args=[lane.item_id]) if lane.item_id else "",
+        }
+        for lane in run.lanes.all()
+    ]
 
 
 @staff_permission_required(*LAB_READ)
@@ -56,6 +68,7 @@ def lab_page(request):
         "lanes": _lanes(active) if active else [],
         "runs": lab_run_list(),
         "race_window_ms": settings.RACE_WINDOW_MS,
+        "scenarios": scenarios_by_product(),
     }
     return render(request, "lab/lab.html", context, status=422 if form.errors else 200)
 
@@ -83,6 +96,17 @@ def lab_run_live(request, run_id: int):
     return render(request, "lab/_live.html", {"run": run, "lanes": _lanes(run), "full": "full" in request.GET})
 
 
+@staff_permission_required(LAB_CANCEL)
+@require_POST
+def lab_run_publish_view(request, run_id: int):
+    """Put a finished run on /proof/ (changing which run the proof shows takes the change permission)."""
+    try:
+        lab_run_publish(run=lab_run_get(run_id=run_id), user=request.user)
+    except DomainError as exc:
+        return HttpResponse(exc.message, status=exc.status, content_type="text/plain; charset=utf-8")
+    return redirect("lab:run", run_id=run_id)
+
+
 @staff_permission_required(*LAB_READ)
 @require_GET
 @csp_replace(REPORT_POLICY)
@@ -95,12 +119,27 @@ def lab_run_report(request, run_id: int):
     return FileResponse(report.open("rb"), content_type="text/html; charset=utf-8")
 
 
+@staff_permission_required(*LAB_READ)
+@require_GET
+def lab_run_locust_report(request, run_id: int, strategy: str):
+    """A lane's Locust report, as a download: Locust's own page runs its own scripts, which
+    this site's pages do not serve from its origin."""
+    run = lab_run_get(run_id=run_id)
+    if strategy not in {lane.strategy for lane in run.lanes.all()}:
+        raise Http404("This run has no such strategy.")
+    report = lab_dir(run) / strategy / "locust.html"
+    if not report.is_file():
+        raise Http404("This strategy has no Locust report (it did not run).")
+    return FileResponse(report.open("rb"), as_attachment=True, filename=f"lab-run-{run.pk}-{strategy}-locust.html")
+
+
 @require_GET
 def proof_page(request):
-    """Public: the latest finished run of each product, and what each strategy does and costs."""
+    """Public: each product's proof (``lab_run_proof``), a summary of it first, and what each
+    strategy does and costs."""
     proofs = []
     for product, label in LabRun.Product.choices:
-        run = lab_run_latest_done(product=product)
-        proofs.append({"label": label, "run": run, "lanes": _lanes(run) if run else []})
+        run = lab_run_proof(product=product)
+        proofs.append({"product": product, "label": label, "run": run, "lanes": _lanes(run) if run else []})
     strategies = [STRATEGIES[name] for name in strategy_names()]
     return render(request, "lab/proof.html", {"proofs": proofs, "strategies": strategies})

@@ -10,8 +10,10 @@ from __future__ import annotations
 import csv
 import logging
 import os
+import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from argparse import Namespace
@@ -39,6 +41,8 @@ logger = logging.getLogger(__name__)
 Observer = Callable[[Target, float, Sample], None]
 
 
+# How often a running Locust is checked for a request to stop it.
+STOP_POLL_SECONDS = 0.2
 # Locust's stats row of a run that made no request.
 NO_REQUESTS = {"Request Count": "0", "Failure Count": "0", "Requests/s": "0", "50%": "0", "95%": "0", "99%": "0"}
 
@@ -47,8 +51,17 @@ class LoadRunFailed(Exception):
     """A run could not be carried out (Locust failed, its folder was taken); nothing was judged."""
 
 
-def run_locust(args: Namespace, locustfile: Path, host: str, prefix: Path, env: dict[str, str], users: int) -> dict:
-    """Run Locust headless; return the stats row of the busiest endpoint."""
+def run_locust(
+    args: Namespace,
+    locustfile: Path,
+    host: str,
+    prefix: Path,
+    env: dict[str, str],
+    users: int,
+    stop: threading.Event | None = None,
+) -> dict:
+    """Run Locust headless; return the stats row of the busiest endpoint. Once ``stop`` is
+    set Locust is told to stop (as Ctrl-C would): its crowd stops, it writes its stats."""
     command = [
         sys.executable, "-m", "locust", "-f", str(locustfile), "--headless",
         "-u", str(users), "-r", str(args.spawn_rate), "-t", f"{args.duration}s", "--stop-timeout", "5",
@@ -57,9 +70,20 @@ def run_locust(args: Namespace, locustfile: Path, host: str, prefix: Path, env: 
     ]  # fmt: skip
     if args.locust_processes > 1:
         command += ["--processes", str(args.locust_processes)]
-    completed = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True)
-    if completed.returncode != 0:
-        raise LoadRunFailed(f"Locust failed ({completed.returncode}):\n{completed.stderr[-3000:]}")
+    with tempfile.TemporaryFile() as errors:
+        locust = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=errors)
+        stopping = False
+        while True:
+            try:
+                returncode = locust.wait(timeout=STOP_POLL_SECONDS)
+                break
+            except subprocess.TimeoutExpired:
+                if stop is not None and stop.is_set() and not stopping:
+                    locust.send_signal(signal.SIGTERM)
+                    stopping = True
+        if returncode != 0 and not stopping:
+            errors.seek(0)
+            raise LoadRunFailed(f"Locust failed ({returncode}):\n{errors.read().decode(errors='replace')[-3000:]}")
     with open(f"{prefix}_stats.csv") as stats:
         rows = list(csv.DictReader(stats))
     endpoints = [row for row in rows if row["Name"] != "Aggregated"]
@@ -76,6 +100,27 @@ def number(row: dict, name: str) -> float:
         return float(row.get(name) or 0)
     except ValueError:
         return 0.0
+
+
+def crowd_started_at(prefix: Path) -> float | None:
+    """When Locust's crowd started (``time.time()``): the first line of the stats history,
+    which Locust writes as it starts and every second after; None without one."""
+    try:
+        with open(f"{prefix}_stats_history.csv") as history:
+            first = next(csv.DictReader(history), None)
+    except OSError:
+        return None
+    return number(first, "Timestamp") or None if first else None
+
+
+def from_crowd_start(series: list[tuple[float, int]], offset: float) -> list[tuple[float, int]]:
+    """A sampled series on the crowd's clock: ``offset`` seconds (the sampler's lead, while
+    Locust started) taken off, what came before kept as its last value at 0."""
+    if offset <= 0:
+        return series
+    before = [v for t, v in series if t < offset]
+    after = [(round(t - offset, 2), v) for t, v in series if t >= offset]
+    return ([(0.0, before[-1])] if before else []) + after
 
 
 def locust_now(prefix: Path) -> tuple[float, float]:
@@ -117,9 +162,11 @@ class Sampler(threading.Thread):
         # known afterwards, by the time of its last answer.
         self.waiting: list[tuple[float, int]] = []
         self.stopped = threading.Event()
+        self.started_at = time.time()
 
     def run(self) -> None:
         started = time.monotonic()
+        self.started_at = time.time()
         next_report = 5.0
         name = TAKEN[self.product.name]
         try:
@@ -164,7 +211,10 @@ def one_run(
     staff_token: str,
     name: str,
     observe: Observer | None = None,
+    stop: threading.Event | None = None,
 ) -> Result:
+    """``stop``, once set, stops the crowd before its time (``run_locust``): the run is then
+    audited and judged on what it did until then."""
     product = PRODUCTS[scenario.product]
     supply = Supply(
         stock=args.stock, prizes=args.prizes, draws_per_user=args.draws_per_user, no_prize_weight=args.no_prize_weight
@@ -193,7 +243,7 @@ def one_run(
     sampler.start()
     try:
         cpu_before, worker_cpu_before = server.cpu_seconds(), server.worker_cpu_seconds()
-        stats = run_locust(args, scenario.path, server.host, run_dir / "locust", env, args.users)
+        stats = run_locust(args, scenario.path, server.host, run_dir / "locust", env, args.users, stop)
         cpu_used = server.cpu_seconds() - cpu_before
         # The database restarted under the load (the fault runner) left this thread's
         # connection dead: checked, and opened again, before the audit reads through it.
@@ -214,6 +264,9 @@ def one_run(
         # read the stock four times a second for as long as its process lives.
         sampler.stop()
 
+    # The charts' time is the crowd's: 0 when Locust started, its duration when it stopped.
+    started = crowd_started_at(run_dir / "locust")
+    offset = started - sampler.started_at if started is not None else 0.0
     audit = product.audit(target)
     if deferred:
         check = product.reservations_check(target)
@@ -242,12 +295,13 @@ def one_run(
         p50_ms=number(stats, "50%"),
         p95_ms=number(stats, "95%"),
         p99_ms=number(stats, "99%"),
-        cpu_ms_per_request=1000 * cpu_used / max(requests, 1),
+        cpu_ms_per_request=1000 * cpu_used / max(requests, 1) if server.pid is not None else None,
         race_window_ms=args.race_window_ms,
+        locust_report=f"{name}/locust.html",
         crowd_ran_out=scenario.serves_the_crowd and crowd_exhausted(outcomes_dir),
-        stock_series=sampler.stock,
-        taken_series=sampler.taken,
-        supply_series=sampler.supply,
+        stock_series=from_crowd_start(sampler.stock, offset),
+        taken_series=from_crowd_start(sampler.taken, offset),
+        supply_series=from_crowd_start(sampler.supply, offset),
     )
     verdict = judge(
         result, breaks=STRATEGIES[strategy].breaks, server_processes=args.server_processes, audit_ok=audit.ok

@@ -23,6 +23,9 @@ class Scenario:
     # Whether its Locust users serve the crowd of tokens one after another (and can run
     # out of it), rather than sharing a few tokens (``--hammer-buyers``).
     serves_the_crowd: bool = True
+    # Whether a buyer tries more than it may (buys twice, draws past the limit): when not,
+    # the product's second invariant (duplicate orders, users over the limit) is not tried.
+    repeats: bool = False
 
     @property
     def path(self) -> Path:
@@ -39,15 +42,23 @@ SCENARIOS: dict[str, Scenario] = {
             VOUCHER,
             "a few buyers firing many purchases at once: one order per buyer",
             serves_the_crowd=False,
+            repeats=True,
         ),
         Scenario("restock", "restock.py", VOUCHER, "restocks under purchases: every unit supplied is sold or left"),
-        Scenario("draw-crowd", "draw_crowd.py", POOL, "a crowd drawing up to the limit: no prize beyond its supply"),
+        Scenario(
+            "draw-crowd",
+            "draw_crowd.py",
+            POOL,
+            "a crowd drawing up to the limit: no prize beyond its supply",
+            repeats=True,  # each draws until told draw_limit
+        ),
         Scenario(
             "draw-hammer",
             "draw_hammer.py",
             POOL,
             "a few users firing many draws at once: nobody over the draw limit",
             serves_the_crowd=False,
+            repeats=True,
         ),
     )
 }

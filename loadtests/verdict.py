@@ -94,11 +94,14 @@ class Result:
     p50_ms: float = 0.0
     p95_ms: float = 0.0
     p99_ms: float = 0.0
-    cpu_ms_per_request: float = 0.0
+    # None where the server's CPU time cannot be read (the race lab: a server it did not start).
+    cpu_ms_per_request: float | None = 0.0
     race_window_ms: int = 0
     # Whether the crowd's tokens ran out before the run ended: Locust then idled, and
     # req/s measures the crowd rather than the server.
     crowd_ran_out: bool = False
+    # Its Locust report, relative to the run's output folder ("" for none).
+    locust_report: str = ""
     verdict: str = ""
     expected_to_break: bool = False
     ok: bool = False

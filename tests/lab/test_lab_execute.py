@@ -3,15 +3,19 @@ task in this process (``lab_run_execute``), without a browser."""
 
 from __future__ import annotations
 
+import threading
+import time
+
 import pytest
 import redis
 from django.contrib.auth import get_user_model
+from django.db import connection
 from django.db.models import Q
 
 from accounts import crowd
 from accounts.models import ApiToken
 from lab.models import LabLane, LabRun
-from lab.services import lab_run_create, lab_run_execute
+from lab.services import lab_run_cancel, lab_run_create, lab_run_execute
 from loadtests.server import running_server
 from tests.live import database_url
 
@@ -50,3 +54,36 @@ def test_a_one_second_lane_is_judged_and_the_runs_users_are_retired_after(server
     assert not users.filter(user_permissions__isnull=False).exists()
     assert not users.filter(groups__name=crowd.GROUP).exists()
     assert not ApiToken.objects.filter(user__in=users).exists()
+
+
+def test_cancelling_stops_the_running_strategys_crowd_and_the_rest_are_not_run(server, make_user):
+    staff = make_user(staff=True)
+    run = lab_run_create(
+        user=staff, product="voucher", scenario="crowd", strategies=["none", "db_atomic"], stock=5, crowd=3000,
+        users=5, duration=40,
+    )  # fmt: skip
+    cancelled_at = []
+
+    def cancel_once_the_crowd_buys():
+        try:
+            lanes = LabLane.objects.filter(run=run, strategy="none", status=LabLane.Status.RUNNING, elapsed__gte=1)
+            give_up = time.monotonic() + 60
+            while not lanes.exists() and time.monotonic() < give_up:
+                time.sleep(0.1)
+            lab_run_cancel(run=LabRun.objects.get(pk=run.pk), user=staff)
+            cancelled_at.append(time.monotonic())
+        finally:
+            connection.close()
+
+    canceller = threading.Thread(target=cancel_once_the_crowd_buys)
+    canceller.start()
+    run = lab_run_execute(run_id=run.pk)
+    ended_at = time.monotonic()
+    canceller.join()
+    assert run.status == LabRun.Status.CANCELLED and run.error.startswith("Cancelled by")
+    none, safe = run.lanes.order_by("position")
+    assert none.status == LabLane.Status.CANCELLED
+    assert safe.status == LabLane.Status.NOT_RUN
+    # The crowd stopped within seconds of the cancel, not at the end of its 40.
+    assert ended_at - cancelled_at[0] < 15
+    assert none.figures["requests"] > 0 and none.verdict

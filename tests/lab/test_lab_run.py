@@ -15,6 +15,7 @@ from lab.errors import LabBusy
 from lab.models import LabLane, LabRun
 from lab.services import BOUNDS, lab_run_create, lab_run_fail
 from tests.conftest import STAFF_PERMISSIONS
+from tests.lab.fakeruns import OVERSOLD, fake_run
 
 pytestmark = pytest.mark.django_db
 
@@ -102,7 +103,7 @@ def test_a_run_its_worker_abandoned_does_not_block_the_lab(create):
     stale.refresh_from_db()
     assert stale.status == LabRun.Status.FAILED
     assert "Abandoned" in stale.error
-    assert stale.lanes.get().status == LabLane.Status.FAILED
+    assert stale.lanes.get().status == LabLane.Status.NOT_RUN  # it never started
 
 
 def test_the_lab_is_for_staff_only(client, make_user):
@@ -201,7 +202,7 @@ def test_starting_a_run_needs_the_add_permission_and_cancelling_it_the_change_pe
     assert 'data-testid="cancel"' in client.get(reverse("lab:run", args=[run.pk])).content.decode()
     assert client.post(reverse("lab:run_cancel", args=[run.pk])).status_code == 302
     run.refresh_from_db()
-    assert run.status == LabRun.Status.FAILED
+    assert run.status == LabRun.Status.CANCELLED
 
 
 def test_a_superuser_runs_the_lab_without_any_permission_of_its_own(
@@ -250,25 +251,63 @@ def test_the_proof_is_public_and_says_when_there_is_no_run_yet(client):
         assert escape(STRATEGIES[name].why) in page
 
 
-def test_the_proof_shows_the_latest_finished_run_of_each_product(client, make_user):
+def test_the_proof_shows_a_complete_default_run_not_a_later_short_one_unless_published(client, make_user):
     staff = make_user(staff=True)
-    older, newer = (
-        LabRun.objects.create(
-            product="voucher", scenario="crowd", stock=5, crowd=50, users=5, duration=3, target_url="http://x",
-            status=LabRun.Status.DONE, finished_at=timezone.now() - timedelta(minutes=m), created_by=staff,
-            folder=f"proof-{m}",
-        )
-        for m in (10, 1)
-    )  # fmt: skip
-    LabLane.objects.create(
-        run=newer, position=1, strategy="none", status="done", supplied=5, taken=9, breaks=[["oversold", 4]],
-        taken_series=[[0, 0], [1, 9]], supply_series=[[0, 5], [1, 5]], verdict="broke as expected: oversold", ok=True,
-    )  # fmt: skip
+    complete = fake_run(staff, finished_ago=timedelta(minutes=10))
+    short = fake_run(staff, strategies=["none", "db_atomic"], duration=3)
+    assert f"Run {complete.pk} (crowd)" in client.get(reverse("lab:proof")).content.decode()
+    # Publishing takes the change permission, and a finished run.
+    client.force_login(make_user(staff=True, permissions=("lab.view_labrun",)))
+    assert client.post(reverse("lab:run_publish", args=[short.pk])).status_code == 403
+    client.force_login(make_user(staff=True, permissions=("lab.change_labrun",)))
+    cancelled = fake_run(staff, status="cancelled", strategies=["none"])
+    assert client.post(reverse("lab:run_publish", args=[cancelled.pk])).status_code == 422
+    assert client.post(reverse("lab:run_publish", args=[short.pk])).status_code == 302
+    client.logout()
     page = client.get(reverse("lab:proof")).content.decode()
-    assert f"Run {newer.pk} (crowd)" in page and f"Run {older.pk} (crowd)" not in page
-    assert 'data-state="broken"' in page
-    assert "<svg" in page
-    assert "No run of the prize draw yet" in page
+    assert f"Run {short.pk} (crowd)" in page and f"Run {complete.pk} (crowd)" not in page
+    # A complete run after it is the proof again.
+    newer = fake_run(staff)
+    assert f"Run {newer.pk} (crowd)" in client.get(reverse("lab:proof")).content.decode()
+
+
+def test_the_proof_opens_with_a_line_per_strategy_linked_to_its_card_and_the_card_to_its_item(client, make_user):
+    run = fake_run(make_user(staff=True), item_id=7)
+    page = client.get(reverse("lab:proof")).content.decode()
+    summary = page[page.index('data-testid="summary-voucher"') : page.index("</table>")]
+    assert summary.count('data-testid="summary-row"') == len(strategy_names())
+    for lane in run.lanes.all():
+        assert f'href="#proof-voucher-{lane.strategy}"' in summary
+        assert f'id="proof-voucher-{lane.strategy}"' in page
+    assert f"{100 + OVERSOLD} of 100" in summary and "broke as expected" in summary and "holds" in summary
+    assert page.index('data-testid="proof-summary"') < page.index('data-testid="proof-1"')
+    assert page.count(f'href="{reverse("pages:voucher_detail", args=[7])}"') == len(strategy_names())
+
+
+def test_a_cancelled_run_says_so_and_its_strategies_that_never_ran_say_not_run(client, make_user):
+    staff = make_user(staff=True)
+    lanes = {"none": "cancelled", "local": "not_run", "db_atomic": "not_run"}
+    run = fake_run(staff, status="cancelled", strategies=list(lanes), lane_status=lanes)
+    client.force_login(staff)
+    page = client.get(reverse("lab:run", args=[run.pk])).content.decode()
+    assert '<strong data-testid="run-status">cancelled</strong>' in page
+    assert "failed" not in page
+    assert page.count("not run: the run ended before its turn") == 2
+    assert page.count("0 of 0") == 0
+    assert "cancelled after 10 s" in page
+
+
+@pytest.mark.parametrize(
+    ("scenario", "shown"), [("crowd", "<dd>not tried in this scenario</dd>"), ("hammer", "<dd>0</dd>")]
+)
+def test_duplicate_orders_are_not_tried_where_nobody_buys_twice(client, make_user, scenario, shown):
+    staff = make_user(staff=True)
+    run = fake_run(staff, scenario=scenario, strategies=["db_atomic"])
+    client.force_login(staff)
+    page = client.get(reverse("lab:run", args=[run.pk])).content.decode()
+    card = page[page.index('data-testid="lane-db_atomic"') : page.index("</article>")]
+    duplicates = card[card.index("<dt>duplicate orders</dt>") :]
+    assert duplicates.split("</div>")[0].endswith(shown)
 
 
 def test_the_report_of_a_run_without_one_is_not_found(client, make_user, create):
@@ -291,9 +330,9 @@ def test_staff_cancel_a_run_and_its_task_then_leaves_it_alone(client, make_user,
     response = client.post(reverse("lab:run_cancel", args=[run.pk]))
     assert response.status_code == 302
     run.refresh_from_db()
-    assert run.status == LabRun.Status.FAILED and run.error.startswith("Cancelled by")
-    assert lab_run_execute(run_id=run.pk).status == LabRun.Status.FAILED  # the task, arriving late
-    assert run.lanes.get().status == LabLane.Status.FAILED
+    assert run.status == LabRun.Status.CANCELLED and run.error.startswith("Cancelled by")
+    assert lab_run_execute(run_id=run.pk).status == LabRun.Status.CANCELLED  # the task, arriving late
+    assert run.lanes.get().status == LabLane.Status.NOT_RUN
     assert create().status == LabRun.Status.QUEUED  # the lab is free again
 
 
@@ -309,6 +348,6 @@ def test_a_run_cancelled_while_its_last_lane_ends_stays_cancelled(create, make_u
         services.lab_run_cancel(run=LabRun.objects.get(pk=running.pk), user=staff)
 
     monkeypatch.setattr(services, "_run_lanes", lanes_cancelled_meanwhile)
-    assert services.lab_run_execute(run_id=run.pk).status == LabRun.Status.FAILED
+    assert services.lab_run_execute(run_id=run.pk).status == LabRun.Status.CANCELLED
     run.refresh_from_db()
-    assert run.status == LabRun.Status.FAILED and run.error.startswith("Cancelled by")
+    assert run.status == LabRun.Status.CANCELLED and run.error.startswith("Cancelled by")

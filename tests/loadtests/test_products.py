@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 
+from accounts.crowd import crowd_join
 from inventory.persist import persist_all, reservations_client
 from inventory.reservations import GroupKeys
 from loadtests.products import PRODUCTS, Supply, split_stock
@@ -19,6 +20,18 @@ from orders.reservations import voucher_reservations_persist
 from orders.services import order_purchase
 
 pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def make_buyer(make_user):
+    """A user of a load run's crowd, who alone may buy and draw a run's unlisted items."""
+
+    def make():
+        user = make_user()
+        crowd_join(user_ids=[user.pk])
+        return user
+
+    return make
 
 
 def test_the_stock_is_split_evenly_over_the_prizes():
@@ -47,12 +60,12 @@ def test_a_fresh_pool_has_its_prizes_limit_and_strategy():
     assert (sample.stock, sample.supplied, sample.taken) == (502, 502, 0)
 
 
-def test_a_pools_draws_are_audited_and_its_confirmations_checked(make_user):
+def test_a_pools_draws_are_audited_and_its_confirmations_checked(make_buyer):
     pool_product = PRODUCTS["pool"]
     target = pool_product.create(
         title="load", strategy="db_atomic", supply=Supply(stock=10, prizes=2, draws_per_user=3)
     )
-    user = make_user()
+    user = make_buyer()
     draws = [pool_draw(user=user, pool=pool_get(pool_id=target.pk)) for _ in range(3)]
     outcomes = [["won", str(d.pk), str(d.prize_id)] for d in draws] + [["draw_limit"]]
     assert pool_product.confirmations(target, outcomes) == (3, 0)
@@ -72,12 +85,12 @@ def test_a_pools_draws_are_audited_and_its_confirmations_checked(make_user):
     pool_product.wait_until_quiet(target, seconds=0.2, timeout=5)
 
 
-def test_a_vouchers_orders_are_audited_and_its_confirmations_checked(make_user):
+def test_a_vouchers_orders_are_audited_and_its_confirmations_checked(make_buyer):
     voucher_product = PRODUCTS["voucher"]
     target = voucher_product.create(title="load", strategy="db_atomic", supply=Supply(stock=5, prizes=5))
     voucher = Voucher.objects.get(pk=target.pk)
     assert voucher.stock.quantity == 5 and voucher.stock.group_id == target.group_id
-    orders = [order_purchase(user=make_user(), voucher=voucher) for _ in range(2)]
+    orders = [order_purchase(user=make_buyer(), voucher=voucher) for _ in range(2)]
     outcomes = [["confirmed", str(o.pk)] for o in orders] + [["sold_out"]]
     assert voucher_product.confirmations(target, outcomes) == (2, 0)
     assert voucher_product.confirmations(target, [*outcomes, ["confirmed", str(orders[0].pk)]]) == (3, 1)
@@ -116,11 +129,11 @@ def persist(product: str, target) -> int:
 
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.usefixtures("reservations_redis")
-def test_a_redis_lua_vouchers_202s_count_once_persisted_each_as_one_order_by_its_reservation(make_user):
+def test_a_redis_lua_vouchers_202s_count_once_persisted_each_as_one_order_by_its_reservation(make_buyer):
     voucher_product = PRODUCTS["voucher"]
     target = voucher_product.create(title="load", strategy="redis_lua", supply=Supply(stock=5))
     voucher = Voucher.objects.select_related("stock").get(pk=target.pk)
-    orders = [order_purchase(user=make_user(), voucher=voucher) for _ in range(3)]
+    orders = [order_purchase(user=make_buyer(), voucher=voucher) for _ in range(3)]
     assert all(order.pk is None and order.reservation for order in orders)  # 202: nothing written yet
     outcomes = [["confirmed", str(order.public_id), "pending"] for order in orders] + [["sold_out"]]
     assert voucher_product.waiting(target) == 3
@@ -146,12 +159,12 @@ def test_a_redis_lua_vouchers_202s_count_once_persisted_each_as_one_order_by_its
 
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.usefixtures("reservations_redis")
-def test_a_redis_lua_pools_202s_are_found_by_reservation_with_the_prize_they_announced(make_user):
+def test_a_redis_lua_pools_202s_are_found_by_reservation_with_the_prize_they_announced(make_buyer):
     pool_product = PRODUCTS["pool"]
     target = pool_product.create(
         title="load", strategy="redis_lua", supply=Supply(stock=4, prizes=2, draws_per_user=2, no_prize_weight=0)
     )
-    user = make_user()
+    user = make_buyer()
     draws = [pool_draw(user=user, pool=pool_get(pool_id=target.pk)) for _ in range(2)]
     outcomes = [["won", str(d.public_id), str(d.prize_id), "pending"] for d in draws]
     assert pool_product.waiting(target) == 2

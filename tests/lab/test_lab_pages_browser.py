@@ -1,0 +1,164 @@
+"""The lab's and the proof's pages in headless Chromium, at 1280 and 390 px: what a
+newcomer sees, measured (widths, heights, computed colours), on runs written to the
+database (``tests/lab/fakeruns.py``)."""
+
+from __future__ import annotations
+
+import pytest
+from django.urls import reverse
+from playwright.sync_api import expect
+
+from inventory.stock import strategy_names
+from lab.models import LabRun
+from lab.services import lab_dir
+from loadtests.report import render_report
+from tests import test_browser
+from tests.lab.fakeruns import fake_result, fake_run
+from tests.test_browser import log_in
+
+browser = test_browser.browser
+
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+
+RED = "rgb(179, 38, 30)"  # the lab's "broken" (#b3261e)
+
+
+@pytest.fixture
+def at(browser, live_server):
+    """A page of the given width (a phone's by default) on the live server."""
+    contexts = []
+
+    def at(width: int = 390):
+        context = browser.new_context(viewport={"width": width, "height": 900})
+        contexts.append(context)
+        page = context.new_page()
+        page.set_default_timeout(10_000)
+        return page
+
+    yield at
+    for context in contexts:
+        context.close()
+
+
+def test_logged_out_the_lab_sends_to_the_sites_login(at, live_server):
+    page = at()
+    page.goto(f"{live_server.url}/lab/")
+    assert page.url == f"{live_server.url}/login/?next=/lab/"
+
+
+def test_the_form_offers_the_chosen_products_scenarios_and_its_inputs_are_one_height(at, live_server, make_user):
+    make_user("lab-staff", staff=True)
+    page = at(1280)
+    log_in(page, live_server, "lab-staff")
+    page.goto(f"{live_server.url}/lab/")
+    scenario = page.locator("select[name=scenario]")
+    expect(scenario).to_have_value("crowd")
+    page.get_by_label("Prize draw").check()
+    expect(scenario).to_have_value("draw-crowd")
+    offered = scenario.evaluate("s => [...s.options].filter(o => !o.hidden && !o.disabled).map(o => o.value)")
+    assert offered == ["draw-crowd", "draw-hammer"]
+    page.get_by_label("Flash sale").check()
+    expect(scenario).to_have_value("crowd")
+    heights = {
+        name: page.locator(f"[name={name}]").evaluate("e => e.getBoundingClientRect().height")
+        for name in ("scenario", "stock", "crowd", "users", "duration")
+    }
+    assert max(heights.values()) - min(heights.values()) < 1, heights
+
+
+def test_cancelling_asks_first_then_says_cancelled(at, live_server, make_user):
+    staff = make_user("lab-staff", staff=True)
+    run = fake_run(staff, status="running", strategies=["none", "db_atomic"], lane_status={"db_atomic": "waiting"})
+    page = at(1280)
+    log_in(page, live_server, "lab-staff")
+    page.goto(f"{live_server.url}{reverse('lab:run', args=[run.pk])}")
+    questions = []
+    page.once("dialog", lambda dialog: (questions.append(dialog.message), dialog.dismiss()))
+    page.get_by_test_id("cancel").click()
+    expect(page.get_by_test_id("run-status")).to_have_text("running")
+    assert questions and "Cancel run" in questions[0]
+    run.refresh_from_db()
+    assert run.status == LabRun.Status.RUNNING
+    page.once("dialog", lambda dialog: dialog.accept())
+    page.get_by_test_id("cancel").click()
+    expect(page.get_by_test_id("run-status")).to_have_text("cancelled")
+    expect(page.get_by_test_id("lane-db_atomic")).to_contain_text("not run")
+
+
+def test_on_a_phone_the_matrix_and_past_runs_show_the_verdict_without_a_sideways_scroller(at, live_server, make_user):
+    staff = make_user("lab-staff", staff=True)
+    run = fake_run(staff)
+    page = at(390)
+    log_in(page, live_server, "lab-staff")
+    for path, table in ((reverse("lab:run", args=[run.pk]), "matrix"), (reverse("lab:lab"), "runs")):
+        page.goto(f"{live_server.url}{path}")
+        box = page.get_by_test_id(table)
+        assert box.evaluate("e => e.scrollWidth <= e.parentElement.clientWidth"), f"{table} scrolls sideways"
+        assert page.evaluate("document.documentElement.scrollWidth") <= 390
+    page.goto(f"{live_server.url}{reverse('lab:run', args=[run.pk])}")
+    rows = page.get_by_test_id("matrix").locator("tbody tr")
+    verdict = rows.first.locator(".verdict-cell")
+    expect(verdict).to_contain_text("broke as expected")
+    right = verdict.evaluate("e => e.getBoundingClientRect().right")
+    assert right <= 390
+    heights = rows.evaluate_all("rows => rows.map(r => r.getBoundingClientRect().height)")
+    assert max(heights) <= 1.3 * min(heights), heights  # none's row no taller than a safe one's
+
+
+def test_the_full_report_fits_1280_px_and_colours_as_the_run_page_does(at, live_server, make_user, settings, tmp_path):
+    settings.VAR_DIR = tmp_path
+    staff = make_user("lab-staff", staff=True)
+    run = fake_run(staff)
+    lab_dir(run).mkdir(parents=True)
+    results = [fake_result(name) for name in strategy_names()]
+    (lab_dir(run) / "report.html").write_text(
+        render_report(results, {"lab run": run.pk}, locust_href=lambda result: f"locust/{result.strategy}")
+    )
+    (lab_dir(run) / "none").mkdir()
+    (lab_dir(run) / "none" / "locust.html").write_text("<html>Locust</html>")
+    page = at(1280)
+    log_in(page, live_server, "lab-staff")
+    page.goto(f"{live_server.url}{reverse('lab:run', args=[run.pk])}")
+    run_page_red = page.get_by_test_id("lane-none").get_by_test_id("verdict").evaluate("e => getComputedStyle(e).color")
+    page.goto(f"{live_server.url}{reverse('lab:run_report', args=[run.pk])}")
+    assert page.evaluate("document.documentElement.scrollWidth") <= 1280
+    broke = page.locator("td.verdict", has_text="broke as expected").first
+    assert broke.evaluate("e => getComputedStyle(e).color") == run_page_red == RED
+    held = page.locator("td.verdict", has_text="holds").first
+    assert held.evaluate("e => getComputedStyle(e).color") == "rgb(27, 122, 58)"
+    # Not measured in the lab: no CPU column of zeros.
+    assert "CPU ms/req" not in page.content()
+    # Red lines are the strategies that broke, and only they.
+    strokes = page.locator("svg").nth(2).locator("polyline").evaluate_all("ls => ls.map(l => l.getAttribute('stroke'))")
+    reds = {"#d62728", "#8c1d18", "#e8575a", "#b5179e"}
+    assert [stroke in reds for stroke in strokes[: len(results)]] == [not r.ok or bool(r.oversold) for r in results]
+    with page.expect_download() as download:
+        page.get_by_role("link", name="none", exact=True).click()
+    assert download.value.suggested_filename == f"lab-run-{run.pk}-none-locust.html"
+
+
+def test_the_proof_opens_with_a_summary_that_fits_one_screen(at, live_server, make_user):
+    staff = make_user("lab-staff", staff=True)
+    fake_run(staff, item_id=1)
+    fake_run(staff, product="pool", scenario="draw-crowd", item_id=1)
+    page = at(1280)
+    page.goto(f"{live_server.url}/proof/")
+    summary = page.get_by_test_id("proof-summary").evaluate("e => e.getBoundingClientRect().bottom")
+    assert summary <= 900, f"the summary ends {summary:.0f}px down"
+    page.get_by_test_id("summary-voucher").get_by_role("link", name="none").click()
+    assert page.url.endswith("#proof-voucher-none")
+    card = page.locator("#proof-voucher-none")
+    expect(card.get_by_test_id("item-link")).to_contain_text("beyond its stock")
+
+
+def test_a_lane_chart_has_intermediate_ticks_a_labelled_supply_and_the_crowds_seconds(at, live_server, make_user):
+    staff = make_user("lab-staff", staff=True)
+    run = fake_run(staff, strategies=["none"])
+    page = at(1280)
+    log_in(page, live_server, "lab-staff")
+    page.goto(f"{live_server.url}{reverse('lab:run', args=[run.pk])}")
+    svg = page.get_by_test_id("lane-none").locator("svg")
+    labels = svg.locator("text").evaluate_all("ts => ts.map(t => t.textContent)")
+    assert {"0", "50", "100", "150", "200"} <= set(labels)  # y: 189 orders
+    assert {"0", "5", "10"} <= set(labels)  # x: seconds, the crowd's 10 marked
+    assert "supply" in labels and "crowd stops" in labels
