@@ -149,6 +149,11 @@ def test_the_proof_opens_with_a_summary_that_fits_one_screen(at, live_server, ma
     assert page.url.endswith("#proof-voucher-none")
     card = page.locator("#proof-voucher-none")
     expect(card.get_by_test_id("item-link")).to_contain_text("beyond its stock")
+    phone = at(390)
+    phone.goto(f"{live_server.url}/proof/")
+    assert phone.evaluate("document.documentElement.scrollWidth") <= 390
+    verdict = phone.get_by_test_id("summary-voucher").locator(".verdict-cell").first
+    assert verdict.evaluate("e => e.getBoundingClientRect().right") <= 390
 
 
 def test_a_lane_chart_has_intermediate_ticks_a_labelled_supply_and_the_crowds_seconds(at, live_server, make_user):

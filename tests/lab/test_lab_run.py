@@ -294,6 +294,7 @@ def test_a_cancelled_run_says_so_and_its_strategies_that_never_ran_say_not_run(c
     assert "failed" not in page
     assert page.count("not run: the run ended before its turn") == 2
     assert page.count("0 of 0") == 0
+    assert page.count("none: it never ran") == 2  # the matrix: no figures of zeros
     assert "cancelled after 10 s" in page
 
 
