@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 from datetime import timedelta
+from pathlib import Path
 
 import pytest
 from django.test import Client
@@ -23,6 +24,8 @@ HOUR = timedelta(hours=1)
 # core.moments: "Nov 25, 10:59 UTC", and the year when it is not this one.
 MOMENT = re.compile(r"[A-Z][a-z]{2} [0-9]{1,2}( [0-9]{4})?, [0-9]{2}:[0-9]{2} UTC")
 TIME_ELEMENT = re.compile(r'<time datetime="([^"]+)">([^<]*)</time>')
+
+TEMPLATES = Path(__file__).resolve().parent.parent / "templates"
 
 
 def visible_text(html: str) -> str:
@@ -232,3 +235,15 @@ def test_an_existing_prizes_initial_stock_is_read_only(admin_client_, make_pool)
     assert response.status_code == 302, response.content.decode()[-2000:]
     stock = Prize.objects.select_related("stock").get(pk=gold.pk).stock
     assert (stock.quantity, stock.initial_quantity) == (2, 2)
+
+
+def test_no_template_writes_a_time_its_own_way():
+    """Every page writes times through the ``moment`` filter (one format, with its zone):
+    a template that formats one with Django's ``date`` or ``time`` filter would be a fifth."""
+    own_way = {
+        str(path.relative_to(TEMPLATES)): line.strip()
+        for path in TEMPLATES.rglob("*.html")
+        for line in path.read_text().splitlines()
+        if re.search(r"\|\s*(date|time)\b", line)
+    }
+    assert not own_way, own_way
