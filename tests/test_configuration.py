@@ -1,4 +1,4 @@
-"""The README's configuration table and the environment the application reads, in step.
+"""The configuration table (docs/configuration.md) and the environment the application reads, in step.
 
 Every variable the server's code reads (``os.environ``, ``os.getenv``, the settings'
 ``env_*`` helpers) is named in the table, and every variable the table lists in its first
@@ -57,11 +57,10 @@ def read_from_the_environment() -> dict[str, str]:
 
 def configuration_table() -> tuple[set[str], set[str]]:
     """The table's variables (its first column), and every variable its rows name."""
-    readme = (ROOT / "README.md").read_text()
-    section = readme.split("\n## Configuration\n", 1)[1].split("\n## ", 1)[0]
+    page = (ROOT / "docs" / "configuration.md").read_text()
     listed: set[str] = set()
     named: set[str] = set()
-    for line in section.splitlines():
+    for line in page.splitlines():
         if not line.startswith("| `"):
             continue
         variable, _default, meaning = (line.strip("|").split(" | ") + ["", ""])[:3]
@@ -80,18 +79,20 @@ def test_the_scan_finds_the_ways_settings_read_the_environment():
     assert "DJANGO_SETTINGS_MODULE" not in found  # set by the entry points, not read
 
 
-def test_every_variable_the_server_reads_is_in_the_readme_configuration_table():
+def test_every_variable_the_server_reads_is_in_the_configuration_table():
     _, named = configuration_table()
     missing = {name: where for name, where in read_from_the_environment().items() if name not in named}
-    assert not missing, "add to the README's Configuration table: " + ", ".join(
+    assert not missing, "add to the configuration table (docs/configuration.md): " + ", ".join(
         f"{name} (read in {where})" for name, where in sorted(missing.items())
     )
 
 
-def test_every_variable_in_the_readme_configuration_table_is_read():
+def test_every_variable_in_the_configuration_table_is_read():
     listed, _ = configuration_table()
     unread = sorted(listed - set(read_from_the_environment()))
-    assert not unread, f"the README's Configuration table lists variables nothing reads: {', '.join(unread)}"
+    assert not unread, (
+        f"the configuration table (docs/configuration.md) lists variables nothing reads: {', '.join(unread)}"
+    )
 
 
 def test_the_lock_clients_timeouts_are_read_from_the_environment():

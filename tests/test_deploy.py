@@ -166,15 +166,15 @@ def test_compose_runs_locust_only_when_asked_and_behind_a_login(compose):
 
 def test_compose_creates_no_login_with_a_known_password(compose):
     """The demo's buyer and staff passwords are in the README: the stack seeds the demo's sales
-    without them, and makes no superuser; README says how to create one."""
+    without them, and makes no superuser; docs/operations.md says how to create one."""
     for name, service in compose["services"].items():
         command = " ".join(service.get("command") or [])
         if "seed_demo" in command:
             assert "seed_demo --no-logins" in command, name
         assert "createsuperuser" not in command, name
         assert not {"DJANGO_SUPERUSER_PASSWORD", "DJANGO_SUPERUSER_USERNAME"} & set(service.get("environment") or {})
-    readme = (ROOT / "README.md").read_text()
-    assert "docker compose run --rm web python manage.py createsuperuser" in readme
+    operations = (ROOT / "docs" / "operations.md").read_text()
+    assert "docker compose run --rm web python manage.py createsuperuser" in operations
 
 
 def test_compose_runs_mysql_redis_migrations_two_web_replicas_and_nginx(compose):
