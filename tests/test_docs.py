@@ -82,3 +82,23 @@ def test_links_outside_code_blocks_and_anchors_as_the_host_makes_them(tmp_path):
     )
     assert links(page) == ["#redis_lua-reserved-in-redis-written-by-celery"]
     assert anchors(page) == {"a-page", "redis_lua-reserved-in-redis-written-by-celery"}
+
+
+# A file of the repository named in the text (`config/gunicorn.py`), and a test named with
+# its file (`tests/test_serve.py::test_...`). Paths under var/ are made by a run.
+NAMED_FILE = re.compile(r"(?<![\w/.<-])((?:[a-z_]+/)+[\w.-]+\.(?:py|yml|json|sh|md|html|txt))\b")
+NAMED_TEST = re.compile(r"(tests/[\w/]+\.py)::(\w+)")
+
+
+def test_every_file_and_test_a_page_names_exists():
+    missing = []
+    for page in PAGES:
+        text = page.read_text()
+        for path in NAMED_FILE.findall(text):
+            if not path.startswith("var/") and not (ROOT / path).exists():
+                missing.append(f"{page.relative_to(ROOT)}: {path}")
+        for path, test in NAMED_TEST.findall(text):
+            source = ROOT / path
+            if not source.exists() or not re.search(rf"def {test}\b", source.read_text()):
+                missing.append(f"{page.relative_to(ROOT)}: {path}::{test}")
+    assert not missing, "\n".join(missing)

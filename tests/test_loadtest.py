@@ -97,7 +97,7 @@ def _stop(process: subprocess.Popen) -> None:
 
 
 def test_the_locust_web_ui_with_two_worker_processes_drives_make_run(tmp_path):
-    """The README's recipe: ``make run``, tokens from ``issue_tokens``, and Locust's web UI
+    """docs/loadtests.md's recipe: ``make run``, tokens from ``issue_tokens``, and Locust's web UI
     with ``--processes 2``, swarmed through the UI's own HTTP API."""
     import MySQLdb
 
