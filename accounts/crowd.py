@@ -60,23 +60,3 @@ def crowd_join(*, user_ids: Iterable[int]) -> None:
 def crowd_leave(*, user_ids: Iterable[int]) -> None:
     get_user_model().groups.through.objects.filter(group__name=GROUP, user_id__in=list(user_ids)).delete()
     _members.forget()
-
-
-def crowd_retire(*, username_prefix: str) -> int:
-    """Retire a load run's users once it is over: their tokens revoked, out of the crowd,
-    no permission, not staff, inactive; the number retired.
-
-    Deactivated rather than deleted: their orders and draws are the run's evidence (the
-    lab's item pages show them, oversell included), and those records protect their
-    user. Inactive, with no token and no usable password, such a user can do nothing.
-    """
-    from .services import tokens_revoke  # it imports this module
-
-    if not username_prefix:
-        raise ValueError("a prefix is needed: retiring every user is not what this is for")
-    users = get_user_model().objects.filter(username__startswith=username_prefix)
-    ids = list(users.values_list("pk", flat=True))
-    tokens_revoke(username_prefix=username_prefix)
-    crowd_leave(user_ids=ids)
-    get_user_model().user_permissions.through.objects.filter(user_id__in=ids).delete()
-    return users.update(is_active=False, is_staff=False)

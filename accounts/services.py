@@ -14,7 +14,7 @@ from django.utils import timezone
 
 from core.errors import DomainError
 
-from .crowd import crowd_join
+from .crowd import crowd_join, crowd_leave
 from .models import ApiToken, RevokedToken, token_expiry
 from .permissions import permissions_named
 from .tokens import revocations, token_hash, token_new
@@ -142,3 +142,21 @@ def tokens_revoke(*, username_prefix: str) -> int:
         raise ValueError("a prefix is needed: revoking every token is not what this is for")
     deleted, _ = ApiToken.objects.filter(user__username__startswith=username_prefix).delete()
     return deleted
+
+
+def users_retire(*, username_prefix: str) -> int:
+    """Retire a load run's users once it is over: their tokens revoked, out of the crowd,
+    no permission, not staff, inactive; the number retired.
+
+    Deactivated rather than deleted: their orders and draws are the run's evidence (the
+    lab's item pages show them, oversell included), and those records protect their
+    user. Inactive, with no token and no usable password, such a user can do nothing.
+    """
+    if not username_prefix:
+        raise ValueError("a prefix is needed: retiring every user is not what this is for")
+    users = get_user_model().objects.filter(username__startswith=username_prefix)
+    ids = list(users.values_list("pk", flat=True))
+    tokens_revoke(username_prefix=username_prefix)
+    crowd_leave(user_ids=ids)
+    get_user_model().user_permissions.through.objects.filter(user_id__in=ids).delete()
+    return users.update(is_active=False, is_staff=False)

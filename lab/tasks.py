@@ -5,7 +5,7 @@ from __future__ import annotations
 from celery import shared_task
 
 from .errors import LabBusy
-from .services import LONGEST_RUN_SECONDS, lab_run_execute
+from .execute import LONGEST_RUN_SECONDS, lab_run_execute
 
 RETRY_SECONDS = 5
 

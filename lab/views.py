@@ -16,10 +16,11 @@ from core.errors import DomainError
 from inventory.stock import STRATEGIES, strategy_names
 
 from .charts import lane_chart
+from .execute import lab_dir
 from .forms import LabRunForm, scenarios_by_product
 from .models import LabRun
 from .selectors import lab_run_active, lab_run_get, lab_run_list, lab_run_proof
-from .services import lab_dir, lab_run_cancel, lab_run_create, lab_run_publish
+from .services import lab_run_cancel, lab_run_create, lab_run_publish
 
 # The report is a file the load-test runner writes, with its stylesheet inline and no script.
 REPORT_POLICY = policy(default_src="'none'", script_src="'none'", style_src="'unsafe-inline'", form_action="'none'")

@@ -52,3 +52,47 @@ def test_a_package_imports_only_what_lies_below_it(package):
         if upward:
             wrong[str(path.relative_to(ROOT))] = sorted(upward)
     assert not wrong, wrong
+
+
+def module_imports(path: Path, package: str) -> set[str]:
+    """The modules of ``package`` that ``path`` imports, at its top or inside a function:
+    an import deferred into a function is a cycle all the same, only hidden."""
+    tree = ast.parse(path.read_text(), filename=str(path))
+    names = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.level == 1:
+            if node.module:
+                names.add(node.module.split(".")[0])
+            else:
+                names |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and (node.module or "").startswith(f"{package}."):
+            names.add(node.module.split(".")[1])
+    return names
+
+
+def import_cycle(package: str) -> list[str] | None:
+    """A cycle among the modules of ``package`` (one level deep), or None."""
+    modules = {path.stem: path for path in (ROOT / package).glob("*.py") if path.stem != "__init__"}
+    edges = {name: module_imports(path, package) & modules.keys() - {name} for name, path in modules.items()}
+    visiting: list[str] = []
+    done: set[str] = set()
+
+    def visit(name: str) -> list[str] | None:
+        if name in visiting:
+            return visiting[visiting.index(name) :] + [name]
+        if name in done:
+            return None
+        visiting.append(name)
+        for other in sorted(edges[name]):
+            if cycle := visit(other):
+                return cycle
+        visiting.pop()
+        done.add(name)
+        return None
+
+    return next((cycle for name in sorted(modules) if (cycle := visit(name))), None)
+
+
+@pytest.mark.parametrize("package", sorted(PROJECT))
+def test_the_modules_of_a_package_import_each_other_one_way(package):
+    assert import_cycle(package) is None

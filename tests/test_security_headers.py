@@ -116,8 +116,8 @@ def test_a_lab_reports_own_policy_lets_its_inline_stylesheet_and_nothing_else(cl
     """The load-test report is a file with its stylesheet inline and no script."""
     from django.urls import reverse
 
+    from lab.execute import lab_dir
     from lab.models import LabRun
-    from lab.services import lab_dir
 
     settings.VAR_DIR = tmp_path
     staff = make_user(staff=True)

@@ -14,8 +14,9 @@ from django.db.models import Q
 
 from accounts import crowd
 from accounts.models import ApiToken
+from lab.execute import lab_run_execute
 from lab.models import LabLane, LabRun
-from lab.services import lab_run_cancel, lab_run_create, lab_run_execute
+from lab.services import lab_run_cancel, lab_run_create
 from loadtests.server import running_server
 from tests.live import database_url
 

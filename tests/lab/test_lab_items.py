@@ -5,8 +5,7 @@ from __future__ import annotations
 import pytest
 from django.test import Client
 
-from accounts.crowd import crowd_retire
-from accounts.services import users_with_tokens_create
+from accounts.services import users_retire, users_with_tokens_create
 from loadtests.products import PRODUCTS, Supply
 from lottery.models import Draw
 from orders.models import Order
@@ -43,7 +42,7 @@ def test_the_crowd_buys_and_draws_until_it_is_retired(product):
     path, _ = ACTIONS[product]
     (_, first), (_, second) = users_with_tokens_create(count=2, prefix="lab999")
     assert bearer(first).post(path.format(target.pk)).status_code == 201
-    crowd_retire(username_prefix="lab999-")
+    users_retire(username_prefix="lab999-")
     assert bearer(second).post(path.format(target.pk)).status_code == 401  # its token revoked
 
 

@@ -9,8 +9,8 @@ from django.urls import reverse
 from playwright.sync_api import expect
 
 from inventory.stock import strategy_names
+from lab.execute import lab_dir
 from lab.models import LabRun
-from lab.services import lab_dir
 from loadtests.report import render_report
 from tests import test_browser
 from tests.lab.fakeruns import fake_result, fake_run

@@ -12,8 +12,9 @@ from django.utils.html import escape
 from core.errors import InvalidInput
 from inventory.stock import STRATEGIES, strategy_names
 from lab.errors import LabBusy
+from lab.execute import lab_run_fail
 from lab.models import LabLane, LabRun
-from lab.services import BOUNDS, lab_run_create, lab_run_fail
+from lab.services import BOUNDS, lab_run_create
 from tests.conftest import STAFF_PERMISSIONS
 from tests.lab.fakeruns import OVERSOLD, fake_run
 
@@ -324,7 +325,7 @@ def test_the_home_page_says_what_the_application_demonstrates_and_links_the_proo
 
 
 def test_staff_cancel_a_run_and_its_task_then_leaves_it_alone(client, make_user, create):
-    from lab.services import lab_run_execute
+    from lab.execute import lab_run_execute
 
     run = create(strategies=["none"])
     client.force_login(make_user(staff=True))
@@ -340,7 +341,7 @@ def test_staff_cancel_a_run_and_its_task_then_leaves_it_alone(client, make_user,
 def test_a_run_cancelled_while_its_last_lane_ends_stays_cancelled(create, make_user, monkeypatch):
     """Cancel and the task's own end race: the run must not come out "done" (and so become
     the public proof) after staff cancelled it."""
-    from lab import services
+    from lab import execute, services
 
     staff = make_user(staff=True)
     run = create(strategies=["none"])
@@ -348,7 +349,7 @@ def test_a_run_cancelled_while_its_last_lane_ends_stays_cancelled(create, make_u
     def lanes_cancelled_meanwhile(running):  # stands for the lanes, during which staff cancel
         services.lab_run_cancel(run=LabRun.objects.get(pk=running.pk), user=staff)
 
-    monkeypatch.setattr(services, "_run_lanes", lanes_cancelled_meanwhile)
-    assert services.lab_run_execute(run_id=run.pk).status == LabRun.Status.CANCELLED
+    monkeypatch.setattr(execute, "_run_lanes", lanes_cancelled_meanwhile)
+    assert execute.lab_run_execute(run_id=run.pk).status == LabRun.Status.CANCELLED
     run.refresh_from_db()
     assert run.status == LabRun.Status.CANCELLED and run.error.startswith("Cancelled by")
