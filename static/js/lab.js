@@ -1,14 +1,6 @@
-// The race lab's form and Cancel button.
+// The race lab's form.
 (function () {
   "use strict";
-
-  // A form with data-confirm asks before it is sent (the Cancel button: a run cannot be resumed).
-  document.addEventListener("submit", function (event) {
-    var question = event.target.getAttribute("data-confirm");
-    if (question && !window.confirm(question)) {
-      event.preventDefault();
-    }
-  });
 
   // The scenario list offers only the chosen product's scenarios, and falls back to that
   // product's first one (its crowd) when the scenario chosen belongs to the other product.
