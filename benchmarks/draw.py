@@ -149,7 +149,7 @@ def report(args) -> int:
     import redis
     from django.conf import settings
 
-    from .machine import describe
+    from harness.machine import describe
 
     strategies = args.strategies.split(",")
     sizes = [int(n) for n in args.prizes.split(",")]

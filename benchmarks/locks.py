@@ -21,9 +21,9 @@ import time
 
 import redis
 
+from harness.machine import describe
 from locking import Lock, lock_many
 
-from .machine import describe
 from .processes import run_together
 
 CAD = "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0"

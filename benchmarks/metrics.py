@@ -44,20 +44,14 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack
 from pathlib import Path
 
-from .http import (
-    CpuMeter,
-    Items,
-    Run,
-    _get,
-    _median,
-    _post,
-    _say,
-    broker_purge,
-    buyer_tokens,
-    gunicorn_serving,
-    load,
-    setup_django,
-)
+from harness.django_setup import setup_django
+
+from .client import get_requests, load, post_requests
+from .cpu import CpuMeter, Run
+from .http import server_running
+from .persisting import broker_purge
+from .report import median, say
+from .seeding import Items, buyer_tokens
 
 TARGET = 0.10
 # The environment each switch sets on the "on" server ("0" for each on the "off" one).
@@ -145,9 +139,9 @@ def hot_path_measured(args) -> dict[str, float]:
 
 def requests_for(path: str, port: int, items: Items, tokens: list[str], args):
     if path == "GET /api/ping":
-        return _get("/api/ping", port)
+        return get_requests("/api/ping", port)
     voucher_id, _ = items.voucher(path.split(", ")[1], args.crowd_stock)
-    return _post(f"/api/vouchers/{voucher_id}/purchase", port, tokens)
+    return post_requests(f"/api/vouchers/{voucher_id}/purchase", port, tokens)
 
 
 def both_run(path: str, servers, meters, items: Items, tokens: list[str], args, seconds: float) -> dict[str, Run]:
@@ -182,7 +176,7 @@ def main(argv=None) -> int:
     setup_django(args)
     import redis
 
-    from .machine import describe
+    from harness.machine import describe
 
     tokens = buyer_tokens(args)
     redis_client = redis.Redis.from_url(args.redis_url)
@@ -208,7 +202,7 @@ def main(argv=None) -> int:
 
             servers = {
                 side: stack.enter_context(
-                    gunicorn_serving(
+                    server_running(
                         args,
                         **switches(side),
                         RATE_LIMIT_PER_ADDRESS_PER_SECOND="1000000000",
@@ -216,17 +210,17 @@ def main(argv=None) -> int:
                 )
                 for side in SIDES
             }
-            meters = {side: CpuMeter(serving.pid, redis_client) for side, serving in servers.items()}
+            meters = {side: CpuMeter(server.pid, redis_client) for side, server in servers.items()}
 
             def run(path: str, seconds: float) -> dict[str, Run]:
                 return both_run(path, servers, meters, items, tokens, args, seconds)
 
-            _say("warming up both servers ...")
+            say("warming up both servers ...")
             for path in PATHS:
                 run(path, 0.5)
             for number in range(args.rounds):
                 for path in PATHS:
-                    _say(f"round {number + 1}: {path}, on both servers at once ...")
+                    say(f"round {number + 1}: {path}, on both servers at once ...")
                     for side, one in run(path, args.seconds).items():
                         runs[(path, side)].append(one)
     finally:
@@ -247,8 +241,8 @@ def main(argv=None) -> int:
         added = statistics.median(added_each)
         worst = max(worst, lost, added)
         verdict = "ok" if max(lost, added) < TARGET else f"over {TARGET:.0%}"
-        rate_on, rate_off = (_median(side, lambda r: r.tally.rate) for side in (on, off))
-        cpu_on, cpu_off = (_median(side, lambda r: r.ms_per_request("server")) for side in (on, off))
+        rate_on, rate_off = (median(side, lambda r: r.tally.rate) for side in (on, off))
+        cpu_on, cpu_off = (median(side, lambda r: r.ms_per_request("server")) for side in (on, off))
         each = " ".join(f"{one:+.0%}" for one in added_each)
         print(
             f"{path:<20}{rate_on:>10,.0f}{rate_off:>7,.0f}{lost:>+7.1%}{cpu_on:>15.3f}{cpu_off:>7.3f}{added:>+7.1%}  "
@@ -257,7 +251,7 @@ def main(argv=None) -> int:
     print(f"\nworst of the throughput lost and the CPU added (medians of the rounds' pairs): {worst:.1%}")
     # The figures above carry the noise of a shared machine; this one does not.
     hot = hot_path_measured(args)
-    ping = _median(runs[("GET /api/ping", "off")], lambda r: r.ms_per_request("server"))
+    ping = median(runs[("GET /api/ping", "off")], lambda r: r.ms_per_request("server"))
     added = (hot["request"] + hot["outcome"]) / 1000
     print(
         f"in one process, per purchase: {hot['request']:.1f} us to count and time the request, "

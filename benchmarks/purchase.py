@@ -153,7 +153,7 @@ def main(argv=None) -> int:
     import redis
     from django.conf import settings
 
-    from .machine import describe
+    from harness.machine import describe
 
     strategies = args.strategies.split(",")
     print("# Purchase throughput per strategy\n")

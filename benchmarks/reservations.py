@@ -27,7 +27,8 @@ from datetime import timedelta
 
 import redis
 
-from .machine import describe
+from harness.machine import describe
+
 from .processes import run_together
 
 REDIS_URL = os.environ.get("BENCH_REDIS_URL", "redis://127.0.0.1:6379/9")

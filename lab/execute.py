@@ -21,13 +21,13 @@ from django.conf import settings
 from django.utils import timezone
 
 from accounts.services import users_retire, users_with_tokens_create
-from benchmarks.machine import describe, git_commit
 from core.namespace import key_prefix
+from harness.machine import describe, git_commit
+from harness.server import Server
 from loadtests.one_run import locust_now, one_run
 from loadtests.products import PRODUCTS, Sample, Target
 from loadtests.report import write_outputs
 from loadtests.scenarios import SCENARIOS
-from loadtests.server import Server
 from loadtests.staff import staff_token_create
 from loadtests.verdict import Result, counted_breaks
 from locking import Lock

@@ -24,13 +24,13 @@ from pathlib import Path
 from django.db import close_old_connections, connection
 from django.utils import timezone
 
+from harness.server import ROOT, Server
 from inventory.stock import STRATEGIES
 
 from .common import ERROR, accepted, crowd_exhausted, read_outcomes
 from .console import say
 from .products import PRODUCTS, Product, Sample, Supply, Target
 from .scenarios import LOCUSTFILES, Scenario
-from .server import ROOT, Server
 from .verdict import TAKEN, Result, judge
 
 logger = logging.getLogger(__name__)

@@ -21,9 +21,10 @@ invariant, and when ``none`` or ``local`` (with several server processes) fail t
 reproduce the break: the demonstration never loses its point in silence.
 
 The modules: ``scenarios`` (the registry of scenarios), ``products`` (voucher and
-pool: fresh data, sampling, audit), ``server`` (gunicorn and the Redlock servers),
-``one_run`` (Locust, then the audit), ``verdict`` (the rules, pure), ``report``
-(the outputs); this one holds the command line and runs the matrix.
+pool: fresh data, sampling, audit), ``one_run`` (Locust, then the audit), ``verdict``
+(the rules, pure), ``report`` (the outputs); this one holds the command line and runs
+the matrix. The server (gunicorn and the Redlock servers) is ``harness.server``'s, which
+the benchmarks start too.
 """
 
 from __future__ import annotations
@@ -34,10 +35,13 @@ import sys
 from datetime import datetime
 from pathlib import Path
 
+from harness.django_setup import setup_django
+from harness.machine import describe
+from harness.server import ROOT, running_server
+
 from .console import say
 from .report import matrix_text, summary, write_outputs
 from .scenarios import DEFAULT, SCENARIOS, Scenario, scenarios_help, scenarios_named
-from .server import ROOT, running_server
 from .verdict import Result
 
 
@@ -91,37 +95,6 @@ def parse_args(argv):
     return parser.parse_args(argv)
 
 
-def setup_django(args) -> None:
-    os.environ["DJANGO_SETTINGS_MODULE"] = "config.settings.base"
-    os.environ["DATABASE_URL"] = args.database_url
-    os.environ["REDIS_URL"] = args.redis_url
-    # Whatever this process sends to Celery reaches the runner's own worker.
-    os.environ["CELERY_BROKER_URL"] = args.broker_url or args.redis_url
-    sys.path.insert(0, str(ROOT))
-    from core.local_key import local_key_provide
-
-    # The checkout's own key (as make run's), unless one is set: the servers started here
-    # inherit it and check the tokens this process issues.
-    local_key_provide()
-    if args.database_url.startswith("mysql"):
-        import dj_database_url
-        import MySQLdb
-
-        parts = dj_database_url.parse(args.database_url)
-        connection = MySQLdb.connect(
-            host=parts["HOST"] or "127.0.0.1", port=int(parts["PORT"] or 3306), user=parts["USER"],
-            passwd=parts["PASSWORD"] or "",
-        )  # fmt: skip
-        connection.cursor().execute(f"CREATE DATABASE IF NOT EXISTS `{parts['NAME']}` CHARACTER SET utf8mb4")
-        connection.close()
-    import django
-
-    django.setup()
-    from django.core.management import call_command
-
-    call_command("migrate", verbosity=0)
-
-
 def main(argv=None) -> int:
     args = parse_args(argv)
     try:
@@ -173,7 +146,7 @@ def main(argv=None) -> int:
         "locust_processes": args.locust_processes,
         "race_window_ms": args.race_window_ms,
         "drain_timeout_s": args.drain_timeout,
-        "machine": machine(),
+        "machine": describe(),
     }
     print()
     print(matrix_text(results), flush=True)
@@ -207,6 +180,7 @@ def run_matrix(args, scenarios: list[Scenario], strategies: list[str], tokens: P
         # Only a deferred strategy needs them; the others' runs are measured without them.
         celery=any(STRATEGIES[strategy].deferred for strategy in strategies),
         celery_log=args.out / "celery.log",
+        say=say,
     ) as server:
         say(f"baseline: no-op JSON endpoint, {args.baseline_users} users for {args.duration}s ...")
         results.append(baseline_run(args, server))
@@ -226,12 +200,6 @@ def run_matrix(args, scenarios: list[Scenario], strategies: list[str], tokens: P
                 say("  the crowd ran out before the run ended: req/s understates; raise --buyers")
             say(f"  {summary(result)}")
     return results
-
-
-def machine() -> str:
-    from benchmarks.machine import describe
-
-    return describe()
 
 
 if __name__ == "__main__":

@@ -26,7 +26,7 @@ import redis
 from django.conf import settings
 
 from config.settings.base import database_from_url, database_namespace
-from loadtests.server import running_server, server_env
+from harness.server import running_server, server_env
 
 ROOT = Path(__file__).resolve().parent.parent
 STRATEGIES = ("redis_lua", "redis_lock")

@@ -1,7 +1,12 @@
-"""Imports run one way: config -> lab -> loadtests and benchmarks (which import each
-other) -> products (orders, lottery) -> accounts and inventory -> core -> locking (core
-imports it for its Redis client: the rate limits). No product imports the other; nothing
-imports upward (docs/design.md, "Layout")."""
+"""Imports run one way, down a ladder of tiers (docs/design.md, "Layout"):
+
+    scripts -> config -> lab -> loadtests, benchmarks -> orders, lottery, harness
+            -> accounts, inventory -> core, locking
+
+A package imports only packages of the tiers below its own, never one of its own tier: no
+product imports the other, the load tests and the benchmarks share what they both need
+through ``harness`` rather than import each other, and ``core`` and ``locking`` import no
+project package at all."""
 
 from __future__ import annotations
 
@@ -11,24 +16,22 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-PROJECT = {
-    "config", "core", "accounts", "inventory", "orders", "lottery", "locking", "lab", "loadtests", "benchmarks"
-}  # fmt: skip
-PRODUCTS_AND_BELOW = {"core", "inventory", "accounts", "locking", "orders", "lottery"}
-# What each package may import of the project (besides itself).
-ALLOWED = {
-    "core": {"locking"},
-    "locking": set(),
-    "accounts": {"core", "locking"},
-    "inventory": {"core", "locking"},
-    "orders": {"core", "inventory", "accounts", "locking"},
-    "lottery": {"core", "inventory", "accounts", "locking"},
-    # The load tests drive both products; the lab runs the load tests from the web UI.
-    "loadtests": PRODUCTS_AND_BELOW | {"benchmarks"},
-    "benchmarks": PRODUCTS_AND_BELOW | {"loadtests"},
-    "lab": PRODUCTS_AND_BELOW | {"loadtests", "benchmarks"},
-    "config": PROJECT,
-}
+TIERS = [
+    {"scripts"},
+    {"config"},
+    {"lab"},
+    {"loadtests", "benchmarks"},
+    {"orders", "lottery", "harness"},
+    {"accounts", "inventory"},
+    {"core", "locking"},
+]
+PROJECT = set().union(*TIERS)
+# What each package may import of the project (besides itself): every tier below its own.
+ALLOWED = {package: set().union(set(), *TIERS[depth + 1 :]) for depth, tier in enumerate(TIERS) for package in tier}
+# The largest a module may grow (tests and migrations aside): past it, a reader no longer
+# holds the module in mind at once, and it splits along its concerns.
+MOST_LINES = 400
+BOUNDED = ["scripts", "config", "loadtests", "benchmarks", "harness", "accounts", "core", "locking"]
 
 
 def imported_packages(path: Path) -> set[str]:
@@ -40,6 +43,11 @@ def imported_packages(path: Path) -> set[str]:
         elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
             names.add(node.module.split(".")[0])
     return names & PROJECT
+
+
+def test_every_top_level_package_stands_on_a_tier():
+    packages = {path.parent.name for path in ROOT.glob("*/*.py") if not path.parent.name.startswith(".")}
+    assert packages - {"tests"} == PROJECT
 
 
 @pytest.mark.parametrize("package", sorted(ALLOWED))
@@ -96,3 +104,13 @@ def import_cycle(package: str) -> list[str] | None:
 @pytest.mark.parametrize("package", sorted(PROJECT))
 def test_the_modules_of_a_package_import_each_other_one_way(package):
     assert import_cycle(package) is None
+
+
+@pytest.mark.parametrize("package", BOUNDED)
+def test_no_module_grows_past_the_bound(package):
+    long = {
+        str(path.relative_to(ROOT)): lines
+        for path in (ROOT / package).rglob("*.py")
+        if "migrations" not in path.parts and (lines := len(path.read_text().splitlines())) > MOST_LINES
+    }
+    assert not long, long

@@ -34,7 +34,7 @@ def test_every_place_that_starts_gunicorn_uses_its_configuration(compose):
     command = compose["services"]["web"]["command"]
     assert command[command.index("--config") + 1] == "config/gunicorn.py"
     assert '"--config", "config/gunicorn.py"' in (ROOT / "Dockerfile").read_text()
-    for starter in ("scripts/serve.py", "loadtests/server.py", "benchmarks/http.py"):
+    for starter in ("scripts/serve.py", "harness/server.py"):
         text = (ROOT / starter).read_text()
         assert '"gunicorn.py"' in text and '"--config"' in text, starter
 

@@ -4,7 +4,7 @@
         [--runs fault:strategy,...] [--scenario crowd,draw-crowd] [--duration 20]
         [--fault-at 6] [--down 2] [--lock-lease 5] [--own-mariadb]
 
-It starts the server as the load-test runner does (``loadtests.server``: gunicorn with
+It starts the server as the load-test runner does (``harness.server``: gunicorn with
 several worker processes, three Redis servers for Redlock, a Celery worker and beat for
 ``redis_lua``), but on a Redis server of its own (``redis-server --save "" --appendonly
 no`` on a free port, from ``locking.testing``), so that it can kill it and start it again

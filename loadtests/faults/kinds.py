@@ -18,9 +18,9 @@ from typing import ClassVar
 
 import redis
 
+from harness.server import ROOT, Server
 from locking.testing import RedisServer
 
-from ..server import ROOT, Server
 from .judge import Answer, answered_within, by_status
 from .mariadb import MariaDBServer
 

@@ -15,11 +15,12 @@ from datetime import datetime
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from harness.django_setup import setup_django
+from harness.server import ROOT, running_server
 from locking.testing import RedisServer
 
 from ..console import say
 from ..scenarios import SCENARIOS, Scenario, scenarios_named
-from ..server import ROOT, running_server
 from ..verdict import Result
 from .judge import Answer, Recovery, by_status, fault_verdict, parse_answers, recovery, writes_recovery
 from .kinds import FAULTS, Fault, Stage
@@ -239,8 +240,6 @@ def main(argv=None) -> int:
             args.database_url = own_mariadb.url(name)
             say(f"the server's own MariaDB: {args.database_url} (killed and started again by mariadb-restart)")
         args.redis_url, args.broker_url = own_redis.url, None
-        from ..run import setup_django
-
         setup_django(args)
         rows = run_faults(args, faults, scenarios, own_redis, own_mariadb)
     finally:
@@ -327,6 +326,7 @@ def run_faults(
         race_window_ms=args.race_window_ms,
         celery=any(STRATEGIES[strategy].deferred for _, _, strategy in plan),
         celery_log=args.out / "celery.log",
+        say=say,
     ) as server:
         stage = Stage(
             server=server,

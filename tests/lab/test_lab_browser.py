@@ -16,8 +16,8 @@ from django.contrib.auth.hashers import PBKDF2PasswordHasher
 from playwright.sync_api import expect
 
 from accounts.models import ApiToken
+from harness.server import ROOT, running_server
 from lab.models import LabLane, LabRun
-from loadtests.server import ROOT, running_server
 from tests import test_browser
 from tests.live import database_url
 from tests.test_browser import PASSWORD, log_in

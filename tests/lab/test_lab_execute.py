@@ -11,13 +11,13 @@ import redis
 from django.contrib.auth import get_user_model
 from django.db import connection
 from django.db.models import Q
+from harness.server import running_server
 
 from accounts import crowd
 from accounts.models import ApiToken
 from lab.execute import lab_run_execute
 from lab.models import LabLane, LabRun
 from lab.services import lab_run_cancel, lab_run_create
-from loadtests.server import running_server
 from tests.live import database_url
 
 pytestmark = [pytest.mark.django_db(transaction=True)]

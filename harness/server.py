@@ -1,6 +1,6 @@
 """The server under load: gunicorn with several worker processes, the Redis servers that
 Redlock takes its majority from, and, for ``redis_lua``, a Celery worker and beat that
-persist its reservations, all started and stopped by the runner itself."""
+persist its reservations, all started and stopped by the load test or benchmark itself."""
 
 from __future__ import annotations
 
@@ -11,14 +11,12 @@ import sys
 import tempfile
 import time
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 from locking.testing import RedisServer, free_port
-
-from .console import say
 
 ROOT = Path(__file__).resolve().parent.parent
 REDLOCK_SERVERS = 3
@@ -37,6 +35,10 @@ class Server:
     worker_pid: int | None = None
     # The Redis servers Redlock takes its majority from (the fault runner stops some).
     lock_servers: tuple[RedisServer, ...] = ()
+
+    @property
+    def port(self) -> int:
+        return int(self.host.rsplit(":", 1)[1])
 
     def cpu_seconds(self) -> float:
         """CPU seconds used so far by gunicorn's master and workers (0 when unknown)."""
@@ -85,7 +87,7 @@ def wait_healthy(url: str, timeout: float = 60) -> None:
         except OSError:
             pass
         time.sleep(0.2)
-    raise SystemExit(f"[loadtest] the server at {url} did not become healthy")
+    raise SystemExit(f"the server at {url} did not become healthy")
 
 
 def process_tree_cpu(pid: int) -> float:
@@ -159,10 +161,14 @@ def running_server(
     broker_url: str | None = None,
     celery_log: Path | None = None,
     celery: bool = False,
+    settings: dict[str, str] | None = None,
+    say: Callable[[str], None] | None = None,
 ) -> Iterator[Server]:
     """gunicorn on 127.0.0.1 (``port``, or a free one), healthy, with its own Redlock servers,
     and with ``celery`` a Celery worker and beat beside it (``running_celery``, output to
-    ``celery_log``); everything stopped on the way out."""
+    ``celery_log``); everything stopped on the way out. ``settings`` are added to the
+    environment of its processes (a benchmark's switches); ``say`` tells what starts."""
+    say = say or (lambda message: None)
     lock_servers = [RedisServer().start() for _ in range(REDLOCK_SERVERS)]
     # The workers' Prometheus counts (config/gunicorn.py), gone with the server.
     metrics = tempfile.mkdtemp(prefix="loadtest-metrics-")
@@ -179,6 +185,7 @@ def running_server(
         )
         env["PROMETHEUS_MULTIPROC_DIR"] = metrics
         env["LAB_TARGET_URL"] = host  # the race lab's crowd comes back to this server
+        env.update(settings or {})
         say(f"starting gunicorn: {processes} worker processes on {host}, RACE_WINDOW_MS={race_window_ms}")
         gunicorn = subprocess.Popen(
             [sys.executable, "-m", "gunicorn", "--config", str(ROOT / "config" / "gunicorn.py"), "config.wsgi",
