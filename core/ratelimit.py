@@ -12,6 +12,10 @@ one spreading over several sales meets each one's limit.
 
 A fixed window per counter: simple, one key each, and a burst of at most twice the limit
 across a window's edge, which is enough to keep a script from hammering a sale.
+
+The counters live in the Redis of the client that ``RATE_LIMITS_REDIS_CLIENT`` names (the
+settings choose the locks' own, ``locking.integration.lock_client``): core imports no
+package of the project, and the settings, which know them all, wire it.
 """
 
 from __future__ import annotations
@@ -24,8 +28,7 @@ from functools import lru_cache
 
 import redis
 from django.conf import settings
-
-from locking.integration import lock_client
+from django.utils.module_loading import import_string
 
 from .errors import DomainError
 from .namespace import key_prefix
@@ -105,7 +108,7 @@ class RateCount:
         """Count the hit in one round trip; raise ``RateLimited`` when over a limit. Redis out
         of reach lets the request through, with a warning: a limit guards against abuse, not
         the stock, which every strategy guards on its own."""
-        client = lock_client()
+        client = rate_client()
         script = _scripts.get(id(client))
         if script is None:
             script = _scripts[id(client)] = client.register_script(COUNT)
@@ -118,6 +121,16 @@ class RateCount:
 
 
 _scripts: dict[int, object] = {}
+
+
+def rate_client() -> redis.Redis:
+    """The client the counters are counted in: what ``RATE_LIMITS_REDIS_CLIENT`` returns."""
+    return _client_factory(settings.RATE_LIMITS_REDIS_CLIENT)()
+
+
+@lru_cache(maxsize=4)
+def _client_factory(path: str):
+    return import_string(path)
 
 
 def rate_count(*, action: str, user_id: int | None = None, address: str | None = None) -> RateCount | None:

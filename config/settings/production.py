@@ -4,8 +4,10 @@ import os
 
 from django.core.exceptions import ImproperlyConfigured
 
+from config.logs import logging_config
+
 from .base import *  # noqa: F403
-from .base import STORAGES, VAR_DIR, env_bool, env_int, logging_config
+from .base import STORAGES, VAR_DIR, env_bool, env_int
 
 DEBUG = False
 SECRET_KEY = os.environ.get("DJANGO_SECRET_KEY", "")
