@@ -55,6 +55,8 @@ duplicates, lost confirmations, seconds to recover, verdict with what the fault 
 writes ``faults.json`` and ``faults.md`` and each run's Locust files under ``--out``, and
 exits 1 when a run broke an invariant or did not recover.
 
-The modules: ``kinds`` (the faults), ``judge`` (the verdict, pure), ``mariadb`` (the
-runner's own MariaDB server), ``runner`` (the command line and the runs).
+The modules: ``kinds`` (the faults), ``stage`` (what they act on, and the supervised
+Celery worker), ``strike`` (a fault struck on time, and the server's ``/healthz`` and lock
+events), ``judge`` (the verdict, pure), ``table`` (a run's row and the table), ``mariadb``
+(the runner's own MariaDB server), ``runner`` (the command line and the runs).
 """

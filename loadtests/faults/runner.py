@@ -6,11 +6,8 @@ import argparse
 import json
 import os
 import sys
-import threading
 import time
-import urllib.error
-import urllib.request
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict
 from datetime import datetime
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -21,10 +18,11 @@ from locking.testing import RedisServer
 
 from ..console import say
 from ..scenarios import SCENARIOS, Scenario, scenarios_named
-from ..verdict import Result
-from .judge import Answer, Recovery, by_status, fault_verdict, parse_answers, recovery, writes_recovery
-from .kinds import FAULTS, Fault, Stage
+from .kinds import FAULTS, Fault
 from .mariadb import MariaDBServer
+from .stage import Stage
+from .strike import Strike, health, lock_events
+from .table import FaultRow, judged, seconds, table
 
 
 def parse_args(argv):
@@ -89,119 +87,6 @@ def parse_args(argv):
         help="serve from a MariaDB server of the runner's own (always so when mariadb-restart runs)",
     )
     return parser.parse_args(argv)
-
-
-@dataclass
-class FaultRow:
-    """One row of the table."""
-
-    fault: str
-    scenario: str
-    strategy: str
-    requests: int
-    answers: dict[int, int]
-    oversold: int
-    duplicates: int
-    lost_confirmations: int
-    pending_lost_with_redis: int
-    recover_s: float | None
-    writes_s: float | None
-    drain_s: float | None
-    health: str
-    # Lock events the server counted during the run (/metrics): stale fences, leases lost.
-    lock_events: dict[str, float]
-    verdict: str
-    ok: bool
-    result: dict = field(default_factory=dict)
-
-
-class Strike:
-    """The fault of one run, struck from the sampler's observer once the load has run
-    ``fault_at`` seconds, in a thread of its own (the sampling goes on meanwhile)."""
-
-    def __init__(self, fault: Fault, stage: Stage, fault_at: float, down: float) -> None:
-        self.fault, self.stage, self.fault_at, self.down = fault, stage, fault_at, down
-        self.target = None
-        self.origin: float | None = None  # time.time() of the sampler's start
-        self.injected_at: float | None = None
-        self.healed_at: float | None = None
-        self.health: str = ""
-        self.error: BaseException | None = None
-        self._thread: threading.Thread | None = None
-
-    def observe(self, target, elapsed: float, sample) -> None:
-        if self._thread is None and elapsed >= self.fault_at:
-            self.target, self.origin = target, time.time() - elapsed
-            self._thread = threading.Thread(target=self._strike, daemon=True)
-            self._thread.start()
-
-    def _strike(self) -> None:
-        try:
-            say(f"  !! {self.fault.name} at {self.fault_at:.0f}s")
-            self.injected_at = time.time()
-            self.fault.inject(self.stage, self.target.group_id)
-            if self.fault.health_names:
-                time.sleep(min(0.5, self.down / 2))
-                self.health = health(self.stage.server.host)
-            self.healed_at = self.fault.heal(self.stage, self.down)
-            say(f"  !! {self.fault.name} over after {self.healed_at - self.injected_at:.1f}s")
-        except BaseException as exc:  # noqa: BLE001  (reported by the run)
-            self.error = exc
-
-    def wait(self) -> None:
-        if self._thread is None:
-            raise RuntimeError("the fault never struck: the load ended before --fault-at")
-        self._thread.join()
-        if self.error is not None:
-            raise RuntimeError(f"{self.fault.name} failed: {self.error!r}") from self.error
-
-
-# The lock events of the stock groups' locks, from the server's /metrics.
-LOCK_EVENTS = {"flashsale_lock_stale_fences": "stale_fences", "flashsale_lock_lost": "leases_lost"}
-
-
-def lock_events(host: str) -> dict[str, float]:
-    """{event: count} of the stock groups' locks since the server started, summed over its
-    worker processes (``inventory.metrics``); empty when /metrics does not answer."""
-    from prometheus_client.parser import text_string_to_metric_families
-
-    request = urllib.request.Request(f"{host}/metrics")
-    if os.environ.get("METRICS_TOKEN"):
-        request.add_header("Authorization", f"Bearer {os.environ['METRICS_TOKEN']}")
-    try:
-        with urllib.request.urlopen(request, timeout=5) as response:
-            text = response.read().decode()
-    except OSError:
-        return {}
-    counted = dict.fromkeys(LOCK_EVENTS.values(), 0.0)
-    for family in text_string_to_metric_families(text):
-        event = LOCK_EVENTS.get(family.name)
-        if event is None:
-            continue
-        for sample in family.samples:
-            if sample.name.endswith("_total") and sample.labels.get("lock") == "stock-group:N":
-                counted[event] += sample.value
-    return counted
-
-
-def health(host: str) -> str:
-    """What /healthz answers now: its status and body, in a few words."""
-    try:
-        with urllib.request.urlopen(f"{host}/healthz", timeout=5) as response:
-            return f"{response.status} {response.read().decode()}"
-    except urllib.error.HTTPError as answer:
-        return f"{answer.code} {answer.read().decode()}"
-    except OSError as exc:
-        return f"no answer: {exc}"
-
-
-def health_says_down(said: str, name: str) -> bool:
-    """Whether a /healthz answer was a 503 naming ``name`` as failed."""
-    status, _, body = said.partition(" ")
-    try:
-        return status == "503" and str(json.loads(body).get(name, "")).startswith("error")
-    except ValueError:
-        return False
 
 
 def main(argv=None) -> int:
@@ -368,106 +253,3 @@ def ready(host: str, own_redis: RedisServer, timeout: float = 60) -> None:
             return
         time.sleep(0.2)
     raise SystemExit("[faults] the server did not become healthy again after the fault")
-
-
-def judged(
-    args, fault: Fault, strike: Strike, result: Result, deferred: bool, run_dir: Path, events: dict[str, float]
-) -> FaultRow:
-    from ..common import PENDING, read_outcomes
-    from ..products import PRODUCTS
-
-    answers = answers_of(run_dir)
-    documented = 0
-    pending_lost = fault.pending_lost()
-    if pending_lost:
-        product = PRODUCTS[result.product]
-        accepted = {int(o[1]) for o in read_outcomes(run_dir / "outcomes") if o[-1] == PENDING}
-        recorded = product.recorded(strike.target, sorted(accepted & pending_lost))
-        documented = len((accepted & pending_lost) - set(recorded))
-    result = replace(result, lost_confirmations=(result.lost_confirmations or 0) - documented)
-    fault_broken, notes = fault.checked(answers, events)
-    recovered = Recovery(
-        seconds=recovery(answers, injected_at=strike.injected_at, healed_at=strike.healed_at),
-        writes_seconds=writes_recovery(
-            [(strike.origin + at, count) for at, count in result.taken_series], healed_at=strike.healed_at
-        )
-        if deferred
-        else None,
-    )
-    verdict, ok = fault_verdict(
-        result,
-        answers,
-        recovered,
-        drops_requests=fault.drops_requests,
-        recover_within=fault.recover_within,
-        # The worker must write again once the fault is over, if it was given anything to write.
-        deferred=deferred and any(a.status == 202 and a.at > strike.healed_at for a in answers),
-        documented_losses=documented,
-        fault_broken=fault_broken,
-        notes=notes,
-    )
-    if fault.health_names and not health_says_down(strike.health, fault.health_names):
-        ok, verdict = False, f"{verdict}; /healthz did not name the {fault.health_names} as down: {strike.health}"
-    pool = result.product == "pool"
-    return FaultRow(
-        fault=fault.name,
-        scenario=result.scenario,
-        strategy=result.strategy,
-        requests=len(answers),
-        answers=by_status(answers),
-        oversold=(result.over_awarded if pool else result.oversold) or 0,
-        duplicates=(result.users_over_limit if pool else result.duplicates) or 0,
-        lost_confirmations=result.lost_confirmations or 0,
-        pending_lost_with_redis=documented,
-        recover_s=recovered.seconds,
-        writes_s=recovered.writes_seconds,
-        drain_s=result.drain_s,
-        health=strike.health,
-        lock_events=events,
-        verdict=verdict,
-        ok=ok,
-        result={k: v for k, v in asdict(result).items() if not k.endswith("_series")},
-    )
-
-
-def seconds(value: float | None) -> str:
-    return "never" if value is None else f"{value:.1f}"
-
-
-def optional(value: float | None) -> str:
-    return "-" if value is None else f"{value:.1f}"
-
-
-def statuses(answers: dict[int, int]) -> str:
-    return " ".join(f"{status or 'none'}: {n}" for status, n in answers.items())
-
-
-HEADER = (
-    "fault", "scenario", "strategy", "requests", "answers by status", "oversold", "duplicates",
-    "lost confirmations", "recover s", "writes s", "drain s", "verdict",
-)  # fmt: skip
-
-
-def table(rows: list[FaultRow]) -> str:
-    """The rows as a Markdown table. ``oversold`` is over-awarded and ``duplicates`` users
-    over the draw limit for a pool; ``recover s`` counts from the fault's end until the
-    last degraded answer, ``writes s`` until the worker wrote again, ``drain s`` from the
-    crowd's last answer until nothing waited (both for a deferred strategy)."""
-    lines = ["| " + " | ".join(HEADER) + " |", "|" + "---|" * len(HEADER)]
-    for row in rows:
-        lost = str(row.lost_confirmations)
-        if row.pending_lost_with_redis:
-            lost += f" (+{row.pending_lost_with_redis} pending in Redis)"
-        cells = [
-            row.fault, row.scenario, row.strategy, str(row.requests), statuses(row.answers), str(row.oversold),
-            str(row.duplicates), lost, seconds(row.recover_s), optional(row.writes_s), optional(row.drain_s),
-            row.verdict,
-        ]  # fmt: skip
-        lines.append("| " + " | ".join(cells) + " |")
-    return "\n".join(lines)
-
-
-def answers_of(run_dir: Path) -> list[Answer]:
-    return parse_answers(
-        line for path in sorted((run_dir / "outcomes").glob("answers-*.txt")) for line in path.read_text().splitlines()
-    )

@@ -1,0 +1,139 @@
+"""A run's row: the run's result and answers judged with its fault (``judge``), and the rows
+as the Markdown table the runner prints and writes."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+
+from ..verdict import Result
+from .judge import Answer, Recovery, by_status, fault_verdict, parse_answers, recovery, writes_recovery
+from .kinds import Fault
+from .strike import Strike, health_says_down
+
+
+@dataclass
+class FaultRow:
+    """One row of the table."""
+
+    fault: str
+    scenario: str
+    strategy: str
+    requests: int
+    answers: dict[int, int]
+    oversold: int
+    duplicates: int
+    lost_confirmations: int
+    pending_lost_with_redis: int
+    recover_s: float | None
+    writes_s: float | None
+    drain_s: float | None
+    health: str
+    # Lock events the server counted during the run (/metrics): stale fences, leases lost.
+    lock_events: dict[str, float]
+    verdict: str
+    ok: bool
+    result: dict = field(default_factory=dict)
+
+
+def judged(
+    args, fault: Fault, strike: Strike, result: Result, deferred: bool, run_dir: Path, events: dict[str, float]
+) -> FaultRow:
+    from ..common import PENDING, read_outcomes
+    from ..products import PRODUCTS
+
+    answers = answers_of(run_dir)
+    documented = 0
+    pending_lost = fault.pending_lost()
+    if pending_lost:
+        product = PRODUCTS[result.product]
+        accepted = {int(o[1]) for o in read_outcomes(run_dir / "outcomes") if o[-1] == PENDING}
+        recorded = product.recorded(strike.target, sorted(accepted & pending_lost))
+        documented = len((accepted & pending_lost) - set(recorded))
+    result = replace(result, lost_confirmations=(result.lost_confirmations or 0) - documented)
+    fault_broken, notes = fault.checked(answers, events)
+    recovered = Recovery(
+        seconds=recovery(answers, injected_at=strike.injected_at, healed_at=strike.healed_at),
+        writes_seconds=writes_recovery(
+            [(strike.origin + at, count) for at, count in result.taken_series], healed_at=strike.healed_at
+        )
+        if deferred
+        else None,
+    )
+    verdict, ok = fault_verdict(
+        result,
+        answers,
+        recovered,
+        drops_requests=fault.drops_requests,
+        recover_within=fault.recover_within,
+        # The worker must write again once the fault is over, if it was given anything to write.
+        deferred=deferred and any(a.status == 202 and a.at > strike.healed_at for a in answers),
+        documented_losses=documented,
+        fault_broken=fault_broken,
+        notes=notes,
+    )
+    if fault.health_names and not health_says_down(strike.health, fault.health_names):
+        ok, verdict = False, f"{verdict}; /healthz did not name the {fault.health_names} as down: {strike.health}"
+    pool = result.product == "pool"
+    return FaultRow(
+        fault=fault.name,
+        scenario=result.scenario,
+        strategy=result.strategy,
+        requests=len(answers),
+        answers=by_status(answers),
+        oversold=(result.over_awarded if pool else result.oversold) or 0,
+        duplicates=(result.users_over_limit if pool else result.duplicates) or 0,
+        lost_confirmations=result.lost_confirmations or 0,
+        pending_lost_with_redis=documented,
+        recover_s=recovered.seconds,
+        writes_s=recovered.writes_seconds,
+        drain_s=result.drain_s,
+        health=strike.health,
+        lock_events=events,
+        verdict=verdict,
+        ok=ok,
+        result={k: v for k, v in asdict(result).items() if not k.endswith("_series")},
+    )
+
+
+def seconds(value: float | None) -> str:
+    return "never" if value is None else f"{value:.1f}"
+
+
+def optional(value: float | None) -> str:
+    return "-" if value is None else f"{value:.1f}"
+
+
+def statuses(answers: dict[int, int]) -> str:
+    return " ".join(f"{status or 'none'}: {n}" for status, n in answers.items())
+
+
+HEADER = (
+    "fault", "scenario", "strategy", "requests", "answers by status", "oversold", "duplicates",
+    "lost confirmations", "recover s", "writes s", "drain s", "verdict",
+)  # fmt: skip
+
+
+def table(rows: list[FaultRow]) -> str:
+    """The rows as a Markdown table. ``oversold`` is over-awarded and ``duplicates`` users
+    over the draw limit for a pool; ``recover s`` counts from the fault's end until the
+    last degraded answer, ``writes s`` until the worker wrote again, ``drain s`` from the
+    crowd's last answer until nothing waited (both for a deferred strategy)."""
+    lines = ["| " + " | ".join(HEADER) + " |", "|" + "---|" * len(HEADER)]
+    for row in rows:
+        lost = str(row.lost_confirmations)
+        if row.pending_lost_with_redis:
+            lost += f" (+{row.pending_lost_with_redis} pending in Redis)"
+        cells = [
+            row.fault, row.scenario, row.strategy, str(row.requests), statuses(row.answers), str(row.oversold),
+            str(row.duplicates), lost, seconds(row.recover_s), optional(row.writes_s), optional(row.drain_s),
+            row.verdict,
+        ]  # fmt: skip
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def answers_of(run_dir: Path) -> list[Answer]:
+    return parse_answers(
+        line for path in sorted((run_dir / "outcomes").glob("answers-*.txt")) for line in path.read_text().splitlines()
+    )
