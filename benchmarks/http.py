@@ -53,15 +53,14 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 from harness.django_setup import setup_django
 from harness.machine import describe
-from harness.server import Server, running_server
+from harness.server import running_server
 
-from .client import get_requests, load, post_requests
+from .client import get_requests, post_requests
+from .context import Context
 from .cpu import CpuMeter, Run
 from .persisting import broker_purge, persistence_run, report_persistence
 from .report import median, report_cpu, report_rates, say
@@ -142,22 +141,6 @@ def rounds(names: list[str], count: int, run) -> dict[str, list[Run]]:
             say(f"round {round_number + 1}: {name} ...")
             runs[name].append(run(name))
     return runs
-
-
-@dataclass
-class Context:
-    """What every run needs: the options, the server, the meter, the items and the buyers."""
-
-    args: argparse.Namespace
-    server: Server
-    meter: CpuMeter
-    items: Items
-    tokens: list[str]
-
-    def measure(self, requests: Iterator[bytes], seconds: float) -> Run:
-        before = self.meter.sample()
-        tally = load(self.server.port, requests, self.args.concurrency, seconds)
-        return Run(tally, before, self.meter.sample())
 
 
 def main(argv=None) -> int:

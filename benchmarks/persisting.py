@@ -21,7 +21,7 @@ from .report import say
 from .seeding import AMPLE
 
 if TYPE_CHECKING:
-    from .http import Context
+    from .context import Context
 
 
 def broker_app(broker_url: str):
