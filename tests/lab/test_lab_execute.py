@@ -11,10 +11,10 @@ import redis
 from django.contrib.auth import get_user_model
 from django.db import connection
 from django.db.models import Q
-from harness.server import running_server
 
 from accounts import crowd
 from accounts.models import ApiToken
+from harness.server import running_server
 from lab.execute import lab_run_execute
 from lab.models import LabLane, LabRun
 from lab.services import lab_run_cancel, lab_run_create
