@@ -38,14 +38,16 @@ GROUP_ROW = "db_pessimistic_group"
 
 def register_group_row_variant() -> None:
     from inventory.models import StockGroup
-    from inventory.stock import STRATEGIES, PessimisticStrategy, _remaining
+    from inventory.strategies import STRATEGIES
+    from inventory.strategies.base import read_remaining
+    from inventory.strategies.db_pessimistic import PessimisticStrategy
 
     class GroupRowPessimisticStrategy(PessimisticStrategy):
         name = GROUP_ROW
 
         def read(self, take, held, attempt):
             StockGroup.objects.select_for_update().filter(pk=take.group_id).values_list("id").get()
-            return _remaining(take.group_id, take.quantity)
+            return read_remaining(take.group_id, take.quantity)
 
     STRATEGIES[GROUP_ROW] = GroupRowPessimisticStrategy()
 

@@ -45,7 +45,7 @@ def redispy_baseline_strategy():
     """``redis_lock`` with every lock replaced by redis-py's default ``Lock``."""
     from django.conf import settings
 
-    from inventory.stock import RedisLockStrategy
+    from inventory.strategies.redis_lock import RedisLockStrategy
     from locking.integration import lock_client
 
     class RedisPyLock:
@@ -86,7 +86,7 @@ def _buyer(strategy, voucher_id, user_ids, seconds, start, results):
     from django.db import connections
 
     from core.errors import DomainError
-    from inventory.stock import STRATEGIES
+    from inventory.strategies import STRATEGIES
     from orders.models import Voucher
     from orders.services import order_purchase
 

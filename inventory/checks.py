@@ -2,7 +2,7 @@ from django.conf import settings
 from django.core.checks import Error, register
 
 from .models import Strategy
-from .stock import STRATEGIES
+from .strategies import STRATEGIES
 
 
 @register()

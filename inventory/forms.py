@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django import forms
 
-from .stock import STRATEGIES
+from .strategies import STRATEGIES
 from .templatetags.strategies import unsafe_label
 
 

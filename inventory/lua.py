@@ -29,7 +29,7 @@ single Cluster slot:
   while it paces through the stream, then clears it and reads once more, so a
   reservation it did not read sets it again.
 
-One take, any product, as in ``inventory.stock``: a voucher is a group of one row with a
+One take, any product, as in ``inventory.strategies``: a voucher is a group of one row with a
 limit of 1 and no weight of taking nothing, so RESERVE's weighted choice always lands on
 its row; a pool's choice is weighted by the stock left, at the moment of the script.
 

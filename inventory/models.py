@@ -39,7 +39,7 @@ class StockGroup(models.Model):
 class Stock(models.Model):
     """A countable quantity of one item, shared by vouchers and prizes.
 
-    ``quantity`` is only ever changed through ``inventory.stock`` and
+    ``quantity`` is only ever changed through ``inventory.strategies`` and
     ``inventory.services``; the admin shows it read-only.
     """
 

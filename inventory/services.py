@@ -1,4 +1,4 @@
-"""Writes to stock outside a take: creating rows and restocking. Takes live in ``inventory.stock``."""
+"""Writes to stock outside a take: creating rows and restocking. Takes live in ``inventory.strategies``."""
 
 from __future__ import annotations
 

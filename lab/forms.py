@@ -5,7 +5,7 @@ from __future__ import annotations
 from django import forms
 
 from inventory.forms import strategy_choices
-from inventory.stock import strategy_names
+from inventory.strategies import strategy_names
 from loadtests.scenarios import SCENARIOS
 
 from .models import LabRun

@@ -10,7 +10,8 @@ from __future__ import annotations
 from django.conf import settings
 from django.db import models
 
-from inventory.stock import STRATEGIES, StockStrategy
+from inventory.strategies import STRATEGIES
+from inventory.strategies.base import StockStrategy
 from loadtests.scenarios import SCENARIOS
 from loadtests.verdict import Result, counted_breaks
 

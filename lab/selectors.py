@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.db.models import Prefetch, QuerySet
 from django.shortcuts import get_object_or_404
 
-from inventory.stock import strategy_names
+from inventory.strategies import strategy_names
 
 from .models import LabLane, LabRun
 from .services import DEFAULTS

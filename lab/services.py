@@ -12,7 +12,7 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from core.errors import InvalidInput
-from inventory.stock import strategy_names
+from inventory.strategies import strategy_names
 from loadtests.products import PRODUCTS
 from loadtests.scenarios import SCENARIOS
 

@@ -13,7 +13,7 @@ from accounts.decorators import staff_permission_required
 from accounts.permissions import staff_holds
 from core.csp import csp_replace, policy
 from core.errors import DomainError
-from inventory.stock import STRATEGIES, strategy_names
+from inventory.strategies import STRATEGIES, strategy_names
 
 from .charts import lane_chart
 from .execute import lab_dir

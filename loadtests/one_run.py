@@ -25,7 +25,7 @@ from django.db import close_old_connections, connection
 from django.utils import timezone
 
 from harness.server import ROOT, Server
-from inventory.stock import STRATEGIES
+from inventory.strategies import STRATEGIES
 
 from .common import ERROR, accepted, crowd_exhausted, read_outcomes
 from .console import say

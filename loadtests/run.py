@@ -107,7 +107,7 @@ def main(argv=None) -> int:
     from django.db import connections
 
     from accounts.services import users_with_tokens_create
-    from inventory.stock import strategy_names
+    from inventory.strategies import strategy_names
 
     from .one_run import LoadRunFailed
     from .staff import staff_token_create
@@ -165,7 +165,7 @@ def main(argv=None) -> int:
 def run_matrix(args, scenarios: list[Scenario], strategies: list[str], tokens: Path, staff_token: str) -> list[Result]:
     """The baseline, then every (repeat, scenario, strategy) against one server."""
     # Only once Django is set up.
-    from inventory.stock import STRATEGIES
+    from inventory.strategies import STRATEGIES
 
     from .one_run import baseline_run, one_run
 

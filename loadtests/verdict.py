@@ -19,7 +19,7 @@ reservation still unwritten when the wait ran out breaks the run, and its Redis 
 must agree with the database (invariant 5: Redis stock + records = supplied, Redis
 takes per user = the user's records).
 
-What to expect comes from the strategy's ``breaks`` (``inventory.stock``): ``None``
+What to expect comes from the strategy's ``breaks`` (``inventory.strategies``): ``None``
 must hold; ``"always"`` must break, or the demonstration lost its point;
 ``"across_processes"`` must break when the server runs several processes and is
 judged as a safe strategy in one.

@@ -25,7 +25,8 @@ from inventory.persist import reservations_client
 from inventory.reservations import group_tag
 from inventory.reserve import StateMissing, stock_reserve
 from inventory.services import stock_create, stock_group_create, stock_restock
-from inventory.stock import Take, constraint_violated, stock_take
+from inventory.strategies import stock_take
+from inventory.strategies.base import Take, constraint_violated
 
 from .errors import DrawLimit, NotOpen, PoolEmpty
 from .models import Draw, Pool, Prize
@@ -244,7 +245,7 @@ def pool_draw(
     """Draw once in ``pool`` for ``user``: a prize, or "no prize", recorded either way.
 
     The prize is chosen under the pool's strategy from the stock that strategy
-    reads (see ``inventory.stock``), and its award commits with its decrement, so
+    reads (see ``inventory.strategies``), and its award commits with its decrement, so
     nobody is told they won a prize that has just run out. A "no prize" draw
     counts against the limit like any other.
 

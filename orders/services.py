@@ -19,7 +19,8 @@ from inventory.persist import reservations_client
 from inventory.reservations import group_tag
 from inventory.reserve import StateMissing, stock_reserve
 from inventory.services import stock_create, stock_group_create, stock_restock
-from inventory.stock import Take, choose_only, constraint_violated, stock_take
+from inventory.strategies import stock_take
+from inventory.strategies.base import Take, choose_only, constraint_violated
 
 from .errors import AlreadyPurchased, NotForSale
 from .models import Order, Voucher

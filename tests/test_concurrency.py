@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pytest
 
-from inventory.stock import STRATEGIES, strategy_names
+from inventory.strategies import STRATEGIES, strategy_names
 from orders.models import Order
 from orders.selectors import voucher_audit
 

@@ -22,7 +22,8 @@ from playwright.sync_api import expect
 
 from accounts.services import token_issue
 from inventory.models import Stock
-from inventory.stock import STRATEGIES, StockStrategy
+from inventory.strategies import STRATEGIES
+from inventory.strategies.base import StockStrategy
 from lottery.models import Draw, Pool
 from lottery.selectors import pool_audit, pool_list_audited
 from orders.models import Order, Voucher

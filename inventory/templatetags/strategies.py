@@ -1,5 +1,5 @@
 """A voucher's or pool's strategy as the pages show it, read from the registry
-(``inventory.stock.STRATEGIES``), so that a strategy added there appears on every page
+(``inventory.strategies.STRATEGIES``), so that a strategy added there appears on every page
 with no template change."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from django import template
 from django.utils.html import escape
 from django.utils.safestring import mark_safe
 
-from inventory.stock import STRATEGIES
+from inventory.strategies import STRATEGIES
 
 register = template.Library()
 

@@ -168,7 +168,7 @@ def run_faults(
     from django.db import connections
 
     from accounts.services import users_with_tokens_create
-    from inventory.stock import STRATEGIES, strategy_names
+    from inventory.strategies import STRATEGIES, strategy_names
 
     from ..one_run import one_run
 

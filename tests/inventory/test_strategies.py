@@ -1,6 +1,6 @@
 """The contract every strategy of the registry keeps, whatever product takes stock through it.
 
-Parametrized over ``inventory.stock.STRATEGIES``: a strategy added to the registry
+Parametrized over ``inventory.strategies.STRATEGIES``: a strategy added to the registry
 is held to the same contract with no change here. The products (vouchers, pools)
 then test only their own rules.
 """
@@ -18,7 +18,8 @@ from core.namespace import key_prefix
 from inventory.errors import LockBusy, SoldOut
 from inventory.models import Stock, StockGroup
 from inventory.services import stock_create, stock_group_create
-from inventory.stock import STRATEGIES, Take, stock_take, strategy_names
+from inventory.strategies import STRATEGIES, stock_take, strategy_names
+from inventory.strategies.base import Take
 from locking import Lock
 from locking.integration import lock_client
 

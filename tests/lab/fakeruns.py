@@ -8,7 +8,7 @@ from datetime import timedelta
 
 from django.utils import timezone
 
-from inventory.stock import STRATEGIES, strategy_names
+from inventory.strategies import STRATEGIES, strategy_names
 from lab.models import LabLane, LabRun
 from lab.services import DEFAULTS
 from loadtests.verdict import Result, counted_breaks, judge

@@ -8,7 +8,7 @@ import pytest
 from django.urls import reverse
 from playwright.sync_api import expect
 
-from inventory.stock import strategy_names
+from inventory.strategies import strategy_names
 from lab.execute import lab_dir
 from lab.models import LabRun
 from loadtests.report import render_report

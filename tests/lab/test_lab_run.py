@@ -10,7 +10,7 @@ from django.utils import timezone
 from django.utils.html import escape
 
 from core.errors import InvalidInput
-from inventory.stock import STRATEGIES, strategy_names
+from inventory.strategies import STRATEGIES, strategy_names
 from lab.errors import LabBusy
 from lab.execute import lab_run_fail
 from lab.models import LabLane, LabRun

@@ -86,7 +86,7 @@ def test_expectations_come_from_the_way_a_strategy_breaks():
 
 
 def test_every_registered_strategy_breaks_in_a_way_the_verdict_knows():
-    from inventory.stock import STRATEGIES, strategy_names
+    from inventory.strategies import STRATEGIES, strategy_names
 
     for strategy in STRATEGIES.values():
         expected_to_break(strategy.breaks, 4)  # no ValueError

@@ -11,7 +11,7 @@ import pytest
 
 from core.window import Ended, NotStarted
 from inventory.models import Stock
-from inventory.stock import strategy_names
+from inventory.strategies import strategy_names
 from lottery.errors import DrawLimit, PoolEmpty
 from lottery.models import Draw
 from lottery.selectors import pool_audit, pool_for_draw, pool_get, pool_odds

@@ -1,0 +1,55 @@
+"""The registry of the concurrency strategies: one module each in this package, over
+``base`` (the take and its fixed sequence); a reader who wants one strategy reads its
+module and ``base.py``.
+
+Adding a strategy takes its module and a line here, its choice in
+``inventory.models.Strategy``, and its page texts (docs/design.md, "Strategies").
+"""
+
+from __future__ import annotations
+
+from .base import R, StockStrategy, Take
+from .db_atomic import AtomicStrategy
+from .db_optimistic import OptimisticStrategy
+from .db_pessimistic import PessimisticStrategy
+from .local import LocalLockStrategy
+from .none import NaiveStrategy
+from .redis_lock import RedisLockStrategy
+from .redis_lua import RedisLuaStrategy
+from .redlock import RedlockStrategy
+
+STRATEGIES: dict[str, StockStrategy] = {
+    strategy.name: strategy
+    for strategy in (
+        NaiveStrategy(),
+        LocalLockStrategy(),
+        PessimisticStrategy(),
+        OptimisticStrategy(),
+        AtomicStrategy(),
+        RedisLockStrategy(),
+        RedlockStrategy(),
+        RedisLuaStrategy(),
+    )
+}
+
+
+def strategy_names(*, breaks: str | None | bool = True, deferred: bool | None = None) -> list[str]:
+    """Strategy names in registry order. ``breaks=True`` (the default) lists all;
+    ``None`` only the safe ones; ``"always"`` or ``"across_processes"`` those that
+    break that way. ``deferred`` keeps only the strategies that are (True) or are not
+    (False) deferred; None, the default, keeps both."""
+    return [
+        name
+        for name, strategy in STRATEGIES.items()
+        if (breaks is True or strategy.breaks == breaks) and (deferred is None or strategy.deferred == deferred)
+    ]
+
+
+def stock_take(*, strategy: str, take: Take[R]) -> R:
+    """Take stock under ``strategy`` and record the result; see :class:`Take`.
+
+    Raises ``SoldOut`` when no candidate has the units, ``LockBusy`` when the
+    strategy gave up under contention, and whatever ``take.check`` raises. On any
+    error nothing is written.
+    """
+    return STRATEGIES[strategy].take(take)

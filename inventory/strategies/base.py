@@ -1,0 +1,225 @@
+"""What every strategy shares: the take, the fixed sequence that runs it, and its helpers.
+
+Stock is taken in one place, under each concurrency strategy, for any product: one
+module per strategy in this package (``none.py``, ``db_atomic.py``, ...), each over this
+base, and the registry in ``__init__.py``.
+
+A :class:`Take` names a stock group (the candidate rows: a voucher's one row, every
+prize of a pool), a chooser, the per-user rule and a recorder. The base class
+:class:`StockStrategy` owns the sequence, the same for every strategy and product:
+
+1. enter the strategy's **guard** (a transaction, locks, or nothing at all);
+2. **check** the caller's per-user rule (one order per user, the draw limit);
+3. **read** the candidates' remaining units;
+4. **choose** one of the rows that still have stock, or nothing (a draw that lands on
+   "no prize"); with no row left the take is ``SoldOut``;
+5. pause ``RACE_WINDOW_MS`` (first attempt only), the same in every strategy, so that a
+   small machine reproduces the race reliably;
+6. **write** the decrement of the chosen row; a strategy whose write can miss (someone
+   changed what it read) says so, and the sequence goes back to step 3, a bounded
+   number of times, then answers ``busy``;
+7. **record** the order or award in the same transaction as the decrement, told which
+   row was taken; then that transaction commits and the guard releases.
+
+Steps 6 and 7 run inside the strategy's **write scope**: nothing more for a strategy
+whose guard already is the transaction, and the transaction of the write for ``none``
+and ``local``, which guard nothing with a transaction. Their check and read are plain
+autocommit queries, as naive code's are, and only the write and the record commit
+together; so they race on every database, SQLite included, whose transactions here
+begin ``IMMEDIATE`` and would otherwise serialise the whole take.
+
+Each strategy supplies only its guard, read and write (and, if it needs one, its write
+scope), in a module of its own. Callers (``orders.services``, ``lottery.services``) own the rules; strategies
+own only the concurrency.
+
+``guarded`` strategies write the record with its database backstop key (the unique
+constraint behind the per-user rule); ``none`` and ``local`` do not, or the
+demonstration that they break would prove nothing.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import AbstractContextManager, contextmanager, nullcontext
+from dataclasses import dataclass
+from typing import ClassVar, Generic, TypeVar
+
+from django.conf import settings
+from django.db import IntegrityError, transaction
+
+from locking.lease import LeasedLock
+
+from ..errors import InvalidQuantity, LockBusy, SoldOut
+from ..models import Stock
+
+R = TypeVar("R")
+
+STOCK_NOT_NEGATIVE = "stock_quantity_not_negative"
+
+Chooser = Callable[[Mapping[int, int]], "int | None"]
+
+
+@dataclass(frozen=True)
+class Take(Generic[R]):
+    """One attempt to take ``quantity`` units from one row of a stock group, for one user.
+
+    Attributes:
+        group_id: the ``StockGroup`` whose rows are the candidates.
+        choose: given ``{stock_id: remaining}`` of the rows that still have at least
+            ``quantity`` units (never empty), returns the id of the row to take, or
+            None to take nothing and still record (a draw that lands on "no prize").
+            It runs under the strategy's guard, on the stock the guard protects.
+        user_key: the scope of the per-user rule, such as ``"voucher:3:user:7"``;
+            lock-based strategies lock it.
+        check: raises the caller's domain error when the per-user rule refuses
+            (already bought, draw limit). Runs first under the guard.
+        record: writes the order or award in the same transaction as the stock
+            write and returns it. Called as ``record(stock_id, guarded)``: the row
+            taken (None when the chooser took nothing) and whether the strategy is
+            guarded, that is whether to write the database backstop key.
+        quantity: units to take, at least 1.
+        snapshot: ``{stock_id: remaining}`` as the caller already read it, without a
+            guard. Strategies whose own read is unguarded use it for their first
+            attempt instead of reading again; the others ignore it.
+    """
+
+    group_id: int
+    choose: Chooser
+    user_key: str
+    check: Callable[[], None]
+    record: Callable[[int | None, bool], R]
+    quantity: int = 1
+    snapshot: Mapping[int, int] | None = None
+
+
+def choose_only(remaining: Mapping[int, int]) -> int:
+    """The chooser of a group with one row (a voucher): that row, whenever it has stock."""
+    (stock_id,) = remaining
+    return stock_id
+
+
+def race_window() -> None:
+    """Sleep ``RACE_WINDOW_MS`` between the choice and the write."""
+    pause_ms = settings.RACE_WINDOW_MS
+    if pause_ms > 0:
+        time.sleep(pause_ms / 1000)
+
+
+def constraint_violated(exc: IntegrityError, name: str) -> bool:
+    """Whether ``exc`` was raised by the database constraint called ``name``.
+
+    MySQL and MariaDB name the constraint (or the unique key) in the message;
+    SQLite names the columns of a unique index, so callers pass a name that
+    matches either.
+    """
+    return name in str(exc)
+
+
+@contextmanager
+def sold_out_on_negative_stock() -> Iterator[None]:
+    try:
+        yield
+    except IntegrityError as exc:
+        if constraint_violated(exc, STOCK_NOT_NEGATIVE):
+            raise SoldOut() from exc
+        raise
+
+
+@dataclass
+class Held:
+    """What one take holds while its guard is entered; strategies keep their state here."""
+
+    group_version: int = 0
+    group_lock: LeasedLock | None = None
+
+
+def read_remaining(group_id: int, quantity: int) -> dict[int, int]:
+    return dict(
+        Stock.objects.filter(group_id=group_id, quantity__gte=quantity).order_by("id").values_list("id", "quantity")
+    )
+
+
+class StockStrategy:
+    """The fixed sequence of a take (see the module docstring); subclasses supply
+    :meth:`guard`, :meth:`read` and :meth:`write`.
+
+    Class attributes:
+        name: the strategy's one name (``inventory.models.Strategy``).
+        guarded: whether records carry their database backstop key.
+        breaks: ``None`` for a safe strategy; ``"always"`` when it is expected to
+            break an invariant under concurrency; ``"across_processes"`` when it
+            holds in one process and breaks across several.
+        explanation: one line on how it guards, for pages and reports.
+        why: why it breaks, or what holding costs, in a few sentences for the proof page.
+        sheds_load: whether contention is answered ``busy`` rather than queued, so
+            that while buyers are refused some stock may still be left.
+        deferred: whether the request only reserves and a worker writes the record
+            later (``redis_lua``): such a strategy has no take of its own here, and the
+            products reserve through ``inventory.reserve`` instead.
+    """
+
+    name: ClassVar[str]
+    guarded: ClassVar[bool] = True
+    breaks: ClassVar[str | None] = None
+    explanation: ClassVar[str] = ""
+    why: ClassVar[str] = ""
+    sheds_load: ClassVar[bool] = False
+    deferred: ClassVar[bool] = False
+
+    def max_attempts(self) -> int:
+        """How many times the read-choose-write may run before ``busy``."""
+        return 1
+
+    def guard(self, take: Take) -> Iterator[Held]:
+        """A context manager entered around the whole take; a guard that is the take's
+        transaction commits on a clean exit."""
+        raise NotImplementedError
+
+    def writing(self, take: Take, held: Held) -> AbstractContextManager[object]:
+        """A context manager around the write and the record of one attempt; commits on a
+        clean exit. By default nothing: the guard's transaction already holds both."""
+        return nullcontext()
+
+    def read(self, take: Take, held: Held, attempt: int) -> Mapping[int, int]:
+        """``{stock_id: remaining}`` of the candidates (rows without stock may be left out)."""
+        raise NotImplementedError
+
+    def write(self, take: Take, held: Held, stock_id: int, remaining: Mapping[int, int]) -> bool:
+        """Decrement ``stock_id``; False when the write missed and the choice must be made again."""
+        raise NotImplementedError
+
+    def before_retry(self, attempt: int) -> None:
+        """A pause between a missed write and the next read."""
+
+    def take(self, take: Take[R]) -> R:
+        if isinstance(take.quantity, bool) or not isinstance(take.quantity, int) or take.quantity < 1:
+            raise InvalidQuantity()
+        with self.guard(take) as held:
+            take.check()
+            for attempt in range(self.max_attempts()):
+                remaining = self.read(take, held, attempt)
+                chosen = self._choose(take, remaining)
+                if attempt == 0:
+                    race_window()
+                with self.writing(take, held):
+                    if chosen is None or self.write(take, held, chosen, remaining):
+                        return take.record(chosen, self.guarded)
+                self.before_retry(attempt)
+            raise LockBusy()
+
+    @staticmethod
+    def _choose(take: Take, remaining: Mapping[int, int]) -> int | None:
+        available = {stock_id: left for stock_id, left in remaining.items() if left >= take.quantity}
+        if not available:
+            raise SoldOut()
+        chosen = take.choose(available)
+        if chosen is not None and chosen not in available:
+            raise ValueError(f"the chooser picked stock {chosen}, which was not a candidate with stock")
+        return chosen
+
+
+@contextmanager
+def in_transaction() -> Iterator[Held]:
+    with transaction.atomic():
+        yield Held()

@@ -1,0 +1,44 @@
+"""Read the stock, choose, pause, write ``remaining - n`` from Python: the textbook race.
+
+No guard: the check ("has an order?", "draws used?") and the read are plain
+autocommit queries, and only the absolute write and the record share a
+transaction, so every buyer who read before the first write commits sees the
+same stock and writes the same number.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from contextlib import AbstractContextManager, nullcontext
+
+from django.db import transaction
+from django.db.models import F
+
+from ..models import Stock, Strategy
+from .base import Held, StockStrategy, Take, read_remaining
+
+
+class NaiveStrategy(StockStrategy):
+    name = Strategy.NONE
+    guarded = False
+    breaks = "always"
+    explanation = "reads the stock, checks it, then writes stock - 1 from Python: buyers in between all win"
+    why = (
+        "Every buyer who reads the stock before the first write lands sees the same number, and each "
+        "writes that number minus one: the writes overwrite each other, and more orders are confirmed "
+        "than there was stock. It costs nothing and guarantees nothing."
+    )
+
+    def guard(self, take: Take) -> Iterator[Held]:
+        return nullcontext(Held())
+
+    def writing(self, take: Take, held: Held) -> AbstractContextManager[object]:
+        return transaction.atomic()
+
+    def read(self, take: Take, held: Held, attempt: int) -> Mapping[int, int]:
+        return read_remaining(take.group_id, take.quantity)
+
+    def write(self, take: Take, held: Held, stock_id: int, remaining: Mapping[int, int]) -> bool:
+        # An absolute write: a concurrent buyer's decrement is silently lost.
+        Stock.objects.filter(pk=stock_id).update(quantity=remaining[stock_id] - take.quantity, version=F("version") + 1)
+        return True

@@ -1,0 +1,147 @@
+"""A per-user lock and a per-group lock from ``locking``, both released after COMMIT;
+every stock write carries the group lock's fence.
+
+The user lock is the guard: it fails fast (one buyer firing twice at once is told
+``busy``) and is held for the whole take. The read and choice happen under it
+(the caller's snapshot on the first attempt); the group lock is taken for the
+write, queueing buyers in arrival order for up to ``LOCK_WAIT_SECONDS``. Once
+held, the fenced conditional UPDATE writes the chosen row; should that row have
+run out since the read, the take reads and chooses again while still holding the
+group lock, so the second choice is made on exact stock and cannot miss. One lock
+name per group (``stock-group:<id>``): fences are per name, so every row of a
+group is always written under the same name.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from functools import lru_cache
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import F
+
+from core.faultpoints import fault_point
+from core.namespace import key_prefix
+from locking import Lock, LockLost, StaleFence
+from locking.integration import FencedUpdate, lock_client
+from locking.lease import LeasedLock
+
+from ..errors import LockBusy
+from ..models import Stock, Strategy
+from .base import Held, StockStrategy, Take, read_remaining, sold_out_on_negative_stock
+
+
+@lru_cache(maxsize=4096)
+def fenced_decrement(stock_id: int, quantity: int) -> FencedUpdate:
+    """The fenced ``quantity -= n`` of one stock row, compiled once per process.
+
+    Compiled outside the group lock, since under it every queued buyer would wait
+    for the ORM, and only once, since its SQL differs between holders only by the
+    fence, which ``FencedUpdate.run`` fills in.
+    """
+    return FencedUpdate(
+        Stock.objects.filter(pk=stock_id, quantity__gte=quantity),
+        quantity=F("quantity") - quantity,
+        version=F("version") + 1,
+    )
+
+
+class RedisLockStrategy(StockStrategy):
+    name = Strategy.REDIS_LOCK
+    explanation = "a Redis lock per buyer and per item, held from before the write until after the commit"
+    why = (
+        "It holds because buyers of one item queue in Redis and every write carries a fencing token, "
+        "so a holder whose lease ran out cannot write. The cost: lock and unlock round trips to Redis, "
+        "and one Redis server to depend on."
+    )
+
+    def max_attempts(self) -> int:
+        return 2
+
+    def _lock(self, name: str, **options) -> LeasedLock:
+        return Lock(lock_client(), name, key_prefix=key_prefix(), lease=settings.LOCK_LEASE_SECONDS, **options)
+
+    @contextmanager
+    def guard(self, take: Take) -> Iterator[Held]:
+        held = Held()
+        try:
+            with self._held(self._lock(take.user_key, blocking=False)):
+                yield from self._transaction(held)
+        except (LockLost, StaleFence) as exc:
+            raise LockBusy() from exc  # nothing was committed; the buyer may retry
+
+    def _transaction(self, held: Held) -> Iterator[Held]:
+        """Commit under the group lock, release it, then switch autocommit back on.
+
+        Django's ``atomic`` would spend a round trip on ``SET autocommit=0`` as it
+        opens and another on ``SET autocommit=1`` after the COMMIT, the latter while
+        the group lock is still held. So autocommit goes off before anything is
+        read, the COMMIT or ROLLBACK is issued under the lock, and autocommit comes
+        back on after the lock is released, which also runs the ``on_commit``
+        hooks. Inside a caller's own ``atomic`` block the take is a savepoint of
+        that transaction instead.
+
+        On SQLite, autocommit off leaves the driver to open the transaction itself,
+        deferred, at the first write: the stock write under the group lock, or the
+        record. A transaction that begins with a write takes SQLite's one write lock
+        at once, as ``BEGIN IMMEDIATE`` would, and waits for it (the ``timeout``)
+        instead of failing; the check and read before it are plain reads under the
+        user's lock, as READ COMMITTED makes them on MySQL too.
+        """
+        connection = transaction.get_connection()
+        if connection.in_atomic_block:
+            try:
+                with transaction.atomic():
+                    yield held
+            finally:
+                self._release_group(held)
+            return
+        connection.set_autocommit(False)
+        try:
+            try:
+                yield held
+                if held.group_lock is not None:
+                    held.group_lock.check()  # a lease lost before commit rolls the take back
+                connection.commit()
+            except BaseException:
+                connection.rollback()
+                raise
+            finally:
+                self._release_group(held)
+        finally:
+            connection.set_autocommit(True)
+
+    @staticmethod
+    def _release_group(held: Held) -> None:
+        if held.group_lock is not None:
+            held.group_lock.release()
+            held.group_lock = None
+
+    def read(self, take: Take, held: Held, attempt: int) -> Mapping[int, int]:
+        if attempt == 0 and take.snapshot is not None:
+            return take.snapshot
+        return read_remaining(take.group_id, take.quantity)
+
+    def write(self, take: Take, held: Held, stock_id: int, remaining: Mapping[int, int]) -> bool:
+        decrement = fenced_decrement(stock_id, take.quantity)
+        if held.group_lock is None:
+            group_lock = self._lock(f"stock-group:{take.group_id}", blocking_timeout=settings.LOCK_WAIT_SECONDS)
+            if group_lock.acquire() is None:
+                raise LockBusy()
+            held.group_lock = group_lock
+        # Where the fault runner stops a holder past its lease: its write must then be refused.
+        fault_point("group-lock-held")
+        with sold_out_on_negative_stock():
+            return bool(decrement.run(held.group_lock))
+
+    @staticmethod
+    @contextmanager
+    def _held(lock: LeasedLock) -> Iterator[LeasedLock]:
+        if lock.acquire() is None:
+            raise LockBusy()
+        try:
+            yield lock
+        finally:
+            lock.release()
