@@ -6,12 +6,14 @@ from django import forms
 
 from .strategies import STRATEGIES
 from .templatetags.strategies import unsafe_label
+from .texts import described
 
 
 def strategy_choices() -> list[tuple[str, str]]:
     """Every strategy of the registry, in its order, each labelled with its explanation."""
     choices = []
-    for name, strategy in STRATEGIES.items():
+    for name in STRATEGIES:
+        strategy = described(name)
         unsafe = unsafe_label(strategy.breaks)
         choices.append((name, f"{name}{f' ({unsafe})' if unsafe else ''}: {strategy.explanation}"))
     return choices

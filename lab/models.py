@@ -10,8 +10,7 @@ from __future__ import annotations
 from django.conf import settings
 from django.db import models
 
-from inventory.strategies import STRATEGIES
-from inventory.strategies.base import StockStrategy
+from inventory.texts import Described, described
 from loadtests.scenarios import SCENARIOS
 from loadtests.verdict import Result, counted_breaks
 
@@ -148,7 +147,7 @@ class LabLane(models.Model):
         return "holding"
 
     @property
-    def strategy_info(self) -> StockStrategy | None:
-        """The registry's strategy (its explanation, whether it is expected to break);
-        None for a strategy since removed."""
-        return STRATEGIES.get(self.strategy)
+    def strategy_info(self) -> Described | None:
+        """The registry's strategy as the pages show it (its explanation, whether it is
+        expected to break); None for a strategy since removed."""
+        return described(self.strategy)

@@ -13,7 +13,8 @@ from accounts.decorators import staff_permission_required
 from accounts.permissions import staff_holds
 from core.csp import csp_replace, policy
 from core.errors import DomainError
-from inventory.strategies import STRATEGIES, strategy_names
+from inventory.strategies import strategy_names
+from inventory.texts import described
 
 from .charts import lane_chart
 from .execute import lab_dir
@@ -142,5 +143,5 @@ def proof_page(request):
     for product, label in LabRun.Product.choices:
         run = lab_run_proof(product=product)
         proofs.append({"product": product, "label": label, "run": run, "lanes": _lanes(run) if run else []})
-    strategies = [STRATEGIES[name] for name in strategy_names()]
+    strategies = [described(name) for name in strategy_names()]
     return render(request, "lab/proof.html", {"proofs": proofs, "strategies": strategies})

@@ -24,6 +24,7 @@ from accounts.services import token_issue
 from inventory.models import Stock
 from inventory.strategies import STRATEGIES
 from inventory.strategies.base import StockStrategy
+from inventory.texts import TEXTS, StrategyTexts
 from lottery.models import Draw, Pool
 from lottery.selectors import pool_audit, pool_list_audited
 from orders.models import Order, Voucher
@@ -228,7 +229,7 @@ def test_the_list_and_the_page_explain_the_strategy_and_mark_the_unsafe_ones(cli
         for url in (product.detail, product.list_rows):
             html = client.get(url).content.decode()
             assert f'data-strategy="{name}"' in html
-            assert escape(strategy.explanation) in html
+            assert escape(TEXTS[name].explanation) in html
             assert ('data-testid="strategy-unsafe"' in html) == (strategy.breaks is not None), (name, url)
             if strategy.breaks == "across_processes":
                 assert ">unsafe across processes<" in html
@@ -239,9 +240,9 @@ def test_a_strategy_added_to_the_registry_shows_with_no_template_change(client, 
     class CarrierPigeon(StockStrategy):
         name = "carrier_pigeon"
         breaks = "in_bad_weather"
-        explanation = "a bird carries the stock count between servers"
 
     monkeypatch.setitem(STRATEGIES, CarrierPigeon.name, CarrierPigeon())
+    monkeypatch.setitem(TEXTS, CarrierPigeon.name, StrategyTexts("a bird carries the stock count between servers", ""))
     type(product.item).objects.filter(pk=product.item.pk).update(strategy="carrier_pigeon")
     client.force_login(make_user(staff=True))
     for url in (product.detail, product.list_rows):

@@ -150,20 +150,18 @@ class StockStrategy:
         breaks: ``None`` for a safe strategy; ``"always"`` when it is expected to
             break an invariant under concurrency; ``"across_processes"`` when it
             holds in one process and breaks across several.
-        explanation: one line on how it guards, for pages and reports.
-        why: why it breaks, or what holding costs, in a few sentences for the proof page.
         sheds_load: whether contention is answered ``busy`` rather than queued, so
             that while buyers are refused some stock may still be left.
         deferred: whether the request only reserves and a worker writes the record
             later (``redis_lua``): such a strategy has no take of its own here, and the
             products reserve through ``inventory.reserve`` instead.
+
+    Behaviour only: how the pages word a strategy lives with the pages (``inventory.texts``).
     """
 
     name: ClassVar[str]
     guarded: ClassVar[bool] = True
     breaks: ClassVar[str | None] = None
-    explanation: ClassVar[str] = ""
-    why: ClassVar[str] = ""
     sheds_load: ClassVar[bool] = False
     deferred: ClassVar[bool] = False
 

@@ -28,12 +28,6 @@ from .base import Held, StockStrategy, Take, in_transaction, read_remaining, sol
 
 class AtomicStrategy(StockStrategy):
     name = Strategy.DB_ATOMIC
-    explanation = "one conditional UPDATE ... WHERE stock >= 1: the database refuses the write that would oversell"
-    why = (
-        "It holds because the database checks and decrements in one statement. The cost is one row "
-        "lock for the length of that statement's transaction and nothing held between requests: "
-        "usually the fastest database strategy."
-    )
 
     def max_attempts(self) -> int:
         return max(1, settings.ATOMIC_MAX_ATTEMPTS)

@@ -22,12 +22,6 @@ from .base import Held, StockStrategy, Take, in_transaction, sold_out_on_negativ
 class OptimisticStrategy(StockStrategy):
     name = Strategy.DB_OPTIMISTIC
     sheds_load = True
-    explanation = "reads a version, writes only if it has not changed, retries a few times, then answers busy"
-    why = (
-        "It holds because a write based on a stale read changes nothing. The cost: under a crowd most "
-        "writers lose and retry, and after a few losses the buyer hears busy while stock may be left; "
-        "it suits low contention."
-    )
 
     def max_attempts(self) -> int:
         return max(1, settings.OPTIMISTIC_MAX_ATTEMPTS)

@@ -22,12 +22,6 @@ from .base import Held, StockStrategy, Take, in_transaction, sold_out_on_negativ
 
 class PessimisticStrategy(StockStrategy):
     name = Strategy.DB_PESSIMISTIC
-    explanation = "SELECT ... FOR UPDATE on the stock rows: buyers queue on the rows inside the database"
-    why = (
-        "It holds because the second buyer's read waits for the first one's commit. The cost: the "
-        "buyers of one item pass one transaction at a time, pause included, so its throughput is the "
-        "lowest under a crowd; nobody is refused busy."
-    )
 
     def guard(self, take: Take) -> Iterator[Held]:
         return in_transaction()

@@ -19,12 +19,6 @@ from .none import NaiveStrategy
 class LocalLockStrategy(NaiveStrategy):
     name = Strategy.LOCAL
     breaks = "across_processes"
-    explanation = "the naive code inside a lock of this server process: other processes do not see it"
-    why = (
-        "The lock lives in one server process. gunicorn serves with several, each with a lock of its "
-        "own, so buyers in different processes race exactly as with none; it holds only when a single "
-        "process serves."
-    )
 
     def __init__(self) -> None:
         self._locks: dict[int, threading.Lock] = {}

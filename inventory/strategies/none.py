@@ -22,12 +22,6 @@ class NaiveStrategy(StockStrategy):
     name = Strategy.NONE
     guarded = False
     breaks = "always"
-    explanation = "reads the stock, checks it, then writes stock - 1 from Python: buyers in between all win"
-    why = (
-        "Every buyer who reads the stock before the first write lands sees the same number, and each "
-        "writes that number minus one: the writes overwrite each other, and more orders are confirmed "
-        "than there was stock. It costs nothing and guarantees nothing."
-    )
 
     def guard(self, take: Take) -> Iterator[Held]:
         return nullcontext(Held())

@@ -50,12 +50,6 @@ def fenced_decrement(stock_id: int, quantity: int) -> FencedUpdate:
 
 class RedisLockStrategy(StockStrategy):
     name = Strategy.REDIS_LOCK
-    explanation = "a Redis lock per buyer and per item, held from before the write until after the commit"
-    why = (
-        "It holds because buyers of one item queue in Redis and every write carries a fencing token, "
-        "so a holder whose lease ran out cannot write. The cost: lock and unlock round trips to Redis, "
-        "and one Redis server to depend on."
-    )
 
     def max_attempts(self) -> int:
         return 2

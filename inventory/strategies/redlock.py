@@ -33,11 +33,6 @@ def _warn_once(message: str) -> None:
 
 class RedlockStrategy(RedisLockStrategy):
     name = Strategy.REDLOCK
-    explanation = "the same Redis locks, each held on a majority of independent Redis servers"
-    why = (
-        "It holds as redis_lock does, and keeps holding when a minority of its Redis servers is lost. "
-        "The cost: every lock and unlock is a round trip to each server."
-    )
 
     def _lock(self, name: str, **options) -> LeasedLock:
         if not settings.LOCK_REDIS_URLS:

@@ -1,6 +1,6 @@
 """A voucher's or pool's strategy as the pages show it, read from the registry
-(``inventory.strategies.STRATEGIES``), so that a strategy added there appears on every page
-with no template change."""
+(``inventory.strategies.STRATEGIES``) and its page texts (``inventory.texts``), so that a
+strategy added there appears on every page with no template change."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from django import template
 from django.utils.html import escape
 from django.utils.safestring import mark_safe
 
-from inventory.strategies import STRATEGIES
+from inventory.texts import described
 
 register = template.Library()
 
@@ -25,7 +25,7 @@ def unsafe_label(breaks: str | None) -> str:
 @register.inclusion_tag("inventory/_strategy.html")
 def strategy_line(name: str) -> dict:
     """The strategy's name, an "unsafe" mark for those expected to break, and its one-line explanation."""
-    strategy = STRATEGIES.get(name)
+    strategy = described(name)
     return {
         "name": name,
         # A narrow table cell breaks "db_optimistic" after its underscore, not mid-word

@@ -10,7 +10,8 @@ from django.utils import timezone
 from django.utils.html import escape
 
 from core.errors import InvalidInput
-from inventory.strategies import STRATEGIES, strategy_names
+from inventory.strategies import strategy_names
+from inventory.texts import TEXTS
 from lab.errors import LabBusy
 from lab.execute import lab_run_fail
 from lab.models import LabLane, LabRun
@@ -249,7 +250,7 @@ def test_the_proof_is_public_and_says_when_there_is_no_run_yet(client):
     assert "No run of the prize draw yet" in page
     for name in strategy_names():
         assert f"<code>{name}</code>" in page
-        assert escape(STRATEGIES[name].why) in page
+        assert escape(TEXTS[name].why) in page
 
 
 def test_the_proof_shows_a_complete_default_run_not_a_later_short_one_unless_published(client, make_user):
