@@ -29,7 +29,7 @@ from django.conf import settings
 
 from core.namespace import instance_key
 from core.ratelimit import RateLimited
-from locking.integration import lock_client
+from locking.integration import locks_redis
 
 logger = logging.getLogger(__name__)
 
@@ -83,7 +83,7 @@ def login_throttle_check(*, username: str, address: str) -> None:
     Redis out of reach lets the login through."""
     pair, account, by_address = _keys(username, address)
     try:
-        pipe = lock_client().pipeline(transaction=False)
+        pipe = locks_redis().pipeline(transaction=False)
         pipe.hget(pair, "until")
         pipe.get(account)
         pipe.pttl(account)
@@ -112,7 +112,7 @@ def login_failure_record(*, username: str, address: str) -> None:
         int(settings.LOGIN_BACKOFF_SECONDS * 1000),
     ]
     try:
-        lock_client().register_script(RECORD)(keys=_keys(username, address), args=args)
+        locks_redis().register_script(RECORD)(keys=_keys(username, address), args=args)
     except redis.RedisError:
         logger.warning("login failure not counted: Redis cannot be reached", exc_info=True)
 
@@ -121,6 +121,6 @@ def login_success_record(*, username: str, address: str) -> None:
     """Forget the account's failures from the address it just logged in from (its backoff);
     the ceilings keep counting."""
     try:
-        lock_client().delete(_keys(username, address)[0])
+        locks_redis().delete(_keys(username, address)[0])
     except redis.RedisError:
         logger.warning("login success not recorded: Redis cannot be reached", exc_info=True)

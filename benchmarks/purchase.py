@@ -46,11 +46,11 @@ def redispy_baseline_strategy():
     from django.conf import settings
 
     from inventory.strategies.redis_lock import RedisLockStrategy
-    from locking.integration import lock_client
+    from locking.integration import locks_redis
 
     class RedisPyLock:
         def __init__(self, name, blocking=True, blocking_timeout=None):
-            self.lock = lock_client().lock(
+            self.lock = locks_redis().lock(
                 f"redispy:{name}",
                 timeout=settings.LOCK_LEASE_SECONDS,
                 blocking=blocking,

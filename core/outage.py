@@ -6,7 +6,7 @@ same request may be sent again once the dependency answers. The API's handler
 (``config/api.py``) answers it in the API's error shape; every other page goes through
 ``server_error``, the site's ``handler500``, which answers the 503 page instead of the 500
 one. Every client of those dependencies has timeouts (``locking.integration.
-lock_client``, the cache's options, the database's connect timeout), so that the answer
+locks_redis``, the cache's options, the database's connect timeout), so that the answer
 comes within seconds instead of hanging.
 """
 

@@ -14,7 +14,7 @@ A fixed window per counter: simple, one key each, and a burst of at most twice t
 across a window's edge, which is enough to keep a script from hammering a sale.
 
 The counters live in the Redis of the client that ``RATE_LIMITS_REDIS_CLIENT`` names (the
-settings choose the locks' own, ``locking.integration.lock_client``): core imports no
+settings choose the locks' own, ``locking.integration.locks_redis``): core imports no
 package of the project, and the settings, which know them all, wire it.
 """
 

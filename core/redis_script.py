@@ -11,7 +11,7 @@ connections count against its ``max_connections`` and are closed with the client
 
 No command is retried, whatever the client's retry policy: a call cut off may have run,
 and a reservation sent again would reserve twice. The clients this serves are made with
-no retries anyway (``locking.integration.lock_client_options``).
+no retries anyway (``locking.integration.locks_redis_options``).
 
 What the pool does for a connection before each use is kept: a connection with something
 to read (the server closed it, as a restarted Redis does, or an earlier call was cut off

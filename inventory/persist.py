@@ -32,7 +32,7 @@ from redis import RedisError
 
 from core.namespace import key_prefix
 from locking import Lock
-from locking.integration import lock_client
+from locking.integration import locks_redis as lock_client
 from locking.lease import LeasedLock
 
 from .errors import LockBusy

@@ -31,7 +31,7 @@ from loadtests.scenarios import SCENARIOS
 from loadtests.staff import staff_token_create
 from loadtests.verdict import Result, counted_breaks
 from locking import Lock
-from locking.integration import lock_client
+from locking.integration import locks_redis
 
 from .errors import LabBusy
 from .models import LabLane, LabRun
@@ -99,7 +99,7 @@ def lab_run_execute(*, run_id: int) -> LabRun:
     """
     # Held, and renewed, for as long as the longest run may take.
     lock = Lock(
-        lock_client(),
+        locks_redis(),
         LOCK_NAME,
         key_prefix=key_prefix(),
         lease=settings.LOCK_LEASE_SECONDS,

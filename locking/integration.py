@@ -34,7 +34,7 @@ _clients: dict[str, tuple[int, redis.Redis]] = {}
 _clients_guard = threading.Lock()
 
 
-def lock_client(url: str | None = None) -> redis.Redis:
+def locks_redis(url: str | None = None) -> redis.Redis:
     """The process's lock connection pool for ``url`` (default ``LOCK_REDIS_URL``).
 
     A plain redis-py client: unlike a cache client it never swallows an error. Every call
@@ -50,13 +50,13 @@ def lock_client(url: str | None = None) -> redis.Redis:
     with _clients_guard:
         pid, client = _clients.get(url, (0, None))
         if client is None or pid != os.getpid():
-            client = redis.Redis.from_url(url, **lock_client_options())
+            client = redis.Redis.from_url(url, **locks_redis_options())
             _clients[url] = (os.getpid(), client)
         return client
 
 
-def lock_client_options() -> dict:
-    """The timeouts and retry policy of :func:`lock_client`, from the settings."""
+def locks_redis_options() -> dict:
+    """The timeouts and retry policy of :func:`locks_redis`, from the settings."""
     lease = float(getattr(settings, "LOCK_LEASE_SECONDS", 5))
     return {
         "socket_connect_timeout": float(getattr(settings, "LOCK_CONNECT_TIMEOUT", 2)),

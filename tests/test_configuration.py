@@ -95,8 +95,8 @@ def test_every_variable_in_the_configuration_table_is_read():
     )
 
 
-def test_the_lock_clients_timeouts_are_read_from_the_environment():
-    code = "import django; django.setup(); from locking.integration import lock_client_options as o; " + (
+def test_the_timeouts_of_locks_redis_are_read_from_the_environment():
+    code = "import django; django.setup(); from locking.integration import locks_redis_options as o; " + (
         "import json; print(json.dumps([o()['socket_connect_timeout'], o()['socket_timeout']]))"
     )
     env = {**os.environ, "DJANGO_SETTINGS_MODULE": "config.settings.test", "LOCK_LEASE_SECONDS": "7"}

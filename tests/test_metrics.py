@@ -15,7 +15,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from inventory.persist import reservations_client
 from inventory.reservations import GroupKeys
 from locking import Lock
-from locking.integration import lock_client
+from locking.integration import locks_redis
 from orders.tasks import vouchers_reservations_reconcile
 
 from .waiting import wait_until
@@ -124,7 +124,7 @@ class Clock:
 
 @pytest.mark.django_db
 def test_a_lock_acquired_waited_for_refused_and_released_shows_in_the_lock_metrics():
-    client = lock_client()
+    client = locks_redis()
     before = scrape()
     clock = Clock()  # the holder's: its hold lasts what the test says, not what the scheduler gives
     holder = Lock(client, "stock-group:987654", lease=5, renew=False, clock=clock)

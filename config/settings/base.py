@@ -272,7 +272,7 @@ CELERY_BEAT_SCHEDULE = {
 RATE_LIMITS_ENABLED = env_bool("RATE_LIMITS_ENABLED", True)
 # The function that gives the client the counters live in: the locks' own, bounded and never
 # swallowing an error (named here, where every package is known, so that core imports none).
-RATE_LIMITS_REDIS_CLIENT = "locking.integration.lock_client"
+RATE_LIMITS_REDIS_CLIENT = "locking.integration.locks_redis"
 # A person buys or draws a few times a second at most; an address may be a shop's NAT.
 _PER_USER = env_int("RATE_LIMIT_PER_USER_PER_SECOND", 5)
 _PER_ADDRESS = env_int("RATE_LIMIT_PER_ADDRESS_PER_SECOND", 100)
@@ -335,7 +335,7 @@ RACE_WINDOW_MS = env_int("RACE_WINDOW_MS", 0)
 # waits for the item lock before being told "busy".
 LOCK_LEASE_SECONDS = float(os.environ.get("LOCK_LEASE_SECONDS", "5"))
 LOCK_WAIT_SECONDS = float(os.environ.get("LOCK_WAIT_SECONDS", "5"))
-# The lock and reservations client's bounds (locking.integration.lock_client): seconds to
+# The lock and reservations client's bounds (locking.integration.locks_redis): seconds to
 # connect, and to wait for a reply (by default a second past the lease, so that a waiter's
 # BLPOP, which never waits longer than a lease, is not cut short).
 LOCK_CONNECT_TIMEOUT = float(os.environ.get("LOCK_CONNECT_TIMEOUT") or "2")

@@ -25,7 +25,7 @@ from django.db.models import F
 from core.faultpoints import fault_point
 from core.namespace import key_prefix
 from locking import Lock, LockLost, StaleFence
-from locking.integration import FencedUpdate, lock_client
+from locking.integration import FencedUpdate, locks_redis
 from locking.lease import LeasedLock
 
 from ..errors import LockBusy
@@ -55,7 +55,7 @@ class RedisLockStrategy(StockStrategy):
         return 2
 
     def _lock(self, name: str, **options) -> LeasedLock:
-        return Lock(lock_client(), name, key_prefix=key_prefix(), lease=settings.LOCK_LEASE_SECONDS, **options)
+        return Lock(locks_redis(), name, key_prefix=key_prefix(), lease=settings.LOCK_LEASE_SECONDS, **options)
 
     @contextmanager
     def guard(self, take: Take) -> Iterator[Held]:

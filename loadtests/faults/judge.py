@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from ..verdict import Result, broken_invariants
 
 # A request that waits for a dependency longer than this has hung: the clients' timeouts
-# (locking.integration.lock_client, the cache's, the database's) bound it below.
+# (locking.integration.locks_redis, the cache's, the database's) bound it below.
 ANSWER_WITHIN_SECONDS = 5.0
 # The statuses a purchase or a draw may answer with, refusals and 503 included.
 DOCUMENTED = {201, 202, 403, 409, 503}

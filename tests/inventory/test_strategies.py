@@ -21,7 +21,7 @@ from inventory.services import stock_create, stock_group_create
 from inventory.strategies import STRATEGIES, stock_take, strategy_names
 from inventory.strategies.base import Take
 from locking import Lock
-from locking.integration import lock_client
+from locking.integration import locks_redis
 
 from ..buyers import act_concurrently
 from ..waiting import wait_until
@@ -262,7 +262,7 @@ def test_busy_leaves_nothing_written(strategy, settings):
 def test_redis_lock_waits_for_the_group_lock_then_writes(settings):
     settings.LOCK_WAIT_SECONDS = 5
     group, (a,) = make_group(2)
-    held = Lock(lock_client(), f"stock-group:{group.pk}", key_prefix=key_prefix(), lease=5)
+    held = Lock(locks_redis(), f"stock-group:{group.pk}", key_prefix=key_prefix(), lease=5)
     assert held.acquire()
     writes: list[tuple[str, int]] = []
 
@@ -280,7 +280,7 @@ def test_redis_lock_waits_for_the_group_lock_then_writes(settings):
     taker = threading.Thread(target=take)
     taker.start()
     # Queued behind the holder: it has read and chosen, and waits for the group lock.
-    wait_until(lambda: lock_client().llen(held.queue_key) == 1, "the take queues for the group lock")
+    wait_until(lambda: locks_redis().llen(held.queue_key) == 1, "the take queues for the group lock")
     assert taker.is_alive() and writes == [] and stock_of([a]) == [2]  # nothing written while it waits
     Stock.objects.filter(pk=a).update(quantity=F("quantity") - 1)  # the holder's own write
     writes.append(("holder", a))

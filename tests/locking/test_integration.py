@@ -7,7 +7,7 @@ from django.db.models import F
 
 from inventory.models import Stock
 from locking import CountingMetrics, Lock, StaleFence
-from locking.integration import FENCE_GAP, FencedUpdate, fenced_update, lock_client, lock_connection_check
+from locking.integration import FENCE_GAP, FencedUpdate, fenced_update, lock_connection_check, locks_redis
 from locking.redlock import Redlock
 from locking.testing import RedisServer
 
@@ -29,9 +29,9 @@ def test_the_check_refuses_a_url_that_is_not_redis(settings):
     assert [e.id for e in lock_connection_check(None)] == ["locking.E001"]
 
 
-def test_the_lock_client_is_one_per_url_and_process(settings):
-    assert lock_client() is lock_client()
-    assert lock_client("redis://127.0.0.1:6379/13") is not lock_client()
+def test_locks_redis_is_one_client_per_url_and_process(settings):
+    assert locks_redis() is locks_redis()
+    assert locks_redis("redis://127.0.0.1:6379/13") is not locks_redis()
 
 
 # --- fenced writes ----------------------------------------------------------------------------
@@ -102,7 +102,7 @@ def restart_empty(server: RedisServer) -> None:
 def test_fenced_writes_resume_above_the_database_after_the_redis_restarted_empty(make_voucher, own_redis):
     voucher = make_voucher(stock=50)
     update = FencedUpdate(Stock.objects.filter(pk=voucher.stock_id), quantity=F("quantity") - 1)
-    client = lock_client(own_redis.url)
+    client = locks_redis(own_redis.url)
     for _ in range(30):
         with Lock(client, "stock-group:1") as lock:
             update.run(lock)
@@ -126,7 +126,7 @@ def test_fenced_writes_resume_above_the_database_after_the_redis_restarted_empty
 def test_a_holder_from_before_the_restart_is_still_refused(make_voucher, own_redis):
     voucher = make_voucher(stock=50)
     update = FencedUpdate(Stock.objects.filter(pk=voucher.stock_id), quantity=F("quantity") - 1)
-    client = lock_client(own_redis.url)
+    client = locks_redis(own_redis.url)
     before = Lock(client, "stock-group:1", renew=False)
     before.acquire()
     update.run(before)
@@ -148,7 +148,7 @@ def test_redlock_fences_resume_above_the_database_after_every_server_restarted_e
     try:
         voucher = make_voucher(stock=50)
         update = FencedUpdate(Stock.objects.filter(pk=voucher.stock_id), quantity=F("quantity") - 1)
-        clients = [lock_client(server.url) for server in servers]
+        clients = [locks_redis(server.url) for server in servers]
         for _ in range(5):
             with Redlock(clients, "stock-group:1") as lock:
                 update.run(lock)
