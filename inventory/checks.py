@@ -2,7 +2,6 @@ from django.conf import settings
 from django.core.checks import Error, register
 
 from .models import Strategy
-from .strategies import STRATEGIES
 
 
 @register()
@@ -16,7 +15,4 @@ def strategy_settings_check(app_configs, **kwargs):
                 id="inventory.E001",
             )
         )
-    missing = set(Strategy.values) - set(STRATEGIES)
-    if missing:
-        errors.append(Error(f"Strategies without an implementation: {sorted(missing)}", id="inventory.E002"))
     return errors

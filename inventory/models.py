@@ -5,7 +5,11 @@ from django.db import models
 
 
 class Strategy(models.TextChoices):
-    """The concurrency strategies, one name each, used everywhere (docs/design.md, "Strategies")."""
+    """The concurrency strategies, one name each, used everywhere (docs/design.md, "Strategies").
+
+    The one list of their names: the registry (``inventory.strategies.STRATEGIES``) must
+    name the same ones in the same order, or importing it fails.
+    """
 
     NONE = "none", "none: naive read-check-write (oversells)"
     LOCAL = "local", "local: process-local lock (oversells across processes)"
@@ -15,6 +19,15 @@ class Strategy(models.TextChoices):
     REDIS_LOCK = "redis_lock", "redis_lock: per-item and per-user Redis locks"
     REDLOCK = "redlock", "redlock: the same locks on a majority of Redis servers"
     REDIS_LUA = "redis_lua", "redis_lua: one Lua script reserves in Redis, Celery writes the order"
+
+
+def strategy_choices() -> list[tuple[str, str]]:
+    """The choices of every ``strategy`` field (``orders.Voucher``, ``lottery.Pool``).
+
+    A callable, so that migrations record its path rather than the list: a strategy added
+    to ``Strategy`` needs no migration.
+    """
+    return Strategy.choices
 
 
 def default_strategy() -> str:

@@ -4,7 +4,7 @@ from django.conf import settings
 from django.db import models
 
 from core.window import SaleWindow
-from inventory.models import Stock, StockGroup, Strategy, default_strategy
+from inventory.models import Stock, StockGroup, default_strategy, strategy_choices
 
 
 class Pool(SaleWindow):
@@ -21,7 +21,7 @@ class Pool(SaleWindow):
     no_prize_weight = models.PositiveIntegerField(
         default=0, help_text='The weight of "no prize", counted like units of stock that are never used up.'
     )
-    strategy = models.CharField(max_length=32, choices=Strategy.choices, default=default_strategy)
+    strategy = models.CharField(max_length=32, choices=strategy_choices, default=default_strategy)
     group = models.OneToOneField(StockGroup, on_delete=models.PROTECT, related_name="pool", editable=False)
     # The race lab's fresh pools share the shop's database but are not for show there.
     listed = models.BooleanField(

@@ -4,7 +4,7 @@ from django.conf import settings
 from django.db import models
 
 from core.window import SaleWindow
-from inventory.models import Stock, Strategy, default_strategy
+from inventory.models import Stock, default_strategy, strategy_choices
 
 
 class Voucher(SaleWindow):
@@ -15,7 +15,7 @@ class Voucher(SaleWindow):
 
     title = models.CharField(max_length=200)
     description = models.TextField(blank=True)
-    strategy = models.CharField(max_length=32, choices=Strategy.choices, default=default_strategy)
+    strategy = models.CharField(max_length=32, choices=strategy_choices, default=default_strategy)
     stock = models.OneToOneField(Stock, on_delete=models.PROTECT, related_name="voucher")
     # The race lab's fresh vouchers share the shop's database but are not for sale there.
     listed = models.BooleanField(

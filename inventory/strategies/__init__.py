@@ -2,12 +2,18 @@
 ``base`` (the take and its fixed sequence); a reader who wants one strategy reads its
 module and ``base.py``.
 
-Adding a strategy takes its module and a line here, its choice in
-``inventory.models.Strategy``, and its page texts (docs/design.md, "Strategies").
+Adding a strategy takes its module and a line here, its name in
+``inventory.models.Strategy`` (the one list of names, which the API, the settings check
+and the models' choices read; this registry must match it, or importing it fails), and
+its page texts in ``inventory.texts`` (docs/design.md, "Strategies"). No migration: the
+models' choices are a callable.
 """
 
 from __future__ import annotations
 
+from django.core.exceptions import ImproperlyConfigured
+
+from ..models import Strategy
 from .base import R, StockStrategy, Take
 from .db_atomic import AtomicStrategy
 from .db_optimistic import OptimisticStrategy
@@ -31,6 +37,11 @@ STRATEGIES: dict[str, StockStrategy] = {
         RedisLuaStrategy(),
     )
 }
+if list(STRATEGIES) != Strategy.values:
+    raise ImproperlyConfigured(
+        f"The registry names {list(STRATEGIES)}, inventory.models.Strategy {Strategy.values}: "
+        "every strategy needs both, in the same order."
+    )
 
 
 def strategy_names(*, breaks: str | None | bool = True, deferred: bool | None = None) -> list[str]:
