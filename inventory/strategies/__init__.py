@@ -39,7 +39,7 @@ STRATEGIES: dict[str, StockStrategy] = {
 }
 if list(STRATEGIES) != Strategy.values:
     raise ImproperlyConfigured(
-        f"The registry names {list(STRATEGIES)}, inventory.models.Strategy {Strategy.values}: "
+        f"The registry names {[str(name) for name in STRATEGIES]}, inventory.models.Strategy {Strategy.values}: "
         "every strategy needs both, in the same order."
     )
 
