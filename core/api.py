@@ -9,6 +9,7 @@ from ninja.errors import HttpError
 from ninja.parser import Parser
 
 from .errors import DomainError
+from .schemas import answers
 
 FORM_TYPES = ("multipart/form-data", "application/x-www-form-urlencoded")
 
@@ -87,3 +88,22 @@ def refuse_body(request, *, action: str) -> None:
         raise HttpError(400, "Cannot parse request body: send no body or {}.") from None
     if body != {}:
         raise HttpError(400, f"A {action} takes no input: the caller is the authenticated user.")
+
+
+def staff_write(router, method: str, path: str, ok: dict, *, item: bool = False, links: dict | None = None):
+    """The decorator of a staff call (tagged ``staff``) that writes from a JSON body: it
+    creates or changes an item (``item`` when its ``path`` names one), and the domain may
+    refuse it (409). ``ok`` is its successes, ``links`` its OpenAPI links."""
+    return router.api_operation(
+        [method],
+        path,
+        response=answers(ok, unsafe=True, staff=True, item=item, body="json", refusals=(409,)),
+        tags=["staff"],
+        openapi_extra=links,
+    )
+
+
+def staff_read(router, path: str, ok: dict, *, item: bool = False):
+    """The decorator of a staff call (tagged ``staff``) that only reads (an item's audit,
+    ``item`` when its ``path`` names one)."""
+    return router.get(path, response=answers(ok, staff=True, item=item), tags=["staff"])

@@ -12,7 +12,10 @@ from django.contrib.admin import ModelAdmin
 from django.db.models import Model
 from django.http import HttpResponse
 from django.shortcuts import redirect, render
+from django.urls import path
+from django.utils.html import format_html, format_html_join
 
+from core.admin import CreatedColumn
 from core.errors import DomainError
 
 from .models import Stock
@@ -37,9 +40,11 @@ def restock_page(
 
     ``parent`` is the object of ``model_admin`` the stock belongs to (the voucher, or the
     prize's pool), whose change page is ``back_to``: the breadcrumbs lead through it back
-    to the list. A refusal of the service (``DomainError``) is shown on the form, and
-    nothing changes.
+    to the list, and only who may change it may restock. A refusal of the service
+    (``DomainError``) is shown on the form, and nothing changes.
     """
+    if not model_admin.has_change_permission(request, parent):
+        return redirect("admin:index")
     form = RestockForm(request.POST or None)
     if request.method == "POST" and form.is_valid():
         quantity = form.cleaned_data["quantity"]
@@ -61,3 +66,36 @@ def restock_page(
         "back_to": back_to,
     }
     return render(request, "admin/restock.html", context)
+
+
+class RestockUrl:
+    """A product admin's restock page (``restock_page``), at ``restock_route`` among the
+    admin's own URLs and named ``restock_name``; the admin's ``restock_view`` takes the ids
+    of the route."""
+
+    restock_route: str
+    restock_name: str
+
+    def get_urls(self):
+        view = self.admin_site.admin_view(self.restock_view)
+        return [path(self.restock_route, view, name=self.restock_name), *super().get_urls()]
+
+
+def audit_line(result, figures: list[tuple[str, object]], details: str = "") -> str:
+    """An audit (a voucher's, a pool's) on one line: its ``figures`` (label, value), whether
+    it is conserved, its verdict, then its ``details`` (HTML)."""
+    return format_html(
+        "{} · conserved {} · <strong>{}</strong>{}",
+        format_html_join(" · ", "{} {}", figures),
+        "yes" if result.conserved else "NO",
+        "OK" if result.ok else "BROKEN",
+        details,
+    )
+
+
+class RecordAdmin(CreatedColumn, ModelAdmin):
+    """The records of takes (orders, draws), read only: they come from takes alone, and one
+    typed in by hand would skip the stock."""
+
+    def has_add_permission(self, request):
+        return False

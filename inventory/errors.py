@@ -43,3 +43,17 @@ class RedlockUnconfigured(Unavailable):
     while too many of them are down, rather than a server error."""
 
     default_message = "This item's redlock strategy has no Redis servers configured here (LOCK_REDIS_URLS)."
+
+
+class UserLimit(DomainError):
+    """The user has taken all that the item allows them (the one voucher, a pool's draws
+    per user). Each product names it in its own words."""
+
+    status = 409
+
+
+class CrowdOnly(DomainError):
+    """The item is a load run's own: only that run's crowd (``accounts.crowd``) takes from
+    it, and anyone else would skew its audit. Each product names it in its own words."""
+
+    status = 403

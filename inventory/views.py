@@ -6,6 +6,7 @@ from collections.abc import Callable
 
 from django.http import HttpResponse, HttpResponseBadRequest
 from django.shortcuts import redirect
+from django.views.decorators.http import require_POST
 
 from core.errors import DomainError
 
@@ -24,3 +25,17 @@ def strategy_switch(request, *, switch: Callable[[str], object], then: str, **th
     except DomainError as exc:
         return HttpResponseBadRequest(exc.message)
     return redirect(then, **then_kwargs)
+
+
+def strategy_switch_view(*, find: Callable[..., object], update: Callable[..., object], item: str, then: str):
+    """The staff's strategy switch on an item's page: ``find(**url_ids)`` the item
+    (``voucher_get``), ``update(<item>=, strategy=)`` it through the same service as the API
+    (``voucher_update``), then back to the page ``then`` with the same ids. The product wraps
+    it in its change permission (``accounts.decorators.staff_permission_required``)."""
+
+    @require_POST
+    def view(request, **ids) -> HttpResponse:
+        found = find(**ids)
+        return strategy_switch(request, switch=lambda name: update(**{item: found}, strategy=name), then=then, **ids)
+
+    return view

@@ -4,13 +4,13 @@ the draws."""
 
 from django import forms
 from django.contrib import admin
-from django.shortcuts import get_object_or_404, redirect
-from django.urls import path, reverse
+from django.shortcuts import get_object_or_404
+from django.urls import reverse
 from django.utils.html import format_html, format_html_join
 
-from core.admin import CreatedColumn, SaleWindowColumns
+from core.admin import SaleWindowColumns
 from core.forms import NamedForm, SaleWindowForm
-from inventory.admin import restock_page
+from inventory.admin import RecordAdmin, RestockUrl, audit_line, restock_page
 from inventory.services import MAX_UNITS
 
 from .models import Draw, Pool, Prize
@@ -96,8 +96,10 @@ class PoolAddForm(SaleWindowForm):
 
 
 @admin.register(Pool)
-class PoolAdmin(SaleWindowColumns, admin.ModelAdmin):
+class PoolAdmin(RestockUrl, SaleWindowColumns, admin.ModelAdmin):
     form = PoolAddForm
+    restock_route = "prize/<int:prize_id>/restock/"
+    restock_name = "lottery_prize_restock"
     inlines = [PrizeInline]
     list_display = ["name", "prizes_left", "window", "draws_per_user", "no_prize_weight", "strategy_name"]
     list_filter = ["strategy", "listed"]
@@ -126,17 +128,15 @@ class PoolAdmin(SaleWindowColumns, admin.ModelAdmin):
                 for p in result.prizes
             ),
         )
-        return format_html(
-            "draws {} ({} without a prize) · users {} · users over the limit {} · over-awarded {} · "
-            "conserved {} · <strong>{}</strong><ul>{}</ul>",
-            result.draws,
-            result.no_prize_draws,
-            result.users,
-            result.users_over_limit,
-            result.over_awarded,
-            "yes" if result.conserved else "NO",
-            "OK" if result.ok else "BROKEN",
-            per_prize,
+        return audit_line(
+            result,
+            [
+                ("draws", f"{result.draws} ({result.no_prize_draws} without a prize)"),
+                ("users", result.users),
+                ("users over the limit", result.users_over_limit),
+                ("over-awarded", result.over_awarded),
+            ],
+            format_html("<ul>{}</ul>", per_prize),
         )
 
     def save_model(self, request, obj, form, change):
@@ -187,20 +187,8 @@ class PoolAdmin(SaleWindowColumns, admin.ModelAdmin):
                 )
                 formset.changed_objects.append((prize_form.instance, prize_form.changed_data))
 
-    def get_urls(self):
-        return [
-            path(
-                "prize/<int:prize_id>/restock/",
-                self.admin_site.admin_view(self.restock_view),
-                name="lottery_prize_restock",
-            ),
-            *super().get_urls(),
-        ]
-
     def restock_view(self, request, prize_id: int):
         prize = get_object_or_404(Prize.objects.select_related("stock", "pool"), pk=prize_id)
-        if not self.has_change_permission(request, prize.pool):
-            return redirect("admin:index")
         return restock_page(
             self,
             request,
@@ -213,13 +201,9 @@ class PoolAdmin(SaleWindowColumns, admin.ModelAdmin):
 
 
 @admin.register(Draw)
-class DrawAdmin(CreatedColumn, admin.ModelAdmin):
+class DrawAdmin(RecordAdmin):
     list_display = ["id", "pool", "user", "prize", "status", "created"]
     list_filter = ["status", "pool"]
     list_select_related = ["pool", "user", "prize"]
     search_fields = ["user__username", "pool__name"]
     readonly_fields = ["user", "pool", "prize", "status", "created_at"]
-
-    def has_add_permission(self, request):
-        # Draws come from the draw only; one typed in by hand would skip the stock.
-        return False

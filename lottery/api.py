@@ -11,10 +11,10 @@ from ninja import Router, Schema, Status
 from pydantic import Field
 
 from accounts.auth import optional_auth, require_permission
-from core.api import json_answer, refuse_body
+from core.api import staff_read, staff_write
 from core.metrics import draw_counted
-from core.ratelimit import client_address, rate_count
 from core.schemas import InputSchema, Money, UtcDatetime, answers, text, whole
+from inventory.api import TakeCall, take_answers
 from inventory.models import Strategy
 from inventory.services import MAX_UNITS
 
@@ -223,30 +223,22 @@ def pools_get(request, pool_id: int):
     return _pool_out(pool_get(pool_id=pool_id), request.auth)
 
 
-@router.post(
-    "/pools/{int:pool_id}/draw",
-    # 403 not_started or ended; 409 draw_limit, pool_empty or busy.
-    response=answers(
-        {201: DrawOut, 202: DrawOut}, unsafe=True, item=True, body="none", refusals=(403, 409), limited=True
-    ),
-    openapi_extra=links.DRAWN,
-)
+DRAW = TakeCall(action="draw", item="pool", find=pool_for_draw_cached, counted=draw_counted, take=pool_draw)
+
+
+def _drawn(draw: Draw) -> dict:
+    return {
+        "draw_id": draw.public_id,
+        "status": draw.status,
+        "prize": _prize_ref(draw.prize),
+        "draws_left": max(0, draw.draws_limit - draw.draws_counted),
+    }
+
+
+# 403 not_started or ended; 409 draw_limit, pool_empty or busy.
+@router.post("/pools/{int:pool_id}/draw", response=take_answers(DrawOut), openapi_extra=links.DRAWN)
 def pools_draw(request, pool_id: int, response: HttpResponse):
-    refuse_body(request, action="draw")
-    pool = pool_for_draw_cached(pool_id=pool_id)
-    with draw_counted(pool.strategy, pool_id=pool.pk, user_id=request.auth.pk) as counted:
-        rate = rate_count(action="draw", user_id=request.auth.pk, address=client_address(request))
-        draw = counted(pool_draw(user=request.auth, pool=pool, rate=rate))
-    return json_answer(
-        response,
-        202 if draw.status == Draw.Status.PENDING else 201,
-        {
-            "draw_id": draw.public_id,
-            "status": draw.status,
-            "prize": _prize_ref(draw.prize),
-            "draws_left": max(0, draw.draws_limit - draw.draws_counted),
-        },
-    )
+    return DRAW.answer(request, response, pool_id, _drawn)
 
 
 def _draw_out(draw: Draw) -> dict:
@@ -270,48 +262,28 @@ def draws_get(request, draw_id: int):
     return _draw_out(draw_get(user=request.auth, draw_id=draw_id))
 
 
-@router.post(
-    "/admin/pools",
-    response=answers({201: PoolOut}, unsafe=True, staff=True, body="json", refusals=(409,)),
-    tags=["staff"],
-    openapi_extra=links.POOL_CREATED,
-)
+@staff_write(router, "POST", "/admin/pools", {201: PoolOut}, links=links.POOL_CREATED)
 def admin_pools_create(request, payload: PoolCreateIn):
     require_permission(request, "lottery.add_pool")
     pool = pool_create(**payload.dict())
     return Status(201, _pool_out(pool_get(pool_id=pool.pk)))
 
 
-@router.patch(
-    "/admin/pools/{int:pool_id}",
-    response=answers({200: PoolOut}, unsafe=True, staff=True, item=True, body="json", refusals=(409,)),
-    tags=["staff"],
-    openapi_extra=links.POOL_SHOWN,
-)
+@staff_write(router, "PATCH", "/admin/pools/{int:pool_id}", {200: PoolOut}, item=True, links=links.POOL_SHOWN)
 def admin_pools_update(request, pool_id: int, payload: PoolPatchIn):
     require_permission(request, "lottery.change_pool")
     pool_update(pool=pool_get(pool_id=pool_id), **payload.dict(exclude_unset=True, exclude_none=True))
     return _pool_out(pool_get(pool_id=pool_id))
 
 
-@router.post(
-    "/admin/pools/{int:pool_id}/prizes",
-    response=answers({201: PrizeOut}, unsafe=True, staff=True, item=True, body="json", refusals=(409,)),
-    tags=["staff"],
-    openapi_extra=links.PRIZE_CREATED,
-)
+@staff_write(router, "POST", "/admin/pools/{int:pool_id}/prizes", {201: PrizeOut}, item=True, links=links.PRIZE_CREATED)
 def admin_prizes_create(request, pool_id: int, payload: PrizeCreateIn):
     require_permission(request, "lottery.add_prize")
     prize = prize_create(pool=pool_get(pool_id=pool_id), **payload.dict())
     return Status(201, _prize_probability_out(prize.pk))
 
 
-@router.patch(
-    "/admin/prizes/{int:prize_id}",
-    response=answers({200: PrizeOut}, unsafe=True, staff=True, item=True, body="json", refusals=(409,)),
-    tags=["staff"],
-    openapi_extra=links.PRIZE_UPDATED,
-)
+@staff_write(router, "PATCH", "/admin/prizes/{int:prize_id}", {200: PrizeOut}, item=True, links=links.PRIZE_UPDATED)
 def admin_prizes_update(request, prize_id: int, payload: PrizePatchIn):
     require_permission(request, "lottery.change_prize")
     prize_update(prize=prize_get(prize_id=prize_id), **payload.dict(exclude_unset=True, exclude_none=True))
@@ -324,11 +296,7 @@ def _prize_probability_out(prize_id: int) -> dict:
     return _prize_out(prize, pool_odds(pool=pool).by_prize[prize.pk])
 
 
-@router.get(
-    "/admin/pools/{int:pool_id}/audit",
-    response=answers({200: PoolAuditOut}, staff=True, item=True),
-    tags=["staff"],
-)
+@staff_read(router, "/admin/pools/{int:pool_id}/audit", {200: PoolAuditOut}, item=True)
 def admin_pools_audit(request, pool_id: int):
     # The admin shows the audit on the pool's page: view, or change standing for it.
     require_permission(request, "lottery.view_pool", "lottery.change_pool")

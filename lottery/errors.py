@@ -1,9 +1,9 @@
 from core.errors import DomainError
+from inventory.errors import CrowdOnly, UserLimit
 
 
-class DrawLimit(DomainError):
+class DrawLimit(UserLimit):
     code = "draw_limit"
-    status = 409
     default_message = "You have used all your draws in this pool."
 
 
@@ -15,7 +15,6 @@ class PoolEmpty(DomainError):
     default_message = "Every prize of this pool has been won."
 
 
-class NotOpen(DomainError):
+class NotOpen(CrowdOnly):
     code = "not_open"
-    status = 403
     default_message = "This pool is a load run's own, not open to draws: only that run's crowd draws in it."

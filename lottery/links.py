@@ -1,49 +1,47 @@
-"""The prize draw's OpenAPI links: which answer gives the id that the next call takes, so
-that a client (and the contract test's stateful run) can follow a pool from its creation or
-the list to its prizes, its draws and the draw it made."""
+"""The prize draw's OpenAPI links: from a pool's creation or the list to its prizes, its
+draws and the draw it made (``core.links``)."""
 
 from __future__ import annotations
 
+from core.links import answered, calls
 
-def _pool_calls(pool_id: str) -> dict:
-    """The calls on one pool, whose id is at ``pool_id`` (a runtime expression)."""
-    ids = {"pool_id": pool_id}
-    return {
-        "GetPool": {"operationId": "lottery_api_pools_get", "parameters": ids},
-        "DrawFromPool": {"operationId": "lottery_api_pools_draw", "parameters": ids},
-        "UpdatePool": {"operationId": "lottery_api_admin_pools_update", "parameters": ids},
-        "AddPrize": {"operationId": "lottery_api_admin_prizes_create", "parameters": ids},
-        "AuditPool": {"operationId": "lottery_api_admin_pools_audit", "parameters": ids},
-    }
-
-
-POOL_LIST = {"responses": {200: {"links": _pool_calls("$response.body#/0/id")}}}
-POOL_CREATED = {"responses": {201: {"links": _pool_calls("$response.body#/id")}}}
-POOL_SHOWN = {
-    "responses": {
-        200: {
-            "links": {
-                **_pool_calls("$response.body#/id"),
-                "UpdatePrize": {
-                    "operationId": "lottery_api_admin_prizes_update",
-                    "parameters": {"prize_id": "$response.body#/prizes/0/id"},
-                },
-            }
-        }
-    }
+# The calls on one pool, which take its id.
+POOL_CALLS = {
+    "GetPool": "lottery_api_pools_get",
+    "DrawFromPool": "lottery_api_pools_draw",
+    "UpdatePool": "lottery_api_admin_pools_update",
+    "AddPrize": "lottery_api_admin_prizes_create",
+    "AuditPool": "lottery_api_admin_pools_audit",
 }
+_UPDATE_PRIZE = {"UpdatePrize": "lottery_api_admin_prizes_update"}
 
+POOL_LIST = answered(calls(POOL_CALLS, {"pool_id": "$response.body#/0/id"}), 200)
+POOL_CREATED = answered(calls(POOL_CALLS, {"pool_id": "$response.body#/id"}), 201)
+POOL_SHOWN = answered(
+    {
+        **calls(POOL_CALLS, {"pool_id": "$response.body#/id"}),
+        **calls(_UPDATE_PRIZE, {"prize_id": "$response.body#/prizes/0/id"}),
+    },
+    200,
+)
+
+# From a prize just added or changed: the prize itself, and its pool by the path's id.
 _PRIZE = {
-    "UpdatePrize": {"operationId": "lottery_api_admin_prizes_update", "parameters": {"prize_id": "$response.body#/id"}},
-    "DrawFromPool": {"operationId": "lottery_api_pools_draw", "parameters": {"pool_id": "$request.path.pool_id"}},
-    "GetPool": {"operationId": "lottery_api_pools_get", "parameters": {"pool_id": "$request.path.pool_id"}},
+    **calls(_UPDATE_PRIZE, {"prize_id": "$response.body#/id"}),
+    **calls(
+        {"DrawFromPool": "lottery_api_pools_draw", "GetPool": "lottery_api_pools_get"},
+        {"pool_id": "$request.path.pool_id"},
+    ),
 }
-PRIZE_CREATED = {"responses": {201: {"links": _PRIZE}}}
-PRIZE_UPDATED = {"responses": {200: {"links": {"UpdatePrize": _PRIZE["UpdatePrize"]}}}}
+PRIZE_CREATED = answered(_PRIZE, 201)
+PRIZE_UPDATED = answered({"UpdatePrize": _PRIZE["UpdatePrize"]}, 200)
 
-_DRAWN = {
-    "GetDraw": {"operationId": "lottery_api_draws_get", "parameters": {"draw_id": "$response.body#/draw_id"}},
-    # The same user again: the next draw, then draw_limit or pool_empty.
-    "DrawAgain": {"operationId": "lottery_api_pools_draw", "parameters": {"pool_id": "$request.path.pool_id"}},
-}
-DRAWN = {"responses": {201: {"links": _DRAWN}, 202: {"links": _DRAWN}}}
+DRAWN = answered(
+    {
+        **calls({"GetDraw": "lottery_api_draws_get"}, {"draw_id": "$response.body#/draw_id"}),
+        # The same user again: the next draw, then draw_limit or pool_empty.
+        **calls({"DrawAgain": "lottery_api_pools_draw"}, {"pool_id": "$request.path.pool_id"}),
+    },
+    201,
+    202,
+)

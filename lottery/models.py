@@ -3,11 +3,11 @@ from __future__ import annotations
 from django.conf import settings
 from django.db import models
 
-from core.window import SaleWindow
-from inventory.models import Stock, StockGroup, default_strategy, strategy_choices
+from inventory.models import Stock, StockGroup
+from inventory.records import Item, Record
 
 
-class Pool(SaleWindow):
+class Pool(Item):
     """A prize draw: each draw wins prize i with probability
     ``stock_i / (sum of stock + no_prize_weight)``, within ``begin_at``..``end_at``,
     at most ``draws_per_user`` times per user.
@@ -16,22 +16,13 @@ class Pool(SaleWindow):
     """
 
     name = models.CharField(max_length=200)
-    description = models.TextField(blank=True)
     draws_per_user = models.PositiveIntegerField(default=1, help_text="Draws each user may make in this pool.")
     no_prize_weight = models.PositiveIntegerField(
         default=0, help_text='The weight of "no prize", counted like units of stock that are never used up.'
     )
-    strategy = models.CharField(max_length=32, choices=strategy_choices, default=default_strategy)
     group = models.OneToOneField(StockGroup, on_delete=models.PROTECT, related_name="pool", editable=False)
-    # The race lab's fresh pools share the shop's database but are not for show there.
-    listed = models.BooleanField(
-        default=True,
-        help_text="Shown in the shop's lists and the API's list; the race lab's and load tests' own items are not.",
-    )
-    created_at = models.DateTimeField(auto_now_add=True)
 
-    class Meta:
-        ordering = ["begin_at", "id"]
+    class Meta(Item.Meta):
         constraints = [
             models.CheckConstraint(condition=models.Q(end_at__gt=models.F("begin_at")), name="pool_window_ordered"),
             models.CheckConstraint(condition=models.Q(draws_per_user__gte=1), name="pool_draws_per_user_positive"),
@@ -57,20 +48,12 @@ class Prize(models.Model):
         return self.name
 
 
-class Draw(models.Model):
+class Draw(Record):
     """One draw by one user in one pool: a prize, or none ("no prize")."""
-
-    class Status(models.TextChoices):
-        CONFIRMED = "confirmed", "confirmed"
-        # redis_lua's: reserved in Redis, not written yet, and undone for good. Neither is
-        # ever a row: a pending or failed draw is read from Redis (lottery.selectors).
-        PENDING = "pending", "pending"
-        FAILED = "failed", "failed"
 
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="draws")
     pool = models.ForeignKey(Pool, on_delete=models.PROTECT, related_name="draws")
     prize = models.ForeignKey(Prize, on_delete=models.PROTECT, related_name="draws", null=True, blank=True)
-    status = models.CharField(max_length=16, choices=Status.choices, default=Status.CONFIRMED)
     # The user's n-th draw in this pool, n counted when the draw was checked: at most
     # the pool's limit. With ``user_guard`` it is the per-user limit's backstop.
     seq = models.PositiveIntegerField(editable=False)
@@ -79,30 +62,18 @@ class Draw(models.Model):
     # ``seq``, so the unique key refuses the second; NULLs never collide, which lets
     # the naive strategies exceed the limit, as the demonstration needs.
     user_guard = models.BigIntegerField(null=True, blank=True, editable=False)
-    # The redis_lua reservation this draw was persisted from: the id the API answered
-    # with (202), unique so that a reservation delivered twice writes one draw.
-    reservation = models.BigIntegerField(null=True, blank=True, unique=True, editable=False)
-    created_at = models.DateTimeField(auto_now_add=True)
 
-    class Meta:
-        ordering = ["-created_at", "-id"]
+    class Meta(Record.Meta):
         constraints = [
             models.UniqueConstraint(fields=["pool", "user_guard", "seq"], name="draw_one_per_seq"),
             models.CheckConstraint(condition=models.Q(seq__gte=1), name="draw_seq_positive"),
         ]
         indexes = [models.Index(fields=["pool", "user"], name="draw_pool_user")]
 
-    # Not columns: why a failed draw failed (read from Redis), and, on a draw just made,
-    # the user's draws in the pool counting this one and the limit they were counted against.
-    why = ""
+    # Not columns: on a draw just made, the user's draws in the pool counting this one and
+    # the limit they were counted against.
     draws_counted = 0
     draws_limit = 0
 
     def __str__(self) -> str:
         return f"Draw {self.public_id} in {self.pool_id} by {self.user_id}"
-
-    @property
-    def public_id(self) -> int:
-        """The id the user knows the draw by: the reservation's under ``redis_lua`` (the 202
-        answered it before the row existed), the row's otherwise."""
-        return self.reservation or self.pk

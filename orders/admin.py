@@ -4,13 +4,13 @@ same guarded service as purchases, so it cannot race the buyers."""
 from django import forms
 from django.contrib import admin
 from django.db.models import Count
-from django.shortcuts import get_object_or_404, redirect
-from django.urls import path, reverse
+from django.shortcuts import get_object_or_404
+from django.urls import reverse
 from django.utils.html import format_html
 
-from core.admin import CreatedColumn, SaleWindowColumns
+from core.admin import SaleWindowColumns
 from core.forms import SaleWindowForm
-from inventory.admin import restock_page
+from inventory.admin import RecordAdmin, RestockUrl, audit_line, restock_page
 from inventory.services import MAX_UNITS
 
 from .models import Order, Voucher
@@ -31,8 +31,10 @@ class VoucherAddForm(VoucherForm):
 
 
 @admin.register(Voucher)
-class VoucherAdmin(SaleWindowColumns, admin.ModelAdmin):
+class VoucherAdmin(RestockUrl, SaleWindowColumns, admin.ModelAdmin):
     form = VoucherForm
+    restock_route = "<int:voucher_id>/restock/"
+    restock_name = "orders_voucher_restock"
     list_display = ["title", "stock_left_of_supplied", "orders", "window", "strategy_name", "restock_link"]
     list_filter = ["strategy", "listed"]
     search_fields = ["title"]
@@ -71,17 +73,16 @@ class VoucherAdmin(SaleWindowColumns, admin.ModelAdmin):
     @admin.display(description="audit")
     def audit(self, obj):
         result = voucher_audit(voucher_id=obj.pk)
-        return format_html(
-            "orders {} · buyers {} · stock {} · supplied {} · oversold {} · duplicates {} · conserved {} · "
-            "<strong>{}</strong>",
-            result.orders,
-            result.buyers,
-            result.stock,
-            result.supplied,
-            result.oversold,
-            result.duplicates,
-            "yes" if result.conserved else "NO",
-            "OK" if result.ok else "BROKEN",
+        return audit_line(
+            result,
+            [
+                ("orders", result.orders),
+                ("buyers", result.buyers),
+                ("stock", result.stock),
+                ("supplied", result.supplied),
+                ("oversold", result.oversold),
+                ("duplicates", result.duplicates),
+            ],
         )
 
     def get_form(self, request, obj=None, change=False, **kwargs):
@@ -115,20 +116,8 @@ class VoucherAdmin(SaleWindowColumns, admin.ModelAdmin):
         )
         obj.pk, obj.stock = created.pk, created.stock
 
-    def get_urls(self):
-        return [
-            path(
-                "<int:voucher_id>/restock/",
-                self.admin_site.admin_view(self.restock_view),
-                name="orders_voucher_restock",
-            ),
-            *super().get_urls(),
-        ]
-
     def restock_view(self, request, voucher_id: int):
         voucher = get_object_or_404(Voucher.objects.select_related("stock"), pk=voucher_id)
-        if not self.has_change_permission(request, voucher):
-            return redirect("admin:index")
         return restock_page(
             self,
             request,
@@ -141,13 +130,9 @@ class VoucherAdmin(SaleWindowColumns, admin.ModelAdmin):
 
 
 @admin.register(Order)
-class OrderAdmin(CreatedColumn, admin.ModelAdmin):
+class OrderAdmin(RecordAdmin):
     list_display = ["id", "voucher", "user", "status", "created"]
     list_filter = ["status", "voucher"]
     list_select_related = ["voucher", "user"]
     search_fields = ["user__username", "voucher__title"]
     readonly_fields = ["user", "voucher", "status", "created_at"]
-
-    def has_add_permission(self, request):
-        # Orders come from purchases only; an order typed in by hand would skip the stock.
-        return False

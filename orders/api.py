@@ -8,15 +8,15 @@ from ninja import Router, Schema, Status
 from pydantic import Field
 
 from accounts.auth import require_permission
-from core.api import json_answer, refuse_body
+from core.api import staff_read, staff_write
 from core.metrics import purchase_counted
-from core.ratelimit import client_address, rate_count
 from core.schemas import InputSchema, UtcDatetime, answers, text, whole
+from inventory.api import TakeCall, take_answers
 from inventory.models import Strategy
 from inventory.services import MAX_UNITS
 
 from . import links
-from .models import Order, Voucher
+from .models import Voucher
 from .selectors import order_get, order_list_all, voucher_audit, voucher_for_purchase, voucher_get, voucher_list
 from .services import order_purchase, voucher_create, voucher_update
 
@@ -75,23 +75,15 @@ def vouchers_get(request, voucher_id: int):
     return voucher_get(voucher_id=voucher_id)
 
 
-@router.post(
-    "/admin/vouchers",
-    response=answers({201: VoucherOut}, unsafe=True, staff=True, body="json", refusals=(409,)),
-    tags=["staff"],
-    openapi_extra=links.VOUCHER_CREATED,
-)
+@staff_write(router, "POST", "/admin/vouchers", {201: VoucherOut}, links=links.VOUCHER_CREATED)
 def admin_vouchers_create(request, payload: VoucherCreateIn):
     require_permission(request, "orders.add_voucher")
     voucher = voucher_create(**payload.dict())
     return Status(201, voucher_get(voucher_id=voucher.pk))
 
 
-@router.patch(
-    "/admin/vouchers/{int:voucher_id}",
-    response=answers({200: VoucherOut}, unsafe=True, staff=True, item=True, body="json", refusals=(409,)),
-    tags=["staff"],
-    openapi_extra=links.VOUCHER_UPDATED,
+@staff_write(
+    router, "PATCH", "/admin/vouchers/{int:voucher_id}", {200: VoucherOut}, item=True, links=links.VOUCHER_UPDATED
 )
 def admin_vouchers_update(request, voucher_id: int, payload: VoucherPatchIn):
     require_permission(request, "orders.change_voucher")
@@ -143,22 +135,17 @@ class AuditOut(Schema):
     ok: bool
 
 
-@router.post(
-    "/vouchers/{int:voucher_id}/purchase",
-    # 403 not_started or ended; 409 sold_out, already_purchased or busy.
-    response=answers(
-        {201: PurchaseOut, 202: PurchaseOut}, unsafe=True, item=True, body="none", refusals=(403, 409), limited=True
-    ),
-    openapi_extra=links.PURCHASED,
+PURCHASE = TakeCall(
+    action="purchase", item="voucher", find=voucher_for_purchase, counted=purchase_counted, take=order_purchase
 )
+
+
+# 403 not_started or ended; 409 sold_out, already_purchased or busy.
+@router.post("/vouchers/{int:voucher_id}/purchase", response=take_answers(PurchaseOut), openapi_extra=links.PURCHASED)
 def vouchers_purchase(request, voucher_id: int, response: HttpResponse):
-    refuse_body(request, action="purchase")
-    voucher = voucher_for_purchase(voucher_id=voucher_id)
-    with purchase_counted(voucher.strategy, voucher_id=voucher.pk, user_id=request.auth.pk) as counted:
-        rate = rate_count(action="purchase", user_id=request.auth.pk, address=client_address(request))
-        order = counted(order_purchase(user=request.auth, voucher=voucher, rate=rate))
-    status = 202 if order.status == Order.Status.PENDING else 201
-    return json_answer(response, status, {"order_id": order.public_id, "status": order.status})
+    return PURCHASE.answer(
+        request, response, voucher_id, lambda order: {"order_id": order.public_id, "status": order.status}
+    )
 
 
 @router.get("/orders", response=answers({200: list[OrderOut]}), tags=["orders"])
@@ -171,11 +158,7 @@ def orders_get(request, order_id: int):
     return order_get(user=request.auth, order_id=order_id)
 
 
-@router.get(
-    "/admin/vouchers/{int:voucher_id}/audit",
-    response=answers({200: AuditOut}, staff=True, item=True),
-    tags=["staff"],
-)
+@staff_read(router, "/admin/vouchers/{int:voucher_id}/audit", {200: AuditOut}, item=True)
 def admin_vouchers_audit(request, voucher_id: int):
     # The admin shows the audit on the voucher's page: view, or change standing for it.
     require_permission(request, "orders.view_voucher", "orders.change_voucher")

@@ -1,13 +1,11 @@
-from core.errors import DomainError
+from inventory.errors import CrowdOnly, UserLimit
 
 
-class AlreadyPurchased(DomainError):
+class AlreadyPurchased(UserLimit):
     code = "already_purchased"
-    status = 409
     default_message = "You already bought this voucher."
 
 
-class NotForSale(DomainError):
+class NotForSale(CrowdOnly):
     code = "not_for_sale"
-    status = 403
     default_message = "This voucher is a load run's own, not for sale: only that run's crowd buys it."

@@ -1,31 +1,28 @@
-"""The flash sale's OpenAPI links: which answer gives the id that the next call takes, so
-that a client (and the contract test's stateful run) can follow a voucher from its creation
-or the list to its page, its changes, its purchase and the order it made."""
+"""The flash sale's OpenAPI links: from a voucher's creation or the list to its page, its
+changes, its purchase and the order it made (``core.links``)."""
 
 from __future__ import annotations
 
+from core.links import answered, calls
 
-def _voucher_calls(voucher_id: str) -> dict:
-    """The calls on one voucher, whose id is at ``voucher_id`` (a runtime expression)."""
-    ids = {"voucher_id": voucher_id}
-    return {
-        "GetVoucher": {"operationId": "orders_api_vouchers_get", "parameters": ids},
-        "PurchaseVoucher": {"operationId": "orders_api_vouchers_purchase", "parameters": ids},
-        "UpdateVoucher": {"operationId": "orders_api_admin_vouchers_update", "parameters": ids},
-        "AuditVoucher": {"operationId": "orders_api_admin_vouchers_audit", "parameters": ids},
-    }
-
-
-VOUCHER_LIST = {"responses": {200: {"links": _voucher_calls("$response.body#/0/id")}}}
-VOUCHER_CREATED = {"responses": {201: {"links": _voucher_calls("$response.body#/id")}}}
-VOUCHER_UPDATED = {"responses": {200: {"links": _voucher_calls("$response.body#/id")}}}
-
-_PURCHASED = {
-    "GetOrder": {"operationId": "orders_api_orders_get", "parameters": {"order_id": "$response.body#/order_id"}},
-    # The same buyer again: already_purchased, or sold_out.
-    "PurchaseAgain": {
-        "operationId": "orders_api_vouchers_purchase",
-        "parameters": {"voucher_id": "$request.path.voucher_id"},
-    },
+# The calls on one voucher, which take its id.
+VOUCHER_CALLS = {
+    "GetVoucher": "orders_api_vouchers_get",
+    "PurchaseVoucher": "orders_api_vouchers_purchase",
+    "UpdateVoucher": "orders_api_admin_vouchers_update",
+    "AuditVoucher": "orders_api_admin_vouchers_audit",
 }
-PURCHASED = {"responses": {201: {"links": _PURCHASED}, 202: {"links": _PURCHASED}}}
+
+VOUCHER_LIST = answered(calls(VOUCHER_CALLS, {"voucher_id": "$response.body#/0/id"}), 200)
+VOUCHER_CREATED = answered(calls(VOUCHER_CALLS, {"voucher_id": "$response.body#/id"}), 201)
+VOUCHER_UPDATED = answered(calls(VOUCHER_CALLS, {"voucher_id": "$response.body#/id"}), 200)
+
+PURCHASED = answered(
+    {
+        **calls({"GetOrder": "orders_api_orders_get"}, {"order_id": "$response.body#/order_id"}),
+        # The same buyer again: already_purchased, or sold_out.
+        **calls({"PurchaseAgain": "orders_api_vouchers_purchase"}, {"voucher_id": "$request.path.voucher_id"}),
+    },
+    201,
+    202,
+)

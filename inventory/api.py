@@ -1,0 +1,50 @@
+"""What the products' APIs share about takes: the purchase and the draw are one call of the
+same shape, answered 201 when the record is written and 202 when it is reserved under
+``redis_lua``. Each product describes its take once (``TakeCall``) with its own selector,
+service and metrics, and builds the answer's body itself."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from django.http import HttpResponse
+
+from core.api import json_answer, refuse_body
+from core.ratelimit import client_address, rate_count
+from core.schemas import answers
+
+from .records import Record
+
+
+def take_answers(schema: type) -> dict[int, Any]:
+    """A take's declared answers: ``schema`` with 201 (written) and 202 (pending under
+    ``redis_lua``); 403 ``not_started`` or ``ended``, 409 the product's refusals or ``busy``."""
+    return answers({201: schema, 202: schema}, unsafe=True, item=True, body="none", refusals=(403, 409), limited=True)
+
+
+@dataclass(frozen=True)
+class TakeCall:
+    """One product's take through the API. ``action`` names it (for the refusal of a body and
+    the rate limit), ``item`` names the item in the calls below: ``find(<item>_id=)`` reads it
+    for the take (``voucher_for_purchase``), ``counted(strategy, <item>_id=, user_id=)``
+    counts the outcome (``core.metrics.purchase_counted``), and ``take(user=, <item>=,
+    rate=)`` is the product's service (``order_purchase``)."""
+
+    action: str
+    item: str
+    find: Callable[..., Any]
+    counted: Callable[..., Any]
+    take: Callable[..., Record]
+
+    def answer(self, request, response: HttpResponse, item_id: int, body: Callable[[Record], dict]) -> HttpResponse:
+        """The take by the caller of the item ``item_id``, answered with ``body(record)``
+        through ``json_answer``: built by the view, not validated against the schema."""
+        refuse_body(request, action=self.action)
+        id_name = f"{self.item}_id"
+        item = self.find(**{id_name: item_id})
+        with self.counted(item.strategy, **{id_name: item.pk}, user_id=request.auth.pk) as counted:
+            rate = rate_count(action=self.action, user_id=request.auth.pk, address=client_address(request))
+            record = counted(self.take(user=request.auth, **{self.item: item}, rate=rate))
+        return json_answer(response, 202 if record.status == Record.Status.PENDING else 201, body(record))
