@@ -14,7 +14,7 @@ from django.views.decorators.http import require_GET
 from prometheus_client.core import GaugeMetricFamily
 
 from core.metrics import RequestMetricsMiddleware, exposition, metrics_refusal
-from inventory.persist import reservations_client
+from inventory.reservations import reservations_client
 from lottery.selectors import pools_with_reservations
 from orders.selectors import vouchers_with_reservations
 

@@ -24,9 +24,8 @@ from django.db.models import Model, Q, QuerySet, Sum
 from django.utils import timezone
 
 from inventory.models import Stock
-from inventory.persist import reservations_client
 from inventory.reconcile import GroupCheck
-from inventory.reservations import reservation_group
+from inventory.reservations import reservation_group, reservations_client
 from lottery.models import Draw, Pool
 from lottery.reservations import pool_reservations_check
 from lottery.selectors import pool_audit

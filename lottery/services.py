@@ -21,8 +21,7 @@ from core.ratelimit import RateCount
 from core.window import window_validate
 from inventory.errors import SoldOut
 from inventory.models import Strategy
-from inventory.persist import reservations_client
-from inventory.reservations import group_tag
+from inventory.reservations import group_tag, reservations_client
 from inventory.reserve import StateMissing, stock_reserve
 from inventory.services import stock_create, stock_group_create, stock_restock
 from inventory.stock import Take, constraint_violated, stock_take

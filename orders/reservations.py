@@ -10,16 +10,9 @@ from typing import TypeVar
 
 from django.db.models import Max
 
+from inventory.groups import group_open, group_rebuild, group_retire, persist_options, with_group_lock
 from inventory.models import Stock, Strategy
-from inventory.persist import (
-    Persisted,
-    group_open,
-    group_rebuild,
-    group_retire,
-    persist_options,
-    reservations_persist,
-    with_group_lock,
-)
+from inventory.persist import Persisted, reservations_persist
 from inventory.reconcile import GroupCheck, group_check, group_reconcile, takes_by_user
 from inventory.reservations import Pending, Reservations, Rules
 

@@ -7,8 +7,9 @@ from functools import partial
 
 from celery import shared_task
 
-from inventory.persist import DRAIN_TASK_OPTIONS, TEND_TASK_OPTIONS, drain_task_run, reservations_client
+from inventory.groups import DRAIN_TASK_OPTIONS, TEND_TASK_OPTIONS, drain_task_run
 from inventory.reconcile import GroupCheck, report_drift
+from inventory.reservations import reservations_client
 
 from .models import Voucher
 from .reservations import voucher_reservations_persist, voucher_reservations_reconcile

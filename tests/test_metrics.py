@@ -12,8 +12,7 @@ import pytest
 from django.test import Client
 from prometheus_client.parser import text_string_to_metric_families
 
-from inventory.persist import reservations_client
-from inventory.reservations import GroupKeys
+from inventory.reservations import GroupKeys, reservations_client
 from locking import Lock
 from locking.integration import lock_client
 from orders.tasks import vouchers_reservations_reconcile

@@ -27,9 +27,9 @@ from django.urls import reverse
 from playwright.sync_api import expect
 
 from core.namespace import instance_key
+from inventory.groups import persist_options
 from inventory.models import StockGroup
-from inventory.persist import persist_options, reservations_client
-from inventory.reservations import Pending
+from inventory.reservations import Pending, reservations_client
 from lottery.models import Draw
 from lottery.reservations import pool_reservations_persist
 from orders.models import Order

@@ -15,9 +15,9 @@ from django.test import Client
 from django.utils import timezone
 
 from core.window import NotStarted
+from inventory.groups import persist_all
 from inventory.models import Stock, StockGroup
-from inventory.persist import persist_all, reservations_client
-from inventory.reservations import GroupKeys, reservation_group
+from inventory.reservations import GroupKeys, reservation_group, reservations_client
 from inventory.reserve import stock_reserve
 from lottery.models import Draw
 from lottery.reservations import pool_reservations_check, pool_reservations_persist, pool_reservations_reconcile

@@ -19,8 +19,7 @@ from django.conf import settings
 from accounts.services import users_with_tokens_create
 from core.namespace import instance_key
 from inventory.models import Stock
-from inventory.persist import reservations_client
-from inventory.reservations import GroupKeys, Rules
+from inventory.reservations import GroupKeys, Rules, reservations_client
 from lottery.models import Draw
 from lottery.tasks import pool_reservations_drain
 from orders.models import Order

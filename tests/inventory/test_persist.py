@@ -293,7 +293,7 @@ def test_a_rebuild_waits_for_the_batch_being_persisted(reservations, make_vouche
     holds while it writes, so it never reads the stock between a batch's rows and its
     decrement's commit."""
     from inventory.errors import LockBusy
-    from inventory.persist import drain_group, group_lock
+    from inventory.groups import drain_group, group_lock
     from orders.reservations import voucher_reservations_load
 
     voucher = make_voucher(stock=5, strategy="redis_lua")
@@ -390,7 +390,7 @@ def test_a_drain_stays_while_reservations_arrive_and_no_request_asks_for_another
     arrives within a pace is the test's to say, not the scheduler's."""
     import threading
 
-    from inventory.persist import drain_group
+    from inventory.groups import drain_group
 
     voucher = make_voucher(stock=100, strategy="db_atomic")
     group = reservations.load_from(voucher, limit=1)
@@ -428,7 +428,7 @@ def test_a_drain_stays_while_reservations_arrive_and_no_request_asks_for_another
 def test_the_drain_reads_at_the_pace_of_reservations_kick_ms(reservations, make_voucher, make_user, settings):
     """The drain stays while reservations arrive, reading once per RESERVATIONS_KICK_MS:
     the pace at which a crowd asks for drains when no drain is there."""
-    from inventory.persist import drain_group
+    from inventory.groups import drain_group
 
     settings.RESERVATIONS_KICK_MS = 300
     voucher = make_voucher(stock=10, strategy="db_atomic")

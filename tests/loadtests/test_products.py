@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 
 from accounts.crowd import crowd_join
-from inventory.persist import persist_all, reservations_client
-from inventory.reservations import GroupKeys
+from inventory.groups import persist_all
+from inventory.reservations import GroupKeys, reservations_client
 from loadtests.products import PRODUCTS, Supply, split_stock
 from loadtests.verdict import Result
 from lottery.models import Pool

@@ -3,7 +3,7 @@ import json
 from django.core.management.base import BaseCommand, CommandError
 
 from inventory.models import Strategy
-from inventory.persist import reservations_client
+from inventory.reservations import reservations_client
 from lottery.models import Pool
 from lottery.reservations import pool_reservations_check
 from lottery.selectors import pool_audit

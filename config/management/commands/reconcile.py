@@ -2,7 +2,7 @@ import json
 
 from django.core.management.base import BaseCommand
 
-from inventory.persist import reservations_client
+from inventory.reservations import reservations_client
 from lottery.models import Pool
 from lottery.reservations import pool_reservations_check, pool_reservations_reconcile
 from orders.models import Voucher
