@@ -31,7 +31,22 @@ ALLOWED = {package: set().union(set(), *TIERS[depth + 1 :]) for depth, tier in e
 # The largest a module may grow (tests and migrations aside): past it, a reader no longer
 # holds the module in mind at once, and it splits along its concerns.
 MOST_LINES = 400
-BOUNDED = ["scripts", "config", "loadtests", "benchmarks", "harness", "accounts", "core", "locking"]
+BOUNDED = [
+    "scripts",
+    "config",
+    "lab",
+    "loadtests",
+    "benchmarks",
+    "orders",
+    "lottery",
+    "harness",
+    "accounts",
+    "inventory",
+    "core",
+    "locking",
+]
+# Past the bound still, while it is split into inventory/strategies/, one module per strategy.
+SPLITTING = {"inventory/stock.py"}
 
 
 def imported_packages(path: Path) -> set[str]:
@@ -111,6 +126,8 @@ def test_no_module_grows_past_the_bound(package):
     long = {
         str(path.relative_to(ROOT)): lines
         for path in (ROOT / package).rglob("*.py")
-        if "migrations" not in path.parts and (lines := len(path.read_text().splitlines())) > MOST_LINES
+        if "migrations" not in path.parts
+        and str(path.relative_to(ROOT)) not in SPLITTING
+        and (lines := len(path.read_text().splitlines())) > MOST_LINES
     }
     assert not long, long
