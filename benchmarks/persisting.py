@@ -88,8 +88,10 @@ class Persistence:
 
 
 DRAIN_TIMEOUT = 60
-# The beat's tasks that ask for a drain of every redis_lua item with reservations waiting.
-SWEEPS = ("orders.tasks.vouchers_reservations_sweep", "lottery.tasks.pools_reservations_sweep")
+# The beat's task that asks for a drain of every redis_lua item with reservations waiting,
+# and the kinds it runs for.
+SWEEP = "inventory.tasks.reservations_sweep"
+KINDS = ("voucher", "pool")
 
 
 def _until_persisted(reservations, group_ids: list[int], since: float) -> float | None:
@@ -104,7 +106,7 @@ def _until_persisted(reservations, group_ids: list[int], since: float) -> float 
 def persistence_run(context: Context) -> Persistence:
     from django.db import connections
 
-    from inventory.persist import reservations_client
+    from inventory.reservations import reservations_client
     from orders.models import Order
 
     args = context.args
@@ -116,8 +118,8 @@ def persistence_run(context: Context) -> Persistence:
         waiting = sum(reservations.waiting(group_id=group_id) for group_id in groups)
         say(f"persistence: the {waiting:,} reservations the runs above left waiting ...")
         cpu_start, started = process_tree_cpu(worker.pid), time.perf_counter()
-        for sweep in SWEEPS:
-            app.send_task(sweep)
+        for kind in KINDS:
+            app.send_task(SWEEP, args=(kind,))
         persisted = _until_persisted(reservations, groups, started)
         backlog = Backlog(waiting, persisted, process_tree_cpu(worker.pid) - cpu_start, gone)
         context.items.drop()

@@ -14,9 +14,9 @@ from django.views.decorators.http import require_GET
 from prometheus_client.core import GaugeMetricFamily
 
 from core.metrics import RequestMetricsMiddleware, exposition, metrics_refusal
-from inventory.persist import reservations_client
-from lottery.selectors import pools_with_reservations
-from orders.selectors import vouchers_with_reservations
+from inventory.items import items_live
+from inventory.product import products
+from inventory.reservations import reservations_client
 
 logger = logging.getLogger(__name__)
 
@@ -49,8 +49,8 @@ class ReservationsCollector:
         )
         try:
             groups = {
-                "voucher": list(vouchers_with_reservations().values_list("stock__group_id", flat=True)),
-                "pool": list(pools_with_reservations().values_list("group_id", flat=True)),
+                product.kind: list(items_live(product).values_list(product.group_field, flat=True))
+                for product in products()
             }
             reservations = reservations_client()
             for kind, group_ids in groups.items():

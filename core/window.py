@@ -41,6 +41,11 @@ class SaleWindow(models.Model):
             return "ended"
         return "live"
 
+    def window_refusal(self, now: datetime | None = None) -> str | None:
+        """The code of the refusal a take would get from the window at ``now``
+        (``not_started``, ``ended``), or None while it is open: what a page says."""
+        return {"upcoming": NotStarted.code, "ended": Ended.code}.get(self.window_state(now))
+
     def window_check(self, now: datetime | None = None) -> None:
         """Raise ``NotStarted`` or ``Ended`` unless the window is open at ``now``."""
         state = self.window_state(now)

@@ -25,8 +25,8 @@ from dataclasses import asdict, dataclass, field, replace
 
 from django.db.models import Count
 
+from .groups import with_group_lock
 from .metrics import drift_counted
-from .persist import with_group_lock
 from .reservations import GroupKeys, Pending, Reservations, stock_of, takers_of
 
 logger = logging.getLogger(__name__)

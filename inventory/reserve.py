@@ -19,8 +19,7 @@ from core.ratelimit import RateCount, rate_refuse
 from core.window import Ended, NotStarted
 
 from .errors import SoldOut
-from .persist import reservations_client
-from .reservations import Failed, Pending, Reserved
+from .reservations import Failed, Pending, Reserved, reservations_client
 
 logger = logging.getLogger(__name__)
 

@@ -23,16 +23,15 @@ from typing import ClassVar
 from django.db.models import Model, Q, QuerySet, Sum
 from django.utils import timezone
 
+from inventory.item_states import item_reservations_check
 from inventory.models import Stock
-from inventory.persist import reservations_client
+from inventory.product import product_of
 from inventory.reconcile import GroupCheck
-from inventory.reservations import reservation_group
-from lottery.models import Draw, Pool
-from lottery.reservations import pool_reservations_check
+from inventory.reservations import reservation_group, reservations_client
+from lottery.models import Draw
 from lottery.selectors import pool_audit
 from lottery.services import pool_create, prize_create
-from orders.models import Order, Voucher
-from orders.reservations import voucher_reservations_check
+from orders.models import Order
 from orders.selectors import voucher_audit
 from orders.services import voucher_create
 
@@ -126,7 +125,9 @@ class Product:
 
     def reservations_check(self, target: Target) -> GroupCheck:
         """The target's ``redis_lua`` state in Redis against the database (invariant 5)."""
-        raise NotImplementedError
+        product = product_of(self.name)
+        item = product.items().get(pk=target.pk)
+        return item_reservations_check(product, item=item, reservations=reservations_client())
 
     def recorded(self, target: Target, ids: list[int]) -> dict[int, int | None]:
         """{id: detail} of the target's records among ``ids``, each found by the id the API
@@ -235,10 +236,6 @@ class VoucherProduct(Product):
             },
         )
 
-    def reservations_check(self, target: Target) -> GroupCheck:
-        voucher = Voucher.objects.select_related("stock").get(pk=target.pk)
-        return voucher_reservations_check(voucher=voucher, reservations=reservations_client())
-
     def announced(self, outcomes: list[list[str]]) -> list[tuple[int, int | None]]:
         return [(int(outcome[1]), None) for outcome in outcomes if outcome[0] == CONFIRMED]
 
@@ -287,9 +284,6 @@ class PoolProduct(Product):
                 "stock_not_negative": audit.stock_not_negative,
             },
         )
-
-    def reservations_check(self, target: Target) -> GroupCheck:
-        return pool_reservations_check(pool=Pool.objects.get(pk=target.pk), reservations=reservations_client())
 
     def announced(self, outcomes: list[list[str]]) -> list[tuple[int, int | None]]:
         # "won <draw id> <prize id>" or "no_prize <draw id>", either followed by "pending" for a 202

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from datetime import datetime
 
 from django.db.models import Count, F, Prefetch, Q, QuerySet, Sum
@@ -14,9 +14,11 @@ from django.shortcuts import get_object_or_404
 from django.utils import timezone
 
 from core.memo import ProcessMemo
+from inventory.audits import Audit
+from inventory.items import item_for_take, items_live, record_get, records_of_user
 from inventory.models import Stock, Strategy
-from inventory.reservations import Failed, Pending, reservation_group
-from inventory.reserve import reservation_find, reservation_moment, reservation_takes, reservations_of_user
+from inventory.product import product_of
+from inventory.reserve import reservation_takes
 
 from .models import Draw, Pool, Prize
 
@@ -78,25 +80,13 @@ class PrizeNamed:
     stock_id: int
 
 
-# redis_lua pools as a draw reads them, for a second per process (see ``voucher_for_purchase``
-# in orders.selectors, which the same reasons hold for), and prizes by their stock row.
-_reserving: ProcessMemo[int, Pool] = ProcessMemo(ttl=1.0)
+# Prizes by their stock row.
 _prizes: ProcessMemo[int, PrizeNamed] = ProcessMemo(ttl=5.0)
 
 
 def pool_for_draw_cached(*, pool_id: int) -> Pool:
-    """``pool_for_draw``, except that a ``redis_lua`` pool is kept a second in this process:
-    its draw needs nothing else of the database (the script checks the window, the limit
-    and the stock against Redis). A switch away drops the Redis state before it commits,
-    so a stale entry hears ``unavailable`` and the draw reads the pool again
-    (:func:`pool_forget`)."""
-    return _reserving.get_or_read(
-        pool_id, lambda: pool_for_draw(pool_id=pool_id), keep=lambda p: p.strategy == Strategy.REDIS_LUA
-    )
-
-
-def pool_forget(*, pool_id: int) -> None:
-    _reserving.forget(pool_id)
+    """``pool_for_draw``, kept a second under ``redis_lua`` (``inventory.items.item_for_take``)."""
+    return item_for_take(product_of("pool"), item_id=pool_id)
 
 
 def prize_for_stock(*, stock_id: int) -> Prize:
@@ -154,7 +144,7 @@ def pool_odds(*, pool: Pool) -> Odds:
 
 def pools_with_reservations() -> QuerySet[Pool]:
     """The ``redis_lua`` pools whose draw has not ended: those with a live Redis state."""
-    return Pool.objects.filter(strategy=Strategy.REDIS_LUA, end_at__gt=timezone.now())
+    return items_live(product_of("pool"))
 
 
 def draws_used(*, pool: Pool, user) -> int:
@@ -182,45 +172,13 @@ def draw_list_all(*, user, pool: Pool | None = None) -> list[Draw]:
     pools = pools_with_reservations()
     if pool is not None:
         pools = pools.filter(pk=pool.pk)
-    by_group = {one.group_id: one for one in pools}
-    found = reservations_of_user(group_ids=list(by_group), user_id=user.pk)
-    rows = list(draw_list(user=user, pool=pool))
-    # Read after Redis: one persisted in between is in both, and the row tells the truth.
-    written = {draw.reservation for draw in rows}
-    unsaved = [
-        _draw_of(one, by_group[reservation_group(one.reservation_id)])
-        for one in found
-        if one.reservation_id not in written
-    ]
-    return sorted([*unsaved, *rows], key=lambda draw: draw.created_at, reverse=True)
+    return records_of_user(product_of("pool"), user_id=user.pk, rows=draw_list(user=user, pool=pool), items=pools)
 
 
 def draw_get(*, user, draw_id: int) -> Draw:
     """The caller's own draw by the id they know it by (``Draw.public_id``); another user's
     draw is as good as missing (``Http404``)."""
-    if reservation_group(draw_id) is None:
-        return get_object_or_404(draw_list(user=user), pk=draw_id)
-    # Redis first: a reservation leaves the stream only after its row is committed.
-    found = reservation_find(reservation=draw_id, user_id=user.pk)
-    if found is None:
-        return get_object_or_404(draw_list(user=user), reservation=draw_id)
-    return _draw_of(found, get_object_or_404(Pool, group_id=reservation_group(draw_id)))
-
-
-def _draw_of(found: Pending | Failed, pool: Pool) -> Draw:
-    failed = isinstance(found, Failed)
-    prize = None if found.stock_id is None else Prize.objects.filter(stock_id=found.stock_id).first()
-    draw = Draw(
-        user_id=found.user_id,
-        pool=pool,
-        prize=prize,
-        status=Draw.Status.FAILED if failed else Draw.Status.PENDING,
-        seq=getattr(found, "seq", 0),
-        reservation=found.reservation_id,
-        created_at=reservation_moment(found),
-    )
-    draw.why = found.why if failed else ""
-    return draw
+    return record_get(product_of("pool"), record_id=draw_id, user_id=user.pk, rows=draw_list(user=user))
 
 
 @dataclass(frozen=True)
@@ -235,7 +193,7 @@ class PrizeAudit:
 
 
 @dataclass(frozen=True)
-class PoolAudit:
+class PoolAudit(Audit):
     pool_id: int
     name: str
     strategy: str
@@ -257,9 +215,6 @@ class PoolAudit:
     @property
     def ok(self) -> bool:
         return self.over_awarded == 0 and self.users_over_limit == 0 and self.conserved and self.stock_not_negative
-
-    def as_dict(self) -> dict:
-        return {**asdict(self), "ok": self.ok}
 
 
 def pool_audit(*, pool_id: int) -> PoolAudit:
@@ -372,11 +327,9 @@ def pool_draw_refusal(*, pool: Pool, draws_left: int | None, empty: bool, now: d
     """
     if draws_left == 0:
         return "draw_limit"
-    state = pool.window_state(now or timezone.now())
-    if state == "upcoming":
-        return "not_started"
-    if state == "ended":
-        return "ended"
+    refusal = pool.window_refusal(now or timezone.now())
+    if refusal is not None:
+        return refusal
     if empty:
         return "pool_empty"
     return None

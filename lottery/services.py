@@ -20,24 +20,16 @@ from core.names import name_clean
 from core.ratelimit import RateCount
 from core.window import window_validate
 from inventory.errors import SoldOut
-from inventory.models import Strategy
-from inventory.persist import reservations_client
-from inventory.reservations import group_tag
-from inventory.reserve import StateMissing, stock_reserve
+from inventory.item_reserve import item_reserve
+from inventory.item_states import item_created, item_update
 from inventory.services import stock_create, stock_group_create, stock_restock
 from inventory.strategies import stock_take
 from inventory.strategies.base import Take, constraint_violated
+from inventory.validators import strategy_valid, whole
 
 from .errors import DrawLimit, NotOpen, PoolEmpty
 from .models import Draw, Pool, Prize
-from .reservations import (
-    pool_reservations_change,
-    pool_reservations_open,
-    pool_reservations_retire,
-    pool_reservations_start,
-)
-from .selectors import pool_for_draw, pool_forget, prize_for_stock
-from .tasks import pool_reservations_drain, pool_reservations_rebuild
+from .product import POOL
 
 MAX_DRAWS_PER_USER = 1_000_000
 MAX_NO_PRIZE_WEIGHT = 1_000_000_000
@@ -48,18 +40,6 @@ ONE_PER_SEQ_SQLITE = "lottery_draw.pool_id, lottery_draw.user_guard, lottery_dra
 _system_random = secrets.SystemRandom()
 
 R = TypeVar("R")
-
-
-def _whole(value: object, *, name: str, minimum: int, maximum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or not minimum <= value <= maximum:
-        raise InvalidInput(f"{name} must be a whole number from {minimum} to {maximum:,}.")
-    return value
-
-
-def _strategy(strategy: str) -> str:
-    if strategy not in Strategy.values:
-        raise InvalidInput(f"Unknown strategy {strategy!r}; use one of: {', '.join(Strategy.values)}.")
-    return strategy
 
 
 def _value(value: Decimal | int | float | str) -> Decimal:
@@ -92,14 +72,13 @@ def pool_create(
         description=description,
         begin_at=begin_at,
         end_at=end_at,
-        draws_per_user=_whole(draws_per_user, name="draws_per_user", minimum=1, maximum=MAX_DRAWS_PER_USER),
-        no_prize_weight=_whole(no_prize_weight, name="no_prize_weight", minimum=0, maximum=MAX_NO_PRIZE_WEIGHT),
-        strategy=_strategy(strategy),
+        draws_per_user=whole(draws_per_user, name="draws_per_user", minimum=1, maximum=MAX_DRAWS_PER_USER),
+        no_prize_weight=whole(no_prize_weight, name="no_prize_weight", minimum=0, maximum=MAX_NO_PRIZE_WEIGHT),
+        strategy=strategy_valid(strategy),
         group=stock_group_create(),
         listed=listed,
     )
-    if pool.strategy == Strategy.REDIS_LUA:
-        transaction.on_commit(lambda: pool_reservations_open(pool=pool, reservations=reservations_client()))
+    item_created(POOL, pool)
     return pool
 
 
@@ -113,22 +92,18 @@ def pool_update(
     no_prize_weight: int | None = None,
     description: str | None = None,
 ) -> Pool:
-    """Change a pool's strategy, window, limit, no-prize weight or description; all or nothing.
-
-    Under ``redis_lua`` the state in Redis follows: a switch to it builds the state from
-    the database, a switch away persists what waits and drops the state, and new rules
-    are applied to the state too (``lottery.reservations``).
-    """
+    """Change a pool's strategy, window, limit, no-prize weight or description; all or
+    nothing, with its ``redis_lua`` state in step (``inventory.item_states.item_update``)."""
     changes: dict[str, object] = {}
     if begin_at is not None or end_at is not None:
         changes["begin_at"], changes["end_at"] = begin_at or pool.begin_at, end_at or pool.end_at
         window_validate(changes["begin_at"], changes["end_at"])
     if strategy is not None:
-        changes["strategy"] = _strategy(strategy)
+        changes["strategy"] = strategy_valid(strategy)
     if draws_per_user is not None:
-        changes["draws_per_user"] = _whole(draws_per_user, name="draws_per_user", minimum=1, maximum=MAX_DRAWS_PER_USER)
+        changes["draws_per_user"] = whole(draws_per_user, name="draws_per_user", minimum=1, maximum=MAX_DRAWS_PER_USER)
     if no_prize_weight is not None:
-        changes["no_prize_weight"] = _whole(
+        changes["no_prize_weight"] = whole(
             no_prize_weight, name="no_prize_weight", minimum=0, maximum=MAX_NO_PRIZE_WEIGHT
         )
     if description is not None:
@@ -145,21 +120,9 @@ def pool_update(
 
 
 def _pool_change(pool: Pool, change: Callable[[], R], *, switch_to=None, units=None) -> R:
-    """``change()`` (database writes that commit), with the pool's Redis state in step when
-    the pool is or becomes ``redis_lua``; ``units(done)`` says the units added per stock row."""
-    was = Pool.objects.values_list("strategy", flat=True).get(pk=pool.pk)
-    now = switch_to or was
-    reservations = reservations_client()
-    if was == Strategy.REDIS_LUA and now != Strategy.REDIS_LUA:
-        return pool_reservations_retire(pool=pool, reservations=reservations, then=change)
-    if was == Strategy.REDIS_LUA:
-        return pool_reservations_change(
-            pool=pool, reservations=reservations, change=change, units=units or (lambda done: {})
-        )
-    done = change()
-    if now == Strategy.REDIS_LUA:
-        pool_reservations_start(pool=pool, reservations=reservations)
-    return done
+    """``change()`` (database writes that commit), with the pool's Redis state in step
+    (``inventory.item_states.item_update``); ``units(done)`` says the units added per stock row."""
+    return item_update(POOL, pool, change, switch_to=switch_to, units=units)
 
 
 def prize_create(*, pool: Pool, name: str, stock: int, description: str = "", value: Decimal | int | str = 0) -> Prize:
@@ -258,7 +221,7 @@ def pool_draw(
     reads zero the draw answers ``pool_empty`` without a strategy, and otherwise it
     is the take's snapshot for the strategies whose own read is unguarded.
 
-    Under ``redis_lua`` the draw only reserves (``_draw_reserve``): it comes back
+    Under ``redis_lua`` the draw only reserves (``inventory.item_reserve``): it comes back
     pending, with its prize, and ``StateMissing`` (503) is raised while the pool's Redis
     state is missing.
 
@@ -274,18 +237,13 @@ def pool_draw(
     """
     if not pool.listed and not crowd_member(user_id=user.pk):
         raise NotOpen()
-    if pool.strategy == Strategy.REDIS_LUA:
-        try:
-            return _draw_reserve(user=user, pool=pool, rng=rng, rate=rate)
-        except StateMissing:
-            # Switched away since this pool was read (or Redis lost the state).
-            pool_forget(pool_id=pool.pk)
-            pool = pool_for_draw(pool_id=pool.pk)
-            if pool.strategy == Strategy.REDIS_LUA:
-                raise
-            rate = None  # counted by the script already
-    if rate is not None:
-        rate.count(tag=group_tag(pool.group_id))
+    # The weighted choice's number, only when a reservation makes it: a non-redis_lua draw's
+    # ``rng`` is the strategy's to use.
+    rand = None if rng is None else lambda: rng.random()
+    attempt = item_reserve(POOL, pool, user_id=user.pk, rate=rate, rand=rand)
+    if attempt.record is not None:
+        return attempt.record
+    pool = attempt.item
     pool.window_check(now or timezone.now())
     used = 0
 
@@ -348,38 +306,3 @@ def pool_draw(
         if constraint_violated(exc, ONE_PER_SEQ) or constraint_violated(exc, ONE_PER_SEQ_SQLITE):
             raise DrawLimit() from exc
         raise
-
-
-def _draw_reserve(*, user: AbstractBaseUser, pool: Pool, rng: Random | None, rate: RateCount | None) -> Draw:
-    """The draw under ``redis_lua``: one script call chooses the prize by the stock in Redis
-    and reserves it, and the draw is written later by a worker. The answer is the draw as
-    it will be, pending, under the reservation's id (unsaved: ``pk`` is None), with the
-    prize as the draw will award it. The window, the limit and the stock are the
-    script's to check, against Redis: nothing here reads the database but the prize's
-    name, kept a few seconds per process."""
-    try:
-        reserved = stock_reserve(
-            group_id=pool.group_id,
-            user_id=user.pk,
-            over_limit=DrawLimit,
-            persist_soon=lambda: pool_reservations_drain.delay(pool.pk, pool.group_id),
-            rebuild_soon=lambda: pool_reservations_rebuild.delay(pool.pk),
-            rand=None if rng is None else rng.random(),
-            rate=rate,
-        )
-    except SoldOut as exc:
-        raise PoolEmpty() from exc
-    prize = None if reserved.stock_id is None else prize_for_stock(stock_id=reserved.stock_id)
-    draw = Draw(
-        user_id=user.pk,
-        pool_id=pool.pk,
-        prize=prize,
-        status=Draw.Status.PENDING,
-        seq=reserved.seq,
-        reservation=reserved.reservation_id,
-    )
-    draw.draws_counted = reserved.takes
-    # The limit the script enforced, from Redis: the pool may be a memo up to a second
-    # older than a change of it.
-    draw.draws_limit = reserved.limit
-    return draw

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from datetime import datetime
 
 from django.db.models import Count, Q, QuerySet
@@ -10,10 +10,11 @@ from django.shortcuts import get_object_or_404
 from django.utils import timezone
 
 from core.errors import Unavailable
-from core.memo import ProcessMemo
+from inventory.audits import Audit
+from inventory.items import item_for_take, items_live, record_get, records_of_user
 from inventory.models import Stock, Strategy
-from inventory.reservations import Failed, Pending, reservation_group
-from inventory.reserve import reservation_find, reservation_moment, reservation_takes, reservations_of_user
+from inventory.product import product_of
+from inventory.reserve import reservation_takes
 
 from .models import Order, Voucher
 
@@ -28,33 +29,15 @@ def voucher_get(*, voucher_id: int) -> Voucher:
     return get_object_or_404(Voucher.objects.select_related("stock"), pk=voucher_id)
 
 
-# redis_lua vouchers as a purchase reads them, for a second per process.
-_reserving: ProcessMemo[int, Voucher] = ProcessMemo(ttl=1.0)
-
-
 def voucher_for_purchase(*, voucher_id: int) -> Voucher:
-    """The voucher as a purchase needs it: ``voucher_get``, except that a ``redis_lua``
-    voucher is kept a second in this process.
-
-    Its purchase needs nothing else of the database: the script checks the window and
-    the stock against Redis, and the voucher's group never changes. A stale entry is
-    harmless: a switch away drops the Redis state before it commits, so the script
-    answers ``unavailable`` and the purchase reads the voucher again
-    (:func:`voucher_forget`); a new window or a restock reaches the script directly.
-    Other strategies are read every time, so a switch to ``redis_lua`` is seen at once.
-    """
-    return _reserving.get_or_read(
-        voucher_id, lambda: voucher_get(voucher_id=voucher_id), keep=lambda v: v.strategy == Strategy.REDIS_LUA
-    )
-
-
-def voucher_forget(*, voucher_id: int) -> None:
-    _reserving.forget(voucher_id)
+    """The voucher as a purchase needs it: ``voucher_get``, kept a second under ``redis_lua``
+    (``inventory.items.item_for_take``)."""
+    return item_for_take(product_of("voucher"), item_id=voucher_id)
 
 
 def vouchers_with_reservations() -> QuerySet[Voucher]:
     """The ``redis_lua`` vouchers whose sale has not ended: those with a live Redis state."""
-    return Voucher.objects.filter(strategy=Strategy.REDIS_LUA, end_at__gt=timezone.now()).select_related("stock")
+    return items_live(product_of("voucher"))
 
 
 def order_list(*, user) -> QuerySet[Order]:
@@ -65,30 +48,13 @@ def order_list(*, user) -> QuerySet[Order]:
 def order_list_all(*, user) -> list[Order]:
     """The user's orders, newest first: the rows, and under ``redis_lua`` those still
     pending or failed, read from Redis (unsaved orders with their reservation's id)."""
-    vouchers = {voucher.stock.group_id: voucher for voucher in vouchers_with_reservations()}
-    found = reservations_of_user(group_ids=list(vouchers), user_id=user.pk)
-    rows = list(order_list(user=user))
-    # Read after Redis: one persisted in between is in both, and the row tells the truth.
-    written = {order.reservation for order in rows}
-    unsaved = [
-        _order_of(one, vouchers[reservation_group(one.reservation_id)])
-        for one in found
-        if one.reservation_id not in written
-    ]
-    return sorted([*unsaved, *rows], key=lambda order: order.created_at, reverse=True)
+    return records_of_user(product_of("voucher"), user_id=user.pk, rows=order_list(user=user))
 
 
 def order_get(*, user, order_id: int) -> Order:
     """The caller's own order by the id they know it by (``Order.public_id``); another
     user's order is as good as missing (``Http404``)."""
-    if reservation_group(order_id) is None:
-        return get_object_or_404(order_list(user=user), pk=order_id)
-    # Redis first: a reservation leaves the stream only after its row is committed.
-    found = reservation_find(reservation=order_id, user_id=user.pk)
-    if found is None:
-        return get_object_or_404(order_list(user=user), reservation=order_id)
-    voucher = get_object_or_404(Voucher, stock__group_id=reservation_group(order_id))
-    return _order_of(found, voucher)
+    return record_get(product_of("voucher"), record_id=order_id, user_id=user.pk, rows=order_list(user=user))
 
 
 def voucher_held(*, voucher: Voucher, user) -> str | None:
@@ -110,21 +76,8 @@ def voucher_held(*, voucher: Voucher, user) -> str | None:
     return Order.Status.PENDING if takes > 0 else None
 
 
-def _order_of(found: Pending | Failed, voucher: Voucher) -> Order:
-    failed = isinstance(found, Failed)
-    order = Order(
-        user_id=found.user_id,
-        voucher=voucher,
-        status=Order.Status.FAILED if failed else Order.Status.PENDING,
-        reservation=found.reservation_id,
-        created_at=reservation_moment(found),
-    )
-    order.why = found.why if failed else ""
-    return order
-
-
 @dataclass(frozen=True)
-class VoucherAudit:
+class VoucherAudit(Audit):
     voucher_id: int
     title: str
     strategy: str
@@ -141,9 +94,6 @@ class VoucherAudit:
     @property
     def ok(self) -> bool:
         return self.oversold == 0 and self.duplicates == 0 and self.conserved and self.stock_not_negative
-
-    def as_dict(self) -> dict:
-        return {**asdict(self), "ok": self.ok}
 
 
 def voucher_audit(*, voucher_id: int) -> VoucherAudit:
@@ -211,11 +161,9 @@ def voucher_buy_refusal(*, voucher: Voucher, bought: bool, now: datetime | None 
     """
     if bought:
         return "already_purchased"
-    state = voucher.window_state(now or timezone.now())
-    if state == "upcoming":
-        return "not_started"
-    if state == "ended":
-        return "ended"
+    refusal = voucher.window_refusal(now or timezone.now())
+    if refusal is not None:
+        return refusal
     if voucher.stock.quantity < 1:
         return "sold_out"
     return None

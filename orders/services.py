@@ -9,38 +9,24 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from accounts.crowd import crowd_member
-from core.errors import InvalidInput
 from core.names import name_clean
 from core.ratelimit import RateCount
 from core.window import window_validate
 from inventory.errors import SoldOut
-from inventory.models import Strategy
-from inventory.persist import reservations_client
-from inventory.reservations import group_tag
-from inventory.reserve import StateMissing, stock_reserve
+from inventory.item_reserve import item_reserve
+from inventory.item_states import item_created, item_update
 from inventory.services import stock_create, stock_group_create, stock_restock
 from inventory.strategies import stock_take
 from inventory.strategies.base import Take, choose_only, constraint_violated
+from inventory.validators import strategy_valid
 
 from .errors import AlreadyPurchased, NotForSale
 from .models import Order, Voucher
-from .reservations import (
-    voucher_reservations_change,
-    voucher_reservations_open,
-    voucher_reservations_retire,
-    voucher_reservations_start,
-)
-from .selectors import voucher_forget, voucher_get
-from .tasks import voucher_reservations_drain, voucher_reservations_rebuild
+from .product import VOUCHER
 
 ONE_PER_USER = "order_one_per_user"
 # SQLite names the columns instead of the constraint.
 ONE_PER_USER_SQLITE = "orders_order.voucher_id, orders_order.buyer_guard"
-
-
-def strategy_validate(strategy: str) -> None:
-    if strategy not in Strategy.values:
-        raise InvalidInput(f"Unknown strategy {strategy!r}; use one of: {', '.join(Strategy.values)}.")
 
 
 @transaction.atomic
@@ -58,7 +44,7 @@ def voucher_create(
     it out of the shop's lists (a load test's own)."""
     title = name_clean(title, field="title")
     window_validate(begin_at, end_at)
-    strategy_validate(strategy)
+    strategy_valid(strategy)
     stock_row = stock_create(group=stock_group_create(), quantity=stock)
     voucher = Voucher.objects.create(
         title=title,
@@ -69,8 +55,7 @@ def voucher_create(
         stock=stock_row,
         listed=listed,
     )
-    if strategy == Strategy.REDIS_LUA:
-        transaction.on_commit(lambda: voucher_reservations_open(voucher=voucher, reservations=reservations_client()))
+    item_created(VOUCHER, voucher)
     return voucher
 
 
@@ -83,18 +68,14 @@ def voucher_update(
     end_at: datetime | None = None,
     description: str | None = None,
 ) -> Voucher:
-    """Change a voucher's window, strategy or description and/or add stock; all or nothing.
-
-    Under ``redis_lua`` the state in Redis follows: a switch to it builds the state from
-    the database, a switch away persists what waits and drops the state, and a new window
-    or a restock is applied to the state too (``orders.reservations``).
-    """
+    """Change a voucher's window, strategy or description and/or add stock; all or nothing,
+    with its ``redis_lua`` state in step (``inventory.item_states.item_update``)."""
     new_begin = begin_at or voucher.begin_at
     new_end = end_at or voucher.end_at
     if begin_at is not None or end_at is not None:
         window_validate(new_begin, new_end)
     if strategy is not None:
-        strategy_validate(strategy)
+        strategy_valid(strategy)
 
     @transaction.atomic
     def change() -> None:
@@ -113,18 +94,8 @@ def voucher_update(
         if restock is not None:
             stock_restock(stock_id=voucher.stock_id, quantity=restock)
 
-    was = Voucher.objects.values_list("strategy", flat=True).get(pk=voucher.pk)
-    now = strategy or was
-    reservations = reservations_client()
-    if was == Strategy.REDIS_LUA and now != Strategy.REDIS_LUA:
-        voucher_reservations_retire(voucher=voucher, reservations=reservations, then=change)
-    elif was == Strategy.REDIS_LUA:
-        # Redis holds the sale: the window and the units change there too, in step.
-        voucher_reservations_change(voucher=voucher, reservations=reservations, change=change, restock=restock or 0)
-    else:
-        change()
-        if now == Strategy.REDIS_LUA:
-            voucher_reservations_start(voucher=voucher, reservations=reservations)
+    added = {voucher.stock_id: restock} if restock else {}
+    item_update(VOUCHER, voucher, change, switch_to=strategy, units=lambda done: added)
     voucher.stock.refresh_from_db()
     return voucher
 
@@ -147,7 +118,7 @@ def order_purchase(
     It is also the take's snapshot, which the strategies whose own read is
     unguarded use instead of reading again.
 
-    Under ``redis_lua`` the purchase only reserves (``_order_reserve``): the order comes
+    Under ``redis_lua`` the purchase only reserves (``inventory.item_reserve``): the order comes
     back pending, and ``StateMissing`` (503) is raised while the voucher's Redis state
     is missing.
 
@@ -160,18 +131,10 @@ def order_purchase(
     """
     if not voucher.listed and not crowd_member(user_id=user.pk):
         raise NotForSale()
-    if voucher.strategy == Strategy.REDIS_LUA:
-        try:
-            return _order_reserve(user=user, voucher=voucher, rate=rate)
-        except StateMissing:
-            # Switched away since this voucher was read (or Redis lost the state).
-            voucher_forget(voucher_id=voucher.pk)
-            voucher = voucher_get(voucher_id=voucher.pk)
-            if voucher.strategy == Strategy.REDIS_LUA:
-                raise
-            rate = None  # counted by the script already
-    if rate is not None:
-        rate.count(tag=group_tag(voucher.stock.group_id))
+    attempt = item_reserve(VOUCHER, voucher, user_id=user.pk, rate=rate)
+    if attempt.record is not None:
+        return attempt.record
+    voucher = attempt.item
     voucher.window_check(now or timezone.now())
 
     def check() -> None:
@@ -204,19 +167,3 @@ def order_purchase(
         if constraint_violated(exc, ONE_PER_USER) or constraint_violated(exc, ONE_PER_USER_SQLITE):
             raise AlreadyPurchased() from exc
         raise
-
-
-def _order_reserve(*, user: AbstractBaseUser, voucher: Voucher, rate: RateCount | None) -> Order:
-    """The purchase under ``redis_lua``: one script call reserves the unit, and the order
-    is written later by a worker. The answer is the order as it will be, pending, under
-    the reservation's id (unsaved: ``pk`` is None). The window, the one-per-user rule and
-    the stock are the script's to check, against Redis: nothing here reads the database."""
-    reserved = stock_reserve(
-        group_id=voucher.stock.group_id,
-        user_id=user.pk,
-        over_limit=AlreadyPurchased,
-        persist_soon=lambda: voucher_reservations_drain.delay(voucher.pk, voucher.stock.group_id),
-        rebuild_soon=lambda: voucher_reservations_rebuild.delay(voucher.pk),
-        rate=rate,
-    )
-    return Order(user_id=user.pk, voucher=voucher, status=Order.Status.PENDING, reservation=reserved.reservation_id)

@@ -12,11 +12,10 @@ import pytest
 from django.test import Client
 from prometheus_client.parser import text_string_to_metric_families
 
-from inventory.persist import reservations_client
-from inventory.reservations import GroupKeys
+from inventory.reservations import GroupKeys, reservations_client
+from inventory.tasks import reservations_reconcile
 from locking import Lock
 from locking.integration import locks_redis
-from orders.tasks import vouchers_reservations_reconcile
 
 from .waiting import wait_until
 
@@ -107,7 +106,7 @@ def test_the_oldest_pending_reservation_ages_and_drift_is_counted_where_reconcil
 
     keys = GroupKeys.of(voucher.stock.group_id)
     reservations_redis.hincrby(keys.state, f"stock:{voucher.stock_id}", 3)  # drifted
-    assert vouchers_reservations_reconcile() == 1  # the beat's task, run here
+    assert reservations_reconcile("voucher") == 1  # the beat's task, run here
     after = scrape()
     assert grew(before, after, "flashsale_reconcile_drift_total", kind="voucher") == 1
     assert grew(before, after, "flashsale_reconcile_drift_total", kind="pool") == 0

@@ -90,7 +90,7 @@ def test_every_key_an_instance_writes_lies_under_its_namespace(own_redis, api_cl
     sender.config_from_object("django.conf:settings", namespace="CELERY")
     sender.conf.broker_url = url
     with sender:
-        sender.send_task("orders.tasks.vouchers_reservations_sweep")
+        sender.send_task("inventory.tasks.reservations_sweep", args=["voucher"])
         sender.send_task("lab.tasks.lab_run_task", args=[0])  # routed to the "lab" queue
 
     keys = sorted(key.decode() for client in clients for key in client.scan_iter(count=1000))

@@ -27,14 +27,15 @@ from django.urls import reverse
 from playwright.sync_api import expect
 
 from core.namespace import instance_key
+from inventory.groups import persist_options
+from inventory.item_states import item_reservations_persist
 from inventory.models import StockGroup
-from inventory.persist import persist_options, reservations_client
-from inventory.reservations import Pending
+from inventory.reservations import Pending, reservations_client
+from inventory.tasks import reservations_drain
 from lottery.models import Draw
-from lottery.reservations import pool_reservations_persist
+from lottery.product import POOL
 from orders.models import Order
-from orders.reservations import voucher_reservations_persist
-from orders.tasks import voucher_reservations_drain
+from orders.product import VOUCHER
 from tests import test_browser
 from tests.live import database_url
 from tests.test_browser import log_in
@@ -95,13 +96,13 @@ def waiting(group_id: int) -> list[Pending]:
 
 def persist_voucher(voucher) -> None:
     """What the drain task does for the voucher: its waiting reservations become orders."""
-    voucher_reservations_persist(
-        voucher_id=voucher.pk, group_id=voucher.stock.group_id, **persist_options(holding_group_lock=True)
+    item_reservations_persist(
+        VOUCHER, item_id=voucher.pk, group_id=voucher.stock.group_id, **persist_options(holding_group_lock=True)
     )
 
 
 def persist_pool(pool) -> None:
-    pool_reservations_persist(pool_id=pool.pk, group_id=pool.group_id, **persist_options(holding_group_lock=True))
+    item_reservations_persist(POOL, item_id=pool.pk, group_id=pool.group_id, **persist_options(holding_group_lock=True))
 
 
 def fail(group_id: int, why: str) -> None:
@@ -431,7 +432,7 @@ def test_a_purchase_in_the_browser_shows_pending_then_confirmed(page, live_serve
 
     options = settings.CELERY_BROKER_TRANSPORT_OPTIONS  # the instance's namespace, as the worker's
     with Celery(broker=BROKER, broker_transport_options=options, set_as_current=False) as sender:
-        sender.send_task(voucher_reservations_drain.name, args=[voucher.pk, voucher.stock.group_id])
+        sender.send_task(reservations_drain.name, args=["voucher", voucher.pk, voucher.stock.group_id])
     bought = page.locator("[data-outcome=bought]")
     expect(bought).to_have_text(f"Bought! Order #{order_id}. See my orders", timeout=30_000)
     expect(page.get_by_test_id("buy-reason")).to_contain_text("You bought this voucher", timeout=3_000)

@@ -15,15 +15,16 @@ from django.test import Client
 from django.utils import timezone
 
 from core.window import NotStarted
+from inventory.groups import persist_all
+from inventory.item_states import item_reservations_check, item_reservations_persist, item_reservations_reconcile
 from inventory.models import Stock, StockGroup
-from inventory.persist import persist_all, reservations_client
-from inventory.reservations import GroupKeys, reservation_group
+from inventory.reservations import GroupKeys, reservation_group, reservations_client
 from inventory.reserve import stock_reserve
 from lottery.models import Draw
-from lottery.reservations import pool_reservations_check, pool_reservations_persist, pool_reservations_reconcile
+from lottery.product import POOL
 from lottery.services import pool_update, prize_create, prize_update
 from orders.models import Order
-from orders.reservations import voucher_reservations_check, voucher_reservations_persist, voucher_reservations_reconcile
+from orders.product import VOUCHER
 from orders.services import voucher_update
 
 from .http import assert_error
@@ -35,8 +36,9 @@ def persist_voucher(voucher) -> int:
     """Persist what waits, as the drain task does."""
     reservations = reservations_client()
     return persist_all(
-        lambda batch: voucher_reservations_persist(
-            voucher_id=voucher.pk,
+        lambda batch: item_reservations_persist(
+            VOUCHER,
+            item_id=voucher.pk,
             group_id=voucher.stock.group_id,
             reservations=reservations,
             consumer="test",
@@ -48,8 +50,8 @@ def persist_voucher(voucher) -> int:
 def persist_pool(pool) -> int:
     reservations = reservations_client()
     return persist_all(
-        lambda batch: pool_reservations_persist(
-            pool_id=pool.pk, group_id=pool.group_id, reservations=reservations, consumer="test", batch=batch
+        lambda batch: item_reservations_persist(
+            POOL, item_id=pool.pk, group_id=pool.group_id, reservations=reservations, consumer="test", batch=batch
         )
     )
 
@@ -109,8 +111,8 @@ def test_a_missing_state_answers_503_and_reconciliation_rebuilds_it(api_client, 
     refused = purchase(api_client(), voucher)
     assert_error(refused, 503, "unavailable")
     assert refused["Retry-After"]
-    assert voucher_reservations_check(voucher=voucher, reservations=reservations_client()).state is False
-    check = voucher_reservations_reconcile(voucher=voucher, reservations=reservations_client())
+    assert item_reservations_check(VOUCHER, item=voucher, reservations=reservations_client()).state is False
+    check = item_reservations_reconcile(VOUCHER, item=voucher, reservations=reservations_client())
     assert check.rebuilt
     assert redis_stock(voucher.stock.group_id) == {voucher.stock_id: 2}
     assert_error(purchase(first, voucher), 409, "already_purchased")  # the buyers came back too
@@ -135,7 +137,7 @@ def test_switching_to_redis_lua_and_back_keeps_every_unit_and_buyer(api_client, 
     assert purchase(api_client(), voucher).status_code == 201
     voucher_update(voucher=voucher, strategy="redis_lua")  # built afresh from the database
     assert redis_stock(group) == {voucher.stock_id: 2}
-    assert not voucher_reservations_check(voucher=voucher, reservations=reservations_client()).drifted
+    assert not item_reservations_check(VOUCHER, item=voucher, reservations=reservations_client()).drifted
 
 
 def test_restock_and_a_new_window_reach_the_state_in_redis(api_client, make_voucher):
@@ -157,7 +159,7 @@ def test_restock_and_a_new_window_reach_the_state_in_redis(api_client, make_vouc
             rebuild_soon=lambda: None,
         )
     persist_voucher(voucher)
-    assert not voucher_reservations_check(voucher=voucher, reservations=reservations_client()).drifted
+    assert not item_reservations_check(VOUCHER, item=voucher, reservations=reservations_client()).drifted
 
 
 def test_reconciliation_repairs_drift_while_reservations_wait(api_client, make_voucher, reservations_redis):
@@ -168,12 +170,12 @@ def test_reconciliation_repairs_drift_while_reservations_wait(api_client, make_v
     keys = GroupKeys.of(voucher.stock.group_id)
     reservations_redis.hincrby(keys.state, f"stock:{voucher.stock_id}", 4)  # drifted: 4 units too many
     reservations_redis.hdel(keys.takers, buyers[0].user.pk)  # and a buyer forgotten
-    drift = voucher_reservations_check(voucher=voucher, reservations=reservations_client())
+    drift = item_reservations_check(VOUCHER, item=voucher, reservations=reservations_client())
     assert drift.stock == {voucher.stock_id: (11, 7)}
     assert drift.takers == {buyers[0].user.pk: (0, 1)}
     assert drift.pending == 3
-    assert voucher_reservations_reconcile(voucher=voucher, reservations=reservations_client()).repaired
-    assert not voucher_reservations_check(voucher=voucher, reservations=reservations_client()).drifted
+    assert item_reservations_reconcile(VOUCHER, item=voucher, reservations=reservations_client()).repaired
+    assert not item_reservations_check(VOUCHER, item=voucher, reservations=reservations_client()).drifted
     assert_error(purchase(buyers[0], voucher), 409, "already_purchased")
     persist_voucher(voucher)
     assert Stock.objects.get(pk=voucher.stock_id).quantity == 7 == redis_stock(voucher.stock.group_id)[voucher.stock_id]
@@ -210,10 +212,10 @@ def test_a_pools_rules_prizes_and_restocks_follow_in_redis(api_client, make_pool
     assert player.post(f"/api/pools/{pool.pk}/draw").status_code == 202
     assert_error(player.post(f"/api/pools/{pool.pk}/draw"), 409, "draw_limit")
     persist_pool(pool)
-    assert not pool_reservations_check(pool=pool, reservations=reservations_client()).drifted
+    assert not item_reservations_check(POOL, item=pool, reservations=reservations_client()).drifted
     pool_update(pool=pool, strategy="db_atomic")
     assert redis_stock(pool.group_id) is None
-    assert not pool_reservations_reconcile(pool=pool, reservations=reservations_client()).rebuilt
+    assert not item_reservations_reconcile(POOL, item=pool, reservations=reservations_client()).rebuilt
 
 
 def test_a_purchase_right_after_a_switch_away_goes_through_the_new_strategy(api_client, make_voucher):

@@ -19,12 +19,10 @@ from django.conf import settings
 from accounts.services import users_with_tokens_create
 from core.namespace import instance_key
 from inventory.models import Stock
-from inventory.persist import reservations_client
-from inventory.reservations import GroupKeys, Rules
+from inventory.reservations import GroupKeys, Rules, reservations_client
+from inventory.tasks import reservations_drain
 from lottery.models import Draw
-from lottery.tasks import pool_reservations_drain
 from orders.models import Order
-from orders.tasks import voucher_reservations_drain
 from tests.live import database_url
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -134,7 +132,7 @@ def test_a_worker_persists_every_reservation_of_a_voucher_once(worker, reservati
     voucher = make_voucher(stock=300)
     group = load(reservations, voucher, {voucher.stock_id: 300}, limit=1)
     reserved = [reservations[0].reserve(group_id=group, user_id=u, rand=0.5) for u in users(300)]
-    send(voucher_reservations_drain, voucher.pk, voucher.stock.group_id)
+    send(reservations_drain, "voucher", voucher.pk, voucher.stock.group_id)
     wait_for(lambda: Order.objects.filter(voucher=voucher).count() == 300)
     rows = set(Order.objects.filter(voucher=voucher).values_list("reservation", flat=True))
     assert rows == {r.reservation_id for r in reserved}
@@ -150,7 +148,7 @@ def test_a_worker_killed_mid_batch_leaves_each_reservation_persisted_once(worker
     stock = dict(Stock.objects.filter(group_id=pool.group_id).values_list("id", "quantity"))
     group = load(reservations, pool, stock, limit=1)
     reserved = [reservations[0].reserve(group_id=group, user_id=u, rand=0.5) for u in users(5000)]
-    send(pool_reservations_drain, pool.pk, pool.group_id)
+    send(reservations_drain, "pool", pool.pk, pool.group_id)
     wait_for(lambda: Draw.objects.filter(pool=pool).exists())
     worker.kill()
     written_before_restart = Draw.objects.filter(pool=pool).count()
@@ -158,7 +156,7 @@ def test_a_worker_killed_mid_batch_leaves_each_reservation_persisted_once(worker
     worker.start()
 
     def drained() -> bool:  # a drain every second, as the periodic task sends them
-        send(pool_reservations_drain, pool.pk, pool.group_id)
+        send(reservations_drain, "pool", pool.pk, pool.group_id)
         time.sleep(1)
         return reservations[0].client.xlen(GroupKeys.of(group).pending) == 0
 
@@ -204,9 +202,10 @@ def test_many_processes_buying_and_drawing_then_every_invariant_holds(app_worker
     """8 processes x 8 threads buy a voucher of 20 and draw in a pool of 2 + 10 (limit 2)
     through the services, which send their drain tasks to a real worker. Once drained: the
     stock sold once, one order per buyer, every 202 one row, Redis and the database agree."""
-    from lottery.reservations import pool_reservations_check
+    from inventory.item_states import item_reservations_check
+    from lottery.product import POOL
     from lottery.selectors import pool_audit
-    from orders.reservations import voucher_reservations_check
+    from orders.product import VOUCHER
     from orders.selectors import voucher_audit
 
     from .buyers import buy_concurrently, draw_concurrently
@@ -225,13 +224,13 @@ def test_many_processes_buying_and_drawing_then_every_invariant_holds(app_worker
     assert sorted(orders.values_list("reservation", flat=True)) == sorted(bought.confirmed)
     audit = voucher_audit(voucher_id=voucher.pk)
     assert audit.ok and (audit.orders, audit.stock) == (20, 0)
-    check = voucher_reservations_check(voucher=voucher, reservations=reservations_client())
+    check = item_reservations_check(VOUCHER, item=voucher, reservations=reservations_client())
     assert check.state and not check.drifted  # invariant 5: Redis stock and buyers agree
     draws = Draw.objects.filter(pool=pool)
     assert sorted(draws.values_list("reservation", "prize_id")) == sorted(drew.confirmed)
     assert pool_audit(pool_id=pool.pk).ok
     assert draws.exclude(prize=None).count() == 12  # every prize awarded once, none twice
-    assert not pool_reservations_check(pool=pool, reservations=reservations_client()).drifted
+    assert not item_reservations_check(POOL, item=pool, reservations=reservations_client()).drifted
 
 
 def test_the_same_reservation_delivered_twice_makes_one_row(app_worker, api_client, make_voucher):
@@ -247,7 +246,7 @@ def test_the_same_reservation_delivered_twice_makes_one_row(app_worker, api_clie
     Stock.objects.filter(pk=voucher.stock_id).update(quantity=8)
     app_worker(RESERVATIONS_CLAIM_IDLE_MS="0")
     for _ in range(3):
-        voucher_reservations_drain.delay(voucher.pk, voucher.stock.group_id)
+        reservations_drain.delay("voucher", voucher.pk, voucher.stock.group_id)
     wait_for(lambda: drained(voucher.stock.group_id) and Order.objects.filter(voucher=voucher).count() >= 5)
     time.sleep(1)  # the other drains ran too
     rows = list(Order.objects.filter(voucher=voucher).values_list("reservation", flat=True))
@@ -318,7 +317,7 @@ def test_a_database_out_of_reach_for_too_long_undoes_the_reservation_and_tells_t
     time.sleep(1.5)
 
     def undone() -> bool:
-        voucher_reservations_drain.delay(voucher.pk, group)  # as the sweep sends it
+        reservations_drain.delay("voucher", voucher.pk, group)  # as the sweep sends it
         time.sleep(0.5)
         return buyer.get(f"/api/orders/{order_id}").json()["status"] == "failed"
 

@@ -11,8 +11,8 @@ import pytest
 import redis
 
 from inventory.reservations import GroupKeys
+from inventory.tasks import reservations_reconcile
 from locking.testing import free_port
-from orders.tasks import vouchers_reservations_reconcile
 
 from .test_reservations_worker import BROKER, Worker, send
 
@@ -49,7 +49,7 @@ def test_the_worker_serves_the_drift_its_reconciliation_found(make_voucher, rese
             assert time.monotonic() < give_up, "the worker's /metrics never answered"
             time.sleep(0.3)
         assert drift_counted(port) == 0
-        send(vouchers_reservations_reconcile)
+        send(reservations_reconcile, "voucher")
         while drift_counted(port) != 1:
             assert time.monotonic() < give_up, f"drift counted: {drift_counted(port)}"
             time.sleep(0.3)

@@ -242,25 +242,30 @@ RESERVATIONS_SWEEP_SECONDS = env_int("RESERVATIONS_SWEEP_SECONDS", 2)
 RESERVATIONS_RECONCILE_SECONDS = env_int("RESERVATIONS_RECONCILE_SECONDS", 15)
 
 # What `celery beat` runs (make run and docker-compose start one beside the worker).
+# One sweep and one reconciliation per kind of item (inventory.tasks, the kind their argument).
 CELERY_BEAT_SCHEDULE = {
     "vouchers-reservations-sweep": {
-        "task": "orders.tasks.vouchers_reservations_sweep",
+        "task": "inventory.tasks.reservations_sweep",
+        "args": ("voucher",),
         "schedule": RESERVATIONS_SWEEP_SECONDS,
         # A sweep that waited longer than its period is superseded by the next.
         "options": {"expires": RESERVATIONS_SWEEP_SECONDS},
     },
     "pools-reservations-sweep": {
-        "task": "lottery.tasks.pools_reservations_sweep",
+        "task": "inventory.tasks.reservations_sweep",
+        "args": ("pool",),
         "schedule": RESERVATIONS_SWEEP_SECONDS,
         "options": {"expires": RESERVATIONS_SWEEP_SECONDS},
     },
     "vouchers-reservations-reconcile": {
-        "task": "orders.tasks.vouchers_reservations_reconcile",
+        "task": "inventory.tasks.reservations_reconcile",
+        "args": ("voucher",),
         "schedule": RESERVATIONS_RECONCILE_SECONDS,
         "options": {"expires": RESERVATIONS_RECONCILE_SECONDS},
     },
     "pools-reservations-reconcile": {
-        "task": "lottery.tasks.pools_reservations_reconcile",
+        "task": "inventory.tasks.reservations_reconcile",
+        "args": ("pool",),
         "schedule": RESERVATIONS_RECONCILE_SECONDS,
         "options": {"expires": RESERVATIONS_RECONCILE_SECONDS},
     },

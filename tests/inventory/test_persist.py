@@ -11,14 +11,19 @@ import redis
 from django.conf import settings
 from django.db import InterfaceError, OperationalError
 
+from inventory.item_states import (
+    item_reservations_check,
+    item_reservations_load,
+    item_reservations_persist,
+)
 from inventory.lua import LOST_NUMBERS_GAP
 from inventory.models import Stock
 from inventory.persist import reservations_persist
 from inventory.reservations import GroupKeys, Reservations, Rules, reservation_id
 from lottery.models import Draw
-from lottery.reservations import pool_reservations_persist
+from lottery.product import POOL
 from orders.models import Order
-from orders.reservations import voucher_reservations_persist
+from orders.product import VOUCHER
 
 from ..waiting import wait_until
 
@@ -52,8 +57,8 @@ def test_reservations_become_orders_once_with_the_stock(reservations, make_vouch
     group = reservations.load_from(voucher, limit=1)
     users = [make_user() for _ in range(3)]
     answers = [reservations.reserve(group_id=group, user_id=u.pk, rand=0.5) for u in users]
-    result = voucher_reservations_persist(
-        voucher_id=voucher.pk, group_id=voucher.stock.group_id, reservations=reservations, consumer="w1"
+    result = item_reservations_persist(
+        VOUCHER, item_id=voucher.pk, group_id=voucher.stock.group_id, reservations=reservations, consumer="w1"
     )
     assert (result.written, result.repeated, result.failed) == (3, 0, 0)
     orders = Order.objects.filter(voucher=voucher)
@@ -63,8 +68,8 @@ def test_reservations_become_orders_once_with_the_stock(reservations, make_vouch
     voucher.stock.refresh_from_db()
     assert voucher.stock.quantity == 2 == reservations.stock(group_id=group)[voucher.stock_id]
     assert (
-        voucher_reservations_persist(
-            voucher_id=voucher.pk, group_id=voucher.stock.group_id, reservations=reservations, consumer="w1"
+        item_reservations_persist(
+            VOUCHER, item_id=voucher.pk, group_id=voucher.stock.group_id, reservations=reservations, consumer="w1"
         ).handled
         == 0
     )
@@ -87,12 +92,13 @@ def test_a_consumer_that_died_after_its_commit_leaves_no_second_order(reservatio
     dying = Reservations(reservations.client)
     dying.done = die_before_ack
     with pytest.raises(Died):
-        voucher_reservations_persist(
-            voucher_id=voucher.pk, group_id=voucher.stock.group_id, reservations=dying, consumer="dead"
+        item_reservations_persist(
+            VOUCHER, item_id=voucher.pk, group_id=voucher.stock.group_id, reservations=dying, consumer="dead"
         )
     assert Order.objects.filter(voucher=voucher).count() == 2
-    result = voucher_reservations_persist(
-        voucher_id=voucher.pk,
+    result = item_reservations_persist(
+        VOUCHER,
+        item_id=voucher.pk,
         group_id=voucher.stock.group_id,
         reservations=reservations,
         consumer="next",
@@ -119,8 +125,8 @@ def test_a_reservation_the_database_refuses_is_undone_and_the_rest_of_its_batch_
     refused = reservations.reserve(group_id=group, user_id=early.pk, rand=0.5)
     for user in others:
         reservations.reserve(group_id=group, user_id=user.pk, rand=0.5)
-    result = voucher_reservations_persist(
-        voucher_id=voucher.pk, group_id=voucher.stock.group_id, reservations=reservations, consumer="w1"
+    result = item_reservations_persist(
+        VOUCHER, item_id=voucher.pk, group_id=voucher.stock.group_id, reservations=reservations, consumer="w1"
     )
     assert (result.written, result.failed) == (2, 1)
     assert Order.objects.filter(voucher=voucher).count() == 3
@@ -149,8 +155,8 @@ def test_each_reservation_is_logged_with_the_id_of_the_request_that_made_it(
     # The last one's row is there already (a consumer that died before acknowledging).
     Order.objects.create(user=buyers[2], voucher=voucher, buyer_guard=buyers[2].pk, reservation=made[2].reservation_id)
     caplog.set_level("INFO", logger="inventory.persist")
-    voucher_reservations_persist(
-        voucher_id=voucher.pk, group_id=voucher.stock.group_id, reservations=reservations, consumer="w1"
+    item_reservations_persist(
+        VOUCHER, item_id=voucher.pk, group_id=voucher.stock.group_id, reservations=reservations, consumer="w1"
     )
     lines = {r.reservation_id: r for r in caplog.records if getattr(r, "event", "") == "reservation"}
     assert {n: (r.request_id, r.outcome, r.levelname) for n, r in lines.items()} == {
@@ -183,8 +189,8 @@ def test_draws_are_written_with_their_prize_and_the_users_count(reservations, ma
         reservations.reserve(group_id=group, user_id=bob.pk, rand=0.99),
     ]
     assert [a.stock_id for a in answers] == [gold.stock_id, silver.stock_id, silver.stock_id]
-    result = pool_reservations_persist(
-        pool_id=pool.pk, group_id=pool.group_id, reservations=reservations, consumer="w1"
+    result = item_reservations_persist(
+        POOL, item_id=pool.pk, group_id=pool.group_id, reservations=reservations, consumer="w1"
     )
     assert result.written == 3
     rows = list(Draw.objects.filter(pool=pool).order_by("reservation").values_list("user_id", "prize_id", "seq"))
@@ -238,8 +244,8 @@ def test_a_batch_the_database_was_unreachable_for_is_taken_over_at_once_once_it_
             group_id=group, reservations=reservations, consumer="w1", persisted=unreachable, write=None
         )
 
-    result = voucher_reservations_persist(
-        voucher_id=voucher.pk, group_id=group, reservations=reservations, consumer="w2", claim_idle_ms=30_000
+    result = item_reservations_persist(
+        VOUCHER, item_id=voucher.pk, group_id=group, reservations=reservations, consumer="w2", claim_idle_ms=30_000
     )
     assert (result.written, result.repeated, result.failed) == (2, 0, 0)
     orders = Order.objects.filter(voucher=voucher)
@@ -248,7 +254,6 @@ def test_a_batch_the_database_was_unreachable_for_is_taken_over_at_once_once_it_
 
 
 def test_a_voucher_is_loaded_from_the_database_with_its_buyers_and_numbering(reservations, make_voucher, make_user):
-    from orders.reservations import voucher_reservations_load
 
     voucher = make_voucher(stock=5, strategy="redis_lua")
     early, late = make_user(), make_user()
@@ -259,8 +264,8 @@ def test_a_voucher_is_loaded_from_the_database_with_its_buyers_and_numbering(res
     Stock.objects.filter(pk=voucher.stock_id).update(quantity=3)
     group = voucher.stock.group_id
     reservations.client.delete(*GroupKeys.of(group).all())
-    assert voucher_reservations_load(voucher=voucher, reservations=reservations)
-    assert not voucher_reservations_load(voucher=voucher, reservations=reservations)  # never over live state
+    assert item_reservations_load(VOUCHER, item=voucher, reservations=reservations)
+    assert not item_reservations_load(VOUCHER, item=voucher, reservations=reservations)  # never over live state
     assert reservations.stock(group_id=group) == {voucher.stock_id: 3}
     assert reservations.takers(group_id=group) == {early.pk: 1, late.pk: 1}
     assert reservations.reserve(group_id=group, user_id=early.pk, rand=0.5).refusal == "limit"
@@ -271,7 +276,6 @@ def test_a_voucher_is_loaded_from_the_database_with_its_buyers_and_numbering(res
 
 
 def test_a_pool_is_loaded_with_its_rules_prizes_and_each_users_draws(reservations, make_pool, make_user):
-    from lottery.reservations import pool_reservations_load
 
     pool = make_pool(prizes=(("Gold", 1), ("Silver", 4)), no_prize_weight=5, draws_per_user=2, strategy="redis_lua")
     gold, silver = pool.prizes.all()
@@ -279,7 +283,7 @@ def test_a_pool_is_loaded_with_its_rules_prizes_and_each_users_draws(reservation
     Draw.objects.create(user=alice, pool=pool, prize=silver, seq=1, user_guard=alice.pk)
     Stock.objects.filter(pk=silver.stock_id).update(quantity=3)
     reservations.client.delete(*GroupKeys.of(pool.group_id).all())
-    assert pool_reservations_load(pool=pool, reservations=reservations)
+    assert item_reservations_load(POOL, item=pool, reservations=reservations)
     assert reservations.stock(group_id=pool.group_id) == {gold.stock_id: 1, silver.stock_id: 3}
     assert reservations.takers(group_id=pool.group_id) == {alice.pk: 1}
     second = reservations.reserve(group_id=pool.group_id, user_id=alice.pk, rand=0.99)  # "no prize": 5 of 9
@@ -293,8 +297,7 @@ def test_a_rebuild_waits_for_the_batch_being_persisted(reservations, make_vouche
     holds while it writes, so it never reads the stock between a batch's rows and its
     decrement's commit."""
     from inventory.errors import LockBusy
-    from inventory.persist import drain_group, group_lock
-    from orders.reservations import voucher_reservations_load
+    from inventory.groups import drain_group, group_lock
 
     voucher = make_voucher(stock=5, strategy="redis_lua")
     group = voucher.stock.group_id
@@ -303,7 +306,7 @@ def test_a_rebuild_waits_for_the_batch_being_persisted(reservations, make_vouche
     assert drainer.acquire() is not None  # a drain under way
     try:
         with pytest.raises(LockBusy):
-            voucher_reservations_load(voucher=voucher, reservations=reservations, wait_seconds=0.3)
+            item_reservations_load(VOUCHER, item=voucher, reservations=reservations, wait_seconds=0.3)
         assert not reservations.client.exists(GroupKeys.of(group).state)
         second = drain_group(
             group, lambda batch: pytest.fail("a second drain of the group ran"), reservations=reservations
@@ -311,7 +314,7 @@ def test_a_rebuild_waits_for_the_batch_being_persisted(reservations, make_vouche
         assert second is None
     finally:
         drainer.release()
-    assert voucher_reservations_load(voucher=voucher, reservations=reservations, wait_seconds=0.3)
+    assert item_reservations_load(VOUCHER, item=voucher, reservations=reservations, wait_seconds=0.3)
     reservations.client.delete(*GroupKeys.of(group).all())
 
 
@@ -334,22 +337,20 @@ def test_reconcile_counts_waiting_reservations_and_reports_drift(reservations, m
 
     from django.core.management import call_command
 
-    from orders.reservations import voucher_reservations_check
-
     voucher = make_voucher(stock=5)
     group = reservations.load_from(voucher, limit=1)
     buyer = make_user()
     reservations.reserve(group_id=group, user_id=buyer.pk, rand=0.5)
-    check = voucher_reservations_check(voucher=voucher, reservations=reservations)
+    check = item_reservations_check(VOUCHER, item=voucher, reservations=reservations)
     assert (check.state, check.drifted, check.pending) == (True, False, 1)
-    voucher_reservations_persist(
-        voucher_id=voucher.pk, group_id=voucher.stock.group_id, reservations=reservations, consumer="w1"
+    item_reservations_persist(
+        VOUCHER, item_id=voucher.pk, group_id=voucher.stock.group_id, reservations=reservations, consumer="w1"
     )
-    assert not voucher_reservations_check(voucher=voucher, reservations=reservations).drifted
+    assert not item_reservations_check(VOUCHER, item=voucher, reservations=reservations).drifted
 
     reservations.client.hincrby(GroupKeys.of(group).state, f"stock:{voucher.stock_id}", -1)  # a unit lost in Redis
     reservations.client.hdel(GroupKeys.of(group).takers, buyer.pk)  # and a buyer forgotten
-    check = voucher_reservations_check(voucher=voucher, reservations=reservations)
+    check = item_reservations_check(VOUCHER, item=voucher, reservations=reservations)
     assert check.stock == {voucher.stock_id: (3, 4)}
     assert check.takers == {buyer.pk: (0, 1)}
     with pytest.raises(SystemExit) as exit_:
@@ -361,7 +362,7 @@ def test_reconcile_counts_waiting_reservations_and_reports_drift(reservations, m
     # --repair sets it right (and exits 0), and rebuilds a redis_lua item's missing state.
     call_command("reconcile", "--repair")
     assert "REPAIRED" in capsys.readouterr().out
-    assert not voucher_reservations_check(voucher=voucher, reservations=reservations).drifted
+    assert not item_reservations_check(VOUCHER, item=voucher, reservations=reservations).drifted
     assert reservations.takers(group_id=group) == {buyer.pk: 1}
 
 
@@ -390,7 +391,7 @@ def test_a_drain_stays_while_reservations_arrive_and_no_request_asks_for_another
     arrives within a pace is the test's to say, not the scheduler's."""
     import threading
 
-    from inventory.persist import drain_group
+    from inventory.groups import drain_group
 
     voucher = make_voucher(stock=100, strategy="db_atomic")
     group = reservations.load_from(voucher, limit=1)
@@ -401,8 +402,8 @@ def test_a_drain_stays_while_reservations_arrive_and_no_request_asks_for_another
 
     def step(batch: int):
         assert let_read.acquire(timeout=10), "the test never let the drain read"
-        result = voucher_reservations_persist(
-            voucher_id=voucher.pk, group_id=group, reservations=reservations, consumer="w1", batch=batch
+        result = item_reservations_persist(
+            VOUCHER, item_id=voucher.pk, group_id=group, reservations=reservations, consumer="w1", batch=batch
         )
         reads.append(result.handled)
         return result
@@ -428,7 +429,7 @@ def test_a_drain_stays_while_reservations_arrive_and_no_request_asks_for_another
 def test_the_drain_reads_at_the_pace_of_reservations_kick_ms(reservations, make_voucher, make_user, settings):
     """The drain stays while reservations arrive, reading once per RESERVATIONS_KICK_MS:
     the pace at which a crowd asks for drains when no drain is there."""
-    from inventory.persist import drain_group
+    from inventory.groups import drain_group
 
     settings.RESERVATIONS_KICK_MS = 300
     voucher = make_voucher(stock=10, strategy="db_atomic")
@@ -438,8 +439,8 @@ def test_the_drain_reads_at_the_pace_of_reservations_kick_ms(reservations, make_
     reads: list[tuple[float, int]] = []
 
     def step(batch: int):
-        result = voucher_reservations_persist(
-            voucher_id=voucher.pk, group_id=group, reservations=reservations, consumer="w1", batch=batch
+        result = item_reservations_persist(
+            VOUCHER, item_id=voucher.pk, group_id=group, reservations=reservations, consumer="w1", batch=batch
         )
         reads.append((time.monotonic(), result.handled))
         if len(reads) == 1:  # one more arrives within the pace: the drain stays for it
@@ -513,8 +514,8 @@ def test_when_every_reservation_of_a_batch_is_refused_each_is_undone(reservation
     gone = [make_user() for _ in range(20)]
     made = [reservations.reserve(group_id=group, user_id=user.pk, rand=0.5) for user in gone]
     type(gone[0]).objects.filter(pk__in=[user.pk for user in gone]).delete()
-    result = voucher_reservations_persist(
-        voucher_id=voucher.pk, group_id=voucher.stock.group_id, reservations=reservations, consumer="w1"
+    result = item_reservations_persist(
+        VOUCHER, item_id=voucher.pk, group_id=voucher.stock.group_id, reservations=reservations, consumer="w1"
     )
     assert (result.written, result.repeated, result.failed) == (0, 0, 20)
     assert all("refused" in reservations.failed(reservation=one.reservation_id).why for one in made)
@@ -556,8 +557,8 @@ def test_a_part_written_before_the_database_went_away_is_never_undone(reservatio
     # Redis gave back the units and takes of the undone ones only.
     assert reservations.stock(group_id=group)[voucher.stock_id] == 99 - 16
     assert set(reservations.takers(group_id=group)) == {user.pk for user in buyers[:16]}
-    result = voucher_reservations_persist(
-        voucher_id=voucher.pk, group_id=group, reservations=reservations, consumer="w2", claim_idle_ms=0
+    result = item_reservations_persist(
+        VOUCHER, item_id=voucher.pk, group_id=group, reservations=reservations, consumer="w2", claim_idle_ms=0
     )
     assert (result.written, result.repeated, result.failed) == (0, 16, 0)
     assert reservations.client.xlen(GroupKeys.of(group).pending) == 0

@@ -7,16 +7,16 @@ from __future__ import annotations
 import pytest
 
 from accounts.crowd import crowd_join
-from inventory.persist import persist_all, reservations_client
-from inventory.reservations import GroupKeys
+from inventory.groups import persist_all
+from inventory.item_states import item_reservations_persist
+from inventory.product import product_of
+from inventory.reservations import GroupKeys, reservations_client
 from loadtests.products import PRODUCTS, Supply, split_stock
 from loadtests.verdict import Result
 from lottery.models import Pool
-from lottery.reservations import pool_reservations_persist
 from lottery.selectors import pool_get
 from lottery.services import pool_draw
 from orders.models import Order, Voucher
-from orders.reservations import voucher_reservations_persist
 from orders.services import order_purchase
 
 pytestmark = pytest.mark.django_db
@@ -120,10 +120,9 @@ def test_a_runs_fresh_item_is_not_for_sale_in_the_shops_lists_but_answers_by_id(
 def persist(product: str, target) -> int:
     """Write what waits in Redis, as the drain task does (here, in the test's process)."""
     reservations = reservations_client()
-    write = voucher_reservations_persist if product == "voucher" else pool_reservations_persist
-    item = {"voucher_id" if product == "voucher" else "pool_id": target.pk}
+    item = {"product": product_of(product), "item_id": target.pk, "group_id": target.group_id}
     return persist_all(
-        lambda batch: write(**item, group_id=target.group_id, reservations=reservations, consumer="test", batch=batch)
+        lambda batch: item_reservations_persist(**item, reservations=reservations, consumer="test", batch=batch)
     )
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 
+from inventory import items
 from lottery import selectors
 from lottery.selectors import pool_for_draw_cached, pool_get, prize_for_stock
 from lottery.services import pool_update
@@ -23,7 +24,7 @@ def test_draws_left_follows_the_limit_the_script_enforced_not_the_memo(api_clien
     # Staff raise the limit in another process: Redis' rules change, this process's memo
     # (put back as that process found it) still says 3 for up to a second.
     pool_update(pool=pool_get(pool_id=pool.pk), draws_per_user=5)
-    selectors._reserving.put(pool.pk, kept)
+    items._reserving.put(("pool", pool.pk), kept)
     second = client.post(f"/api/pools/{pool.pk}/draw")
     assert second.status_code == 202
     assert second.json()["draws_left"] == 3  # 5 - 2, where the memo's limit said 1

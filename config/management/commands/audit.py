@@ -2,13 +2,13 @@ import json
 
 from django.core.management.base import BaseCommand, CommandError
 
+from inventory.item_states import item_reservations_check
 from inventory.models import Strategy
-from inventory.persist import reservations_client
+from inventory.product import product_of
+from inventory.reservations import reservations_client
 from lottery.models import Pool
-from lottery.reservations import pool_reservations_check
 from lottery.selectors import pool_audit
 from orders.models import Voucher
-from orders.reservations import voucher_reservations_check
 from orders.selectors import voucher_audit
 
 
@@ -52,15 +52,12 @@ class Command(BaseCommand):
     def _redis_checks(voucher_ids: list[int], pool_ids: list[int]) -> dict:
         """Invariant 5 for the redis_lua items: their Redis state against the database."""
         reservations = reservations_client()
-        checks = {
-            ("voucher", v.pk): voucher_reservations_check(voucher=v, reservations=reservations)
-            for v in Voucher.objects.filter(pk__in=voucher_ids, strategy=Strategy.REDIS_LUA).select_related("stock")
+        return {
+            (kind, item.pk): item_reservations_check(product, item=item, reservations=reservations)
+            for kind, ids in (("voucher", voucher_ids), ("pool", pool_ids))
+            for product in [product_of(kind)]
+            for item in product.items().filter(pk__in=ids, strategy=Strategy.REDIS_LUA)
         }
-        checks |= {
-            ("pool", p.pk): pool_reservations_check(pool=p, reservations=reservations)
-            for p in Pool.objects.filter(pk__in=pool_ids, strategy=Strategy.REDIS_LUA)
-        }
-        return checks
 
     def _ok(self, audit, kind: str, pk: int) -> bool:
         check = self.redis.get((kind, pk))

@@ -2,11 +2,9 @@ import json
 
 from django.core.management.base import BaseCommand
 
-from inventory.persist import reservations_client
-from lottery.models import Pool
-from lottery.reservations import pool_reservations_check, pool_reservations_reconcile
-from orders.models import Voucher
-from orders.reservations import voucher_reservations_check, voucher_reservations_reconcile
+from inventory.item_states import item_reservations_check, item_reservations_reconcile
+from inventory.product import products
+from inventory.reservations import reservations_client
 
 
 class Command(BaseCommand):
@@ -28,21 +26,12 @@ class Command(BaseCommand):
 
     def handle(self, *args, as_json: bool = False, repair: bool = False, **options):
         reservations = reservations_client()
-        vouchers = Voucher.objects.select_related("stock").order_by("id")
-        pools = Pool.objects.order_by("id")
-        if repair:
-            checks = [
-                ("voucher", v.pk, v.strategy, voucher_reservations_reconcile(voucher=v, reservations=reservations))
-                for v in vouchers
-            ] + [
-                ("pool", p.pk, p.strategy, pool_reservations_reconcile(pool=p, reservations=reservations))
-                for p in pools
-            ]
-        else:
-            checks = [
-                ("voucher", v.pk, v.strategy, voucher_reservations_check(voucher=v, reservations=reservations))
-                for v in vouchers
-            ] + [("pool", p.pk, p.strategy, pool_reservations_check(pool=p, reservations=reservations)) for p in pools]
+        run = item_reservations_reconcile if repair else item_reservations_check
+        checks = [
+            (product.kind, item.pk, item.strategy, run(product, item=item, reservations=reservations))
+            for product in products()
+            for item in product.items().order_by("id")
+        ]
         # Items that never had a Redis state (other strategies) are not reported; a redis_lua
         # item without one is (it answers 503 until rebuilt).
         checked = [

@@ -1,0 +1,221 @@
+"""An item's ``redis_lua`` state through its life, whatever its product (``inventory.product``):
+loaded into Redis from the database, kept in step with the item's changes, reconciled,
+and its reservations persisted as the product's records (``inventory.persist``).
+
+Every function takes the product's adapter and one of its items; ``reservations`` is the
+process's client (``inventory.reservations.reservations_client``) unless given.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from functools import partial
+from typing import Any, TypeVar
+
+from django.db import transaction
+from django.db.models import Max
+
+from .groups import group_open, group_rebuild, group_retire, persist_options, with_group_lock
+from .models import Stock, Strategy
+from .persist import Persisted, reservations_persist
+from .product import Product
+from .reconcile import GroupCheck, group_check, group_reconcile, takes_by_user
+from .reservations import Pending, Reservations, reservations_client
+
+R = TypeVar("R")
+
+
+def item_reservations_persist(
+    product: Product, *, item_id: int, group_id: int, reservations: Reservations, consumer: str, **options
+) -> Persisted:
+    """Write the item's pending reservations as confirmed records, once each; ``options`` are
+    those of ``inventory.persist.reservations_persist``. Ids only: nothing is read before the
+    batch, so that a database out of reach reaches the code that gives up."""
+    written = product.record_model.objects
+
+    def persisted(ids: list[int]) -> set[int]:
+        return set(written.filter(reservation__in=ids).values_list("reservation", flat=True))
+
+    def write(fresh: list[Pending]) -> None:
+        written.bulk_create(product.rows(item_id, fresh))
+
+    return reservations_persist(
+        group_id=group_id,
+        reservations=reservations,
+        consumer=consumer,
+        persisted=persisted,
+        write=write,
+        kind=product.kind,
+        item_id=item_id,
+        **options,
+    )
+
+
+def _group_stock(group_id: int) -> dict[int, int]:
+    """The group's units per row, as the database holds them."""
+    return dict(Stock.objects.filter(group_id=group_id).values_list("id", "quantity"))
+
+
+def _load(product: Product, item: Any, reservations: Reservations) -> bool:
+    """Load the state from the database if the item (read again: the caller holds the group's
+    lock, and the strategy may have changed since) is still ``redis_lua``."""
+    item = product.items().get(pk=item.pk)
+    if item.strategy != Strategy.REDIS_LUA:
+        return False
+    records = product.records(item.pk)
+    seqs: dict[int, list[int]] = {}
+    for user_id, seq in product.seqs(records):
+        seqs.setdefault(user_id, []).append(seq)
+    return reservations.load(
+        group_id=product.group_of(item),
+        rules=product.rules(item),
+        stock=_group_stock(product.group_of(item)),
+        takers=takes_by_user(records),
+        seqs=seqs,
+        last_reservation=records.aggregate(last=Max("reservation"))["last"] or 0,
+    )
+
+
+def _persist_step(product: Product, item: Any) -> Callable[[int], Persisted]:
+    options = persist_options(holding_group_lock=True)
+    ids = {"item_id": item.pk, "group_id": product.group_of(item)}
+    return lambda batch: item_reservations_persist(product, **ids, batch=batch, **options)
+
+
+def _rebuild(
+    product: Product, item: Any, reservations: Reservations | None, *, replace: bool, wait_seconds: float = 30
+) -> bool:
+    """``inventory.groups.group_rebuild`` of the item's group, loading its state from the database."""
+    reservations = reservations or reservations_client()
+    return group_rebuild(
+        product.group_of(item),
+        reservations,
+        step=_persist_step(product, item),
+        load=partial(_load, product, item, reservations),
+        replace=replace,
+        wait_seconds=wait_seconds,
+    )
+
+
+def item_reservations_load(
+    product: Product, *, item: Any, reservations: Reservations | None = None, wait_seconds: float = 30
+) -> bool:
+    """Load the item's state into Redis from the database (its rules, its group's stock, each
+    user's takes and the last reservation written), unless a state is there already or the
+    item is not ``redis_lua``: True when loaded. Reservations waiting in the stream are
+    persisted first.
+
+    Holds the group's lock (``inventory.groups.group_lock``) while it reads, so that a batch
+    being persisted commits first; raises ``LockBusy`` when it waits longer than
+    ``wait_seconds``.
+    """
+    return _rebuild(product, item, reservations, replace=False, wait_seconds=wait_seconds)
+
+
+def item_reservations_start(product: Product, *, item: Any, reservations: Reservations | None = None) -> bool:
+    """The item has just become ``redis_lua``: its state is built afresh from the database (a
+    state left from an earlier spell is dropped, once whatever waited in its stream is
+    persisted)."""
+    return _rebuild(product, item, reservations, replace=True)
+
+
+def item_reservations_open(product: Product, *, item: Any, reservations: Reservations | None = None) -> bool:
+    """The item was just created under ``redis_lua``: its state is loaded, and any key Redis
+    still holds for a group of the same id is forgotten (a stale copy)."""
+    reservations = reservations or reservations_client()
+    return group_open(product.group_of(item), reservations, load=partial(_load, product, item, reservations))
+
+
+def item_reservations_retire(
+    product: Product, *, item: Any, then: Callable[[], R], reservations: Reservations | None = None
+) -> R:
+    """The item leaves ``redis_lua``: its state is dropped, every waiting reservation is
+    persisted, and ``then()`` (the switch) commits, all under the group's lock."""
+    reservations = reservations or reservations_client()
+    return group_retire(product.group_of(item), reservations, step=_persist_step(product, item), then=then)
+
+
+def item_reservations_change(
+    product: Product,
+    *,
+    item: Any,
+    change: Callable[[], R],
+    units: Callable[[R], dict[int, int]] = lambda done: {},
+    reservations: Reservations | None = None,
+) -> R:
+    """Apply ``change()`` (a database write that commits) and the same change to the loaded
+    state (the rules; ``units(done)``: units added per stock row, a new row's included), under
+    the group's lock so that no rebuild reads the database between the two and counts the
+    units twice."""
+    reservations = reservations or reservations_client()
+    group_id = product.group_of(item)
+
+    def run() -> R:
+        done = change()
+        reservations.set_rules(group_id=group_id, rules=product.rules(product.items().get(pk=item.pk)))
+        for stock_id, added in units(done).items():
+            reservations.add_units(group_id=group_id, stock_id=stock_id, units=added)
+        return done
+
+    return with_group_lock(group_id, run, wait_seconds=30)
+
+
+def item_reservations_check(
+    product: Product, *, item: Any, reservations: Reservations | None = None, repair: bool = False
+) -> GroupCheck:
+    """The item's Redis state against the database (``inventory.reconcile``), repaired with
+    ``repair``."""
+    group_id = product.group_of(item)
+    return group_check(
+        group_id=group_id,
+        reservations=reservations or reservations_client(),
+        database_stock=lambda: _group_stock(group_id),
+        database_takers=lambda: takes_by_user(product.records(item.pk)),
+        database_seqs=lambda: product.seqs(product.records(item.pk)),
+        repair=repair,
+    )
+
+
+def item_reservations_reconcile(product: Product, *, item: Any, reservations: Reservations | None = None) -> GroupCheck:
+    """Check and repair the item's state; rebuild it from the database when it is missing and
+    the item is ``redis_lua``."""
+    reservations = reservations or reservations_client()
+    return group_reconcile(
+        check=lambda: item_reservations_check(product, item=item, reservations=reservations, repair=True),
+        rebuild=lambda: item_reservations_load(product, item=item, reservations=reservations),
+        live=item.strategy == Strategy.REDIS_LUA,
+    )
+
+
+def item_created(product: Product, item: Any) -> None:
+    """The item was just created (in the caller's transaction): under ``redis_lua`` its state
+    is opened once that commits."""
+    if item.strategy == Strategy.REDIS_LUA:
+        transaction.on_commit(lambda: item_reservations_open(product, item=item))
+
+
+def item_update(
+    product: Product,
+    item: Any,
+    change: Callable[[], R],
+    *,
+    switch_to: str | None = None,
+    units: Callable[[R], dict[int, int]] | None = None,
+) -> R:
+    """``change()`` (database writes that commit), with the item's Redis state in step when the
+    item is or becomes ``redis_lua``: a switch to it builds the state from the database, a
+    switch away persists what waits and drops the state, and new rules or units (``units(done)``:
+    added per stock row) are applied to the state too. ``switch_to`` is the new strategy, if any."""
+    was = product.item_model.objects.values_list("strategy", flat=True).get(pk=item.pk)
+    now = switch_to or was
+    reservations = reservations_client()
+    if was == Strategy.REDIS_LUA and now != Strategy.REDIS_LUA:
+        return item_reservations_retire(product, item=item, then=change, reservations=reservations)
+    if was == Strategy.REDIS_LUA:
+        return item_reservations_change(
+            product, item=item, change=change, units=units or (lambda done: {}), reservations=reservations
+        )
+    done = change()
+    if now == Strategy.REDIS_LUA:
+        item_reservations_start(product, item=item, reservations=reservations)
+    return done

@@ -1,0 +1,89 @@
+"""Reads of a product's items and records under ``redis_lua``, whatever the product
+(``inventory.product``): the item a take reads, kept a second per process, the items with a
+live Redis state, and the user's records with those still pending or failed in Redis."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db.models import Model, QuerySet
+from django.shortcuts import get_object_or_404
+from django.utils import timezone
+
+from core.memo import ProcessMemo
+
+from .models import Strategy
+from .product import Product
+from .reservation_types import Failed, Pending, reservation_group
+from .reserve import reservation_find, reservation_moment, reservations_of_user
+
+# redis_lua items as a take reads them, for a second per process: (kind, id) -> item.
+_reserving: ProcessMemo[tuple[str, int], Any] = ProcessMemo(ttl=1.0)
+
+
+def item_for_take(product: Product, *, item_id: int) -> Any:
+    """The item as a take needs it: ``product.read``, except that a ``redis_lua`` item is kept
+    a second in this process.
+
+    Its take needs nothing else of the database: the script checks the window, the limit
+    and the stock against Redis, and the item's group never changes. A stale entry is
+    harmless: a switch away drops the Redis state before it commits, so the script answers
+    ``unavailable`` and the take reads the item again (:func:`item_forget`); new rules or a
+    restock reach the script directly. Other strategies are read every time, so a switch to
+    ``redis_lua`` is seen at once.
+    """
+    return _reserving.get_or_read(
+        (product.kind, item_id),
+        lambda: product.read(item_id),
+        keep=lambda item: item.strategy == Strategy.REDIS_LUA,
+    )
+
+
+def item_forget(product: Product, *, item_id: int) -> None:
+    _reserving.forget((product.kind, item_id))
+
+
+def items_live(product: Product) -> QuerySet:
+    """The ``redis_lua`` items whose sale has not ended: those with a live Redis state."""
+    return product.items().filter(strategy=Strategy.REDIS_LUA, end_at__gt=timezone.now())
+
+
+def record_of(product: Product, found: Pending | Failed, item: Any) -> Model:
+    """A reservation read from Redis as the unsaved record it stands for (``pk`` None)."""
+    failed = isinstance(found, Failed)
+    status = product.record_model.Status
+    record = product.unsaved(
+        found, item, status=status.FAILED if failed else status.PENDING, created_at=reservation_moment(found)
+    )
+    record.why = found.why if failed else ""
+    return record
+
+
+def records_of_user(product: Product, *, user_id: int, rows: QuerySet, items: QuerySet | None = None) -> list:
+    """The user's records, newest first: ``rows`` (read after Redis), and under ``redis_lua``
+    those still pending or failed in the live ``items`` (all of them by default), read from
+    Redis as unsaved records under their reservation's id."""
+    by_group = {product.group_of(item): item for item in (items_live(product) if items is None else items)}
+    found = reservations_of_user(group_ids=list(by_group), user_id=user_id)
+    written = list(rows)
+    # Read after Redis: one persisted in between is in both, and the row tells the truth.
+    ids = {record.reservation for record in written}
+    unsaved = [
+        record_of(product, one, by_group[reservation_group(one.reservation_id)])
+        for one in found
+        if one.reservation_id not in ids
+    ]
+    return sorted([*unsaved, *written], key=lambda record: record.created_at, reverse=True)
+
+
+def record_get(product: Product, *, record_id: int, user_id: int, rows: QuerySet) -> Model:
+    """The user's own record by the id they know it by (its reservation's, or its row's), from
+    ``rows`` (the user's) or Redis; another user's is as good as missing (``Http404``)."""
+    group_id = reservation_group(record_id)
+    if group_id is None:
+        return get_object_or_404(rows, pk=record_id)
+    # Redis first: a reservation leaves the stream only after its row is committed.
+    found = reservation_find(reservation=record_id, user_id=user_id)
+    if found is None:
+        return get_object_or_404(rows, reservation=record_id)
+    return record_of(product, found, get_object_or_404(product.items(), **{product.group_field: group_id}))

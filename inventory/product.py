@@ -1,0 +1,113 @@
+"""The adapter contract of the item core: what a product (the flash sale's vouchers, the prize
+draw's pools) tells the core once, and the registry the core finds it in by its kind.
+
+The core (``inventory.item_states``, ``inventory.tasks``, ``inventory.items``,
+``inventory.item_reserve``) owns everything both products do alike under ``redis_lua``: the
+item's Redis state through its life (load, start, open, change, retire, check, reconcile),
+persisting its reservations as records, the tasks that do so, the memo of the item a take
+reads, the reserve call and its fallback when the state is missing, and the reads of the
+records still pending or failed. A product supplies only what makes it different, below.
+
+The products stand a tier above ``inventory`` (``tests/test_layers.py``): the core never
+imports them. Each registers its adapter from its ``AppConfig.ready()``
+(:func:`product_register`), and the core finds it by kind (:func:`product_of`), the kind
+every task message carries.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Iterable
+from typing import Any, ClassVar
+
+from django.db.models import Count, Model, QuerySet
+
+from core.errors import DomainError
+
+from .errors import SoldOut
+from .reservation_types import Failed, Pending, Reserved, Rules
+
+
+class Product(ABC):
+    """One product's adapter: filled in once per product, stateless.
+
+    Attributes:
+        kind: its name in task messages, log lines and metrics (``"voucher"``, ``"pool"``).
+        item_model: what is sold or drawn (``Voucher``, ``Pool``): it has ``strategy``,
+            ``begin_at`` and ``end_at``, and one stock group.
+        record_model: what a take writes (``Order``, ``Draw``): it has ``user_id``,
+            ``reservation``, ``created_at`` and ``Status`` (``PENDING``, ``FAILED``).
+        item_field: the record's foreign key to its item (``"voucher"``, ``"pool"``).
+        group_field: the item's lookup of its stock group (``"stock__group_id"``, ``"group_id"``).
+        over_limit: raised when the user has used every take (``AlreadyPurchased``, ``DrawLimit``).
+        sold_out: raised when nothing is left (``SoldOut``, or the product's own).
+    """
+
+    kind: ClassVar[str]
+    item_model: ClassVar[type[Model]]
+    record_model: ClassVar[type[Model]]
+    item_field: ClassVar[str]
+    group_field: ClassVar[str]
+    over_limit: ClassVar[type[DomainError]]
+    sold_out: ClassVar[type[DomainError]] = SoldOut
+
+    def items(self) -> QuerySet:
+        """Every item, read as the core reads it (with what ``group_of`` needs)."""
+        return self.item_model.objects.all()
+
+    @abstractmethod
+    def group_of(self, item: Any) -> int:
+        """The item's stock group."""
+
+    @abstractmethod
+    def read(self, item_id: int) -> Any:
+        """The item as a take reads it (``Http404`` when there is none)."""
+
+    @abstractmethod
+    def rules(self, item: Any) -> Rules:
+        """What the reserving script checks besides the stock: the window, the takes per user
+        and the weight of taking nothing."""
+
+    def records(self, item_id: int) -> QuerySet:
+        """The item's records."""
+        return self.record_model.objects.filter(**{f"{self.item_field}_id": item_id})
+
+    def seqs(self, records: QuerySet) -> Iterable[tuple[int, int]]:
+        """``(user id, take number)`` of every record: by default 1 to each user's records."""
+        takes = records.values("user_id").annotate(n=Count("id")).values_list("user_id", "n")
+        return [(user_id, n) for user_id, count in takes for n in range(1, count + 1)]
+
+    @abstractmethod
+    def rows(self, item_id: int, fresh: list[Pending]) -> list[Model]:
+        """The confirmed records of reservations persisted now, unsaved (written in bulk),
+        each under its reservation's id and through the product's backstop guard."""
+
+    @abstractmethod
+    def reserved(self, item: Any, user_id: int, reserved: Reserved) -> Model:
+        """The answer of a reservation just made: the record as it will be, pending, unsaved."""
+
+    @abstractmethod
+    def unsaved(self, found: Pending | Failed, item: Any, **fields: Any) -> Model:
+        """A reservation read from Redis as an unsaved record for the reads, with ``fields``
+        (its ``status`` and ``created_at``) that the core fills in."""
+
+
+_products: dict[str, Product] = {}
+
+
+def product_register(product: Product) -> None:
+    """Make ``product`` known to the core under its kind (from its app's ``ready()``)."""
+    _products[product.kind] = product
+
+
+def product_of(kind: str) -> Product:
+    """The product of that kind; ``LookupError`` for a kind nobody registered."""
+    try:
+        return _products[kind]
+    except KeyError:
+        raise LookupError(f"no product of kind {kind!r} is registered") from None
+
+
+def products() -> list[Product]:
+    """Every registered product, in the order they registered."""
+    return list(_products.values())

@@ -1,0 +1,214 @@
+"""What the reservations of ``redis_lua`` are made of in Redis: their ids, the keys of a stock
+group, the rules a reservation is checked against, and the values the scripts answer and
+the stream holds (``inventory.reservations`` runs the scripts over them).
+
+Plain Python: of the settings only the instance namespace, which every key starts with
+(``core.namespace``).
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
+
+from core.namespace import key_prefix
+
+# The consumer group that persists pending reservations to the database.
+PERSIST_GROUP = "persist"
+# How idle a handed-back entry looks (a day): past any consumer's claim_idle_ms.
+HANDED_BACK_IDLE_MS = 24 * 3600 * 1000
+# Reservation ids: 2**62 + (group id << 30) + the group's reservation number. Unique
+# across groups, told apart from the database's own ids (which never get that high),
+# and made in the script without a second round trip.
+RESERVATION_BASE = 1 << 62
+_NUMBER_BITS = 30
+
+
+def reservation_id(group_id: int, number: int) -> int:
+    """The id of the ``number``-th reservation of stock group ``group_id``."""
+    if not 0 < number < 1 << _NUMBER_BITS or not 0 < group_id < 1 << (62 - _NUMBER_BITS):
+        raise ValueError(f"no reservation id for group {group_id}, number {number}")
+    return RESERVATION_BASE | group_id << _NUMBER_BITS | number
+
+
+def reservation_group(reservation: int) -> int | None:
+    """The stock group a reservation id belongs to, or None for any other id: one in the
+    range that ``reservation_id`` never makes (group 0, number 0) is no reservation's, and
+    its callers answer it as they answer any id that names nothing."""
+    if reservation < RESERVATION_BASE or reservation >= 1 << 63:
+        return None
+    group_id, number = divmod(reservation - RESERVATION_BASE, 1 << _NUMBER_BITS)
+    return group_id if group_id and number else None
+
+
+def group_tag(group_id: int) -> str:
+    """The hash tag of a stock group's keys: every key under it is in one Cluster slot."""
+    return f"{{group:{group_id}}}"
+
+
+@dataclass(frozen=True)
+class GroupKeys:
+    """The keys of one stock group, under one hash tag (one Cluster slot)."""
+
+    state: str
+    takers: str
+    pending: str
+    ids: str
+    failed: str
+    seqs: str
+    kick: str
+    rebuild: str
+
+    @classmethod
+    @functools.lru_cache(maxsize=1024)  # every reservation names them: built once per group
+    def of(cls, group_id: int) -> GroupKeys:
+        tag = f"{key_prefix()}res:{group_tag(group_id)}"
+        return cls(
+            state=f"{tag}:state",
+            takers=f"{tag}:takers",
+            pending=f"{tag}:pending",
+            ids=f"{tag}:ids",
+            failed=f"{tag}:failed",
+            seqs=f"{tag}:seqs",
+            kick=f"{tag}:kick",
+            rebuild=f"{tag}:rebuild",
+        )
+
+    def all(self) -> list[str]:
+        return [self.state, self.takers, self.pending, self.ids, self.failed, self.seqs, self.kick, self.rebuild]
+
+
+@dataclass(frozen=True)
+class Rules:
+    """What RESERVE checks besides the stock.
+
+    Attributes:
+        begin_at, end_at: the sale window, compared with Redis' clock.
+        limit: takes per user (1 for a voucher, the draw limit for a pool).
+        no_take: the weight of taking nothing (a pool's "no prize"), 0 for a voucher.
+    """
+
+    begin_at: datetime
+    end_at: datetime
+    limit: int
+    no_take: int = 0
+
+
+@dataclass(frozen=True)
+class Reserved:
+    """What RESERVE answered: ``refusal`` is None when a unit (or nothing, by the weight
+    of taking nothing) was reserved, else one of ``REFUSALS``; ``seq`` is the take's
+    number among the user's takes of this group (1 for a voucher's one purchase),
+    ``takes`` the user's takes now, ``limit`` the limit of takes it was checked against
+    (the state's, which a memo of the item may not know yet), ``reservation_id`` the id its record will have once
+    persisted, and ``kick`` whether the caller should ask a worker to persist the
+    group's reservations (see ``inventory.lua``, the kick flag)."""
+
+    refusal: str | None
+    stock_id: int | None = None
+    seq: int = 0
+    takes: int = 0
+    reservation_id: int = 0
+    kick: bool = False
+    wait_ms: int = 0  # rate_limited: how long until the request's limits allow it
+    limit: int = 0
+
+
+REFUSALS = ("rate_limited", "unavailable", "not_started", "ended", "limit", "sold_out")
+
+
+class PendingReservations(Exception):
+    """A state cannot be loaded while reservations wait in the stream: the database, which
+    the state is built from, does not hold them yet."""
+
+
+@dataclass(frozen=True)
+class Pending:
+    """A reservation waiting to be persisted: its stream entry and what RESERVE recorded
+    (``at_ms``: when, by Redis' clock; ``request_id``: the request that made it, "" for
+    none)."""
+
+    entry_id: str
+    reservation_id: int
+    user_id: int
+    stock_id: int | None
+    seq: int
+    at_ms: int
+    request_id: str = ""
+
+    @classmethod
+    def from_entry(cls, group_id: int, entry_id, fields: Mapping) -> Pending:
+        values = {text_of(name): text_of(value) for name, value in fields.items()}
+        entry_id = text_of(entry_id)
+        return cls(
+            entry_id=entry_id,
+            reservation_id=reservation_id(group_id, int(entry_id.split("-")[0])),
+            user_id=int(values["user"]),
+            stock_id=int(values["stock"]) if values["stock"] else None,
+            seq=int(values["seq"]),
+            at_ms=int(values["at"]),
+            # Absent from an entry written before the field existed.
+            request_id=values.get("rid", ""),
+        )
+
+
+@dataclass(frozen=True)
+class Failed:
+    """A reservation that was undone: whose, the row it had taken, when it was made
+    (``at_ms``, Redis' clock) and why."""
+
+    reservation_id: int
+    user_id: int
+    stock_id: int | None
+    at_ms: int
+    why: str
+
+    @classmethod
+    def from_field(cls, group_id: int, number, value) -> Failed:
+        user, stock, at_ms, why = text_of(value).split(":", 3)
+        return cls(
+            reservation_id=reservation_id(group_id, int(text_of(number))),
+            user_id=int(user),
+            stock_id=int(stock) if stock else None,
+            at_ms=int(at_ms),
+            why=why,
+        )
+
+
+# Persisted, as far as Redis knows: neither waiting nor undone (the database has the record).
+SETTLED = "settled"
+
+
+def _ms(moment: datetime) -> int:
+    return int(moment.timestamp() * 1000)
+
+
+def rule_fields(rules: Rules) -> list:
+    return [
+        "begin_ms",
+        _ms(rules.begin_at),
+        "end_ms",
+        _ms(rules.end_at),
+        "limit",
+        rules.limit,
+        "no_take",
+        rules.no_take,
+    ]
+
+
+def text_of(value) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def stock_of(state: Mapping) -> dict[int, int] | None:
+    """The units per row of a state hash as HGETALL answers it; None for no state."""
+    if not state:
+        return None
+    return {int(text_of(name)[6:]): int(value) for name, value in state.items() if text_of(name).startswith("stock:")}
+
+
+def takers_of(takers: Mapping) -> dict[int, int]:
+    """User id -> takes, from the takers hash as HGETALL answers it."""
+    return {int(user): int(takes) for user, takes in takers.items()}

@@ -1,0 +1,59 @@
+"""The Celery tasks of ``redis_lua``, one of each for every product (the ``kind`` argument,
+``inventory.product``): persisting an item's reservations as its records, and keeping the
+items' Redis state true to the database. The beat runs the sweep and the reconciliation
+once per kind (``CELERY_BEAT_SCHEDULE``)."""
+
+from __future__ import annotations
+
+from functools import partial
+
+from celery import shared_task
+
+from .groups import DRAIN_TASK_OPTIONS, TEND_TASK_OPTIONS, drain_task_run
+from .item_states import item_reservations_persist, item_reservations_reconcile
+from .items import items_live
+from .product import product_of
+from .reconcile import GroupCheck, report_drift
+from .reservations import reservations_client
+
+
+@shared_task(**DRAIN_TASK_OPTIONS)
+def reservations_drain(self, kind: str, item_id: int, group_id: int) -> int:
+    """Persist the item's pending reservations until none is left; the records handled."""
+    persist = partial(item_reservations_persist, product_of(kind), item_id=item_id, group_id=group_id)
+    return drain_task_run(self, group_id, persist)
+
+
+@shared_task(**TEND_TASK_OPTIONS)
+def reservations_rebuild(kind: str, item_id: int) -> dict:
+    """Reconcile one item now (a user found its state missing): rebuilt if missing."""
+    product = product_of(kind)
+    item = product.items().get(pk=item_id)
+    return item_reservations_reconcile(product, item=item, reservations=reservations_client()).as_dict()
+
+
+@shared_task(**TEND_TASK_OPTIONS)
+def reservations_sweep(kind: str) -> int:
+    """Beat: ask for a drain of every ``redis_lua`` item of the kind whose stream has
+    reservations waiting (those whose asking was lost: a web process that died after its
+    script, or a broker that was down); the number asked for."""
+    product = product_of(kind)
+    reservations = reservations_client()
+    groups = [(item.pk, product.group_of(item)) for item in items_live(product)]
+    waiting = [(item_id, group_id) for item_id, group_id in groups if reservations.waiting(group_id=group_id)]
+    for item_id, group_id in waiting:
+        reservations_drain.delay(kind, item_id, group_id)
+    return len(waiting)
+
+
+@shared_task(**TEND_TASK_OPTIONS)
+def reservations_reconcile(kind: str) -> int:
+    """Beat: check and repair the state of every ``redis_lua`` item of the kind, rebuilding a
+    missing one; the number that drifted or were rebuilt (each logged)."""
+    product = product_of(kind)
+    reservations = reservations_client()
+    checks: list[tuple[int, GroupCheck]] = [
+        (item.pk, item_reservations_reconcile(product, item=item, reservations=reservations))
+        for item in items_live(product)
+    ]
+    return report_drift(kind, checks)
