@@ -57,7 +57,7 @@ def _taker(kind: str, target_id: int, user_ids: list[int], seconds: float, start
     from django.db import connections
 
     from core.errors import DomainError
-    from lottery.selectors import pool_for_draw
+    from lottery.product import pool_for_draw
     from lottery.services import pool_draw
     from orders.selectors import voucher_get
     from orders.services import order_purchase

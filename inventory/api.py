@@ -15,7 +15,10 @@ from core.api import json_answer, refuse_body
 from core.ratelimit import client_address, rate_count
 from core.schemas import answers
 
+from .items import item_for_take
+from .product import Product
 from .records import Record
+from .take import item_take
 
 
 def take_answers(schema: type) -> dict[int, Any]:
@@ -27,24 +30,22 @@ def take_answers(schema: type) -> dict[int, Any]:
 @dataclass(frozen=True)
 class TakeCall:
     """One product's take through the API. ``action`` names it (for the refusal of a body and
-    the rate limit), ``item`` names the item in the calls below: ``find(<item>_id=)`` reads it
-    for the take (``voucher_for_purchase``), ``counted(strategy, <item>_id=, user_id=)``
-    counts the outcome (``core.metrics.purchase_counted``), and ``take(user=, <item>=,
-    rate=)`` is the product's service (``order_purchase``)."""
+    the rate limit); ``product`` is the product's adapter, whose kind names the item in
+    ``counted(strategy, <kind>_id=, user_id=)``, which counts the outcome
+    (``core.metrics.purchase_counted``)."""
 
     action: str
-    item: str
-    find: Callable[..., Any]
+    product: Product
     counted: Callable[..., Any]
-    take: Callable[..., Record]
 
     def answer(self, request, response: HttpResponse, item_id: int, body: Callable[[Record], dict]) -> HttpResponse:
-        """The take by the caller of the item ``item_id``, answered with ``body(record)``
-        through ``json_answer``: built by the view, not validated against the schema."""
+        """The take by the caller of the item ``item_id`` (``inventory.take``), answered with
+        ``body(record)`` through ``json_answer``: built by the view, not validated against the
+        schema."""
         refuse_body(request, action=self.action)
-        id_name = f"{self.item}_id"
-        item = self.find(**{id_name: item_id})
-        with self.counted(item.strategy, **{id_name: item.pk}, user_id=request.auth.pk) as counted:
-            rate = rate_count(action=self.action, user_id=request.auth.pk, address=client_address(request))
-            record = counted(self.take(user=request.auth, **{self.item: item}, rate=rate))
+        item = item_for_take(self.product, item_id=item_id)
+        user_id = request.auth.pk
+        with self.counted(item.strategy, **{f"{self.product.kind}_id": item.pk}, user_id=user_id) as counted:
+            rate = rate_count(action=self.action, user_id=user_id, address=client_address(request))
+            record = counted(item_take(self.product, item, user_id=user_id, rate=rate))
         return json_answer(response, 202 if record.status == Record.Status.PENDING else 201, body(record))

@@ -57,3 +57,10 @@ class CrowdOnly(DomainError):
     it, and anyone else would skew its audit. Each product names it in its own words."""
 
     status = 403
+
+
+class StateMissing(Unavailable):
+    """The item's state is not in Redis (Redis restarted empty, or it is being rebuilt):
+    nothing is sold from nothing, and reconciliation rebuilds it from the database."""
+
+    default_message = "This sale is being restored after a Redis restart; try again in a few seconds."

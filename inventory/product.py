@@ -1,12 +1,12 @@
 """The adapter contract of the item core: what a product (the flash sale's vouchers, the prize
 draw's pools) tells the core once, and the registry the core finds it in by its kind.
 
-The core (``inventory.item_states``, ``inventory.tasks``, ``inventory.items``,
-``inventory.item_reserve``) owns everything both products do alike under ``redis_lua``: the
-item's Redis state through its life (load, start, open, change, retire, check, reconcile),
-persisting its reservations as records, the tasks that do so, the memo of the item a take
-reads, the reserve call and its fallback when the state is missing, and the reads of the
-records still pending or failed. A product supplies only what makes it different, below.
+The core owns everything both products do alike: the take's one entry point under every
+strategy and its refusals (``inventory.take``), the item's ``redis_lua`` state through its
+life (load, start, open, change, retire, check, reconcile: ``inventory.item_states``),
+persisting its reservations as records and the tasks that do so (``inventory.tasks``), the
+memo of the item a take reads and the reads of the records still pending or failed
+(``inventory.items``). A product supplies only what makes it different, below.
 
 The products stand a tier above ``inventory`` (``tests/test_layers.py``): the core never
 imports them. Each registers its adapter from its ``AppConfig.ready()``
@@ -18,7 +18,9 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Iterable
-from typing import Any, ClassVar
+from datetime import datetime
+from random import Random
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from django.db.models import Count, Model, QuerySet
 
@@ -26,6 +28,9 @@ from core.errors import DomainError
 
 from .errors import SoldOut
 from .reservation_types import Failed, Pending, Reserved, Rules
+
+if TYPE_CHECKING:
+    from .strategies.base import Take
 
 
 class Product(ABC):
@@ -41,6 +46,8 @@ class Product(ABC):
         group_field: the item's lookup of its stock group (``"stock__group_id"``, ``"group_id"``).
         over_limit: raised when the user has used every take (``AlreadyPurchased``, ``DrawLimit``).
         sold_out: raised when nothing is left (``SoldOut``, or the product's own).
+        backstop: the names of the record's unique constraint behind the per-user rule
+            (as MySQL and as SQLite name it): a guarded take it refuses is ``over_limit``.
     """
 
     kind: ClassVar[str]
@@ -50,6 +57,16 @@ class Product(ABC):
     group_field: ClassVar[str]
     over_limit: ClassVar[type[DomainError]]
     sold_out: ClassVar[type[DomainError]] = SoldOut
+    backstop: ClassVar[tuple[str, ...]]
+
+    @abstractmethod
+    def take(self, item: Any, *, user_id: int, now: datetime | None, rng: Random | None, **carried: Any) -> Take:
+        """The take of one unit of ``item`` by ``user_id`` (``inventory.strategies.base.Take``):
+        its group, chooser, per-user rule (``user_key``, ``check``), record and ``admit``
+        (the window's check at ``now``, the stock read unguarded); ``rng``, when not None, the
+        source of its choice's randomness. ``carried`` are the
+        fields the core fills in for every product (the user's rate limits, the item for a
+        deferred take, its pending answer): passed to ``Take`` as they are."""
 
     def items(self) -> QuerySet:
         """Every item, read as the core reads it (with what ``group_of`` needs)."""

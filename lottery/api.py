@@ -20,12 +20,12 @@ from inventory.services import MAX_UNITS
 
 from . import links
 from .models import Draw, Pool, Prize
+from .product import POOL
 from .selectors import (
     draw_get,
     draw_list_all,
     draws_used,
     pool_audit,
-    pool_for_draw_cached,
     pool_get,
     pool_list,
     pool_odds,
@@ -35,7 +35,6 @@ from .services import (
     MAX_DRAWS_PER_USER,
     MAX_NO_PRIZE_WEIGHT,
     pool_create,
-    pool_draw,
     pool_update,
     prize_create,
     prize_update,
@@ -223,7 +222,7 @@ def pools_get(request, pool_id: int):
     return _pool_out(pool_get(pool_id=pool_id), request.auth)
 
 
-DRAW = TakeCall(action="draw", item="pool", find=pool_for_draw_cached, counted=draw_counted, take=pool_draw)
+DRAW = TakeCall(action="draw", product=POOL, counted=draw_counted)
 
 
 def _drawn(draw: Draw) -> dict:

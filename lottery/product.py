@@ -4,14 +4,115 @@ record is a draw, numbered among the user's draws (``seq``) under the limit's gu
 
 from __future__ import annotations
 
-from django.db.models import QuerySet
+import secrets
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from random import Random
+from typing import NoReturn
 
+from django.db.models import QuerySet
+from django.db.models.base import ModelState
+from django.db.models.expressions import RawSQL
+from django.shortcuts import get_object_or_404
+from django.utils import timezone
+
+from accounts.crowd import crowd_member
+from core.memo import ProcessMemo
+from inventory.models import Stock
 from inventory.product import Product
 from inventory.reservation_types import Failed, Pending, Reserved, Rules
+from inventory.strategies.base import Take
 
-from .errors import DrawLimit, PoolEmpty
+from .errors import DrawLimit, NotOpen, PoolEmpty
 from .models import Draw, Pool, Prize
-from .selectors import pool_for_draw, prize_for_stock
+
+# What a draw reads of its pool: the rules, not the texts.
+_DRAW_FIELDS = (
+    "id",
+    "name",
+    "begin_at",
+    "end_at",
+    "draws_per_user",
+    "no_prize_weight",
+    "strategy",
+    "group_id",
+    "listed",
+)
+
+
+def pool_for_draw(*, pool_id: int) -> Pool:
+    """The pool with ``stock_left``, its prizes' stock summed in the same query: once that
+    reads zero the draw answers ``pool_empty`` without reading the prizes one by one.
+
+    Every draw of a flash crowd pays for this query, so its shape is chosen for cost:
+    a correlated sum over the group's stock rows (indexed by group) rather than a
+    join grouped by every pool column, written as SQL because Django spends more
+    time compiling the ORM's aggregate than the database spends answering it.
+    """
+    stock_left = RawSQL(
+        f"SELECT SUM(s.quantity) FROM {Stock._meta.db_table} s WHERE s.group_id = {Pool._meta.db_table}.group_id",
+        (),
+    )
+    return get_object_or_404(Pool.objects.only(*_DRAW_FIELDS).annotate(stock_left=stock_left), pk=pool_id)
+
+
+@dataclass(frozen=True)
+class PrizeNamed:
+    """What a draw announces of a prize, as kept between draws: a value nobody can change."""
+
+    id: int
+    name: str
+    stock_id: int
+
+
+# Prizes by their stock row.
+_prizes: ProcessMemo[int, PrizeNamed] = ProcessMemo(ttl=5.0)
+
+
+def prize_for_stock(*, stock_id: int) -> Prize:
+    """The prize of a stock row, its id and name only (enough to announce it), read once
+    per five seconds in this process: every ``redis_lua`` draw announces one. What is kept
+    is a frozen ``PrizeNamed``; each call answers a ``Prize`` of its own, so that what one
+    draw does with it reaches no other."""
+    named = _prizes.get(stock_id)
+    if named is None:
+        prize_id, name = Prize.objects.values_list("id", "name").get(stock_id=stock_id)
+        named = PrizeNamed(id=prize_id, name=name, stock_id=stock_id)
+        _prizes.put(stock_id, named)
+    return _prize_of(named)
+
+
+def _prize_of(named: PrizeNamed) -> Prize:
+    # A row's instance as Model.from_db makes one, the other fields deferred, without
+    # __init__'s work per field (none of these three needs it): about 4 us a draw, where
+    # Prize(...) costs 50, as much as the rest of the draw's Python.
+    prize = Prize.__new__(Prize)
+    prize.__dict__.update(id=named.id, name=named.name, stock_id=named.stock_id, _state=ModelState())
+    prize._state.adding = False
+    return prize
+
+
+_system_random = secrets.SystemRandom()
+
+
+def weighted_choice(*, no_prize_weight: int, rng: Random) -> Callable[[Mapping[int, int]], int | None]:
+    """A chooser that picks stock row i with probability ``remaining_i / (sum + no_prize_weight)``,
+    and nothing with the rest.
+
+    Integer arithmetic only: one ticket is drawn uniformly from ``sum + no_prize_weight``
+    and walks the rows in id order, so the odds are exact whatever the numbers.
+    """
+
+    def choose(remaining: Mapping[int, int]) -> int | None:
+        ticket = rng.randrange(sum(remaining.values()) + no_prize_weight)
+        for stock_id in sorted(remaining):
+            if ticket < remaining[stock_id]:
+                return stock_id
+            ticket -= remaining[stock_id]
+        return None
+
+    return choose
 
 
 class PoolProduct(Product):
@@ -22,6 +123,80 @@ class PoolProduct(Product):
     group_field = "group_id"
     over_limit = DrawLimit
     sold_out = PoolEmpty
+    # The limit's key: one draw per number per user; SQLite names its columns instead.
+    backstop = ("draw_one_per_seq", "lottery_draw.pool_id, lottery_draw.user_guard, lottery_draw.seq")
+
+    def take(self, pool: Pool, *, user_id: int, now: datetime | None, rng: Random | None, **carried) -> Take[Draw]:
+        """A draw: the prize chosen by weight (``weighted_choice``) from the stock the strategy
+        reads, awarded in the transaction of its decrement, so nobody is told they won a prize
+        that has just run out. A "no prize" draw counts against the limit like any other.
+
+        The prizes' stock is read once, unguarded, before the take (``admit``): once every
+        prize reads zero the draw answers ``pool_empty`` without a strategy, and otherwise it
+        is the snapshot of the strategies whose own read is unguarded.
+
+        An unlisted pool (a load run's own) is open only to the load crowd
+        (``accounts.crowd``): ``NotOpen`` for anyone else, who would skew its audit."""
+        if not pool.listed and not crowd_member(user_id=user_id):
+            raise NotOpen()
+        used = 0
+        prize_by_stock: dict[int, tuple[int, str]] = {}
+
+        def check() -> None:
+            nonlocal used
+            used = Draw.objects.filter(pool_id=pool.pk, user_id=user_id).count()
+            if used >= pool.draws_per_user:
+                raise DrawLimit()
+
+        def refuse_empty() -> NoReturn:
+            check()  # a user with no draws left hears so, not pool_empty
+            raise PoolEmpty()
+
+        def admit() -> dict[int, int]:
+            pool.window_check(now or timezone.now())
+            # After the last prize is won nearly every draw is refused: a pool read with its
+            # stock summed (``pool_for_draw``) answers them without the prizes' rows.
+            if getattr(pool, "stock_left", None) is not None and pool.stock_left <= 0:
+                refuse_empty()
+            # One query, a few small columns per prize, whatever the pool's size: the snapshot,
+            # and the prize each stock row stands for (named, so that the answer needs no query).
+            rows = Prize.objects.filter(pool_id=pool.pk).values_list("stock_id", "id", "name", "stock__quantity")
+            prize_by_stock.update((stock_id, (prize_id, name)) for stock_id, prize_id, name, _ in rows)
+            snapshot = {stock_id: quantity for stock_id, _, _, quantity in rows}
+            if not any(quantity > 0 for quantity in snapshot.values()):
+                refuse_empty()
+            return snapshot
+
+        def record(stock_id: int | None, guarded: bool) -> Draw:
+            prize = None
+            if stock_id is not None:
+                if stock_id not in prize_by_stock:  # a prize added since the snapshot
+                    prize_by_stock[stock_id] = Prize.objects.values_list("id", "name").get(stock_id=stock_id)
+                prize_id, name = prize_by_stock[stock_id]
+                # The prize as the snapshot read it (id and name): enough to announce it.
+                prize = Prize(pk=prize_id, name=name, pool_id=pool.pk, stock_id=stock_id)
+            draw = Draw.objects.create(
+                user_id=user_id,
+                pool_id=pool.pk,
+                prize=prize,
+                status=Draw.Status.CONFIRMED,
+                seq=used + 1,
+                user_guard=user_id if guarded else None,
+            )
+            draw.draws_counted = used + 1
+            draw.draws_limit = pool.draws_per_user
+            return draw
+
+        return Take(
+            group_id=pool.group_id,
+            choose=weighted_choice(no_prize_weight=pool.no_prize_weight, rng=rng or _system_random),
+            user_key=f"pool:{pool.pk}:user:{user_id}",
+            check=check,
+            record=record,
+            admit=admit,
+            user_id=user_id,
+            **carried,
+        )
 
     def group_of(self, item: Pool) -> int:
         return item.group_id

@@ -8,17 +8,13 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from django.db.models import Count, F, Prefetch, Q, QuerySet, Sum
-from django.db.models.base import ModelState
-from django.db.models.expressions import RawSQL
 from django.shortcuts import get_object_or_404
 from django.utils import timezone
 
-from core.memo import ProcessMemo
 from inventory.audits import Audit
-from inventory.items import item_for_take, items_live, record_get, records_of_user
-from inventory.models import Stock, Strategy
+from inventory.items import items_live, record_get, records_of_user, reservation_takes
+from inventory.models import Strategy
 from inventory.product import product_of
-from inventory.reserve import reservation_takes
 
 from .models import Draw, Pool, Prize
 
@@ -39,77 +35,6 @@ def pool_get(*, pool_id: int) -> Pool:
     """The pool with its prizes and their stock; raises ``Http404`` when there is none."""
     prizes = Prefetch("prizes", queryset=Prize.objects.select_related("stock").order_by("id"))
     return get_object_or_404(Pool.objects.prefetch_related(prizes), pk=pool_id)
-
-
-# What a draw reads of its pool: the rules, not the texts.
-_DRAW_FIELDS = (
-    "id",
-    "name",
-    "begin_at",
-    "end_at",
-    "draws_per_user",
-    "no_prize_weight",
-    "strategy",
-    "group_id",
-    "listed",
-)
-
-
-def pool_for_draw(*, pool_id: int) -> Pool:
-    """The pool with ``stock_left``, its prizes' stock summed in the same query: once that
-    reads zero the draw answers ``pool_empty`` without reading the prizes one by one.
-
-    Every draw of a flash crowd pays for this query, so its shape is chosen for cost:
-    a correlated sum over the group's stock rows (indexed by group) rather than a
-    join grouped by every pool column, written as SQL because Django spends more
-    time compiling the ORM's aggregate than the database spends answering it.
-    """
-    stock_left = RawSQL(
-        f"SELECT SUM(s.quantity) FROM {Stock._meta.db_table} s WHERE s.group_id = {Pool._meta.db_table}.group_id",
-        (),
-    )
-    return get_object_or_404(Pool.objects.only(*_DRAW_FIELDS).annotate(stock_left=stock_left), pk=pool_id)
-
-
-@dataclass(frozen=True)
-class PrizeNamed:
-    """What a draw announces of a prize, as kept between draws: a value nobody can change."""
-
-    id: int
-    name: str
-    stock_id: int
-
-
-# Prizes by their stock row.
-_prizes: ProcessMemo[int, PrizeNamed] = ProcessMemo(ttl=5.0)
-
-
-def pool_for_draw_cached(*, pool_id: int) -> Pool:
-    """``pool_for_draw``, kept a second under ``redis_lua`` (``inventory.items.item_for_take``)."""
-    return item_for_take(product_of("pool"), item_id=pool_id)
-
-
-def prize_for_stock(*, stock_id: int) -> Prize:
-    """The prize of a stock row, its id and name only (enough to announce it), read once
-    per five seconds in this process: every ``redis_lua`` draw announces one. What is kept
-    is a frozen ``PrizeNamed``; each call answers a ``Prize`` of its own, so that what one
-    draw does with it reaches no other."""
-    named = _prizes.get(stock_id)
-    if named is None:
-        prize_id, name = Prize.objects.values_list("id", "name").get(stock_id=stock_id)
-        named = PrizeNamed(id=prize_id, name=name, stock_id=stock_id)
-        _prizes.put(stock_id, named)
-    return _prize_of(named)
-
-
-def _prize_of(named: PrizeNamed) -> Prize:
-    # A row's instance as Model.from_db makes one, the other fields deferred, without
-    # __init__'s work per field (none of these three needs it): about 4 us a draw, where
-    # Prize(...) costs 50, as much as the rest of the draw's Python.
-    prize = Prize.__new__(Prize)
-    prize.__dict__.update(id=named.id, name=named.name, stock_id=named.stock_id, _state=ModelState())
-    prize._state.adding = False
-    return prize
 
 
 def prize_get(*, prize_id: int) -> Prize:

@@ -9,6 +9,7 @@ from inventory.forms import StrategyForm
 from inventory.pages import TakePages, live_view
 from inventory.views import strategy_switch_view
 
+from .product import pool_for_draw
 from .selectors import (
     draw_get,
     draw_list,
@@ -16,7 +17,6 @@ from .selectors import (
     draws_used,
     pool_audit,
     pool_draw_refusal,
-    pool_for_draw,
     pool_get,
     pool_list_audited,
     pool_odds,

@@ -17,8 +17,9 @@ from inventory.services import MAX_UNITS
 
 from . import links
 from .models import Voucher
-from .selectors import order_get, order_list_all, voucher_audit, voucher_for_purchase, voucher_get, voucher_list
-from .services import order_purchase, voucher_create, voucher_update
+from .product import VOUCHER
+from .selectors import order_get, order_list_all, voucher_audit, voucher_get, voucher_list
+from .services import voucher_create, voucher_update
 
 router = Router(tags=["vouchers"])
 
@@ -135,9 +136,7 @@ class AuditOut(Schema):
     ok: bool
 
 
-PURCHASE = TakeCall(
-    action="purchase", item="voucher", find=voucher_for_purchase, counted=purchase_counted, take=order_purchase
-)
+PURCHASE = TakeCall(action="purchase", product=VOUCHER, counted=purchase_counted)
 
 
 # 403 not_started or ended; 409 sold_out, already_purchased or busy.

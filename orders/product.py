@@ -3,10 +3,18 @@ one per user; its record is an order, written through the one-per-user guard."""
 
 from __future__ import annotations
 
+from datetime import datetime
+from random import Random
+
+from django.utils import timezone
+
+from accounts.crowd import crowd_member
+from inventory.errors import SoldOut
 from inventory.product import Product
 from inventory.reservation_types import Failed, Pending, Reserved, Rules
+from inventory.strategies.base import Take, choose_only
 
-from .errors import AlreadyPurchased
+from .errors import AlreadyPurchased, NotForSale
 from .models import Order, Voucher
 from .selectors import voucher_get
 
@@ -18,6 +26,52 @@ class VoucherProduct(Product):
     item_field = "voucher"
     group_field = "stock__group_id"
     over_limit = AlreadyPurchased
+    # The one-per-user key; SQLite names its columns instead.
+    backstop = ("order_one_per_user", "orders_order.voucher_id, orders_order.buyer_guard")
+
+    def take(
+        self, voucher: Voucher, *, user_id: int, now: datetime | None, rng: Random | None, **carried
+    ) -> Take[Order]:
+        """``voucher.stock`` is the stock as read with the voucher (``voucher_get`` selects it).
+        Once it reads zero the buyer is told ``sold_out`` from that read, whatever the
+        strategy: in a flash sale nearly everyone arrives after the sell-out, and none of them
+        needs a lock, a transaction or the stock row. The read never sells anything; only the
+        strategy's guarded write decides a sale.
+
+        An unlisted voucher (a load run's own) is sold only to the load crowd
+        (``accounts.crowd``): ``NotForSale`` for anyone else, who would skew its audit."""
+        if not voucher.listed and not crowd_member(user_id=user_id):
+            raise NotForSale()
+
+        def check() -> None:
+            if Order.objects.filter(voucher_id=voucher.pk, user_id=user_id).exists():
+                raise AlreadyPurchased()
+
+        def admit() -> dict[int, int]:
+            voucher.window_check(now or timezone.now())
+            if voucher.stock.quantity < 1:
+                check()  # a buyer who has an order hears so, not sold_out
+                raise SoldOut()
+            return {voucher.stock_id: voucher.stock.quantity}
+
+        def record(stock_id: int | None, guarded: bool) -> Order:
+            return Order.objects.create(
+                user_id=user_id,
+                voucher_id=voucher.pk,
+                status=Order.Status.CONFIRMED,
+                buyer_guard=user_id if guarded else None,
+            )
+
+        return Take(
+            group_id=voucher.stock.group_id,
+            choose=choose_only,
+            user_key=f"voucher:{voucher.pk}:user:{user_id}",
+            check=check,
+            record=record,
+            admit=admit,
+            user_id=user_id,
+            **carried,
+        )
 
     def items(self):
         return Voucher.objects.select_related("stock")

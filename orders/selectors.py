@@ -11,10 +11,9 @@ from django.utils import timezone
 
 from core.errors import Unavailable
 from inventory.audits import Audit
-from inventory.items import item_for_take, items_live, record_get, records_of_user
+from inventory.items import items_live, record_get, records_of_user, reservation_takes
 from inventory.models import Stock, Strategy
 from inventory.product import product_of
-from inventory.reserve import reservation_takes
 
 from .models import Order, Voucher
 
@@ -27,12 +26,6 @@ def voucher_list() -> QuerySet[Voucher]:
 def voucher_get(*, voucher_id: int) -> Voucher:
     """The voucher with its stock; raises ``Http404`` when there is none."""
     return get_object_or_404(Voucher.objects.select_related("stock"), pk=voucher_id)
-
-
-def voucher_for_purchase(*, voucher_id: int) -> Voucher:
-    """The voucher as a purchase needs it: ``voucher_get``, kept a second under ``redis_lua``
-    (``inventory.items.item_for_take``)."""
-    return item_for_take(product_of("voucher"), item_id=voucher_id)
 
 
 def vouchers_with_reservations() -> QuerySet[Voucher]:

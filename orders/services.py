@@ -5,28 +5,18 @@ from __future__ import annotations
 from datetime import datetime
 
 from django.contrib.auth.models import AbstractBaseUser
-from django.db import IntegrityError, transaction
-from django.utils import timezone
+from django.db import transaction
 
-from accounts.crowd import crowd_member
 from core.names import name_clean
 from core.ratelimit import RateCount
 from core.window import window_validate
-from inventory.errors import SoldOut
-from inventory.item_reserve import item_reserve
 from inventory.item_states import item_created, item_update
 from inventory.services import stock_create, stock_group_create, stock_restock
-from inventory.strategies import stock_take
-from inventory.strategies.base import Take, choose_only, constraint_violated
+from inventory.take import item_take
 from inventory.validators import strategy_valid
 
-from .errors import AlreadyPurchased, NotForSale
 from .models import Order, Voucher
 from .product import VOUCHER
-
-ONE_PER_USER = "order_one_per_user"
-# SQLite names the columns instead of the constraint.
-ONE_PER_USER_SQLITE = "orders_order.voucher_id, orders_order.buyer_guard"
 
 
 @transaction.atomic
@@ -103,67 +93,22 @@ def voucher_update(
 def order_purchase(
     *, user: AbstractBaseUser, voucher: Voucher, now: datetime | None = None, rate: RateCount | None = None
 ) -> Order:
-    """Buy one unit of ``voucher`` for ``user``.
+    """Buy one unit of ``voucher`` for ``user``: the order, written (confirmed), or under
+    ``redis_lua`` reserved and written later by a worker (pending). What a purchase is, the
+    voucher's adapter says (``orders.product``); the voucher's strategy takes it
+    (``inventory.take``).
 
     Raises ``NotStarted``/``Ended`` outside the sale window, ``AlreadyPurchased``
-    when the user has an order for it, ``SoldOut`` when stock is gone and
-    ``LockBusy`` when the strategy gave up under contention. On any error nothing
-    is written.
-
-    ``voucher.stock`` is the stock as read with the voucher (``voucher_get``
-    selects it). Once it reads zero the buyer is told ``sold_out`` from that read,
-    whatever the strategy: in a flash sale nearly everyone arrives after the
-    sell-out, and none of them needs a lock, a transaction or the stock row. The
-    read never sells anything; only the strategy's guarded write decides a sale.
-    It is also the take's snapshot, which the strategies whose own read is
-    unguarded use instead of reading again.
-
-    Under ``redis_lua`` the purchase only reserves (``inventory.item_reserve``): the order comes
-    back pending, and ``StateMissing`` (503) is raised while the voucher's Redis state
-    is missing.
+    when the user has an order for it, ``SoldOut`` when stock is gone,
+    ``LockBusy`` when the strategy gave up under contention, and ``StateMissing`` (503)
+    while a ``redis_lua`` voucher's Redis state is missing. On any error nothing is
+    written.
 
     ``rate``, the request's rate limits (``core.ratelimit.rate_count``), is counted on
     this voucher first, in the reserving script's own round trip under ``redis_lua``:
     ``RateLimited`` (429) when over one.
 
-    An unlisted voucher (a load run's own) is sold only to the load crowd
-    (``accounts.crowd``): ``NotForSale`` for anyone else, who would skew its audit.
+    An unlisted voucher (a load run's own) is sold only to the load crowd: ``NotForSale``
+    for anyone else.
     """
-    if not voucher.listed and not crowd_member(user_id=user.pk):
-        raise NotForSale()
-    attempt = item_reserve(VOUCHER, voucher, user_id=user.pk, rate=rate)
-    if attempt.record is not None:
-        return attempt.record
-    voucher = attempt.item
-    voucher.window_check(now or timezone.now())
-
-    def check() -> None:
-        if Order.objects.filter(voucher_id=voucher.pk, user_id=user.pk).exists():
-            raise AlreadyPurchased()
-
-    if voucher.stock.quantity < 1:
-        check()  # a buyer who has an order hears so, not sold_out
-        raise SoldOut()
-
-    def record(stock_id: int | None, guarded: bool) -> Order:
-        return Order.objects.create(
-            user_id=user.pk,
-            voucher_id=voucher.pk,
-            status=Order.Status.CONFIRMED,
-            buyer_guard=user.pk if guarded else None,
-        )
-
-    take = Take(
-        group_id=voucher.stock.group_id,
-        choose=choose_only,
-        user_key=f"voucher:{voucher.pk}:user:{user.pk}",
-        check=check,
-        record=record,
-        snapshot={voucher.stock_id: voucher.stock.quantity},
-    )
-    try:
-        return stock_take(strategy=voucher.strategy, take=take)
-    except IntegrityError as exc:
-        if constraint_violated(exc, ONE_PER_USER) or constraint_violated(exc, ONE_PER_USER_SQLITE):
-            raise AlreadyPurchased() from exc
-        raise
+    return item_take(VOUCHER, voucher, user_id=user.pk, rate=rate, now=now)

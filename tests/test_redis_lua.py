@@ -19,7 +19,8 @@ from inventory.groups import persist_all
 from inventory.item_states import item_reservations_check, item_reservations_persist, item_reservations_reconcile
 from inventory.models import Stock, StockGroup
 from inventory.reservations import GroupKeys, reservation_group, reservations_client
-from inventory.reserve import stock_reserve
+from inventory.strategies import STRATEGIES
+from inventory.strategies.base import Take
 from lottery.models import Draw
 from lottery.product import POOL
 from lottery.services import pool_update, prize_create, prize_update
@@ -151,12 +152,19 @@ def test_restock_and_a_new_window_reach_the_state_in_redis(api_client, make_vouc
     voucher_update(voucher=voucher, begin_at=later, end_at=later + timedelta(hours=1))
     # The database's window refuses first; Redis' own refuses a caller who skipped it.
     with pytest.raises(NotStarted):
-        stock_reserve(
-            group_id=voucher.stock.group_id,
-            user_id=api_client().user.pk,
-            over_limit=AssertionError,
-            persist_soon=lambda: None,
-            rebuild_soon=lambda: None,
+        STRATEGIES["redis_lua"].take(
+            Take(
+                group_id=voucher.stock.group_id,
+                choose=None,
+                user_key="",
+                check=None,
+                record=None,
+                user_id=api_client().user.pk,
+                kind="voucher",
+                item_id=voucher.pk,
+                over_limit=AssertionError,
+                reserved=AssertionError,
+            )
         )
     persist_voucher(voucher)
     assert not item_reservations_check(VOUCHER, item=voucher, reservations=reservations_client()).drifted

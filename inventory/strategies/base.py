@@ -29,7 +29,8 @@ together; so they race on every database, SQLite included, whose transactions he
 begin ``IMMEDIATE`` and would otherwise serialise the whole take.
 
 Each strategy supplies only its guard, read and write (and, if it needs one, its write
-scope), in a module of its own. Callers (``orders.services``, ``lottery.services``) own the rules; strategies
+scope), in a module of its own. The products' adapters (``orders.product``, ``lottery.product``) own
+the rules, and ``inventory.take`` is the one entry point; strategies
 own only the concurrency.
 
 ``guarded`` strategies write the record with its database backstop key (the unique
@@ -48,10 +49,13 @@ from typing import ClassVar, Generic, TypeVar
 from django.conf import settings
 from django.db import IntegrityError, transaction
 
+from core.errors import DomainError
+from core.ratelimit import RateCount
 from locking.lease import LeasedLock
 
 from ..errors import InvalidQuantity, LockBusy, SoldOut
 from ..models import Stock
+from ..reservation_types import Reserved, group_tag
 
 R = TypeVar("R")
 
@@ -62,10 +66,21 @@ Chooser = Callable[[Mapping[int, int]], "int | None"]
 
 @dataclass(frozen=True)
 class Take(Generic[R]):
-    """One attempt to take ``quantity`` units from one row of a stock group, for one user.
+    """One attempt to take ``quantity`` units from one row of a stock group, for one user:
+    what the product's adapter (``inventory.product.Product.take``) says of it.
 
-    Attributes:
+    What every strategy reads:
         group_id: the ``StockGroup`` whose rows are the candidates.
+        user_id: the user who takes.
+        rate: the request's rate limits (``core.ratelimit``), counted on the group first:
+            ``RateLimited`` (429) when over one, and nothing taken. None counts nothing.
+
+    What the strategies that take in the request read:
+        admit: refuses what can be refused before any guard, from what the item was read
+            with (the window; stock read at zero, after the per-user rule so that a user
+            who has used every take hears that) and returns ``{stock_id: remaining}`` as
+            it read them, unguarded, or None. Strategies whose own read is unguarded use
+            that snapshot for their first attempt instead of reading again.
         choose: given ``{stock_id: remaining}`` of the rows that still have at least
             ``quantity`` units (never empty), returns the id of the row to take, or
             None to take nothing and still record (a draw that lands on "no prize").
@@ -79,9 +94,14 @@ class Take(Generic[R]):
             taken (None when the chooser took nothing) and whether the strategy is
             guarded, that is whether to write the database backstop key.
         quantity: units to take, at least 1.
-        snapshot: ``{stock_id: remaining}`` as the caller already read it, without a
-            guard. Strategies whose own read is unguarded use it for their first
-            attempt instead of reading again; the others ignore it.
+
+    What a deferred strategy (``redis_lua``) reads, reserving in the request and leaving
+    the record to a worker:
+        kind, item_id: the item, for the worker asked to persist or rebuild it.
+        over_limit: raised when the user has used every take.
+        reserved: the answer, given the reservation: the record as it will be, pending.
+        rand: the weighted choice's uniform number in [0, 1), called only to reserve; a
+            system random one when None.
     """
 
     group_id: int
@@ -89,8 +109,15 @@ class Take(Generic[R]):
     user_key: str
     check: Callable[[], None]
     record: Callable[[int | None, bool], R]
+    user_id: int = 0
+    rate: RateCount | None = None
+    admit: Callable[[], Mapping[int, int] | None] = lambda: None
     quantity: int = 1
-    snapshot: Mapping[int, int] | None = None
+    kind: str = ""
+    item_id: int = 0
+    over_limit: Callable[[], DomainError] | None = None
+    reserved: Callable[[Reserved], R] | None = None
+    rand: Callable[[], float] | None = None
 
 
 def choose_only(remaining: Mapping[int, int]) -> int:
@@ -132,6 +159,8 @@ class Held:
 
     group_version: int = 0
     group_lock: LeasedLock | None = None
+    # What the take's ``admit`` read, unguarded, before the guard.
+    snapshot: Mapping[int, int] | None = None
 
 
 def read_remaining(group_id: int, quantity: int) -> dict[int, int]:
@@ -153,8 +182,8 @@ class StockStrategy:
         sheds_load: whether contention is answered ``busy`` rather than queued, so
             that while buyers are refused some stock may still be left.
         deferred: whether the request only reserves and a worker writes the record
-            later (``redis_lua``): such a strategy has no take of its own here, and the
-            products reserve through ``inventory.reserve`` instead.
+            later (``redis_lua``): its take replaces the whole sequence below, and its
+            answer is a pending record.
 
     Behaviour only: how the pages word a strategy lives with the pages (``inventory.texts``).
     """
@@ -193,7 +222,11 @@ class StockStrategy:
     def take(self, take: Take[R]) -> R:
         if isinstance(take.quantity, bool) or not isinstance(take.quantity, int) or take.quantity < 1:
             raise InvalidQuantity()
+        if take.rate is not None:
+            take.rate.count(tag=group_tag(take.group_id))
+        snapshot = take.admit()
         with self.guard(take) as held:
+            held.snapshot = snapshot
             take.check()
             for attempt in range(self.max_attempts()):
                 remaining = self.read(take, held, attempt)

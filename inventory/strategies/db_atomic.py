@@ -36,8 +36,8 @@ class AtomicStrategy(StockStrategy):
         return in_transaction()
 
     def read(self, take: Take, held: Held, attempt: int) -> Mapping[int, int]:
-        if attempt == 0 and take.snapshot is not None:
-            return take.snapshot
+        if attempt == 0 and held.snapshot is not None:
+            return held.snapshot
         return read_remaining(take.group_id, take.quantity)
 
     def write(self, take: Take, held: Held, stock_id: int, remaining: Mapping[int, int]) -> bool:

@@ -114,8 +114,8 @@ class RedisLockStrategy(StockStrategy):
             held.group_lock = None
 
     def read(self, take: Take, held: Held, attempt: int) -> Mapping[int, int]:
-        if attempt == 0 and take.snapshot is not None:
-            return take.snapshot
+        if attempt == 0 and held.snapshot is not None:
+            return held.snapshot
         return read_remaining(take.group_id, take.quantity)
 
     def write(self, take: Take, held: Held, stock_id: int, remaining: Mapping[int, int]) -> bool:

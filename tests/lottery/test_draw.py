@@ -14,8 +14,9 @@ from inventory.models import Stock
 from inventory.strategies import strategy_names
 from lottery.errors import DrawLimit, PoolEmpty
 from lottery.models import Draw
-from lottery.selectors import pool_audit, pool_for_draw, pool_get, pool_odds
-from lottery.services import pool_draw, weighted_choice
+from lottery.product import pool_for_draw, weighted_choice
+from lottery.selectors import pool_audit, pool_get, pool_odds
+from lottery.services import pool_draw
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("redlock_urls")]
 

@@ -1,5 +1,5 @@
 """What a redis_lua draw answers from what the process keeps between draws: the pool, a
-second (``pool_for_draw_cached``), and the prize's name, five seconds (``prize_for_stock``).
+second (``inventory.items.item_for_take``), and the prize's name, five seconds (``prize_for_stock``).
 Neither makes the answer wrong, nor can one draw change what the next is answered."""
 
 from __future__ import annotations
@@ -7,8 +7,10 @@ from __future__ import annotations
 import pytest
 
 from inventory import items
-from lottery import selectors
-from lottery.selectors import pool_for_draw_cached, pool_get, prize_for_stock
+from inventory.items import item_for_take
+from lottery import product
+from lottery.product import POOL, prize_for_stock
+from lottery.selectors import pool_get
 from lottery.services import pool_update
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("reservations_redis")]
@@ -19,7 +21,7 @@ def test_draws_left_follows_the_limit_the_script_enforced_not_the_memo(api_clien
     client = api_client()
     first = client.post(f"/api/pools/{pool.pk}/draw")
     assert (first.status_code, first.json()["draws_left"]) == (202, 2)
-    kept = pool_for_draw_cached(pool_id=pool.pk)
+    kept = item_for_take(POOL, item_id=pool.pk)
     assert kept.draws_per_user == 3
     # Staff raise the limit in another process: Redis' rules change, this process's memo
     # (put back as that process found it) still says 3 for up to a second.
@@ -40,4 +42,4 @@ def test_each_draw_is_answered_a_prize_of_its_own(make_pool):
     assert (other.pk, other.name, other.stock_id) == (prize.pk, "Gold", prize.stock_id)
     assert other.value == prize.value  # a deferred field reads its row, as any model's does
     with pytest.raises(AttributeError):
-        selectors._prizes.get(prize.stock_id).name = "nobody changes what is kept"
+        product._prizes.get(prize.stock_id).name = "nobody changes what is kept"
