@@ -4,7 +4,6 @@ request of a flash sale would otherwise make of rows that hardly ever change."""
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 from typing import Generic, TypeVar
 
 K = TypeVar("K")
@@ -35,15 +34,6 @@ class ProcessMemo(Generic[K, V]):
         if len(self._entries) >= self.max_size:
             self._entries.clear()
         self._entries[key] = (time.monotonic() + self.ttl, value)
-
-    def get_or_read(self, key: K, read: Callable[[], V], *, keep: Callable[[V], bool] = lambda value: True) -> V:
-        """The entry of ``key``; else ``read()``, kept when ``keep`` says so."""
-        value = self.get(key)
-        if value is None:
-            value = read()
-            if keep(value):
-                self.put(key, value)
-        return value
 
     def forget(self, key: K) -> None:
         self._entries.pop(key, None)

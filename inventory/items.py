@@ -35,11 +35,13 @@ def item_for_take(product: Product, *, item_id: int) -> Any:
     restock reach the script directly. Other strategies are read every time, so a switch to
     ``redis_lua`` is seen at once.
     """
-    return _reserving.get_or_read(
-        (product.kind, item_id),
-        lambda: product.read(item_id),
-        keep=lambda item: item.strategy == Strategy.REDIS_LUA,
-    )
+    key = (product.kind, item_id)
+    item = _reserving.get(key)
+    if item is None:
+        item = product.read(item_id)
+        if item.strategy == Strategy.REDIS_LUA:
+            _reserving.put(key, item)
+    return item
 
 
 def item_forget(product: Product, *, item_id: int) -> None:

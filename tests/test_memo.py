@@ -26,17 +26,3 @@ def test_a_full_memo_starts_over_rather_than_growing():
         kept.put(key, key)
     kept.put(3, 3)
     assert [kept.get(key) for key in range(4)] == [None, None, None, 3]
-
-
-def test_get_or_read_reads_once_and_keeps_only_what_it_is_told_to():
-    reads = []
-    kept: ProcessMemo[str, int] = ProcessMemo(ttl=60)
-
-    def read(value: int):
-        return lambda: reads.append(value) or value
-
-    assert kept.get_or_read("a", read(1)) == 1
-    assert kept.get_or_read("a", read(2)) == 1  # kept: not read again
-    assert kept.get_or_read("b", read(-1), keep=lambda v: v > 0) == -1
-    assert kept.get_or_read("b", read(3), keep=lambda v: v > 0) == 3  # -1 was not kept
-    assert reads == [1, -1, 3]
