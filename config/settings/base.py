@@ -262,6 +262,17 @@ RATE_LIMITS = {
     "draw": {"user": (_PER_USER, 1), "address": (_PER_ADDRESS, 1)},
 }
 
+# Idempotency keys (core.idempotency): an answer is kept IDEMPOTENCY_KEY_SECONDS for the same
+# user's retries with its key; a claim whose request died lapses after
+# IDEMPOTENCY_RUNNING_SECONDS (past gunicorn's 30 s worker timeout, which ends a longer
+# request); a retry waits IDEMPOTENCY_WAIT_SECONDS for the first's answer (as long as a take
+# may queue for its lock) before 409. In the rate limits' Redis: that client never swallows
+# an error, and it is not the cache, which may be run to evict (a lost record takes twice).
+IDEMPOTENCY_REDIS_CLIENT = RATE_LIMITS_REDIS_CLIENT
+IDEMPOTENCY_KEY_SECONDS = env_int("IDEMPOTENCY_KEY_SECONDS", 24 * 3600)
+IDEMPOTENCY_RUNNING_SECONDS = env_int("IDEMPOTENCY_RUNNING_SECONDS", 60)
+IDEMPOTENCY_WAIT_SECONDS = float(os.environ.get("IDEMPOTENCY_WAIT_SECONDS", "5"))
+
 # The proxies whose X-Forwarded-For names the client (comma-separated addresses or
 # networks): the rate limits and the login throttle count a request from one of them under
 # the address it forwarded for, and anyone else's header is ignored (core.ratelimit). Empty:
