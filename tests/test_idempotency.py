@@ -15,7 +15,7 @@ from django.http import HttpResponse
 from django.test import Client, RequestFactory
 
 from accounts.services import token_issue
-from core.idempotency import idempotency_claim, idempotency_client, idempotency_key
+from core.idempotency import idempotency_answered, idempotency_claim, idempotency_client, idempotency_key
 from core.namespace import instance_key
 from inventory.models import Stock
 from inventory.reservations import GroupKeys
@@ -194,6 +194,7 @@ def test_a_request_refused_before_it_starts_claims_no_key(api_client, keys):
     assert not list(keys.scan_iter(match=instance_key("idem:*")))
 
 
+@pytest.mark.race
 @pytest.mark.parametrize(
     ("product", "strategy"), [("purchase", "db_atomic"), ("draw", "redis_lua")], ids=["purchase", "draw"]
 )
@@ -337,3 +338,38 @@ def test_the_document_declares_the_header_and_its_answers():
         assert {"409", "422"} <= set(operation["responses"])
         assert "Idempotent-Replayed" in operation["responses"]["201"]["headers"]
         assert operation["responses"]["409"]["headers"]["Retry-After"]["required"] is False
+
+
+@pytest.mark.parametrize(
+    ("status", "code", "kept"),
+    [
+        (201, None, True),
+        (403, "ended", True),
+        (409, "sold_out", True),
+        (500, "server_error", True),  # nobody knows what was written: never run again
+        (409, "busy", False),
+        (429, "rate_limited", False),
+        (503, "unavailable", False),
+    ],
+)
+def test_answers_that_end_the_request_are_kept_and_those_asking_for_it_again_let_the_key_go(
+    make_user, keys, status, code, kept
+):
+    user = make_user()
+    request = RequestFactory().post("/api/vouchers/1/purchase", headers={"Idempotency-Key": KEY})
+    assert idempotency_claim(request, HttpResponse(), action="purchase", user_id=user.pk) is None
+    body = {"order_id": 1, "status": "confirmed"} if code is None else {"code": code, "message": "."}
+    answer = HttpResponse(json.dumps(body), status=status, content_type="application/json")
+
+    idempotency_answered(request, answer)
+
+    key = idempotency_key(user_id=user.pk, action="purchase", key=KEY)
+    assert keys.exists(key) == kept
+    again = RequestFactory().post("/api/vouchers/1/purchase", headers={"Idempotency-Key": KEY})
+    replay = idempotency_claim(again, HttpResponse(), action="purchase", user_id=user.pk)
+    if kept:
+        assert (replay.status_code, json.loads(replay.content)) == (status, body)
+        assert replay["Idempotent-Replayed"] == "true"
+        print(f"\n{status} kept in {keys.memory_usage(key)} bytes of Redis")
+    else:
+        assert replay is None  # the retry holds the key now, and runs
