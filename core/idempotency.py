@@ -5,7 +5,7 @@ A call that takes a key (a purchase, a draw) asks ``idempotency_claim`` before i
 header: nothing happens, not even a round trip to Redis. With one, the key is the caller's
 own for that action, ``<ns>:idem:{user:<id>}:<action>:<key>`` (``core.namespace``), and:
 
-- nobody has used it: this request claims it, atomically (``SET NX``), with a *running*
+- nobody has used it: this request claims it, atomically (one script, ``_CLAIM_SCRIPT``), with a *running*
   record that holds the request's fingerprint (method, path, a digest of the body) and
   lapses after ``IDEMPOTENCY_RUNNING_SECONDS``, so that a process that dies mid-request does
   not hold the key for ever. The call goes on, and once it is answered the API's view
