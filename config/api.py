@@ -23,6 +23,8 @@ from accounts.auth import api_auth
 from core.api import JsonParser
 from core.csp import SWAGGER_UI_POLICY, csp_replace
 from core.errors import DomainError
+from core.idempotency import HEADER as IDEMPOTENCY_KEY
+from core.idempotency import REPLAYED, idempotency_answered
 from core.outage import DependencyDown, dependency_down, dependency_down_noted
 from core.schemas import answers
 from lottery.api import router as lottery_router
@@ -67,6 +69,13 @@ another origin is 403 `csrf_failed`. Reading vouchers and pools needs no login.
 anything else is 415 `unsupported_media_type`, JSON that does not parse is 400
 `bad_request`, and a body over 2.5 MB (`DATA_UPLOAD_MAX_MEMORY_SIZE`) is 413 `too_large`.
 Each operation below lists every status it can answer.
+
+**Retries.** A purchase and a draw take an `Idempotency-Key` header (1 to 255 visible ASCII
+characters, a new one per attempt): the same request sent again with it gets the first
+answer again (`Idempotent-Replayed: true`) and takes nothing twice, also while the first
+still runs (it waits for it, or answers 409 `idempotency_in_progress` with `Retry-After`).
+Another request under a used key is 422 `idempotency_key_reused`. Keys are kept a bounded time
+(24 hours by default).
 """
 
 
@@ -91,13 +100,24 @@ class JsonApi(NinjaAPI):
         return [*wrapped, re_path(r"", csrf_exempt(_not_found), name="not-found")], app_name, namespace
 
     def get_openapi_schema(self, *, path_prefix=None, path_params=None):
-        """The document, with what every 429 and 503 carries said once: ``Retry-After``."""
+        """The document, with what every 429 and 503 carries said once: ``Retry-After``; and
+        on an operation that takes an ``Idempotency-Key``, that any answer may be a replay
+        (``Idempotent-Replayed``) and a 409 may say when to come back
+        (``idempotency_in_progress``)."""
         schema = super().get_openapi_schema(path_prefix=path_prefix, path_params=path_params)
         for operations in schema["paths"].values():
             for operation in operations.values():
+                keyed = any(parameter["name"] == IDEMPOTENCY_KEY for parameter in operation.get("parameters", ()))
                 for status, response in operation["responses"].items():
+                    headers = response.setdefault("headers", {})
                     if int(status) in RETRY_AFTER_STATUSES:
-                        response.setdefault("headers", {})["Retry-After"] = RETRY_AFTER
+                        headers["Retry-After"] = RETRY_AFTER
+                    elif keyed and int(status) == 409:
+                        headers["Retry-After"] = {**RETRY_AFTER, "required": False}
+                    if keyed:
+                        headers[REPLAYED] = IDEMPOTENT_REPLAYED
+                    if not headers:
+                        del response["headers"]
         return schema
 
 
@@ -110,6 +130,13 @@ RETRY_AFTER = {
     "description": "Seconds to wait before sending the request again.",
     "required": True,
     "schema": {"type": "integer", "minimum": 1},
+}
+
+# On an answer sent again for a retry with the same Idempotency-Key (core.idempotency).
+IDEMPOTENT_REPLAYED = {
+    "description": "true when this is the first answer to this Idempotency-Key, sent again.",
+    "required": False,
+    "schema": {"type": "string", "enum": ["true"]},
 }
 
 
@@ -162,6 +189,9 @@ def _json_errors(view):
             message = f"{request.method} is not allowed here; {request.path} takes {allowed}."
             response = error(request, 405, "method_not_allowed", message)
             response["Allow"] = allowed
+        # The answer as sent, a refusal or a server error included: kept under the request's
+        # Idempotency-Key when it holds one.
+        idempotency_answered(request, response)
         return response
 
     return wrapped

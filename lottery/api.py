@@ -14,7 +14,7 @@ from accounts.auth import optional_auth, require_permission
 from core.api import staff_read, staff_write
 from core.metrics import draw_counted
 from core.schemas import InputSchema, Money, UtcDatetime, answers, text, whole
-from inventory.api import TakeCall, take_answers
+from inventory.api import TakeCall, take_answers, take_openapi
 from inventory.models import Strategy
 from inventory.services import MAX_UNITS
 
@@ -234,8 +234,9 @@ def _drawn(draw: Draw) -> dict:
     }
 
 
-# 403 not_started or ended; 409 draw_limit, pool_empty or busy.
-@router.post("/pools/{int:pool_id}/draw", response=take_answers(DrawOut), openapi_extra=links.DRAWN)
+# 403 not_started or ended; 409 draw_limit, pool_empty, busy or idempotency_in_progress;
+# 422 an Idempotency-Key malformed or reused.
+@router.post("/pools/{int:pool_id}/draw", response=take_answers(DrawOut), openapi_extra=take_openapi(links.DRAWN))
 def pools_draw(request, pool_id: int, response: HttpResponse):
     return DRAW.answer(request, response, pool_id, _drawn)
 

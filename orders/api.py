@@ -11,7 +11,7 @@ from accounts.auth import require_permission
 from core.api import staff_read, staff_write
 from core.metrics import purchase_counted
 from core.schemas import InputSchema, UtcDatetime, answers, text, whole
-from inventory.api import TakeCall, take_answers
+from inventory.api import TakeCall, take_answers, take_openapi
 from inventory.models import Strategy
 from inventory.services import MAX_UNITS
 
@@ -139,8 +139,13 @@ class AuditOut(Schema):
 PURCHASE = TakeCall(action="purchase", product=VOUCHER, counted=purchase_counted)
 
 
-# 403 not_started or ended; 409 sold_out, already_purchased or busy.
-@router.post("/vouchers/{int:voucher_id}/purchase", response=take_answers(PurchaseOut), openapi_extra=links.PURCHASED)
+# 403 not_started or ended; 409 sold_out, already_purchased, busy or idempotency_in_progress;
+# 422 an Idempotency-Key malformed or reused.
+@router.post(
+    "/vouchers/{int:voucher_id}/purchase",
+    response=take_answers(PurchaseOut),
+    openapi_extra=take_openapi(links.PURCHASED),
+)
 def vouchers_purchase(request, voucher_id: int, response: HttpResponse):
     return PURCHASE.answer(
         request, response, voucher_id, lambda order: {"order_id": order.public_id, "status": order.status}

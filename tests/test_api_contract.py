@@ -15,10 +15,12 @@ check schemathesis enables runs on every answer (``not_a_server_error``,
 finding, or any error of the run itself, fails the test. How many cases ran, by role and
 phase, is written at the end.
 
-One rule is the domain's and JSON Schema cannot state it: a window's end comes after its
-begin, and its times fall in the range the database stores. A body the document calls valid
-that breaks it is answered 422, which ``positive_data_acceptance`` takes for a refusal of
-valid data; exactly that answer, and no other 422, is let through (``accepts_valid_data``).
+Two rules are the domain's and JSON Schema cannot state them: a window's end comes after its
+begin, and its times fall in the range the database stores; and an ``Idempotency-Key`` is
+sent with one request only (the cases share a user, and the generated keys repeat). A
+request the document calls valid that breaks one is answered 422, which
+``positive_data_acceptance`` takes for a refusal of valid data; exactly those answers, and
+no other 422, are let through (``accepts_valid_data``).
 
 ``CONTRACT_MAX_EXAMPLES`` (per operation and phase, and the stateful scenarios; default 20)
 and ``CONTRACT_SEED`` tune a run; a finding names the seed and a ``curl`` that reproduces it.
@@ -165,20 +167,23 @@ def _bearer_for(user) -> type:
     return Bearer
 
 
-def _breaks_window_rule(response) -> bool:
+def _breaks_a_domain_rule(response) -> bool:
     if response.status_code != 422:
         return False
     try:
         body = json.loads(response.content)
     except ValueError:
         return False
+    if body.get("code") == "idempotency_key_reused":
+        return True
     return body.get("code") == "invalid" and any(rule in body.get("message", "") for rule in WINDOW_RULE_MESSAGES)
 
 
 @schemathesis.check
 def accepts_valid_data(ctx, response, case):
-    """``positive_data_acceptance``, but for the window rule, which the document cannot state."""
-    if _breaks_window_rule(response):
+    """``positive_data_acceptance``, but for the window rule and a reused idempotency key,
+    which the document cannot state."""
+    if _breaks_a_domain_rule(response):
         return None
     return positive_data_acceptance(ctx, response, case)
 

@@ -19,34 +19,10 @@ from django.core.exceptions import ImproperlyConfigured
 from config.logs import logging_config
 from core.local_key import local_key_path, local_key_read
 
+from .environment import env_bool, env_int, env_list
+
 BASE_DIR = Path(__file__).resolve().parent.parent.parent
 VAR_DIR = Path(os.environ.get("VAR_DIR", BASE_DIR / "var"))
-
-
-def env_bool(name: str, default: bool) -> bool:
-    value = os.environ.get(name)
-    if value is None or value == "":
-        return default
-    lowered = value.strip().lower()
-    if lowered in {"1", "true", "yes", "on"}:
-        return True
-    if lowered in {"0", "false", "no", "off"}:
-        return False
-    raise ImproperlyConfigured(f"{name} must be a boolean (1/0, true/false), got {value!r}")
-
-
-def env_int(name: str, default: int) -> int:
-    value = os.environ.get(name)
-    if value is None or value == "":
-        return default
-    try:
-        return int(value)
-    except ValueError:
-        raise ImproperlyConfigured(f"{name} must be an integer, got {value!r}") from None
-
-
-def env_list(name: str, default: str) -> list[str]:
-    return [item.strip() for item in os.environ.get(name, default).split(",") if item.strip()]
 
 
 DEBUG = env_bool("DJANGO_DEBUG", False)
@@ -285,6 +261,17 @@ RATE_LIMITS = {
     "purchase": {"user": (_PER_USER, 1), "address": (_PER_ADDRESS, 1)},
     "draw": {"user": (_PER_USER, 1), "address": (_PER_ADDRESS, 1)},
 }
+
+# Idempotency keys (core.idempotency): an answer is kept IDEMPOTENCY_KEY_SECONDS for the same
+# user's retries with its key; a claim whose request died lapses after
+# IDEMPOTENCY_RUNNING_SECONDS (past gunicorn's 30 s worker timeout, which ends a longer
+# request); a retry waits IDEMPOTENCY_WAIT_SECONDS for the first's answer (as long as a take
+# may queue for its lock) before 409. In the rate limits' Redis: that client never swallows
+# an error, and it is not the cache, which may be run to evict (a lost record takes twice).
+IDEMPOTENCY_REDIS_CLIENT = RATE_LIMITS_REDIS_CLIENT
+IDEMPOTENCY_KEY_SECONDS = env_int("IDEMPOTENCY_KEY_SECONDS", 24 * 3600)
+IDEMPOTENCY_RUNNING_SECONDS = env_int("IDEMPOTENCY_RUNNING_SECONDS", 60)
+IDEMPOTENCY_WAIT_SECONDS = float(os.environ.get("IDEMPOTENCY_WAIT_SECONDS", "5"))
 
 # The proxies whose X-Forwarded-For names the client (comma-separated addresses or
 # networks): the rate limits and the login throttle count a request from one of them under

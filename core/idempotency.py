@@ -1,0 +1,257 @@
+"""Idempotency keys: a request sent again with the same ``Idempotency-Key`` header is
+answered what the first was answered, and does nothing more.
+
+A call that takes a key (a purchase, a draw) asks ``idempotency_claim`` before it acts. No
+header: nothing happens, not even a round trip to Redis. With one, the key is the caller's
+own for that action, ``<ns>:idem:{user:<id>}:<action>:<key>`` (``core.namespace``), and:
+
+- nobody has used it: this request claims it, atomically (one script, ``_CLAIM_SCRIPT``), with a *running*
+  record that holds the request's fingerprint (method, path, a digest of the body) and
+  lapses after ``IDEMPOTENCY_RUNNING_SECONDS``, so that a process that dies mid-request does
+  not hold the key for ever. The call goes on, and once it is answered the API's view
+  wrapper (``config.api``) hands the answer to ``idempotency_answered``, which keeps its
+  status, content type and body under the key for ``IDEMPOTENCY_KEY_SECONDS``;
+- it holds an answer: that answer is sent again, with ``Idempotent-Replayed: true``, and
+  nothing else is done (no take, no rate limit counted);
+- it is running: the request waits for the answer, polling, up to
+  ``IDEMPOTENCY_WAIT_SECONDS``, and sends it again; past that it is answered 409
+  ``idempotency_in_progress`` with ``Retry-After``;
+- it was used for another request (another path, item or body): 422
+  ``idempotency_key_reused``, nothing done.
+
+Kept are the answers that end the request: successes and refusals alike (a 201, a 202, a
+409 ``sold_out``, a 403 ``ended``, a 404, and a 500, after which nobody knows what was
+written). Not kept are those that did nothing and ask for the same request again: 429
+``rate_limited``, 503 ``unavailable`` and 409 ``busy``; the key is then let go, and a retry
+runs afresh.
+
+The records live in the Redis of the client that ``IDEMPOTENCY_REDIS_CLIENT`` names (the
+settings choose the locks' own, which never swallows an error and is never a cache that
+may evict): Redis out of reach answers 503 before anything is done (``core.outage``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import re
+import secrets
+import time
+from dataclasses import dataclass
+from functools import lru_cache
+
+import redis
+from django.conf import settings
+from django.http import HttpResponse
+from django.utils.module_loading import import_string
+
+from .errors import DomainError
+from .namespace import key_prefix
+
+logger = logging.getLogger(__name__)
+
+HEADER = "Idempotency-Key"
+META = "HTTP_IDEMPOTENCY_KEY"
+REPLAYED = "Idempotent-Replayed"
+# 1 to 255 visible ASCII characters (no space, no control character): a UUID fits, and so
+# does any client's own scheme; nothing a header would fold or a log would mangle.
+KEY_PATTERN = r"^[!-~]{1,255}$"
+_KEY = re.compile(KEY_PATTERN)
+
+# The header as an operation's OpenAPI parameter (``openapi_extra``'s ``parameters``).
+PARAMETER = {
+    "in": "header",
+    "name": HEADER,
+    "required": False,
+    "description": (
+        "Send the same key again to get the first answer again (with Idempotent-Replayed: true) "
+        "without taking anything twice; another request under a used key is 422."
+    ),
+    "schema": {"type": "string", "minLength": 1, "maxLength": 255, "pattern": KEY_PATTERN},
+}
+
+# The answers that did nothing and ask for the same request again: not kept.
+RETRY_STATUSES = frozenset({429, 503})
+RETRY_CODES = frozenset({"busy"})
+
+# How a waiting request polls for the first one's answer: quickly at first, since most
+# takes end in milliseconds, then every 50 ms.
+FIRST_PAUSE = 0.005
+LONGEST_PAUSE = 0.05
+
+# On the request, while it holds its key.
+_HELD = "_idempotency_held"
+
+
+class IdempotencyKeyInvalid(DomainError):
+    code = "invalid"
+    status = 422
+    default_message = f"{HEADER} must be 1 to 255 visible ASCII characters (! to ~, no space), such as a UUID."
+
+
+class IdempotencyKeyReused(DomainError):
+    """The key was sent before with another request: another path (item) or body."""
+
+    code = "idempotency_key_reused"
+    status = 422
+    default_message = (
+        f"This {HEADER} was used for another request (another item or body): send a new key for a new request."
+    )
+
+
+class IdempotencyInProgress(DomainError):
+    """The first request with this key is still running, past how long a retry waits."""
+
+    code = "idempotency_in_progress"
+    status = 409
+    default_message = f"The first request with this {HEADER} is still running; send it again shortly."
+    retry_after = 1
+
+
+@dataclass(frozen=True)
+class Claim:
+    """A request's hold on its key: the record it wrote, which only it may replace."""
+
+    key: str
+    running: str
+    fingerprint: str
+
+
+def idempotency_client() -> redis.Redis:
+    """The client the keys live in: what ``IDEMPOTENCY_REDIS_CLIENT`` returns."""
+    return _client_factory(settings.IDEMPOTENCY_REDIS_CLIENT)()
+
+
+@lru_cache(maxsize=4)
+def _client_factory(path: str):
+    return import_string(path)
+
+
+def idempotency_key(*, user_id: int, action: str, key: str) -> str:
+    """The Redis key of ``user_id``'s ``key`` for ``action``."""
+    return f"{key_prefix()}idem:{{user:{user_id}}}:{action}:{key}"
+
+
+def _ms(seconds: float) -> int:
+    return max(1, int(seconds * 1000))
+
+
+def fingerprint(request) -> str:
+    """What makes two requests the same one: method, path and body."""
+    body = hashlib.sha256(request.body).hexdigest()
+    return hashlib.sha256(f"{request.method}\0{request.path}\0{body}".encode()).hexdigest()
+
+
+# What the key holds, or, when it holds nothing, the request's running record (ARGV[1]),
+# lapsing after ARGV[2] ms: SET NX GET in one round trip, on any Redis (the command itself
+# takes both options only from Redis 7).
+_CLAIM_SCRIPT = """
+local found = redis.call('GET', KEYS[1])
+if found then return found end
+redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+return false
+"""
+
+# Replace the request's own running record with its answer (ARGV[2], kept ARGV[3] ms), or
+# let the key go (ARGV[2] empty); never a record that is not the request's own (its claim
+# lapsed and another request holds the key now).
+_FINISH_SCRIPT = """
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
+if ARGV[2] == '' then
+    redis.call('DEL', KEYS[1])
+else
+    redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
+end
+return 1
+"""
+_scripts: dict[tuple[int, str], object] = {}
+
+
+def _script(source: str):
+    client = idempotency_client()
+    script = _scripts.get((id(client), source))
+    if script is None:
+        script = _scripts[(id(client), source)] = client.register_script(source)
+    return script
+
+
+def idempotency_claim(request, response: HttpResponse, *, action: str, user_id: int) -> HttpResponse | None:
+    """None when the request goes on: it sent no key, or it now holds its key (and its
+    answer will be kept). Otherwise the answer to send instead, written into ``response``:
+    the first request's answer again. Raises ``IdempotencyKeyInvalid``,
+    ``IdempotencyKeyReused`` and ``IdempotencyInProgress``."""
+    sent = request.META.get(META)
+    if sent is None:
+        return None
+    if not _KEY.match(sent):
+        raise IdempotencyKeyInvalid()
+    key = idempotency_key(user_id=user_id, action=action, key=sent)
+    mine = fingerprint(request)
+    running = json.dumps({"fingerprint": mine, "running": secrets.token_hex(8)})
+    claim_or_read = _script(_CLAIM_SCRIPT)
+    give_up = time.monotonic() + settings.IDEMPOTENCY_WAIT_SECONDS
+    pause = FIRST_PAUSE
+    while True:
+        # Claimed (None), or what the key holds; a claim that lapsed meanwhile is taken anew.
+        found = claim_or_read(keys=[key], args=[running, _ms(settings.IDEMPOTENCY_RUNNING_SECONDS)])
+        if found is None:
+            setattr(request, _HELD, Claim(key=key, running=running, fingerprint=mine))
+            return None
+        record = json.loads(found)
+        if record["fingerprint"] != mine:
+            raise IdempotencyKeyReused()
+        if "status" in record:
+            return _replay(response, record)
+        left = give_up - time.monotonic()
+        if left <= 0:
+            raise IdempotencyInProgress()
+        time.sleep(min(pause, left))
+        pause = min(pause * 2, LONGEST_PAUSE)
+
+
+def _replay(response: HttpResponse, record: dict) -> HttpResponse:
+    response.status_code = record["status"]
+    response.content = record["body"].encode()
+    response["Content-Type"] = record["content_type"]
+    response[REPLAYED] = "true"
+    return response
+
+
+def idempotency_answered(request, response: HttpResponse) -> None:
+    """Keep ``response`` under the key the request holds, if it holds one, or let the key go
+    when the answer asks for the request again. Redis out of reach here is logged, not
+    answered: the client gets its answer, and the running record lapses."""
+    claim: Claim | None = getattr(request, _HELD, None)
+    if claim is None:
+        return
+    setattr(request, _HELD, None)
+    answer = ""
+    if _kept(response):
+        answer = json.dumps(
+            {
+                "fingerprint": claim.fingerprint,
+                "status": response.status_code,
+                "content_type": response["Content-Type"],
+                "body": response.content.decode(),
+            }
+        )
+    try:
+        kept_ms = _ms(settings.IDEMPOTENCY_KEY_SECONDS)
+        mine = _script(_FINISH_SCRIPT)(keys=[claim.key], args=[claim.running, answer, kept_ms])
+    except redis.RedisError:
+        logger.warning("idempotency key not finished: Redis cannot be reached", exc_info=True)
+        return
+    if not int(mine):
+        logger.warning("idempotency key lapsed before its request was answered (%s)", response.status_code)
+
+
+def _kept(response: HttpResponse) -> bool:
+    if response.status_code in RETRY_STATUSES:
+        return False
+    if response.status_code == 409:
+        try:
+            return json.loads(response.content).get("code") not in RETRY_CODES
+        except (ValueError, AttributeError):
+            return True
+    return True
