@@ -39,14 +39,13 @@ import re
 import secrets
 import time
 from dataclasses import dataclass
-from functools import lru_cache
 
 import redis
 from django.conf import settings
 from django.http import HttpResponse
-from django.utils.module_loading import import_string
 
 from .errors import DomainError
+from .named_redis import client_script, named_client
 from .namespace import key_prefix
 
 logger = logging.getLogger(__name__)
@@ -120,12 +119,7 @@ class Claim:
 
 def idempotency_client() -> redis.Redis:
     """The client the keys live in: what ``IDEMPOTENCY_REDIS_CLIENT`` returns."""
-    return _client_factory(settings.IDEMPOTENCY_REDIS_CLIENT)()
-
-
-@lru_cache(maxsize=4)
-def _client_factory(path: str):
-    return import_string(path)
+    return named_client(settings.IDEMPOTENCY_REDIS_CLIENT)
 
 
 def idempotency_key(*, user_id: int, action: str, key: str) -> str:
@@ -165,15 +159,10 @@ else
 end
 return 1
 """
-_scripts: dict[tuple[int, str], object] = {}
 
 
 def _script(source: str):
-    client = idempotency_client()
-    script = _scripts.get((id(client), source))
-    if script is None:
-        script = _scripts[(id(client), source)] = client.register_script(source)
-    return script
+    return client_script(idempotency_client(), source)
 
 
 def idempotency_claim(request, response: HttpResponse, *, action: str, user_id: int) -> HttpResponse | None:

@@ -28,9 +28,9 @@ from functools import lru_cache
 
 import redis
 from django.conf import settings
-from django.utils.module_loading import import_string
 
 from .errors import DomainError
+from .named_redis import client_script, named_client
 from .namespace import key_prefix
 
 logger = logging.getLogger(__name__)
@@ -108,10 +108,7 @@ class RateCount:
         """Count the hit in one round trip; raise ``RateLimited`` when over a limit. Redis out
         of reach lets the request through, with a warning: a limit guards against abuse, not
         the stock, which every strategy guards on its own."""
-        client = rate_client()
-        script = _scripts.get(id(client))
-        if script is None:
-            script = _scripts[id(client)] = client.register_script(COUNT)
+        script = client_script(rate_client(), COUNT)
         try:
             wait_ms = int(script(keys=self.keys(tag=tag), args=self.args()))
         except redis.RedisError:
@@ -120,17 +117,9 @@ class RateCount:
         rate_refuse(wait_ms)
 
 
-_scripts: dict[int, object] = {}
-
-
 def rate_client() -> redis.Redis:
     """The client the counters are counted in: what ``RATE_LIMITS_REDIS_CLIENT`` returns."""
-    return _client_factory(settings.RATE_LIMITS_REDIS_CLIENT)()
-
-
-@lru_cache(maxsize=4)
-def _client_factory(path: str):
-    return import_string(path)
+    return named_client(settings.RATE_LIMITS_REDIS_CLIENT)
 
 
 def rate_count(*, action: str, user_id: int | None = None, address: str | None = None) -> RateCount | None:
