@@ -11,7 +11,7 @@ from django.utils import timezone
 
 from core.errors import Unavailable
 from inventory.audits import Audit
-from inventory.items import items_live, record_get, records_of_user, reservation_takes
+from inventory.items import record_get, records_of_user, reservation_takes
 from inventory.models import Stock, Strategy
 from inventory.product import product_of
 
@@ -26,11 +26,6 @@ def voucher_list() -> QuerySet[Voucher]:
 def voucher_get(*, voucher_id: int) -> Voucher:
     """The voucher with its stock; raises ``Http404`` when there is none."""
     return get_object_or_404(Voucher.objects.select_related("stock"), pk=voucher_id)
-
-
-def vouchers_with_reservations() -> QuerySet[Voucher]:
-    """The ``redis_lua`` vouchers whose sale has not ended: those with a live Redis state."""
-    return items_live(product_of("voucher"))
 
 
 def order_list(*, user) -> QuerySet[Order]:

@@ -14,7 +14,7 @@ from __future__ import annotations
 from django.core.exceptions import ImproperlyConfigured
 
 from ..models import Strategy
-from .base import R, StockStrategy, Take
+from .base import StockStrategy
 from .db_atomic import AtomicStrategy
 from .db_optimistic import OptimisticStrategy
 from .db_pessimistic import PessimisticStrategy
@@ -54,13 +54,3 @@ def strategy_names(*, breaks: str | None | bool = True, deferred: bool | None = 
         for name, strategy in STRATEGIES.items()
         if (breaks is True or strategy.breaks == breaks) and (deferred is None or strategy.deferred == deferred)
     ]
-
-
-def stock_take(*, strategy: str, take: Take[R]) -> R:
-    """Take stock under ``strategy`` and record the result; see :class:`Take`.
-
-    Raises ``SoldOut`` when no candidate has the units, ``LockBusy`` when the
-    strategy gave up under contention, and whatever ``take.check`` raises. On any
-    error nothing is written.
-    """
-    return STRATEGIES[strategy].take(take)

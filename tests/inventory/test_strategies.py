@@ -18,7 +18,7 @@ from core.namespace import key_prefix
 from inventory.errors import LockBusy, SoldOut
 from inventory.models import Stock, StockGroup
 from inventory.services import stock_create, stock_group_create
-from inventory.strategies import STRATEGIES, stock_take, strategy_names
+from inventory.strategies import STRATEGIES, strategy_names
 from inventory.strategies.base import Take
 from locking import Lock
 from locking.integration import locks_redis
@@ -78,7 +78,7 @@ def test_a_take_decrements_the_chosen_row_and_records_it_once(strategy):
         recorded.append((stock_id, guarded))
         return "the record"
 
-    result = stock_take(strategy=strategy, take=a_take(group, choose=lambda remaining: b, record=record))
+    result = STRATEGIES[strategy].take(a_take(group, choose=lambda remaining: b, record=record))
     assert result == "the record"
     assert recorded == [(b, STRATEGIES[strategy].guarded)]
     assert stock_of([a, b]) == [3, 3]
@@ -93,7 +93,7 @@ def test_the_chooser_is_offered_only_rows_with_stock(strategy):
         offered.append(dict(remaining))
         return a
 
-    stock_take(strategy=strategy, take=a_take(group, choose=choose))
+    STRATEGIES[strategy].take(a_take(group, choose=choose))
     assert offered == [{a: 2, b: 5}]
 
 
@@ -101,10 +101,7 @@ def test_the_chooser_is_offered_only_rows_with_stock(strategy):
 def test_choosing_nothing_records_without_taking(strategy):
     group, (a,) = make_group(2)
     recorded = []
-    stock_take(
-        strategy=strategy,
-        take=a_take(group, choose=lambda remaining: None, record=lambda s, g: recorded.append(s)),
-    )
+    STRATEGIES[strategy].take(a_take(group, choose=lambda remaining: None, record=lambda s, g: recorded.append(s)))
     assert recorded == [None]
     assert stock_of([a]) == [2]
 
@@ -114,7 +111,7 @@ def test_empty_stock_raises_sold_out_and_records_nothing(strategy):
     group, ids = make_group(0, 0)
     recorded = []
     with pytest.raises(SoldOut):
-        stock_take(strategy=strategy, take=a_take(group, record=lambda s, g: recorded.append(s)))
+        STRATEGIES[strategy].take(a_take(group, record=lambda s, g: recorded.append(s)))
     assert recorded == []
     assert stock_of(ids) == [0, 0]
 
@@ -139,7 +136,7 @@ def test_check_runs_first_inside_the_guard_and_a_refusal_writes_nothing(strategy
         raise Refused()
 
     with pytest.raises(Refused):
-        stock_take(strategy=strategy, take=a_take(group, check=check))
+        STRATEGIES[strategy].take(a_take(group, check=check))
     # The safe strategies check inside their guard's transaction. The naive ones check
     # (and read) with plain autocommit queries, as naive code does, and open a
     # transaction only for the write and the record; local's guard is its process lock.
@@ -153,7 +150,7 @@ def test_check_runs_first_inside_the_guard_and_a_refusal_writes_nothing(strategy
 
 def _second_take(strategy: str, group: StockGroup) -> str:
     try:
-        stock_take(strategy=strategy, take=a_take(group))
+        STRATEGIES[strategy].take(a_take(group))
     except LockBusy:
         return "busy"
     finally:
@@ -173,7 +170,7 @@ def test_record_runs_in_the_transaction_of_the_decrement(strategy):
         raise RecordFailed()
 
     with pytest.raises(RecordFailed):
-        stock_take(strategy=strategy, take=a_take(group, record=record))
+        STRATEGIES[strategy].take(a_take(group, record=record))
     assert stock_of([a]) == [2]  # the decrement was rolled back with the failed record
 
 
@@ -191,7 +188,7 @@ def test_the_naive_strategies_hold_a_transaction_only_around_the_write_and_the_r
     def record(stock_id, guarded):
         seen.append(("record", connection.get_autocommit()))
 
-    stock_take(strategy=strategy, take=a_take(group, choose=choose, record=record))
+    STRATEGIES[strategy].take(a_take(group, choose=choose, record=record))
     assert seen == [("choose", True), ("record", False)]
     assert stock_of([a]) == [1]
 
@@ -249,7 +246,7 @@ def test_busy_leaves_nothing_written(strategy, settings):
     take, cleanup = BUSY[strategy](group, settings)
     try:
         with pytest.raises(LockBusy):
-            stock_take(strategy=strategy, take=replace(take, record=lambda s, g: recorded.append(s)))
+            STRATEGIES[strategy].take(replace(take, record=lambda s, g: recorded.append(s)))
     finally:
         cleanup()
     assert recorded == []
@@ -270,7 +267,7 @@ def test_redis_lock_waits_for_the_group_lock_then_writes(settings):
 
     def take() -> None:
         try:
-            taken.append(stock_take(strategy="redis_lock", take=a_take(group, record=record)))
+            taken.append(STRATEGIES["redis_lock"].take(a_take(group, record=record)))
         finally:
             connection.close()
 
@@ -300,7 +297,7 @@ def _take_one(group_id: int, strategy: str, user: int) -> int | None:
         check=lambda: None,
         record=lambda stock_id, guarded: stock_id,
     )
-    return stock_take(strategy=strategy, take=take)
+    return STRATEGIES[strategy].take(take)
 
 
 @pytest.mark.race
@@ -333,6 +330,6 @@ def test_a_take_inside_a_callers_transaction_is_part_of_it(settings):
     group, (a,) = make_group(2)
     for strategy in ALL:
         with pytest.raises(RuntimeError), transaction.atomic():
-            stock_take(strategy=strategy, take=a_take(group))
+            STRATEGIES[strategy].take(a_take(group))
             raise RuntimeError("the caller rolls back")
     assert stock_of([a]) == [2]
