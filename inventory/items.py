@@ -7,18 +7,16 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-import redis
 from django.db.models import Model, QuerySet
 from django.shortcuts import get_object_or_404
 from django.utils import timezone
 
-from core.errors import Unavailable
 from core.memo import ProcessMemo
 
 from .models import Strategy
 from .product import Product
 from .reservation_types import Failed, Pending, reservation_group
-from .reservations import reservations_client
+from .reservations import REACHABLE, reservations_client
 
 # redis_lua items as a take reads them, for a second per process: (kind, id) -> item.
 _reserving: ProcessMemo[tuple[str, int], Any] = ProcessMemo(ttl=1.0)
@@ -97,10 +95,8 @@ def record_get(product: Product, *, record_id: int, user_id: int, rows: QuerySet
 def reservation_find(*, reservation: int, user_id: int) -> Pending | Failed | None:
     """The user's reservation while it waits (``Pending``) or once undone (``Failed``); None
     when it is neither (look for its record in the database) or is another user's."""
-    try:
+    with REACHABLE:
         found = reservations_client().lookup(reservation=reservation)
-    except redis.RedisError as exc:
-        raise Unavailable("The sale's Redis cannot be reached; try again shortly.") from exc
     if isinstance(found, Pending | Failed) and found.user_id == user_id:
         return found
     return None
@@ -110,21 +106,17 @@ def reservations_of_user(*, group_ids: list[int], user_id: int) -> list[Pending 
     """The user's waiting and undone reservations in the given stock groups."""
     reservations = reservations_client()
     found: list[Pending | Failed] = []
-    try:
+    with REACHABLE:
         for group_id in group_ids:
             found += reservations.of_user(group_id=group_id, user_id=user_id)
-    except redis.RedisError as exc:
-        raise Unavailable("The sale's Redis cannot be reached; try again shortly.") from exc
     return found
 
 
 def reservation_takes(*, group_id: int, user_id: int) -> int:
     """The user's takes of the group in Redis, pending ones included (0 with no state): one
     HGET, for what pages poll. ``Unavailable`` when Redis cannot be reached."""
-    try:
+    with REACHABLE:
         return reservations_client().takes(group_id=group_id, user_id=user_id)
-    except redis.RedisError as exc:
-        raise Unavailable("The sale's Redis cannot be reached; try again shortly.") from exc
 
 
 def reservation_moment(found: Pending | Failed) -> datetime:

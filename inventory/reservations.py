@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 import redis
 from django.conf import settings
 
+from core.errors import Unavailable
 from core.redis_script import script_on_own_connections
 from locking.integration import locks_redis
 
@@ -348,6 +349,20 @@ class Reservations:
         with no state."""
         return int(self.client.hget(GroupKeys.of(group_id).takers, user_id) or 0)
 
+
+class _Reachable:
+    """``with REACHABLE:`` says Redis out of reach as the sale's ``Unavailable`` (503). A
+    class, not ``contextmanager``: the reserving call of every ``redis_lua`` take runs in it."""
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, kind, exc, traceback) -> None:
+        if isinstance(exc, redis.RedisError):
+            raise Unavailable("The sale's Redis cannot be reached; try again shortly.") from exc
+
+
+REACHABLE = _Reachable()
 
 _bound: dict[str, Reservations] = {}
 

@@ -21,17 +21,16 @@ import logging
 import random
 from collections.abc import Callable
 
-import redis
 from django.conf import settings
 
 from core import requestid
-from core.errors import DomainError, Unavailable
+from core.errors import DomainError
 from core.ratelimit import rate_refuse
 from core.window import Ended, NotStarted
 
 from ..errors import SoldOut, StateMissing
 from ..models import Strategy
-from ..reservations import reservations_client
+from ..reservations import REACHABLE, reservations_client
 from ..tasks import reservations_drain, reservations_rebuild
 from .base import R, StockStrategy, Take
 
@@ -48,7 +47,7 @@ class RedisLuaStrategy(StockStrategy):
 
     def take(self, take: Take[R]) -> R:
         reservations = reservations_client()
-        try:
+        with REACHABLE:
             reserved = reservations.reserve(
                 group_id=take.group_id,
                 user_id=take.user_id,
@@ -58,8 +57,6 @@ class RedisLuaStrategy(StockStrategy):
                 request_id=requestid.current() or "",
                 rate=take.rate,
             )
-        except redis.RedisError as exc:
-            raise Unavailable("The sale's Redis cannot be reached; try again shortly.") from exc
         if reserved.refusal is None:
             if reserved.kick:
                 _ask(lambda: reservations_drain.delay(take.kind, take.item_id, take.group_id), "persist", take)
