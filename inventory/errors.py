@@ -64,3 +64,50 @@ class StateMissing(Unavailable):
     nothing is sold from nothing, and reconciliation rebuilds it from the database."""
 
     default_message = "This sale is being restored after a Redis restart; try again in a few seconds."
+
+
+class HoldClosed(DomainError):
+    """The record is not held any more (or not yet): nothing was written. Each subclass
+    names the state it is in; the products' own words for a settled one are theirs."""
+
+    status = 409
+
+
+class HoldExpired(HoldClosed):
+    code = "expired"
+    default_message = "The hold on this unit expired; it went back on sale."
+
+
+class HoldCancelled(HoldClosed):
+    code = "cancelled"
+    default_message = "This was cancelled; its unit went back on sale."
+
+
+class HoldForfeited(HoldClosed):
+    code = "forfeited"
+    default_message = "This prize was not claimed in time; it went back to the pool."
+
+
+class AlreadyPaid(HoldClosed):
+    code = "already_paid"
+    default_message = "This order is paid already."
+
+
+class AlreadyClaimed(HoldClosed):
+    code = "already_claimed"
+    default_message = "This prize is claimed already."
+
+
+class HoldPending(HoldClosed):
+    """A ``redis_lua`` take whose record a worker has not written yet."""
+
+    code = "pending"
+    default_message = "This is still being written; try again in a moment."
+    retry_after = 1
+
+
+class NothingHeld(HoldClosed):
+    """A draw of no prize: there is nothing to claim."""
+
+    code = "nothing_held"
+    default_message = "There is nothing to claim: this draw won no prize."

@@ -21,6 +21,7 @@ from .persist import Persisted, reservations_persist
 from .product import Product
 from .reconcile import GroupCheck, group_check, group_reconcile, takes_by_user
 from .reservations import Pending, Reservations, reservations_client
+from .take import hold_expire_later
 
 R = TypeVar("R")
 
@@ -28,7 +29,8 @@ R = TypeVar("R")
 def item_reservations_persist(
     product: Product, *, item_id: int, group_id: int, reservations: Reservations, consumer: str, **options
 ) -> Persisted:
-    """Write the item's pending reservations as confirmed records, once each; ``options`` are
+    """Write the item's pending reservations as records (held, where the item has a hold
+    window), once each; ``options`` are
     those of ``inventory.persist.reservations_persist``. Ids only: nothing is read before the
     batch, so that a database out of reach reaches the code that gives up."""
     written = product.record_model.objects
@@ -37,7 +39,8 @@ def item_reservations_persist(
         return set(written.filter(reservation__in=ids).values_list("reservation", flat=True))
 
     def write(fresh: list[Pending]) -> None:
-        written.bulk_create(product.rows(item_id, fresh))
+        rows = written.bulk_create(product.rows(item_id, fresh))
+        hold_expire_later(product, item_id, [row.hold_until for row in rows])
 
     return reservations_persist(
         group_id=group_id,
@@ -62,7 +65,7 @@ def _load(product: Product, item: Any, reservations: Reservations) -> bool:
     item = product.items().get(pk=item.pk)
     if item.strategy != Strategy.REDIS_LUA:
         return False
-    records = product.records(item.pk)
+    records = product.taking(product.records(item.pk))
     seqs: dict[int, list[int]] = {}
     for user_id, seq in product.seqs(records):
         seqs.setdefault(user_id, []).append(seq)
@@ -170,8 +173,8 @@ def item_reservations_check(
         group_id=group_id,
         reservations=reservations or reservations_client(),
         database_stock=lambda: _group_stock(group_id),
-        database_takers=lambda: takes_by_user(product.records(item.pk)),
-        database_seqs=lambda: product.seqs(product.records(item.pk)),
+        database_takers=lambda: takes_by_user(product.taking(product.records(item.pk))),
+        database_seqs=lambda: product.seqs(product.taking(product.records(item.pk))),
         repair=repair,
     )
 

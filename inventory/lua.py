@@ -239,3 +239,21 @@ while i <= #ARGV do
 end
 return 1
 """
+
+# Return a released record's unit to a loaded state, and its take to a user whose release
+# frees it (a voucher's buyer may buy again): called once per release, after the database
+# committed it, under the group's lock, so that reconciliation never reads one side changed
+# and the other not. A missing state is rebuilt from the database, which holds the release.
+# KEYS[1] state, KEYS[2] takers, KEYS[3] take numbers in use
+# ARGV[1] stock id or "" (a take of nothing), ARGV[2] user id, ARGV[3] "1" when the release
+#         frees the user's take, ARGV[4] the take's number
+# Returns 1 when returned, 0 when no state is loaded.
+RETURN = """
+if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
+if ARGV[1] ~= '' then redis.call('HINCRBY', KEYS[1], 'stock:' .. ARGV[1], 1) end
+if ARGV[3] == '1' then
+    if redis.call('HINCRBY', KEYS[2], ARGV[2], -1) <= 0 then redis.call('HDEL', KEYS[2], ARGV[2]) end
+    redis.call('HDEL', KEYS[3], ARGV[2] .. ':' .. ARGV[4])
+end
+return 1
+"""

@@ -27,6 +27,7 @@ from django.db.models import Count, Model, QuerySet
 from core.errors import DomainError
 
 from .errors import SoldOut
+from .records import RELEASED
 from .reservation_types import Failed, Pending, Reserved, Rules
 
 if TYPE_CHECKING:
@@ -48,6 +49,15 @@ class Product(ABC):
         sold_out: raised when nothing is left (``SoldOut``, or the product's own).
         backstop: the names of the record's unique constraint behind the per-user rule
             (as MySQL and as SQLite name it): a guarded take it refuses is ``over_limit``.
+
+    The lifecycle (``inventory.holds``, docs/design.md "Lifecycle"):
+        hold_field: the item's hold window in seconds (0: settled when taken).
+        settled: the status a held record is settled to (``paid``, ``claimed``).
+        lapsed: the status it lapses to at its deadline (``expired``, ``forfeited``).
+        guard_field: the record's column that carries the user's id into the backstop.
+        unit_field: the record's lookup of the stock row it took (``"voucher__stock_id"``).
+        release_frees_take: whether a released record gives the user the take back (a
+            voucher's buyer may buy again; a forfeited draw still counts).
     """
 
     kind: ClassVar[str]
@@ -58,13 +68,29 @@ class Product(ABC):
     over_limit: ClassVar[type[DomainError]]
     sold_out: ClassVar[type[DomainError]] = SoldOut
     backstop: ClassVar[tuple[str, ...]]
+    hold_field: ClassVar[str]
+    settled: ClassVar[str]
+    lapsed: ClassVar[str]
+    guard_field: ClassVar[str]
+    unit_field: ClassVar[str]
+    release_frees_take: ClassVar[bool]
 
     @abstractmethod
-    def take(self, item: Any, *, user_id: int, now: datetime | None, rng: Random | None, **carried: Any) -> Take:
+    def take(
+        self,
+        item: Any,
+        *,
+        user_id: int,
+        now: datetime | None,
+        rng: Random | None,
+        hold_until: datetime | None,
+        **carried: Any,
+    ) -> Take:
         """The take of one unit of ``item`` by ``user_id`` (``inventory.strategies.base.Take``):
         its group, chooser, per-user rule (``user_key``, ``check``), record and ``admit``
         (the window's check at ``now``, the stock read unguarded); ``rng``, when not None, the
-        source of its choice's randomness. ``carried`` are the
+        source of its choice's randomness; ``hold_until``, when not None, the deadline a
+        record that took a unit is held until (``held``), settled when taken otherwise. ``carried`` are the
         fields the core fills in for every product (the user's rate limits, the item for a
         deferred take, its pending answer): passed to ``Take`` as they are."""
 
@@ -93,6 +119,25 @@ class Product(ABC):
         """``(user id, take number)`` of every record: by default 1 to each user's records."""
         takes = records.values("user_id").annotate(n=Count("id")).values_list("user_id", "n")
         return [(user_id, n) for user_id, count in takes for n in range(1, count + 1)]
+
+    def user_key(self, item_id: int, user_id: int) -> str:
+        """The scope of the per-user rule, which lock-based strategies lock."""
+        return f"{self.kind}:{item_id}:user:{user_id}"
+
+    def unit_of(self, record: Any) -> int | None:
+        """The stock row a record took its unit from; None when it took nothing."""
+        return type(record).objects.filter(pk=record.pk).values_list(self.unit_field, flat=True).first()
+
+    def seq_of(self, record: Any) -> int:
+        """The record's number among the user's takes of its item."""
+        return 1
+
+    def taking(self, records: QuerySet) -> QuerySet:
+        """The records that count against the per-user rule: a released one does not
+        when its release frees the take."""
+        if self.release_frees_take:
+            return records.exclude(status__in=RELEASED)
+        return records
 
     @abstractmethod
     def rows(self, item_id: int, fresh: list[Pending]) -> list[Model]:

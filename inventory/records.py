@@ -4,11 +4,16 @@ its own fields and its constraints, named after itself."""
 
 from __future__ import annotations
 
+from django.core.validators import MaxValueValidator
 from django.db import models
 
 from core.window import SaleWindow
 
 from .models import default_strategy, strategy_choices
+
+# The longest a unit is held for a payment or a claim: a day.
+MAX_HOLD_SECONDS = 86_400
+HOLD_WINDOW_VALIDATORS = [MaxValueValidator(MAX_HOLD_SECONDS)]
 
 
 class Item(SaleWindow):
@@ -36,7 +41,17 @@ class Record(models.Model):
     the item taken from, and its backstop against the per-user rule."""
 
     class Status(models.TextChoices):
+        # Settled when taken: an item without a hold window, or a draw of no prize.
         CONFIRMED = "confirmed", "confirmed"
+        # Taken, its unit held for the user until ``hold_until`` (docs/design.md, "Lifecycle").
+        HELD = "held", "held"
+        # Settled from held: a voucher paid for, a prize claimed.
+        PAID = "paid", "paid"
+        CLAIMED = "claimed", "claimed"
+        # Released from held, the unit back in stock: by the user, or at ``hold_until``.
+        CANCELLED = "cancelled", "cancelled"
+        EXPIRED = "expired", "expired"
+        FORFEITED = "forfeited", "forfeited"
         # redis_lua's: reserved in Redis, not written yet, and undone for good. Neither is
         # ever a row: a pending or failed record is read from Redis (the product's selectors).
         PENDING = "pending", "pending"
@@ -47,6 +62,15 @@ class Record(models.Model):
     # with (202), unique so that a reservation delivered twice writes one record.
     reservation = models.BigIntegerField(null=True, blank=True, unique=True, editable=False)
     created_at = models.DateTimeField(auto_now_add=True)
+    # A held record's deadline (a voucher's pay_by, a prize's claim_by); None when it was
+    # settled when taken.
+    hold_until = models.DateTimeField(null=True, blank=True, editable=False)
+    # When it was settled (paid, claimed) from held, and when its unit went back to the
+    # stock. A guarded strategy writes at most one of the two; ``releases`` counts the
+    # returns of its unit, which a guarded strategy makes at most once.
+    settled_at = models.DateTimeField(null=True, blank=True, editable=False)
+    released_at = models.DateTimeField(null=True, blank=True, editable=False)
+    releases = models.PositiveSmallIntegerField(default=0, editable=False)
 
     class Meta:
         abstract = True
@@ -56,7 +80,16 @@ class Record(models.Model):
     why = ""
 
     @property
+    def is_held(self) -> bool:
+        return self.status == self.Status.HELD
+
+    @property
     def public_id(self) -> int:
         """The id the user knows the record by: the reservation's under ``redis_lua`` (the
         202 answered it before the row existed), the row's otherwise."""
         return self.reservation or self.pk
+
+
+# The statuses of a record whose unit went back to the stock, and of one settled.
+RELEASED = (Record.Status.CANCELLED, Record.Status.EXPIRED, Record.Status.FORFEITED)
+SETTLED = (Record.Status.CONFIRMED, Record.Status.PAID, Record.Status.CLAIMED)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 
 from core.namespace import key_prefix
 
@@ -137,6 +137,11 @@ class Pending:
     seq: int
     at_ms: int
     request_id: str = ""
+
+    @property
+    def reserved_at(self) -> datetime:
+        """When it was reserved: where a hold's deadline counts from."""
+        return datetime.fromtimestamp(self.at_ms / 1000, tz=UTC)
 
     @classmethod
     def from_entry(cls, group_id: int, entry_id, fields: Mapping) -> Pending:

@@ -78,6 +78,7 @@ class Reservations:
         self._add_units = client.register_script(lua.ADD_UNITS)
         self._set_rules = client.register_script(lua.SET_RULES)
         self._repair = client.register_script(lua.REPAIR)
+        self._return = client.register_script(lua.RETURN)
 
     def reserve(
         self,
@@ -296,6 +297,13 @@ class Reservations:
             args += [user_id, takes]
         args += [f"{user_id}:{n}" for user_id, n in seqs]
         return bool(self._repair(keys=[keys.state, keys.takers, keys.seqs], args=args))
+
+    def unit_return(self, *, group_id: int, stock_id: int | None, user_id: int, frees_take: bool, seq: int) -> bool:
+        """Return a released record's unit (and, when ``frees_take``, the user's take) where
+        the state is loaded; False when none is."""
+        keys = GroupKeys.of(group_id)
+        args = ["" if stock_id is None else stock_id, user_id, int(frees_take), seq]
+        return bool(self._return(keys=[keys.state, keys.takers, keys.seqs], args=args))
 
     def forget(self, *, group_id: int) -> None:
         """Remove every key of the group, its stream, numbering and undone reservations too:

@@ -5,18 +5,25 @@ its record); the item's strategy takes it (``inventory.strategies``), in the req
 answered with the record written, or deferred (``redis_lua``) and answered with the record
 as it will be, pending. What both products' takes share is here, once: the refusals named
 in the product's own words, and the item read again when its Redis state is missing
-because it switched strategy since it was read.
+because it switched strategy since it was read; and, where the item has a hold window,
+the deadline its record is held until and a worker asked to expire it then
+(``inventory.holds``).
 """
 
 from __future__ import annotations
 
-from datetime import datetime
+import logging
+from datetime import UTC, datetime, timedelta
 from functools import partial
+from math import ceil
 from random import Random
 from typing import Any
 
-from django.db import IntegrityError
+from celery import current_app
+from django.conf import settings
+from django.db import IntegrityError, transaction
 from django.db.models import Model
+from django.utils import timezone
 
 from core.ratelimit import RateCount
 
@@ -25,6 +32,8 @@ from .items import item_forget
 from .product import Product
 from .strategies import STRATEGIES
 from .strategies.base import constraint_violated
+
+logger = logging.getLogger(__name__)
 
 
 def item_take(
@@ -66,6 +75,7 @@ def _take(product: Product, item: Any, *, user_id: int, rate, now, rng) -> Model
         user_id=user_id,
         now=now,
         rng=rng,
+        hold_until=hold_until(product, item, now),
         rate=rate,
         # Called only to reserve: a seeded draw under another strategy uses up no number.
         rand=None if rng is None else lambda: rng.random(),
@@ -75,7 +85,7 @@ def _take(product: Product, item: Any, *, user_id: int, rate, now, rng) -> Model
         reserved=partial(product.reserved, item, user_id),
     )
     try:
-        return STRATEGIES[item.strategy].take(take)
+        record = STRATEGIES[item.strategy].take(take)
     except SoldOut as exc:
         if product.sold_out is SoldOut:
             raise
@@ -85,3 +95,53 @@ def _take(product: Product, item: Any, *, user_id: int, rate, now, rng) -> Model
         if any(constraint_violated(exc, name) for name in product.backstop):
             raise product.over_limit() from exc
         raise
+    if record.hold_until is not None:
+        hold_expire_later(product, item.pk, [record.hold_until])
+    return record
+
+
+def hold_until(product: Product, item: Any, now: datetime | None) -> datetime | None:
+    """The deadline of a take's hold from ``now``: None when the item has no hold window."""
+    seconds = getattr(item, product.hold_field)
+    return (now or timezone.now()) + timedelta(seconds=seconds) if seconds else None
+
+
+# The task that expires an item's holds at their deadline (``inventory.tasks``), sent by name:
+# the tasks run the take's core, which stands below them.
+HOLDS_EXPIRE_TASK = "inventory.tasks.holds_expire"
+
+# (kind, item, deadline second) whose expiry this process asked for lately: a crowd's holds
+# due in the same second are expired by one task.
+_asked: set[tuple[str, int, int]] = set()
+
+
+def hold_expire_later(product: Product, item_id: int, deadlines: list[datetime | None]) -> None:
+    """Once the caller's transaction commits, ask a worker to expire the item's holds at
+    ``deadlines`` (one task per second of them, per process).
+
+    Only within ``HOLD_TASK_HORIZON_SECONDS``: the Redis broker hands a message that was not
+    acknowledged within its ``visibility_timeout`` to another worker, and a task held back
+    until a later deadline would be delivered again and again meanwhile. A longer hold, and
+    a task lost with its broker, are expired by the beat's sweep. A broker out of reach is
+    logged, not raised: the take stands, and the sweep expires it."""
+    horizon = timezone.now() + timedelta(seconds=settings.HOLD_TASK_HORIZON_SECONDS)
+    seconds = {ceil(when.timestamp()) for when in deadlines if when is not None and when <= horizon}
+    asks = [
+        (product.kind, item_id, second) for second in sorted(seconds) if (product.kind, item_id, second) not in _asked
+    ]
+    if not asks:
+        return
+    if len(_asked) > 10_000:
+        _asked.clear()
+    _asked.update(asks)
+
+    def send() -> None:
+        for kind, item, second in asks:
+            try:
+                eta = datetime.fromtimestamp(second, tz=UTC)
+                current_app.send_task(HOLDS_EXPIRE_TASK, args=(kind, item), eta=eta)
+            except Exception:
+                _asked.discard((kind, item, second))
+                logger.warning("Could not schedule the expiry of %s %s's holds; the sweep will.", kind, item)
+
+    transaction.on_commit(send)

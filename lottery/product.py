@@ -7,7 +7,7 @@ from __future__ import annotations
 import secrets
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from random import Random
 from typing import NoReturn
 
@@ -38,6 +38,7 @@ _DRAW_FIELDS = (
     "strategy",
     "group_id",
     "listed",
+    "claim_window_seconds",
 )
 
 
@@ -125,8 +126,24 @@ class PoolProduct(Product):
     sold_out = PoolEmpty
     # The limit's key: one draw per number per user; SQLite names its columns instead.
     backstop = ("draw_one_per_seq", "lottery_draw.pool_id, lottery_draw.user_guard, lottery_draw.seq")
+    hold_field = "claim_window_seconds"
+    settled = Draw.Status.CLAIMED
+    lapsed = Draw.Status.FORFEITED
+    guard_field = "user_guard"
+    unit_field = "prize__stock_id"
+    # A forfeited draw still counts against the user's draws.
+    release_frees_take = False
 
-    def take(self, pool: Pool, *, user_id: int, now: datetime | None, rng: Random | None, **carried) -> Take[Draw]:
+    def take(
+        self,
+        pool: Pool,
+        *,
+        user_id: int,
+        now: datetime | None,
+        rng: Random | None,
+        hold_until: datetime | None,
+        **carried,
+    ) -> Take[Draw]:
         """A draw: the prize chosen by weight (``weighted_choice``) from the stock the strategy
         reads, awarded in the transaction of its decrement, so nobody is told they won a prize
         that has just run out. A "no prize" draw counts against the limit like any other.
@@ -179,7 +196,9 @@ class PoolProduct(Product):
                 user_id=user_id,
                 pool_id=pool.pk,
                 prize=prize,
-                status=Draw.Status.CONFIRMED,
+                # A prize won is held for its claim; no prize is settled at once.
+                status=Draw.Status.HELD if hold_until and prize else Draw.Status.CONFIRMED,
+                hold_until=hold_until if prize else None,
                 seq=used + 1,
                 user_guard=user_id if guarded else None,
             )
@@ -209,17 +228,22 @@ class PoolProduct(Product):
             begin_at=item.begin_at, end_at=item.end_at, limit=item.draws_per_user, no_take=item.no_prize_weight
         )
 
+    def seq_of(self, record: Draw) -> int:
+        return record.seq
+
     def seqs(self, records: QuerySet) -> QuerySet:
         return records.values_list("user_id", "seq")
 
     def rows(self, item_id: int, fresh: list[Pending]) -> list[Draw]:
         prize_of = dict(Prize.objects.filter(pool_id=item_id).values_list("stock_id", "id"))
+        window = Pool.objects.values_list(self.hold_field, flat=True).get(pk=item_id)
         return [
             Draw(
                 user_id=one.user_id,
                 pool_id=item_id,
                 prize_id=None if one.stock_id is None else prize_of[one.stock_id],
-                status=Draw.Status.CONFIRMED,
+                status=Draw.Status.HELD if window and one.stock_id else Draw.Status.CONFIRMED,
+                hold_until=one.reserved_at + timedelta(seconds=window) if window and one.stock_id else None,
                 # The script's count of the user's takes: with user_guard, the limit's backstop.
                 seq=one.seq,
                 user_guard=one.user_id,

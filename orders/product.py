@@ -3,7 +3,7 @@ one per user; its record is an order, written through the one-per-user guard."""
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 from random import Random
 
 from django.utils import timezone
@@ -11,6 +11,7 @@ from django.utils import timezone
 from accounts.crowd import crowd_member
 from inventory.errors import SoldOut
 from inventory.product import Product
+from inventory.records import RELEASED
 from inventory.reservation_types import Failed, Pending, Reserved, Rules
 from inventory.strategies.base import Take, choose_only
 
@@ -28,9 +29,23 @@ class VoucherProduct(Product):
     over_limit = AlreadyPurchased
     # The one-per-user key; SQLite names its columns instead.
     backstop = ("order_one_per_user", "orders_order.voucher_id, orders_order.buyer_guard")
+    hold_field = "payment_window_seconds"
+    settled = Order.Status.PAID
+    lapsed = Order.Status.EXPIRED
+    guard_field = "buyer_guard"
+    unit_field = "voucher__stock_id"
+    # A cancelled or expired order leaves its buyer free to buy again.
+    release_frees_take = True
 
     def take(
-        self, voucher: Voucher, *, user_id: int, now: datetime | None, rng: Random | None, **carried
+        self,
+        voucher: Voucher,
+        *,
+        user_id: int,
+        now: datetime | None,
+        rng: Random | None,
+        hold_until: datetime | None,
+        **carried,
     ) -> Take[Order]:
         """``voucher.stock`` is the stock as read with the voucher (``voucher_get`` selects it).
         Once it reads zero the buyer is told ``sold_out`` from that read, whatever the
@@ -44,7 +59,8 @@ class VoucherProduct(Product):
             raise NotForSale()
 
         def check() -> None:
-            if Order.objects.filter(voucher_id=voucher.pk, user_id=user_id).exists():
+            # A cancelled or expired order leaves its buyer free to buy again.
+            if Order.objects.filter(voucher_id=voucher.pk, user_id=user_id).exclude(status__in=RELEASED).exists():
                 raise AlreadyPurchased()
 
         def admit() -> dict[int, int]:
@@ -58,7 +74,8 @@ class VoucherProduct(Product):
             return Order.objects.create(
                 user_id=user_id,
                 voucher_id=voucher.pk,
-                status=Order.Status.CONFIRMED,
+                status=Order.Status.HELD if hold_until else Order.Status.CONFIRMED,
+                hold_until=hold_until,
                 buyer_guard=user_id if guarded else None,
             )
 
@@ -86,11 +103,13 @@ class VoucherProduct(Product):
         return Rules(begin_at=item.begin_at, end_at=item.end_at, limit=1)
 
     def rows(self, item_id: int, fresh: list[Pending]) -> list[Order]:
+        window = Voucher.objects.values_list(self.hold_field, flat=True).get(pk=item_id)
         return [
             Order(
                 user_id=one.user_id,
                 voucher_id=item_id,
-                status=Order.Status.CONFIRMED,
+                status=Order.Status.HELD if window else Order.Status.CONFIRMED,
+                hold_until=one.reserved_at + timedelta(seconds=window) if window else None,
                 # Written through the one-per-user backstop, as every safe strategy does.
                 buyer_guard=one.user_id,
                 reservation=one.reservation_id,

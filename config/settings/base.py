@@ -217,34 +217,31 @@ RESERVATIONS_SWEEP_SECONDS = env_int("RESERVATIONS_SWEEP_SECONDS", 2)
 # its rebuild at once).
 RESERVATIONS_RECONCILE_SECONDS = env_int("RESERVATIONS_RECONCILE_SECONDS", 15)
 
-# What `celery beat` runs (make run and docker-compose start one beside the worker).
-# One sweep and one reconciliation per kind of item (inventory.tasks, the kind their argument).
+# Holds (inventory.holds): a worker releases each item's holds at their deadline; the beat
+# sweeps every HOLDS_SWEEP_SECONDS for those whose task was lost or never sent: a hold
+# longer than HOLD_TASK_HORIZON_SECONDS, whose task would outlive the broker's
+# visibility_timeout above and be delivered again and again while it waited.
+HOLDS_SWEEP_SECONDS = env_int("HOLDS_SWEEP_SECONDS", 5)
+HOLD_TASK_HORIZON_SECONDS = env_int(
+    "HOLD_TASK_HORIZON_SECONDS", CELERY_BROKER_TRANSPORT_OPTIONS["visibility_timeout"] // 2
+)
+# What `celery beat` runs (make run and docker-compose start one beside the worker): per
+# kind of item, redis_lua's sweep and reconciliation, and the holds' sweep (inventory.tasks,
+# the kind their argument).
 CELERY_BEAT_SCHEDULE = {
-    "vouchers-reservations-sweep": {
-        "task": "inventory.tasks.reservations_sweep",
-        "args": ("voucher",),
-        "schedule": RESERVATIONS_SWEEP_SECONDS,
-        # A sweep that waited longer than its period is superseded by the next.
-        "options": {"expires": RESERVATIONS_SWEEP_SECONDS},
-    },
-    "pools-reservations-sweep": {
-        "task": "inventory.tasks.reservations_sweep",
-        "args": ("pool",),
-        "schedule": RESERVATIONS_SWEEP_SECONDS,
-        "options": {"expires": RESERVATIONS_SWEEP_SECONDS},
-    },
-    "vouchers-reservations-reconcile": {
-        "task": "inventory.tasks.reservations_reconcile",
-        "args": ("voucher",),
-        "schedule": RESERVATIONS_RECONCILE_SECONDS,
-        "options": {"expires": RESERVATIONS_RECONCILE_SECONDS},
-    },
-    "pools-reservations-reconcile": {
-        "task": "inventory.tasks.reservations_reconcile",
-        "args": ("pool",),
-        "schedule": RESERVATIONS_RECONCILE_SECONDS,
-        "options": {"expires": RESERVATIONS_RECONCILE_SECONDS},
-    },
+    # A periodic task that waited longer than its period is superseded by the next.
+    f"{kind}s-{task.replace('_', '-')}": {
+        "task": f"inventory.tasks.{task}",
+        "args": (kind,),
+        "schedule": period,
+        "options": {"expires": period},
+    }
+    for kind in ("voucher", "pool")
+    for task, period in (
+        ("reservations_sweep", RESERVATIONS_SWEEP_SECONDS),
+        ("reservations_reconcile", RESERVATIONS_RECONCILE_SECONDS),
+        ("holds_sweep", HOLDS_SWEEP_SECONDS),
+    )
 }
 
 # Rate limits (core.ratelimit): {action: {scope: (hits, per seconds)}}, per user and per

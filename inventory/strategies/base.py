@@ -21,6 +21,15 @@ prize of a pool), a chooser, the per-user rule and a recorder. The base class
 7. **record** the order or award in the same transaction as the decrement, told which
    row was taken; then that transaction commits and the guard releases.
 
+A :class:`Change` is the other half of a unit's life (docs/design.md, "Lifecycle"): one
+held record settled (paid, claimed) or released (cancelled, expired, forfeited: its unit
+back in the stock). It runs a sequence of its own, under the same guard and write scope
+as the take: **read** whether the record is still held, pause ``RACE_WINDOW_MS``, and
+**write** its new status, with the unit's return in the same transaction. A guarded
+strategy's write changes only a record still held, so of a pay and an expiry racing, or
+two expiries, exactly one writes; ``none`` and ``local`` write whatever they read, so
+they can pay and release one record, or release it twice.
+
 Steps 6 and 7 run inside the strategy's **write scope**: nothing more for a strategy
 whose guard already is the transaction, and the transaction of the write for ``none``
 and ``local``, which guard nothing with a transaction. Their check and read are plain
@@ -43,11 +52,13 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager, nullcontext
-from dataclasses import dataclass
-from typing import ClassVar, Generic, TypeVar
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, ClassVar, Generic, NamedTuple, TypeVar
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
+from django.db.models import F, QuerySet
 
 from core.errors import DomainError
 from core.ratelimit import RateCount
@@ -118,6 +129,74 @@ class Take(Generic[R]):
     over_limit: Callable[[], DomainError] | None = None
     reserved: Callable[[Reserved], R] | None = None
     rand: Callable[[], float] | None = None
+
+
+@dataclass(frozen=True)
+class Change:
+    """One change of one held record, as the core's holds (``inventory.holds``) say it.
+
+    Attributes:
+        records: the record's own queryset (its model filtered by its primary key).
+        target: the status it changes to.
+        fields: the other fields written with the status (when, whose take it frees).
+        stock_id: the row its unit goes back to; None for a settle, or a record that took
+            nothing.
+        group_id, user_key: the take's, so that a strategy guards the change with what
+            guarded the take (its transaction, the group's rows, the user's lock).
+        held: the status a record must have for the change.
+        still_before: for a settle, the deadline must still be after it: a guarded
+            strategy does not settle a hold that lapsed between its check and its write.
+        kind, item_id, record_id, user_id: the record, for a strategy that keeps stock
+            outside the database (``redis_lua`` returns the unit there too).
+        frees_take: whether a release gives the user the take back (a voucher's buyer
+            may buy again; a forfeited draw still counts).
+    """
+
+    records: QuerySet
+    target: str
+    group_id: int
+    user_key: str
+    fields: Mapping[str, Any] = field(default_factory=dict)
+    stock_id: int | None = None
+    held: str = "held"
+    still_before: datetime | None = None
+    kind: str = ""
+    item_id: int = 0
+    record_id: int = 0
+    user_id: int = 0
+    frees_take: bool = False
+    seq: int = 0
+
+    @property
+    def releases(self) -> bool:
+        return "released_at" in self.fields
+
+
+class Returned(NamedTuple):
+    """A record released just now, and the row its unit went back to (None: it took none)."""
+
+    record_id: int
+    user_id: int
+    stock_id: int | None
+
+
+def change_write(change: Change, *, guarded: bool) -> bool:
+    """Write ``change``: the record's new status and, for a release, its unit back in the
+    stock, in the caller's transaction. Guarded, only a record still held changes, so one
+    change of many racing writes; unguarded, whatever was read is written."""
+    records = change.records
+    if guarded:
+        records = records.filter(status=change.held)
+        if change.still_before is not None:
+            records = records.filter(hold_until__gt=change.still_before)
+    fields = dict(change.fields)
+    if change.releases:
+        fields["releases"] = F("releases") + 1
+    if not records.update(status=change.target, **fields):
+        return False
+    if change.releases and change.stock_id is not None:
+        Stock.objects.filter(pk=change.stock_id).update(quantity=F("quantity") + 1, version=F("version") + 1)
+    return True
 
 
 def choose_only(remaining: Mapping[int, int]) -> int:
@@ -218,6 +297,20 @@ class StockStrategy:
 
     def before_retry(self, attempt: int) -> None:
         """A pause between a missed write and the next read."""
+
+    def change_read(self, change: Change, held: Held) -> bool:
+        """Whether the record is still held, read under the guard (a plain read here)."""
+        return change.records.filter(status=change.held).exists()
+
+    def change(self, change: Change) -> bool:
+        """Settle or release one held record (the module docstring); False when it was no
+        longer held, and nothing is written."""
+        with self.guard(change) as held:
+            if not self.change_read(change, held):
+                return False
+            race_window()
+            with self.writing(change, held):
+                return change_write(change, guarded=self.guarded)
 
     def take(self, take: Take[R]) -> R:
         if isinstance(take.quantity, bool) or not isinstance(take.quantity, int) or take.quantity < 1:

@@ -12,7 +12,7 @@ slightly more often than the exact odds of that instant would give.
 
 The per-user rule is guarded by the record's backstop (for orders, the unique key
 on voucher and buyer); the check is a plain read that spares a refused buyer the
-write.
+write. A held record is settled or released by one UPDATE conditional on its status.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from django.conf import settings
 from django.db.models import F
 
 from ..models import Stock, Strategy
-from .base import Held, StockStrategy, Take, in_transaction, read_remaining, sold_out_on_negative_stock
+from .base import Change, Held, StockStrategy, Take, in_transaction, read_remaining, sold_out_on_negative_stock
 
 
 class AtomicStrategy(StockStrategy):
@@ -46,3 +46,7 @@ class AtomicStrategy(StockStrategy):
                 quantity=F("quantity") - take.quantity, version=F("version") + 1
             )
         return bool(taken)
+
+    def change_read(self, change: Change, held: Held) -> bool:
+        # Nothing to read: the conditional UPDATE on the record's status decides.
+        return True

@@ -3,7 +3,8 @@
 The choice read every candidate, so the compare covers every candidate: the
 group's version, which this strategy's writes and every restock bump. A lost
 compare-and-set writes nothing; after ``OPTIMISTIC_MAX_ATTEMPTS`` losses the
-buyer is told ``busy`` rather than queued, so the strategy sheds load.
+buyer is told ``busy`` rather than queued, so the strategy sheds load. A held record is
+settled or released by a compare-and-set on the status it read: every change changes it.
 """
 
 from __future__ import annotations

@@ -2,7 +2,8 @@
 
 The choice depends on every candidate's stock, so every candidate is locked,
 always in the same order so that two takes never deadlock; a restock, which
-updates a row, waits for the lock like a buyer. Buyers of one group queue.
+updates a row, waits for the lock like a buyer. Buyers of one group queue. A held
+record is settled or released under ``FOR UPDATE`` on its own row.
 
 SQLite has no ``FOR UPDATE`` (Django leaves it out of the query there); the
 transaction's ``BEGIN IMMEDIATE`` (``config.settings.base``) takes SQLite's one
@@ -17,7 +18,7 @@ from collections.abc import Iterator, Mapping
 from django.db.models import F
 
 from ..models import Stock, Strategy
-from .base import Held, StockStrategy, Take, in_transaction, sold_out_on_negative_stock
+from .base import Change, Held, StockStrategy, Take, in_transaction, sold_out_on_negative_stock
 
 
 class PessimisticStrategy(StockStrategy):
@@ -34,3 +35,6 @@ class PessimisticStrategy(StockStrategy):
         with sold_out_on_negative_stock():
             Stock.objects.filter(pk=stock_id).update(quantity=F("quantity") - take.quantity, version=F("version") + 1)
         return True
+
+    def change_read(self, change: Change, held: Held) -> bool:
+        return change.records.select_for_update().filter(status=change.held).exists()

@@ -3,7 +3,8 @@
 No guard: the check ("has an order?", "draws used?") and the read are plain
 autocommit queries, and only the absolute write and the record share a
 transaction, so every buyer who read before the first write commits sees the
-same stock and writes the same number.
+same stock and writes the same number. A held record is released or settled the same
+way: whoever read it held writes, so one record is paid and released, or released twice.
 """
 
 from __future__ import annotations

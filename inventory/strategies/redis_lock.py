@@ -7,7 +7,8 @@ The user lock is the guard: it fails fast (one buyer firing twice at once is tol
 write, queueing buyers in arrival order for up to ``LOCK_WAIT_SECONDS``. Once
 held, the fenced conditional UPDATE writes the chosen row; should that row have
 run out since the read, the take reads and chooses again while still holding the
-group lock, so the second choice is made on exact stock and cannot miss. One lock
+group lock, so the second choice is made on exact stock and cannot miss. A held record is
+settled or released under the user's lock, by an UPDATE conditional on its status. One lock
 name per group (``stock-group:<id>``): fences are per name, so every row of a
 group is always written under the same name.
 """

@@ -9,7 +9,10 @@ pending (the API's 202). Nothing here reads the database.
 A worker writes the records and the stock rows' decrement in batches
 (``inventory.persist``), asked by the script's answer about once per
 ``RESERVATIONS_KICK_MS`` in a crowd; an ask that fails (the broker down) is logged, not
-raised, and the beat's sweep catches up. ``StateMissing`` (503) when Redis holds no state
+raised, and the beat's sweep catches up. A held record is settled or released by one
+UPDATE conditional on its status, as ``db_atomic`` does; a release returns its unit to
+Redis as well, once the database committed it, under the group's lock (which
+reconciliation holds to compare the two). ``StateMissing`` (503) when Redis holds no state
 for the item: nothing is sold from nothing, a worker is asked (at most once a second per
 group) to rebuild it from the database, and a caller that read the item before a switch
 away from ``redis_lua`` reads it again (``inventory.take``).
@@ -21,7 +24,9 @@ import logging
 import random
 from collections.abc import Callable
 
+from celery import current_app
 from django.conf import settings
+from django.db import transaction
 
 from core import requestid
 from core.errors import DomainError
@@ -29,14 +34,19 @@ from core.ratelimit import rate_refuse
 from core.window import Ended, NotStarted
 
 from ..errors import SoldOut, StateMissing
+from ..groups import with_group_lock
 from ..models import Strategy
 from ..reservations import REACHABLE, reservations_client
-from ..tasks import reservations_drain, reservations_rebuild
-from .base import R, StockStrategy, Take
+from .base import Change, R, Returned, StockStrategy, Take, change_write
 
 logger = logging.getLogger(__name__)
 
 _system_random = random.SystemRandom()
+
+# The workers' tasks (``inventory.tasks``), sent by name: the strategies stand below the
+# tasks, which run them.
+DRAIN_TASK = "inventory.tasks.reservations_drain"
+REBUILD_TASK = "inventory.tasks.reservations_rebuild"
 
 _REFUSED: dict[str, type[DomainError]] = {"not_started": NotStarted, "ended": Ended, "sold_out": SoldOut}
 
@@ -59,7 +69,7 @@ class RedisLuaStrategy(StockStrategy):
             )
         if reserved.refusal is None:
             if reserved.kick:
-                _ask(lambda: reservations_drain.delay(take.kind, take.item_id, take.group_id), "persist", take)
+                _ask(DRAIN_TASK, (take.kind, take.item_id, take.group_id), "persist", take)
             return take.reserved(reserved)
         if reserved.refusal == "rate_limited":
             rate_refuse(reserved.wait_ms)
@@ -67,14 +77,55 @@ class RedisLuaStrategy(StockStrategy):
             raise take.over_limit()
         if reserved.refusal == "unavailable":
             if reservations.claim_rebuild(group_id=take.group_id):
-                _ask(lambda: reservations_rebuild.delay(take.kind, take.item_id), "rebuild", take)
+                _ask(REBUILD_TASK, (take.kind, take.item_id), "rebuild", take)
             raise StateMissing()
         raise _REFUSED[reserved.refusal]()
 
+    def change(self, change: Change) -> bool:
+        if not change.releases:
+            with transaction.atomic():
+                return change_write(change, guarded=True)
 
-def _ask(ask: Callable[[], object], what: str, take: Take) -> None:
+        def release() -> list[Returned]:
+            with transaction.atomic():
+                if change_write(change, guarded=True):
+                    return [Returned(change.record_id, change.user_id, change.stock_id)]
+            return []
+
+        return bool(self.units_returned(change.group_id, release, kind=change.kind, frees_take=change.frees_take))
+
+    def units_returned(
+        self, group_id: int, release: Callable[[], list[Returned]], *, kind: str, frees_take: bool
+    ) -> int:
+        """``release()`` (the database's release of some of the group's records, committed)
+        and their units back in Redis, under the group's lock, which reconciliation holds
+        to compare the two; the number released. ``LockBusy`` when the lock could not be
+        had in ``LOCK_WAIT_SECONDS`` (nothing released). A release frees the user's take
+        number 1: only a product of one take per user frees takes."""
+        if transaction.get_connection().in_atomic_block:
+            raise RuntimeError(
+                "a redis_lua release commits before its unit goes back to Redis: call it outside atomic()"
+            )
+
+        def run() -> int:
+            returned = release()
+            try:
+                with REACHABLE:
+                    reservations = reservations_client()
+                    for one in returned:
+                        reservations.unit_return(
+                            group_id=group_id, stock_id=one.stock_id, user_id=one.user_id, frees_take=frees_take, seq=1
+                        )
+            except Exception:  # Redis out of reach: reconciliation returns them from the database
+                logger.warning("Could not return %d %s units to Redis; reconciliation will.", len(returned), kind)
+            return len(returned)
+
+        return with_group_lock(group_id, run, wait_seconds=settings.LOCK_WAIT_SECONDS)
+
+
+def _ask(task: str, args: tuple, what: str, take: Take) -> None:
     try:
-        ask()
+        current_app.send_task(task, args=args)
     except Exception:  # the broker down: the beat's sweep and reconciliation catch up
         logger.warning(
             "Could not ask a worker to %s %s %s; the periodic sweep will.", what, take.kind, take.item_id, exc_info=True

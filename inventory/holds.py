@@ -1,0 +1,210 @@
+"""A unit's life after its take, for every product and strategy (docs/design.md,
+"Lifecycle"): held for the user until a deadline, then settled (paid, claimed) or released
+(cancelled, expired, forfeited), its unit back in the stock exactly once.
+
+An item with a hold window (``Product.hold_field``, in seconds) has its takes that took a
+unit written ``held`` with ``hold_until``; without one, or for a draw of nothing, a take
+is settled when it is made, as before. Every change of a held record runs under the
+item's strategy (``StockStrategy.change``): a guarded strategy changes only a record still
+held, so of a payment, a cancel, an expiry task, the sweep and a redelivered task racing
+for one record exactly one writes. ``none`` and ``local`` read, pause and write, as their
+takes do, and the load tests show them pay and release one record, or release it twice.
+
+A take writes its record held (``inventory.take``, which also asks for its expiry at the
+deadline). Expiry runs without anyone asking: a task at the deadline
+(``inventory.take.hold_expire_later``), and the beat's sweep (``holds_expire_due``) as the
+backstop for a task that was lost.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from datetime import datetime
+from typing import Any
+
+from django.db import transaction
+from django.db.models import F, Model
+from django.utils import timezone
+
+from .errors import (
+    AlreadyClaimed,
+    AlreadyPaid,
+    HoldCancelled,
+    HoldClosed,
+    HoldExpired,
+    HoldForfeited,
+    HoldPending,
+    NothingHeld,
+)
+from .models import Stock, Strategy
+from .product import Product
+from .records import Record
+from .strategies import STRATEGIES
+from .strategies.base import Change, Returned
+
+logger = logging.getLogger(__name__)
+
+Status = Record.Status
+
+# What a record that is not held answers a settle or a release with, by its status.
+_CLOSED: dict[str, type[HoldClosed]] = {
+    Status.EXPIRED: HoldExpired,
+    Status.CANCELLED: HoldCancelled,
+    Status.FORFEITED: HoldForfeited,
+    Status.PAID: AlreadyPaid,
+    Status.CLAIMED: AlreadyClaimed,
+    Status.PENDING: HoldPending,
+    Status.FAILED: HoldCancelled,
+}
+
+
+def closed(product: Product, record: Model) -> HoldClosed:
+    """The refusal of a settle or release of a record that is not held."""
+    if record.status == Status.CONFIRMED:
+        return NothingHeld() if product.unit_of(record) is None else _CLOSED[product.settled]()
+    return _CLOSED[record.status]()
+
+
+def hold_settle(product: Product, item: Any, record: Model, *, now: datetime | None = None) -> Model:
+    """Settle a held record (a payment confirmed, a prize claimed) before its deadline.
+
+    Past its deadline it lapses here and then (its unit goes back) and the caller is told
+    so; a record not held is refused in the words of its state. Raises a ``HoldClosed``."""
+    now = now or timezone.now()
+    if not record.is_held:
+        raise closed(product, record)
+    if record.hold_until <= now:
+        hold_release(product, item, record, target=product.lapsed, now=now)
+        raise closed(product, record)
+    return _changed(product, item, record, _change(product, item, record, target=product.settled, now=now))
+
+
+def hold_release(product: Product, item: Any, record: Model, *, target: str, now: datetime | None = None) -> Model:
+    """Release a held record to ``target`` (cancelled, expired, forfeited): its unit goes
+    back to the stock once. A record not held any more is refused (``HoldClosed``)."""
+    if not record.is_held:
+        raise closed(product, record)
+    return _changed(product, item, record, _change(product, item, record, target=target, now=now or timezone.now()))
+
+
+def _change(product: Product, item: Any, record: Model, *, target: str, now: datetime) -> Change:
+    if target == product.settled:
+        fields: dict = {"settled_at": now}
+        still_before = now
+        stock_id = None
+    else:
+        fields = {"released_at": now}
+        if product.release_frees_take:
+            fields[product.guard_field] = None
+        still_before = None
+        stock_id = product.unit_of(record)
+    return Change(
+        records=type(record).objects.filter(pk=record.pk),
+        target=target,
+        group_id=product.group_of(item),
+        user_key=product.user_key(item.pk, record.user_id),
+        fields=fields,
+        stock_id=stock_id,
+        still_before=still_before,
+        kind=product.kind,
+        item_id=item.pk,
+        record_id=record.pk,
+        user_id=record.user_id,
+        frees_take=product.release_frees_take,
+        seq=product.seq_of(record),
+    )
+
+
+def _changed(product: Product, item: Any, record: Model, change: Change) -> Model:
+    if STRATEGIES[item.strategy].change(change):
+        record.status = change.target
+        for name, value in change.fields.items():
+            setattr(record, name, value)
+        return record
+    record.refresh_from_db(fields=["status", "hold_until", "settled_at", "released_at"])
+    if record.is_held:  # still held: its deadline passed between the check and the write
+        hold_release(product, item, record, target=product.lapsed, now=change.still_before)
+    raise closed(product, record)
+
+
+def hold_lapse(product: Product, record_id: int, *, now: datetime | None = None) -> bool:
+    """Release one record whose deadline has passed (the expiry task); False when it is not
+    held any more, or not due yet."""
+    now = now or timezone.now()
+    record = product.record_model.objects.filter(pk=record_id).first()
+    if record is None or not record.is_held or record.hold_until > now:
+        return False
+    item = product.items().get(pk=getattr(record, f"{product.item_field}_id"))
+    try:
+        hold_release(product, item, record, target=product.lapsed, now=now)
+    except HoldClosed:
+        return False
+    return True
+
+
+def holds_expire_due(
+    product: Product, *, item_id: int | None = None, now: datetime | None = None, batch: int = 1000
+) -> int:
+    """Release up to ``batch`` held records of the kind (of one item, given ``item_id``)
+    past their deadline; the number released by this call.
+
+    Items under ``none`` and ``local`` release each record their naive way. For every other
+    strategy a batch is released in one transaction (``_expire``); a ``redis_lua`` item's
+    under its group's lock, which reconciliation holds too, and its units go back to
+    Redis before the lock is let go."""
+    now = now or timezone.now()
+    due = product.record_model.objects.filter(status=Status.HELD, hold_until__lte=now)
+    if item_id is not None:
+        due = due.filter(**{f"{product.item_field}_id": item_id})
+    item_strategy = f"{product.item_field}__strategy"
+    naive = [name for name, strategy in STRATEGIES.items() if not strategy.guarded]
+    released = 0
+    for record_id in due.filter(**{f"{item_strategy}__in": naive}).values_list("pk", flat=True)[:batch]:
+        released += hold_lapse(product, record_id, now=now)
+    lua = STRATEGIES[Strategy.REDIS_LUA]
+    item_field = f"{product.item_field}_id"
+    lua_items = due.filter(**{item_strategy: Strategy.REDIS_LUA}).values_list(item_field, flat=True).distinct()
+    for item in product.items().filter(pk__in=list(lua_items)):
+        if released < batch:
+            of_item = due.filter(**{item_field: item.pk})
+            released += lua.units_returned(
+                product.group_of(item),
+                lambda of_item=of_item, left=batch - released: _expire(product, of_item, now=now, batch=left),
+                kind=product.kind,
+                frees_take=product.release_frees_take,
+            )
+    if released < batch:
+        released += len(
+            _expire(
+                product,
+                due.exclude(**{f"{item_strategy}__in": [*naive, Strategy.REDIS_LUA]}),
+                now=now,
+                batch=batch - released,
+            )
+        )
+    return released
+
+
+def _expire(product: Product, due, *, now: datetime, batch: int) -> list[Returned]:
+    """Release up to ``batch`` of ``due`` in one transaction: their rows locked (``SKIP
+    LOCKED``: a record being paid this instant is left for the next sweep), changed only
+    while still held, and their units returned with one UPDATE per stock row; what each
+    returned."""
+    with transaction.atomic():
+        rows = [
+            Returned(*row)
+            for row in due.select_for_update(skip_locked=True, of=("self",))
+            .order_by("pk")
+            .values_list("pk", "user_id", product.unit_field)[:batch]
+        ]
+        if not rows:
+            return []
+        fields: dict = {"status": product.lapsed, "released_at": now, "releases": F("releases") + 1}
+        if product.release_frees_take:
+            fields[product.guard_field] = None
+        product.record_model.objects.filter(pk__in=[row.record_id for row in rows], status=Status.HELD).update(**fields)
+        units = Counter(row.stock_id for row in rows if row.stock_id is not None)
+        for stock_id, count in sorted(units.items()):
+            Stock.objects.filter(pk=stock_id).update(quantity=F("quantity") + count, version=F("version") + 1)
+    return rows
