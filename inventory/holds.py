@@ -66,7 +66,7 @@ def closed(product: Product, record: Model) -> HoldClosed:
     return _CLOSED[record.status]()
 
 
-def hold_settle(product: Product, item: Any, record: Model, *, now: datetime | None = None) -> Model:
+def hold_settle(product: Product, record: Model, *, now: datetime | None = None) -> Model:
     """Settle a held record (a payment confirmed, a prize claimed) before its deadline.
 
     Past its deadline it lapses here and then (its unit goes back) and the caller is told
@@ -75,17 +75,23 @@ def hold_settle(product: Product, item: Any, record: Model, *, now: datetime | N
     if not record.is_held:
         raise closed(product, record)
     if record.hold_until <= now:
-        hold_release(product, item, record, target=product.lapsed, now=now)
+        hold_release(product, record, target=product.lapsed, now=now)
         raise closed(product, record)
+    item = _item_of(product, record)
     return _changed(product, item, record, _change(product, item, record, target=product.settled, now=now))
 
 
-def hold_release(product: Product, item: Any, record: Model, *, target: str, now: datetime | None = None) -> Model:
+def hold_release(product: Product, record: Model, *, target: str, now: datetime | None = None) -> Model:
     """Release a held record to ``target`` (cancelled, expired, forfeited): its unit goes
     back to the stock once. A record not held any more is refused (``HoldClosed``)."""
     if not record.is_held:
         raise closed(product, record)
+    item = _item_of(product, record)
     return _changed(product, item, record, _change(product, item, record, target=target, now=now or timezone.now()))
+
+
+def _item_of(product: Product, record: Model) -> Any:
+    return product.items().get(pk=getattr(record, f"{product.item_field}_id"))
 
 
 def _change(product: Product, item: Any, record: Model, *, target: str, now: datetime) -> Change:
@@ -124,7 +130,7 @@ def _changed(product: Product, item: Any, record: Model, change: Change) -> Mode
         return record
     record.refresh_from_db(fields=["status", "hold_until", "settled_at", "released_at"])
     if record.is_held:  # still held: its deadline passed between the check and the write
-        hold_release(product, item, record, target=product.lapsed, now=change.still_before)
+        hold_release(product, record, target=product.lapsed, now=change.still_before)
     raise closed(product, record)
 
 
@@ -135,9 +141,8 @@ def hold_lapse(product: Product, record_id: int, *, now: datetime | None = None)
     record = product.record_model.objects.filter(pk=record_id).first()
     if record is None or not record.is_held or record.hold_until > now:
         return False
-    item = product.items().get(pk=getattr(record, f"{product.item_field}_id"))
     try:
-        hold_release(product, item, record, target=product.lapsed, now=now)
+        hold_release(product, record, target=product.lapsed, now=now)
     except HoldClosed:
         return False
     return True

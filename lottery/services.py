@@ -16,6 +16,7 @@ from core.errors import InvalidInput
 from core.names import name_clean
 from core.ratelimit import RateCount
 from core.window import window_validate
+from inventory.holds import hold_settle
 from inventory.item_states import item_created, item_update
 from inventory.services import stock_create, stock_group_create, stock_restock
 from inventory.take import item_take
@@ -23,6 +24,7 @@ from inventory.validators import strategy_valid, whole
 
 from .models import Draw, Pool, Prize
 from .product import POOL
+from .selectors import draw_get
 
 MAX_DRAWS_PER_USER = 1_000_000
 MAX_NO_PRIZE_WEIGHT = 1_000_000_000
@@ -194,3 +196,10 @@ def pool_draw(
     anyone else.
     """
     return item_take(POOL, pool, user_id=user.pk, rate=rate, now=now, rng=rng)
+
+
+def draw_claim(*, user: AbstractBaseUser, draw_id: int, now: datetime | None = None) -> Draw:
+    """Claim the caller's won prize before its ``claim_by``. Past it, the prize is forfeited
+    (back to the pool) and ``HoldForfeited`` (409) says so; ``already_claimed``,
+    ``nothing_held`` (no prize) and ``pending`` likewise."""
+    return hold_settle(POOL, draw_get(user=user, draw_id=draw_id), now=now)

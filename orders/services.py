@@ -10,6 +10,7 @@ from django.db import transaction
 from core.names import name_clean
 from core.ratelimit import RateCount
 from core.window import window_validate
+from inventory.holds import hold_release
 from inventory.item_states import item_created, item_update
 from inventory.services import stock_create, stock_group_create, stock_restock
 from inventory.take import item_take
@@ -17,6 +18,7 @@ from inventory.validators import strategy_valid
 
 from .models import Order, Voucher
 from .product import VOUCHER
+from .selectors import order_get
 
 
 @transaction.atomic
@@ -112,3 +114,10 @@ def order_purchase(
     for anyone else.
     """
     return item_take(VOUCHER, voucher, user_id=user.pk, rate=rate, now=now)
+
+
+def order_cancel(*, user: AbstractBaseUser, order_id: int, now: datetime | None = None) -> Order:
+    """Cancel the caller's held order before its ``pay_by``: its unit goes back on sale once,
+    and the buyer may buy again. ``HoldClosed`` (409) in the words of its state when it is
+    not held: ``expired``, ``cancelled``, ``already_paid``, ``pending``."""
+    return hold_release(VOUCHER, order_get(user=user, order_id=order_id), target=Order.Status.CANCELLED, now=now)
