@@ -5,6 +5,11 @@ from __future__ import annotations
 
 from dataclasses import asdict
 
+from django.db.models import Count, Q, Sum
+from django.db.models.functions import Coalesce
+
+from .records import SETTLED, Record
+
 
 class Audit:
     """The base of a product's audit, a frozen dataclass of figures that says ``ok``."""
@@ -13,3 +18,25 @@ class Audit:
 
     def as_dict(self) -> dict:
         return {**asdict(self), "ok": self.ok}
+
+
+def record_totals(prefix: str = "") -> dict:
+    """The counts of an item's records that its audit reads, as aggregates over the
+    records (``prefix`` their lookup from the item, as ``"orders__"``, to count them per
+    item in a join): every record, those pending, held, settled and released; the returns
+    of their units (a guarded strategy returns each at most once); those both settled and
+    released; and the users whose records still hold a take (a released one does not)."""
+    pk, status = f"{prefix}id", f"{prefix}status"
+    taking = Q(**{f"{status}__in": (Record.Status.HELD, *SETTLED)})
+    return {
+        "records": Count(pk),
+        "pending": Count(pk, filter=Q(**{status: Record.Status.PENDING})),
+        "held": Count(pk, filter=Q(**{status: Record.Status.HELD})),
+        "settled": Count(pk, filter=Q(**{f"{status}__in": SETTLED})),
+        "released": Count(pk, filter=Q(**{f"{prefix}releases__gt": 0})),
+        "returns": Coalesce(Sum(f"{prefix}releases"), 0),
+        "settled_and_released": Count(
+            pk, filter=Q(**{f"{prefix}settled_at__isnull": False, f"{prefix}released_at__isnull": False})
+        ),
+        "takers": Count(f"{prefix}user_id", distinct=True, filter=taking),
+    }

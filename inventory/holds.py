@@ -197,18 +197,16 @@ def _expire(product: Product, due, *, now: datetime, batch: int) -> list[Returne
     while still held, and their units returned with one UPDATE per stock row; what each
     returned."""
     with transaction.atomic():
-        rows = [
-            Returned(*row)
-            for row in due.select_for_update(skip_locked=True, of=("self",))
-            .order_by("pk")
-            .values_list("pk", "user_id", product.unit_field)[:batch]
-        ]
-        if not rows:
+        # Only the records' rows are locked: a join's would be too (MariaDB has no ``OF``).
+        ids = list(due.select_for_update(skip_locked=True).order_by("pk").values_list("pk", flat=True)[:batch])
+        if not ids:
             return []
+        records = product.record_model.objects.filter(pk__in=ids)
+        rows = [Returned(*row) for row in records.values_list("pk", "user_id", product.unit_field)]
         fields: dict = {"status": product.lapsed, "released_at": now, "releases": F("releases") + 1}
         if product.release_frees_take:
             fields[product.guard_field] = None
-        product.record_model.objects.filter(pk__in=[row.record_id for row in rows], status=Status.HELD).update(**fields)
+        records.filter(status=Status.HELD).update(**fields)
         units = Counter(row.stock_id for row in rows if row.stock_id is not None)
         for stock_id, count in sorted(units.items()):
             Stock.objects.filter(pk=stock_id).update(quantity=F("quantity") + count, version=F("version") + 1)

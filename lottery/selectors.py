@@ -11,10 +11,11 @@ from django.db.models import Count, F, Prefetch, Q, QuerySet, Sum
 from django.shortcuts import get_object_or_404
 from django.utils import timezone
 
-from inventory.audits import Audit
+from inventory.audits import Audit, record_totals
 from inventory.items import items_live, record_get, records_of_user, reservation_takes
 from inventory.models import Strategy
 from inventory.product import product_of
+from inventory.records import SETTLED
 
 from .models import Draw, Pool, Prize
 
@@ -136,10 +137,25 @@ class PoolAudit(Audit):
     conserved: bool
     stock_not_negative: bool
     prizes: list[PrizeAudit] = field(default_factory=list)
+    # The lifecycle (docs/design.md, "Lifecycle"): prizes held for their claim, claimed (or
+    # claimed when drawn: a draw of no prize included), forfeited (back in the pool); prizes
+    # returned more than once, and draws both claimed and forfeited.
+    held: int = 0
+    claimed: int = 0
+    forfeited: int = 0
+    released_twice: int = 0
+    claimed_and_forfeited: int = 0
 
     @property
     def ok(self) -> bool:
-        return self.over_awarded == 0 and self.users_over_limit == 0 and self.conserved and self.stock_not_negative
+        return (
+            self.over_awarded == 0
+            and self.users_over_limit == 0
+            and self.conserved
+            and self.stock_not_negative
+            and self.released_twice == 0
+            and self.claimed_and_forfeited == 0
+        )
 
 
 def pool_audit(*, pool_id: int) -> PoolAudit:
@@ -159,12 +175,15 @@ def pool_audit(*, pool_id: int) -> PoolAudit:
 
 
 def _prizes_awarded() -> QuerySet[Prize]:
-    """Prizes with their stock and ``awarded``, the draws that won each."""
-    return Prize.objects.select_related("stock").annotate(awarded=Count("draws")).order_by("id")
+    """Prizes with their stock and ``awarded``, the draws that won each and hold it (held or
+    claimed: a forfeited prize went back to the pool)."""
+    holding = Q(draws__status__in=(Draw.Status.HELD, *SETTLED))
+    return Prize.objects.select_related("stock").annotate(awarded=Count("draws", filter=holding)).order_by("id")
 
 
 # A pool's draws counted for its audit.
 _DRAW_TOTALS = {
+    **record_totals(),
     "draws": Count("id"),
     "pending": Count("id", filter=Q(status=Draw.Status.PENDING)),
     "no_prize": Count("id", filter=Q(prize__isnull=True)),
@@ -206,6 +225,11 @@ def _pool_audit(pool: Pool, prizes: list[Prize], totals: dict[str, int], over: l
         conserved=all(p.conserved for p in per_prize),
         stock_not_negative=all(p.stock >= 0 for p in per_prize),
         prizes=per_prize,
+        held=totals["held"],
+        claimed=totals["settled"],
+        forfeited=totals["released"],
+        released_twice=totals["returns"] - totals["released"],
+        claimed_and_forfeited=totals["settled_and_released"],
     )
 
 

@@ -5,12 +5,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from django.db.models import Count, Q, QuerySet
+from django.db.models import QuerySet
 from django.shortcuts import get_object_or_404
 from django.utils import timezone
 
 from core.errors import Unavailable
-from inventory.audits import Audit
+from inventory.audits import Audit, record_totals
 from inventory.items import record_get, records_of_user, reservation_takes
 from inventory.models import Stock, Strategy
 from inventory.product import product_of
@@ -78,43 +78,63 @@ class VoucherAudit(Audit):
     duplicates: int
     conserved: bool
     stock_not_negative: bool
+    # The lifecycle (docs/design.md, "Lifecycle"): orders held for payment, paid (or paid
+    # when made), released (cancelled or expired, their unit back in stock); units returned
+    # more than once, and orders both paid and released.
+    held: int = 0
+    paid: int = 0
+    released: int = 0
+    released_twice: int = 0
+    paid_and_released: int = 0
 
     @property
     def ok(self) -> bool:
-        return self.oversold == 0 and self.duplicates == 0 and self.conserved and self.stock_not_negative
+        return (
+            self.oversold == 0
+            and self.duplicates == 0
+            and self.conserved
+            and self.stock_not_negative
+            and self.released_twice == 0
+            and self.paid_and_released == 0
+        )
 
 
 def voucher_audit(*, voucher_id: int) -> VoucherAudit:
     """The invariants of one voucher, read from the database as it is now.
 
-    ``supplied`` is the initial stock plus every restock; ``oversold`` is how many
-    orders exceed it and ``duplicates`` how many orders repeat a (user, voucher).
+    ``supplied`` is the initial stock plus every restock. The orders that hold a unit (held,
+    paid) and the stock must add up to it; ``oversold`` is how many of those orders exceed
+    it and ``duplicates`` how many repeat a (user, voucher). A released order holds none: its
+    unit went back to the stock, once.
     """
     voucher = Voucher.objects.get(pk=voucher_id)
     stock = Stock.objects.get(pk=voucher.stock_id)
-    totals = Order.objects.filter(voucher_id=voucher_id).aggregate(
-        orders=Count("id"),
-        pending=Count("id", filter=Q(status=Order.Status.PENDING)),
-        buyers=Count("user_id", distinct=True),
-    )
-    return _voucher_audit(voucher, stock, **totals)
+    totals = Order.objects.filter(voucher_id=voucher_id).aggregate(**record_totals())
+    return _voucher_audit(voucher, stock, totals)
 
 
-def _voucher_audit(voucher: Voucher, stock: Stock, *, orders: int, pending: int, buyers: int) -> VoucherAudit:
-    """The audit from the counts, one definition for ``voucher_audit`` and the audited list."""
+def _voucher_audit(voucher: Voucher, stock: Stock, totals: dict) -> VoucherAudit:
+    """The audit from the counts (``record_totals``), one definition for ``voucher_audit``
+    and the audited list."""
+    taking = totals["held"] + totals["settled"]
     return VoucherAudit(
         voucher_id=voucher.pk,
         title=voucher.title,
         strategy=voucher.strategy,
         supplied=stock.initial_quantity,
         stock=stock.quantity,
-        orders=orders,
-        pending=pending,
-        buyers=buyers,
-        oversold=max(0, orders - stock.initial_quantity),
-        duplicates=orders - buyers,
-        conserved=stock.quantity + orders == stock.initial_quantity,
+        orders=totals["records"],
+        pending=totals["pending"],
+        buyers=totals["takers"],
+        oversold=max(0, taking - stock.initial_quantity),
+        duplicates=taking - totals["takers"],
+        conserved=stock.quantity + taking == stock.initial_quantity,
         stock_not_negative=stock.quantity >= 0,
+        held=totals["held"],
+        paid=totals["settled"],
+        released=totals["released"],
+        released_twice=totals["returns"] - totals["released"],
+        paid_and_released=totals["settled_and_released"],
     )
 
 
@@ -125,17 +145,10 @@ def voucher_list_audited() -> list[Voucher]:
     the list page (polled every few seconds) marks an oversold voucher without an
     audit per row.
     """
-    vouchers = list(
-        voucher_list().annotate(
-            orders_n=Count("orders"),
-            pending_n=Count("orders", filter=Q(orders__status=Order.Status.PENDING)),
-            buyers_n=Count("orders__user_id", distinct=True),
-        )
-    )
+    totals = record_totals("orders__")
+    vouchers = list(voucher_list().annotate(**{f"n_{name}": count for name, count in totals.items()}))
     for voucher in vouchers:
-        voucher.audit = _voucher_audit(
-            voucher, voucher.stock, orders=voucher.orders_n, pending=voucher.pending_n, buyers=voucher.buyers_n
-        )
+        voucher.audit = _voucher_audit(voucher, voucher.stock, {name: getattr(voucher, f"n_{name}") for name in totals})
     return vouchers
 
 

@@ -1,0 +1,296 @@
+"""A unit's life after its take, on every strategy (``inventory.holds``): held until its
+deadline, then settled or released, its unit back in the stock exactly once, whoever
+releases it and however many at once; ``none`` and ``local`` shown failing at it.
+
+Many processes hammer the same records here (``tests/buyers.py``); the expiry by a real
+worker and beat is in ``tests/test_holds_worker.py``.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from random import Random
+
+import pytest
+from django.contrib.auth import get_user_model
+from django.utils import timezone
+
+from inventory.errors import AlreadyClaimed, AlreadyPaid, HoldCancelled, HoldExpired, HoldForfeited, HoldPending
+from inventory.holds import hold_release, hold_settle, holds_expire_due
+from inventory.item_states import item_reservations_check
+from inventory.models import Stock
+from inventory.reservations import reservations_client
+from inventory.strategies import STRATEGIES, strategy_names
+from lottery.errors import DrawLimit
+from lottery.models import Draw, Pool
+from lottery.product import POOL
+from lottery.selectors import pool_audit, pool_get
+from lottery.services import draw_claim, pool_draw
+from orders.errors import AlreadyPurchased
+from orders.models import Order, Voucher
+from orders.product import VOUCHER
+from orders.selectors import voucher_audit, voucher_get
+from orders.services import order_cancel, order_purchase
+
+from .buyers import act_concurrently
+from .test_redis_lua import persist_pool, persist_voucher
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("reservations_redis")]
+
+EVERY = strategy_names()
+GUARDED = [name for name in EVERY if STRATEGIES[name].guarded]
+
+
+@pytest.fixture
+def strategy(request):
+    """The strategy of the test's parameter, with what it needs (Redlock's servers)."""
+    if request.param == "redlock":
+        request.getfixturevalue("redlock_urls")
+    return request.param
+
+
+def windowed(voucher: Voucher, seconds: int = 60) -> Voucher:
+    Voucher.objects.filter(pk=voucher.pk).update(payment_window_seconds=seconds)
+    return voucher_get(voucher_id=voucher.pk)
+
+
+def buy(voucher: Voucher, user) -> Order:
+    """``user``'s purchase, written (a redis_lua one persisted as the worker would)."""
+    order = order_purchase(user=user, voucher=voucher_get(voucher_id=voucher.pk))
+    if order.status == Order.Status.PENDING:
+        persist_voucher(voucher)
+        return Order.objects.get(reservation=order.public_id)
+    return order
+
+
+def stock_of(voucher: Voucher) -> int:
+    return Stock.objects.get(pk=voucher.stock_id).quantity
+
+
+@pytest.mark.parametrize("strategy", EVERY, indirect=True)
+def test_a_held_order_cancelled_returns_its_unit_once_and_its_buyer_may_buy_again(make_voucher, make_user, strategy):
+    voucher = windowed(make_voucher(stock=1, strategy=strategy))
+    first = make_user()
+    order = buy(voucher, first)
+    assert order.status == Order.Status.HELD
+    assert timedelta(seconds=55) < order.hold_until - timezone.now() <= timedelta(seconds=60)
+    assert stock_of(voucher) == 0
+
+    cancelled = order_cancel(user=first, order_id=order.public_id)
+
+    assert cancelled.status == Order.Status.CANCELLED
+    assert stock_of(voucher) == 1
+    with pytest.raises(HoldCancelled):
+        order_cancel(user=first, order_id=order.public_id)
+    assert stock_of(voucher) == 1
+    if strategy == "redis_lua":
+        assert reservations_client().stock(group_id=voucher.stock.group_id) == {voucher.stock_id: 1}
+    again = buy(voucher, first)  # a cancelled order does not count against one per user
+    assert again.status == Order.Status.HELD and stock_of(voucher) == 0
+    with pytest.raises(AlreadyPurchased):
+        buy(voucher, first)
+    audit = voucher_audit(voucher_id=voucher.pk)
+    assert (audit.held, audit.released, audit.released_twice, audit.conserved, audit.ok) == (1, 1, 0, True, True)
+    if strategy == "redis_lua":
+        assert not item_reservations_check(VOUCHER, item=voucher_get(voucher_id=voucher.pk)).drifted
+
+
+@pytest.mark.parametrize("strategy", EVERY, indirect=True)
+def test_a_payment_settles_a_held_order_before_its_deadline_and_not_after(make_voucher, make_user, strategy):
+    voucher = windowed(make_voucher(stock=2, strategy=strategy))
+    payer, late = make_user(), make_user()
+    paid = hold_settle(VOUCHER, buy(voucher, payer))
+    assert paid.status == Order.Status.PAID and paid.settled_at is not None
+    with pytest.raises(AlreadyPaid):
+        hold_settle(VOUCHER, Order.objects.get(pk=paid.pk))
+    with pytest.raises(AlreadyPaid):
+        order_cancel(user=payer, order_id=paid.public_id)
+
+    order = buy(voucher, late)
+    with pytest.raises(HoldExpired):
+        hold_settle(VOUCHER, order, now=order.hold_until + timedelta(milliseconds=1))
+    assert Order.objects.get(pk=order.pk).status == Order.Status.EXPIRED
+    assert stock_of(voucher) == 1
+    audit = voucher_audit(voucher_id=voucher.pk)
+    assert (audit.paid, audit.held, audit.released, audit.ok) == (1, 0, 1, True)
+
+
+def test_an_order_still_being_written_is_refused_pending(make_voucher, make_user, api_client):
+    voucher = windowed(make_voucher(stock=1, strategy="redis_lua"))
+    buyer = make_user()
+    pending = order_purchase(user=buyer, voucher=voucher_get(voucher_id=voucher.pk))
+    assert pending.status == Order.Status.PENDING
+    with pytest.raises(HoldPending):
+        order_cancel(user=buyer, order_id=pending.public_id)
+
+
+# Per held order: two payments, an expiry and a cancel, all at once.
+ACTIONS = ("settle", "settle", "expire", "cancel")
+
+
+def change_concurrently(orders: list[Order], *, processes: int, race_ms: int):
+    """Every action of ``ACTIONS`` on every order, spread over ``processes`` processes and
+    released together."""
+    slots = [(order.pk, action) for order in orders for action in ACTIONS]
+    plan = [slots[i::processes] for i in range(processes)]
+
+    def act(slot) -> str:
+        order_pk, action = slot
+        order = Order.objects.get(pk=order_pk)
+        if action == "settle":
+            return hold_settle(VOUCHER, order).status
+        target = Order.Status.EXPIRED if action == "expire" else Order.Status.CANCELLED
+        return hold_release(VOUCHER, order, target=target).status
+
+    return act_concurrently(act=act, plan=plan, race_ms=race_ms)
+
+
+@pytest.mark.parametrize("strategy", GUARDED, indirect=True)
+def test_payments_cancels_and_expiries_racing_change_each_order_once(make_voucher, make_user, strategy):
+    voucher = windowed(make_voucher(stock=6, strategy=strategy))
+    orders = [buy(voucher, make_user()) for _ in range(6)]
+
+    outcome = change_concurrently(orders, processes=4, race_ms=30)
+
+    assert outcome.errors == []
+    # Exactly one change of each order; every other action was refused in its state's words.
+    assert len(outcome.confirmed) == len(orders)
+    assert set(outcome.refusals) <= {"already_paid", "expired", "cancelled", "busy"}
+    audit = voucher_audit(voucher_id=voucher.pk)
+    assert audit.held == 0 and audit.paid + audit.released == len(orders)
+    assert (audit.released_twice, audit.paid_and_released, audit.conserved, audit.ok) == (0, 0, True, True)
+    assert stock_of(voucher) == audit.released
+    if strategy == "redis_lua":
+        assert not item_reservations_check(VOUCHER, item=voucher_get(voucher_id=voucher.pk)).drifted
+
+
+@pytest.mark.parametrize("strategy", ["none", "local"], indirect=True)
+def test_the_naive_strategies_pay_and_release_one_order_or_release_it_twice(make_voucher, make_user, strategy):
+    voucher = windowed(make_voucher(stock=6, strategy=strategy))
+    orders = [buy(voucher, make_user()) for _ in range(6)]
+
+    outcome = change_concurrently(orders, processes=4, race_ms=150)
+
+    assert outcome.errors == []
+    audit = voucher_audit(voucher_id=voucher.pk)
+    assert audit.released_twice + audit.paid_and_released > 0, audit
+    assert not audit.conserved and not audit.ok
+
+
+@pytest.mark.parametrize("strategy", GUARDED, indirect=True)
+def test_sweeps_run_at_once_by_many_processes_release_each_due_hold_once(make_voucher, make_user, strategy):
+    voucher = windowed(make_voucher(stock=24, strategy=strategy))
+    orders = [buy(voucher, make_user()) for _ in range(24)]
+    Order.objects.filter(pk__in=[order.pk for order in orders[:20]]).update(hold_until=timezone.now())
+
+    def sweep(_) -> int:
+        released = 0
+        while done := holds_expire_due(VOUCHER, item_id=voucher.pk, batch=3):
+            released += done
+        return released
+
+    outcome = act_concurrently(act=sweep, plan=[[0, 1], [2, 3], [4, 5]], race_ms=10)
+
+    assert outcome.errors == [] and sum(outcome.confirmed) == 20
+    assert stock_of(voucher) == 20
+    audit = voucher_audit(voucher_id=voucher.pk)
+    assert (audit.held, audit.released, audit.released_twice, audit.ok) == (4, 20, 0, True)
+    if strategy == "redis_lua":
+        assert reservations_client().stock(group_id=voucher.stock.group_id) == {voucher.stock_id: 20}
+        assert not item_reservations_check(VOUCHER, item=voucher_get(voucher_id=voucher.pk)).drifted
+
+
+def test_sweeps_racing_under_none_release_one_hold_twice(make_voucher, make_user):
+    voucher = windowed(make_voucher(stock=4, strategy="none"))
+    orders = [buy(voucher, make_user()) for _ in range(4)]
+    Order.objects.filter(pk__in=[order.pk for order in orders]).update(hold_until=timezone.now())
+
+    outcome = act_concurrently(
+        act=lambda _: holds_expire_due(VOUCHER, item_id=voucher.pk), plan=[[0], [1], [2]], race_ms=200
+    )
+
+    assert outcome.errors == [] and sum(outcome.confirmed) > 4
+    audit = voucher_audit(voucher_id=voucher.pk)
+    assert audit.released_twice > 0 and stock_of(voucher) > 4 and not audit.ok
+
+
+def windowed_pool(make_pool, *, strategy: str, prizes, draws_per_user: int = 1, seconds: int = 60) -> Pool:
+    pool = make_pool(strategy=strategy, prizes=prizes, draws_per_user=draws_per_user)
+    Pool.objects.filter(pk=pool.pk).update(claim_window_seconds=seconds)
+    return pool_get(pool_id=pool.pk)
+
+
+def draw(pool: Pool, user) -> Draw:
+    made = pool_draw(user=user, pool=pool_get(pool_id=pool.pk))
+    if made.status == Draw.Status.PENDING:
+        persist_pool(pool)
+        return Draw.objects.get(reservation=made.public_id)
+    return made
+
+
+@pytest.mark.parametrize("strategy", EVERY, indirect=True)
+def test_a_won_prize_is_held_until_claimed_and_forfeited_after(make_pool, make_user, strategy):
+    pool = windowed_pool(make_pool, strategy=strategy, prizes=(("Gold", 2),))
+    winner, sleeper = make_user(), make_user()
+    won = draw(pool, winner)
+    assert won.status == Draw.Status.HELD and won.prize_id is not None
+    claimed = draw_claim(user=winner, draw_id=won.public_id)
+    assert claimed.status == Draw.Status.CLAIMED
+    with pytest.raises(AlreadyClaimed):
+        draw_claim(user=winner, draw_id=won.public_id)
+
+    lost = draw(pool, sleeper)
+    with pytest.raises(HoldForfeited):
+        draw_claim(user=sleeper, draw_id=lost.public_id, now=lost.hold_until)
+    assert Draw.objects.get(pk=lost.pk).status == Draw.Status.FORFEITED
+    # A forfeited draw still counts against the limit, and its prize is back in the pool.
+    with pytest.raises(DrawLimit):
+        draw(pool, sleeper)
+    audit = pool_audit(pool_id=pool.pk)
+    assert (audit.claimed, audit.forfeited, audit.stock, audit.awarded, audit.ok) == (1, 1, 1, 1, True)
+    if strategy == "redis_lua":
+        assert not item_reservations_check(POOL, item=pool_get(pool_id=pool.pk)).drifted
+
+
+def test_a_draw_of_no_prize_is_settled_at_once(make_pool, make_user):
+    pool = windowed_pool(make_pool, strategy="db_atomic", prizes=(("Gold", 1),))
+    Pool.objects.filter(pk=pool.pk).update(no_prize_weight=1)
+
+    class NoPrize(Random):
+        def randrange(self, stop):  # the last ticket: the weight of no prize
+            return stop - 1
+
+    nothing = pool_draw(user=make_user(), pool=pool_get(pool_id=pool.pk), rng=NoPrize())
+    assert nothing.status == Draw.Status.CONFIRMED and nothing.hold_until is None
+
+
+@pytest.mark.parametrize("strategy", GUARDED, indirect=True)
+def test_due_prizes_are_forfeited_once_by_the_sweep(make_pool, make_user, strategy):
+    pool = windowed_pool(make_pool, strategy=strategy, prizes=(("Gold", 3), ("Silver", 3)))
+    draws = [draw(pool, make_user()) for _ in range(6)]
+    Draw.objects.filter(pk__in=[one.pk for one in draws]).update(hold_until=timezone.now())
+
+    released = holds_expire_due(POOL, item_id=pool.pk) + holds_expire_due(POOL, item_id=pool.pk)
+
+    assert released == 6
+    audit = pool_audit(pool_id=pool.pk)
+    assert (audit.stock, audit.awarded, audit.forfeited, audit.released_twice, audit.ok) == (6, 0, 6, 0, True)
+    if strategy == "redis_lua":
+        assert not item_reservations_check(POOL, item=pool_get(pool_id=pool.pk)).drifted
+
+
+def test_only_the_owner_may_cancel(make_voucher, make_user):
+    from django.http import Http404
+
+    voucher = windowed(make_voucher(stock=1))
+    order = buy(voucher, make_user())
+    with pytest.raises(Http404):
+        order_cancel(user=make_user(), order_id=order.public_id)
+    assert Order.objects.get(pk=order.pk).status == Order.Status.HELD
+
+
+def test_a_voucher_without_a_window_is_paid_when_bought(make_voucher, make_user):
+    order = buy(make_voucher(stock=1), make_user())
+    assert order.status == Order.Status.CONFIRMED and order.hold_until is None
+    with pytest.raises(AlreadyPaid):
+        order_cancel(user=get_user_model().objects.get(pk=order.user_id), order_id=order.public_id)
