@@ -1,0 +1,81 @@
+"""Holds expire without anyone asking: a real Celery worker runs the task sent for their
+deadline, and the beat's sweep catches those whose task never came (``inventory.holds``)."""
+
+from __future__ import annotations
+
+import pytest
+from celery import current_app
+from django.conf import settings
+
+from inventory.item_states import item_reservations_check
+from inventory.models import Stock
+from inventory.reservations import reservations_client
+from orders.models import Order, Voucher
+from orders.product import VOUCHER
+from orders.selectors import voucher_audit, voucher_get
+from orders.services import order_purchase
+
+from .test_reservations_worker import Worker
+from .waiting import wait_until
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("reservations_redis")]
+
+
+@pytest.fixture
+def running():
+    """Start a worker (and the beat) on the broker the services send to, emptied first of
+    what earlier tests sent and nobody ran; stop them after."""
+    started: list[Worker] = []
+
+    def start(*, beat: bool = False, **env: str) -> None:
+        current_app.control.purge()
+        for worker in [Worker(settings.CELERY_BROKER_URL, **env)] + (
+            [Worker(settings.CELERY_BROKER_URL, beat=True, **env)] if beat else []
+        ):
+            worker.start()
+            started.append(worker)
+
+    yield start
+    for worker in started:
+        worker.stop()
+
+
+def buy_held(voucher: Voucher, make_user, count: int) -> list[int]:
+    return [
+        order_purchase(user=make_user(), voucher=voucher_get(voucher_id=voucher.pk)).public_id for _ in range(count)
+    ]
+
+
+def released(voucher: Voucher) -> bool:
+    return Order.objects.filter(voucher=voucher, status=Order.Status.EXPIRED).count()
+
+
+@pytest.mark.parametrize("strategy", ["db_atomic", "redis_lua"])
+def test_a_worker_expires_holds_at_their_deadline(make_voucher, make_user, running, strategy):
+    running()
+    voucher = make_voucher(stock=5, strategy=strategy)
+    Voucher.objects.filter(pk=voucher.pk).update(payment_window_seconds=1)
+    buy_held(voucher, make_user, 3)
+
+    wait_until(lambda: released(voucher) == 3, "the worker expired the three holds", timeout=30)
+
+    assert Stock.objects.get(pk=voucher.stock_id).quantity == 5
+    audit = voucher_audit(voucher_id=voucher.pk)
+    assert (audit.held, audit.released, audit.released_twice, audit.ok) == (0, 3, 0, True)
+    if strategy == "redis_lua":
+        assert reservations_client().stock(group_id=voucher.stock.group_id) == {voucher.stock_id: 5}
+        assert not item_reservations_check(VOUCHER, item=voucher_get(voucher_id=voucher.pk)).drifted
+
+
+def test_the_beats_sweep_expires_holds_whose_task_never_came(make_voucher, make_user, running, settings):
+    # No task sent at a deadline here: the sweep alone must release them.
+    settings.HOLD_TASK_HORIZON_SECONDS = -1
+    running(beat=True, HOLDS_SWEEP_SECONDS="1", HOLD_TASK_HORIZON_SECONDS="-1")
+    voucher = make_voucher(stock=4, strategy="db_pessimistic")
+    Voucher.objects.filter(pk=voucher.pk).update(payment_window_seconds=1)
+    buy_held(voucher, make_user, 4)
+
+    wait_until(lambda: released(voucher) == 4, "the sweep expired the four holds", timeout=30)
+
+    audit = voucher_audit(voucher_id=voucher.pk)
+    assert (audit.stock, audit.released, audit.released_twice, audit.ok) == (4, 4, 0, True)
