@@ -108,7 +108,9 @@ def _buyer(strategy, voucher_id, user_ids, seconds, start, results):
     results.put((bought, refused))
 
 
-def run(strategy, processes, seconds, users_per_process):
+def run(strategy, processes, seconds, users_per_process, *, window: int = 0):
+    """Purchases per second of one fresh voucher under ``strategy`` (held for ``window``
+    seconds for their payment, 0: paid when made), and the refusals."""
     from datetime import timedelta
 
     from django.db import connections
@@ -130,7 +132,7 @@ def run(strategy, processes, seconds, users_per_process):
         end_at=now + timedelta(hours=1),
         strategy="db_atomic",
     )
-    Voucher.objects.filter(pk=voucher.pk).update(strategy=strategy)
+    Voucher.objects.filter(pk=voucher.pk).update(strategy=strategy, payment_window_seconds=window)
     connections.close_all()
     outcomes = run_together(
         _buyer, [(strategy, voucher.pk, ids[n::processes], seconds) for n in range(processes)], timeout=seconds + 120

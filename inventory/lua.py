@@ -240,20 +240,27 @@ end
 return 1
 """
 
-# Return a released record's unit to a loaded state, and its take to a user whose release
-# frees it (a voucher's buyer may buy again): called once per release, after the database
-# committed it, under the group's lock, so that reconciliation never reads one side changed
-# and the other not. A missing state is rebuilt from the database, which holds the release.
+# Return released records' units to a loaded state, and their takes to users whose release
+# frees them (a voucher's buyer may buy again: number 1 is the only take such a product
+# has): called once per batch of releases, after the database committed them, under the
+# group's lock, so that reconciliation never reads one side changed and the other not. A
+# missing state is rebuilt from the database, which holds the releases.
 # KEYS[1] state, KEYS[2] takers, KEYS[3] take numbers in use
-# ARGV[1] stock id or "" (a take of nothing), ARGV[2] user id, ARGV[3] "1" when the release
-#         frees the user's take, ARGV[4] the take's number
+# ARGV[1] the number of stock rows s, then s stock id/units pairs, then the users whose
+#         take is freed, one each time a take of theirs is
 # Returns 1 when returned, 0 when no state is loaded.
 RETURN = """
 if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
-if ARGV[1] ~= '' then redis.call('HINCRBY', KEYS[1], 'stock:' .. ARGV[1], 1) end
-if ARGV[3] == '1' then
-    if redis.call('HINCRBY', KEYS[2], ARGV[2], -1) <= 0 then redis.call('HDEL', KEYS[2], ARGV[2]) end
-    redis.call('HDEL', KEYS[3], ARGV[2] .. ':' .. ARGV[4])
+local s = tonumber(ARGV[1])
+local i = 2
+for _ = 1, s do
+    redis.call('HINCRBY', KEYS[1], 'stock:' .. ARGV[i], ARGV[i + 1])
+    i = i + 2
+end
+while i <= #ARGV do
+    if redis.call('HINCRBY', KEYS[2], ARGV[i], -1) <= 0 then redis.call('HDEL', KEYS[2], ARGV[i]) end
+    redis.call('HDEL', KEYS[3], ARGV[i] .. ':1')
+    i = i + 1
 end
 return 1
 """

@@ -128,10 +128,6 @@ class Product(ABC):
         """The stock row a record took its unit from; None when it took nothing."""
         return type(record).objects.filter(pk=record.pk).values_list(self.unit_field, flat=True).first()
 
-    def seq_of(self, record: Any) -> int:
-        """The record's number among the user's takes of its item."""
-        return 1
-
     def taking(self, records: QuerySet) -> QuerySet:
         """The records that count against the per-user rule: a released one does not
         when its release frees the take."""

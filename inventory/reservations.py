@@ -298,11 +298,14 @@ class Reservations:
         args += [f"{user_id}:{n}" for user_id, n in seqs]
         return bool(self._repair(keys=[keys.state, keys.takers, keys.seqs], args=args))
 
-    def unit_return(self, *, group_id: int, stock_id: int | None, user_id: int, frees_take: bool, seq: int) -> bool:
-        """Return a released record's unit (and, when ``frees_take``, the user's take) where
-        the state is loaded; False when none is."""
+    def units_return(self, *, group_id: int, units: Mapping[int, int], takes_freed: Iterable[int]) -> bool:
+        """Return released records' ``units`` (per stock row) and a take to each user of
+        ``takes_freed`` (once per take), where the state is loaded; False when none is."""
         keys = GroupKeys.of(group_id)
-        args = ["" if stock_id is None else stock_id, user_id, int(frees_take), seq]
+        args: list = [len(units)]
+        for stock_id, count in units.items():
+            args += [stock_id, count]
+        args += list(takes_freed)
         return bool(self._return(keys=[keys.state, keys.takers, keys.seqs], args=args))
 
     def forget(self, *, group_id: int) -> None:

@@ -78,7 +78,8 @@ class Draw(Record):
         ]
         indexes = [
             models.Index(fields=["pool", "user"], name="draw_pool_user"),
-            models.Index(fields=["status", "hold_until"], name="draw_hold_due"),
+            # The holds due, per pool, read from the index alone (inventory.holds).
+            models.Index(fields=["status", "hold_until", "pool"], name="draw_hold_due"),
         ]
 
     # Not columns: on a draw just made, the user's draws in the pool counting this one and

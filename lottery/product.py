@@ -228,9 +228,6 @@ class PoolProduct(Product):
             begin_at=item.begin_at, end_at=item.end_at, limit=item.draws_per_user, no_take=item.no_prize_weight
         )
 
-    def seq_of(self, record: Draw) -> int:
-        return record.seq
-
     def seqs(self, records: QuerySet) -> QuerySet:
         return records.values_list("user_id", "seq")
 

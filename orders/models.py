@@ -50,7 +50,8 @@ class Order(Record):
         ]
         indexes = [
             models.Index(fields=["voucher", "user"], name="order_voucher_user"),
-            models.Index(fields=["status", "hold_until"], name="order_hold_due"),
+            # The holds due, per voucher, read from the index alone (inventory.holds).
+            models.Index(fields=["status", "hold_until", "voucher"], name="order_hold_due"),
         ]
 
     def __str__(self) -> str:

@@ -165,7 +165,6 @@ class Change:
     record_id: int = 0
     user_id: int = 0
     frees_take: bool = False
-    seq: int = 0
 
     @property
     def releases(self) -> bool:

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import logging
 import random
+from collections import Counter
 from collections.abc import Callable
 
 from celery import current_app
@@ -109,13 +110,12 @@ class RedisLuaStrategy(StockStrategy):
 
         def run() -> int:
             returned = release()
+            units = Counter(one.stock_id for one in returned if one.stock_id is not None)
+            freed = [one.user_id for one in returned] if frees_take else []
             try:
-                with REACHABLE:
-                    reservations = reservations_client()
-                    for one in returned:
-                        reservations.unit_return(
-                            group_id=group_id, stock_id=one.stock_id, user_id=one.user_id, frees_take=frees_take, seq=1
-                        )
+                if returned:
+                    with REACHABLE:
+                        reservations_client().units_return(group_id=group_id, units=units, takes_freed=freed)
             except Exception:  # Redis out of reach: reconciliation returns them from the database
                 logger.warning("Could not return %d %s units to Redis; reconciliation will.", len(returned), kind)
             return len(returned)

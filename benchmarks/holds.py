@@ -1,0 +1,149 @@
+"""What the unit's lifecycle costs: a purchase with a payment window against one without,
+per strategy, and the release of many expired holds at once.
+
+    .venv/bin/python -m benchmarks.holds [--processes 8] [--seconds 5] [--rounds 3]
+        [--strategies db_atomic,...] [--expired 100000] [--sweepers 1]
+
+1. Purchases per second of one voucher of ample stock, from several processes, with
+   ``payment_window_seconds`` 0 and 600, the two alternated within every round so that
+   drift in the machine's speed hits both alike (``benchmarks.purchase``'s run). Printed:
+   the median of each and the ratio with/without, per strategy.
+2. ``--expired`` held orders past their deadline, written in bulk, released by the sweep
+   (``inventory.holds.holds_expire_due``, 1,000 per transaction) from ``--sweepers``
+   processes at once; printed: the seconds it took, the rows per second, and the audit
+   (each unit returned exactly once, the stock whole again).
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+
+from .processes import run_together
+from .purchase import run as purchase_run
+from .purchase import setup_django
+
+
+def _sweeper(start, results) -> None:
+    from django.db import connections
+
+    from inventory.holds import holds_expire_due
+    from orders.product import VOUCHER
+
+    start.wait()
+    released = 0
+    while done := holds_expire_due(VOUCHER, batch=1000):
+        released += done
+    connections.close_all()
+    results.put(released)
+
+
+def expire_run(strategy: str, expired: int, sweepers: int) -> tuple[float, object]:
+    """Seconds to release ``expired`` due holds of one voucher under ``strategy``, and its audit."""
+    from datetime import timedelta
+
+    from django.contrib.auth import get_user_model
+    from django.db import connections
+    from django.utils import timezone
+
+    from inventory.models import Stock
+    from orders.models import Order, Voucher
+    from orders.selectors import voucher_audit
+    from orders.services import voucher_create, voucher_update
+
+    now = timezone.now()
+    # Earlier runs' holds would be swept with this one's.
+    Order.objects.filter(status=Order.Status.HELD).update(status=Order.Status.EXPIRED, hold_until=None)
+    voucher = voucher_create(
+        title=f"bench expiry {strategy}",
+        stock=expired,
+        begin_at=now - timedelta(minutes=1),
+        end_at=now + timedelta(hours=1),
+        strategy="db_atomic",
+    )
+    buyer, _ = get_user_model().objects.get_or_create(username="bench-holder")
+    due = now - timedelta(seconds=1)
+    for first in range(0, expired, 10_000):
+        Order.objects.bulk_create(
+            Order(
+                user=buyer,
+                voucher=voucher,
+                status=Order.Status.HELD,
+                hold_until=due,
+                # Distinct per row, as distinct buyers' ids would be: the one-per-user key.
+                buyer_guard=first + n,
+            )
+            for n in range(min(10_000, expired - first))
+        )
+    Stock.objects.filter(pk=voucher.stock_id).update(quantity=0)
+    Voucher.objects.filter(pk=voucher.pk).update(payment_window_seconds=600)
+    if strategy != "db_atomic":
+        voucher_update(voucher=Voucher.objects.get(pk=voucher.pk), strategy=strategy)
+    connections.close_all()
+    started = time.perf_counter()
+    released = sum(run_together(_sweeper, [() for _ in range(sweepers)], timeout=600))
+    seconds = time.perf_counter() - started
+    assert released == expired, (released, expired)
+    return seconds, voucher_audit(voucher_id=voucher.pk)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--processes", type=int, default=8)
+    parser.add_argument("--seconds", type=float, default=5.0)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--strategies", default="db_pessimistic,db_atomic,redis_lock", help="comma-separated")
+    parser.add_argument("--expired", type=int, default=100_000, help="held orders past due to release; 0: skip")
+    parser.add_argument("--sweepers", type=int, default=1, help="processes sweeping at once")
+    parser.add_argument("--expiry-strategies", default="db_atomic,redis_lua", help="comma-separated")
+    args = parser.parse_args(argv)
+    setup_django()
+    import redis
+    from django.conf import settings
+
+    from harness.machine import describe
+
+    strategies = [name for name in args.strategies.split(",") if name]
+    print("# The lifecycle's cost\n")
+    print(f"Machine: {describe(redis.Redis.from_url(settings.LOCK_REDIS_URL))}; MariaDB at 127.0.0.1\n")
+    if strategies:
+        print(
+            f"## A purchase with a payment window\n\n{args.processes} processes, {args.seconds:g} s per run, ", end=""
+        )
+        print(f"{args.rounds} rounds, RACE_WINDOW_MS={settings.RACE_WINDOW_MS}\n")
+        users = int(args.seconds * 3000 / args.processes) + 100
+        rates: dict[tuple[str, int], list[float]] = {}
+        for round_ in range(args.rounds):
+            for strategy in strategies:
+                # Alternate which goes first, so that neither always runs on a warmer machine.
+                for window in (0, 600) if round_ % 2 == 0 else (600, 0):
+                    print(f"  round {round_ + 1}: {strategy}, window {window} s ...", file=sys.stderr, flush=True)
+                    rate, _ = purchase_run(strategy, args.processes, args.seconds, users, window=window)
+                    rates.setdefault((strategy, window), []).append(rate)
+        print("| strategy | no window /s | rounds | 600 s window /s | rounds | with / without |")
+        print("|---|---|---|---|---|---|")
+        for strategy in strategies:
+            without, held = rates[(strategy, 0)], rates[(strategy, 600)]
+            ratio = statistics.median(held) / statistics.median(without)
+            print(
+                f"| {strategy} | {statistics.median(without):.0f} | {', '.join(f'{v:.0f}' for v in without)} "
+                f"| {statistics.median(held):.0f} | {', '.join(f'{v:.0f}' for v in held)} | {ratio:.3f} |"
+            )
+    if args.expired:
+        print(f"\n## {args.expired:,} expired holds released by {args.sweepers} sweeping process(es)\n")
+        print("| strategy | seconds | rows/s | released | returned twice | stock | audit |")
+        print("|---|---|---|---|---|---|---|")
+        for strategy in [name for name in args.expiry_strategies.split(",") if name]:
+            print(f"  expiry: {strategy} ...", file=sys.stderr, flush=True)
+            seconds, audit = expire_run(strategy, args.expired, args.sweepers)
+            print(
+                f"| {strategy} | {seconds:.2f} | {args.expired / seconds:,.0f} | {audit.released:,} "
+                f"| {audit.released_twice} | {audit.stock:,}/{audit.supplied:,} | {'ok' if audit.ok else 'BROKEN'} |"
+            )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
