@@ -1,25 +1,35 @@
-"""The fields every item has, whatever its product (its window, its strategy, its
-description), checked once for every product when staff change them, and written all or
-nothing with the item's ``redis_lua`` state in step (``inventory.item_states``).
+"""The fields every item has, whatever its product (its window, its strategy, its description,
+whether it is listed), checked once for every product: when an item is created, and when staff
+change it, all or nothing, with its ``redis_lua`` state in step (``inventory.item_states``).
 
-A product's update service takes them as ``**changes: Unpack[ItemChanges]`` beside its own
-fields, checks them here, checks its own, and writes them all through
-:func:`item_changes_save`.
+A product's services take them as ``**fields: Unpack[ItemFields]`` (create) or
+``**changes: Unpack[ItemChanges]`` (update) beside their own fields, check them here, check
+their own, and write them all through :func:`item_create` or :func:`item_changes_save`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from datetime import datetime
-from typing import Any, TypedDict
+from typing import Any, NotRequired, TypedDict
 
 from django.db import transaction
 
 from core.window import window_validate
 
-from .item_states import item_update
+from .item_states import item_created, item_update
 from .product import Product
 from .validators import strategy_valid
+
+
+class ItemFields(TypedDict):
+    """The fields every item is created with."""
+
+    begin_at: datetime
+    end_at: datetime
+    strategy: str
+    description: NotRequired[str]
+    listed: NotRequired[bool]
 
 
 class ItemChanges(TypedDict, total=False):
@@ -31,6 +41,25 @@ class ItemChanges(TypedDict, total=False):
     description: str | None
 
 
+def item_fields_clean(
+    *, begin_at: datetime, end_at: datetime, strategy: str, description: str = "", listed: bool = True
+) -> dict[str, object]:
+    """A new item's common fields, by name. ``InvalidInput`` for a window that is not one
+    (``core.window.window_validate``) or a strategy that names none."""
+    window_validate(begin_at, end_at)
+    strategy = strategy_valid(strategy)
+    return {"begin_at": begin_at, "end_at": end_at, "strategy": strategy, "description": description, "listed": listed}
+
+
+def item_create(product: Product, **fields: object) -> Any:
+    """The product's new item with ``fields``, checked (the common ones by
+    :func:`item_fields_clean`, its own by the product), written in the caller's transaction;
+    under ``redis_lua`` its state is opened once that commits."""
+    item = product.item_model.objects.create(**fields)
+    item_created(product, item)
+    return item
+
+
 def item_changes_clean(
     item: Any,
     *,
@@ -40,8 +69,8 @@ def item_changes_clean(
     description: str | None = None,
 ) -> dict[str, object]:
     """The common fields to change, by name: the window when either end changes (both ends,
-    the other one kept), the strategy, the description. ``InvalidInput`` for a window that is
-    not one (``core.window.window_validate``) or a strategy that names none."""
+    the other one kept), the strategy, the description. ``InvalidInput`` as
+    :func:`item_fields_clean` says."""
     changes: dict[str, object] = {}
     if begin_at is not None or end_at is not None:
         changes["begin_at"], changes["end_at"] = begin_at or item.begin_at, end_at or item.end_at

@@ -15,20 +15,19 @@ from django.db import transaction
 from core.errors import InvalidInput
 from core.names import name_clean
 from core.ratelimit import RateCount
-from core.window import window_validate
 from inventory.holds import hold_settle
-from inventory.item_fields import item_changes_clean, item_changes_save
-from inventory.item_states import item_created, item_update
+from inventory.item_fields import item_changes_clean, item_changes_save, item_create, item_fields_clean
+from inventory.item_states import item_update
 from inventory.services import stock_create, stock_group_create, stock_restock
 from inventory.take import item_take
-from inventory.validators import strategy_valid, whole
+from inventory.validators import whole
 
 from .models import Draw, Pool, Prize
 from .product import POOL
 from .selectors import draw_get
 
 if TYPE_CHECKING:
-    from inventory.item_fields import ItemChanges
+    from inventory.item_fields import ItemChanges, ItemFields
 
 MAX_DRAWS_PER_USER = 1_000_000
 MAX_NO_PRIZE_WEIGHT = 1_000_000_000
@@ -46,33 +45,19 @@ def _value(value: Decimal | int | float | str) -> Decimal:
 
 
 @transaction.atomic
-def pool_create(
-    *,
-    name: str,
-    begin_at: datetime,
-    end_at: datetime,
-    draws_per_user: int,
-    no_prize_weight: int,
-    strategy: str,
-    description: str = "",
-    listed: bool = True,
-) -> Pool:
-    """A pool with no prizes yet (add them with :func:`prize_create`); ``listed=False``
-    keeps it out of the shop's lists (a load test's own)."""
-    window_validate(begin_at, end_at)
-    pool = Pool.objects.create(
+def pool_create(*, name: str, draws_per_user: int, no_prize_weight: int, **fields: Unpack[ItemFields]) -> Pool:
+    """A pool with no prizes yet (add them with :func:`prize_create`), and the fields every item
+    has (``inventory.item_fields``); ``listed=False`` keeps it out of the shop's lists (a load
+    test's own)."""
+    checked = item_fields_clean(**fields)
+    return item_create(
+        POOL,
         name=name_clean(name),
-        description=description,
-        begin_at=begin_at,
-        end_at=end_at,
         draws_per_user=whole(draws_per_user, name="draws_per_user", minimum=1, maximum=MAX_DRAWS_PER_USER),
         no_prize_weight=whole(no_prize_weight, name="no_prize_weight", minimum=0, maximum=MAX_NO_PRIZE_WEIGHT),
-        strategy=strategy_valid(strategy),
         group=stock_group_create(),
-        listed=listed,
+        **checked,
     )
-    item_created(POOL, pool)
-    return pool
 
 
 def pool_update(

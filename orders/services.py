@@ -10,50 +10,28 @@ from django.db import transaction
 
 from core.names import name_clean
 from core.ratelimit import RateCount
-from core.window import window_validate
 from inventory.holds import hold_release
-from inventory.item_fields import item_changes_clean, item_changes_save
-from inventory.item_states import item_created
+from inventory.item_fields import item_changes_clean, item_changes_save, item_create, item_fields_clean
 from inventory.services import stock_create, stock_group_create, stock_restock
 from inventory.take import item_take
-from inventory.validators import strategy_valid
 
 from .models import Order, Voucher
 from .product import VOUCHER
 from .selectors import order_get
 
 if TYPE_CHECKING:
-    from inventory.item_fields import ItemChanges
+    from inventory.item_fields import ItemChanges, ItemFields
 
 
 @transaction.atomic
-def voucher_create(
-    *,
-    title: str,
-    stock: int,
-    begin_at: datetime,
-    end_at: datetime,
-    strategy: str,
-    description: str = "",
-    listed: bool = True,
-) -> Voucher:
-    """A voucher with ``stock`` units in a stock group of its own; ``listed=False`` keeps
-    it out of the shop's lists (a load test's own)."""
+def voucher_create(*, title: str, stock: int, **fields: Unpack[ItemFields]) -> Voucher:
+    """A voucher with ``stock`` units in a stock group of its own, and the fields every item
+    has (``inventory.item_fields``); ``listed=False`` keeps it out of the shop's lists (a load
+    test's own)."""
     title = name_clean(title, field="title")
-    window_validate(begin_at, end_at)
-    strategy_valid(strategy)
+    checked = item_fields_clean(**fields)
     stock_row = stock_create(group=stock_group_create(), quantity=stock)
-    voucher = Voucher.objects.create(
-        title=title,
-        description=description,
-        begin_at=begin_at,
-        end_at=end_at,
-        strategy=strategy,
-        stock=stock_row,
-        listed=listed,
-    )
-    item_created(VOUCHER, voucher)
-    return voucher
+    return item_create(VOUCHER, title=title, stock=stock_row, **checked)
 
 
 def voucher_update(*, voucher: Voucher, restock: int | None = None, **changes: Unpack[ItemChanges]) -> Voucher:
