@@ -1,16 +1,18 @@
-"""What the products' pages share about takes: the Buy or Draw button's view and the outcome
-fragment it answers with, that fragment's polling of a record still pending under
-``redis_lua``, and the page of the user's own records. Each product describes its takes once
-(``TakePages``) and makes its views of it with its own selectors and services."""
+"""What the products' pages share about takes: the item's page and the parts it polls, the Buy
+or Draw button's view and the outcome fragment it answers with, that fragment's polling of a
+record still pending under ``redis_lua``, the page of the user's own records, and the staff's
+strategy switch. Each product describes its takes once (``TakePages``), makes its views of it
+with its own selectors and services, and serves them where it places them (``TakePages.urls``)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpResponse
 from django.shortcuts import render
+from django.urls import URLPattern, path
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_POST
 
@@ -18,6 +20,7 @@ from core.errors import DomainError, Unavailable
 from core.ratelimit import client_address, rate_count
 
 from .records import Record
+from .views import strategy_switch_view
 
 # Every page and fragment of the products shows live state (stock, the buttons, the user's
 # records), so none is kept by the browser (``never_cache``: Cache-Control no-store). A page
@@ -40,14 +43,17 @@ def live_view(template: str, context: Callable[..., dict]):
 
 @dataclass(frozen=True)
 class TakePages:
-    """One product's takes on its pages.
+    """One product's takes on its pages, and the item's page they are made from.
 
     ``template`` is the outcome fragment, which answers a take and polls a pending one.
     ``event`` is the ``HX-Trigger`` that its answer raises, on which the item's live parts
     reload; ``action`` the rate limit's name for a take. In the templates' context the item
     is ``item`` (``voucher``), the record ``record`` (``order``), its public id
-    ``<record>_id``, and the user's records ``<record>s``. ``confirmed`` names the outcome
-    of a confirmed record.
+    ``<record>_id``, and the user's records ``<record>s``. ``verb`` is the take's word in its
+    route (``buy``). ``confirmed`` names the outcome of a confirmed record.
+
+    Every view made here is served at a route placed and named after the item and the record
+    alike for every product (:attr:`urls`); the product's urls list only the others.
     """
 
     template: str
@@ -55,11 +61,39 @@ class TakePages:
     action: str
     item: str
     record: str
+    verb: str
     confirmed: Callable[[Record], str]
+    # Filled in as the product makes its views (each once, as its views module is imported),
+    # so that a route is written once, beside the view it serves, and never listed again.
+    _served: dict[str, tuple[str, Callable[..., HttpResponse]]] = field(
+        default_factory=dict, init=False, repr=False, compare=False
+    )
 
     @property
     def id_name(self) -> str:
         return f"{self.record}_id"
+
+    def _serve(self, route: str, name: str, view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
+        self._served[name] = (route, view)
+        return view
+
+    def _item_route(self, part: str) -> str:
+        return f"{self.item}s/<int:{self.item}_id>/{part}"
+
+    @property
+    def urls(self) -> list[URLPattern]:
+        """The routes of the views made here, for the product's ``urlpatterns``: under the item
+        (``vouchers/<voucher_id>/``) its page (``voucher_detail``), the parts it polls
+        (``…/live``, ``voucher_live``), the take (``…/buy``, ``voucher_buy``) and the strategy
+        switch (``…/strategy``, ``voucher_strategy``); the user's records (``orders/``,
+        ``order_list``) and one's status (``orders/<order_id>/status``, ``order_status``)."""
+        return [path(route, view, name=name) for name, (route, view) in self._served.items()]
+
+    def item_view(self, template: str, context: Callable[..., dict], *, part: str = ""):
+        """The item's page, or with ``part`` a part of it that the page polls: a
+        :func:`live_view` found by the item's id (``context(request, <item>_id=)``)."""
+        name = f"{self.item}_{part or 'detail'}"
+        return self._serve(self._item_route(part), name, live_view(template, context))
 
     def outcome(self, record: Record, item) -> dict:
         """The outcome fragment's context for a record as it stands: a pending one (reserved,
@@ -96,7 +130,20 @@ class TakePages:
             response["HX-Trigger"] = self.event
             return response
 
-        return view
+        return self._serve(self._item_route(self.verb), f"{self.item}_{self.verb}", view)
+
+    def switch_view(
+        self,
+        *,
+        find: Callable[..., object],
+        update: Callable[..., object],
+        guard: Callable[[Callable[..., HttpResponse]], Callable[..., HttpResponse]],
+    ):
+        """The staff's strategy switch on the item's page, back to that page once done
+        (``inventory.views.strategy_switch_view``), behind ``guard``: the product's change
+        permission (``accounts.decorators.staff_permission_required("orders.change_voucher")``)."""
+        view = guard(strategy_switch_view(find=find, update=update, item=self.item, then=f"{self.item}_detail"))
+        return self._serve(self._item_route("strategy"), f"{self.item}_strategy", view)
 
     def status_view(self, *, read: Callable[..., Record]):
         """The outcome of a take answered pending, by the id it was answered with
@@ -123,7 +170,7 @@ class TakePages:
                 response["HX-Trigger"] = self.event
             return response
 
-        return view
+        return self._serve(f"{self.record}s/<int:{self.id_name}>/status", f"{self.record}_status", view)
 
     def list_view(
         self, template: str, *, read_all: Callable[..., Iterable[Record]], read_written: Callable[..., Iterable[Record]]
@@ -142,4 +189,4 @@ class TakePages:
                 records, unread = list(read_written(user=request.user)), True
             return render(request, template, {f"{self.record}s": records, "unread": unread})
 
-        return view
+        return self._serve(f"{self.record}s/", f"{self.record}_list", view)

@@ -30,12 +30,14 @@ def strategy_switch(request, *, switch: Callable[[str], object], then: str, **th
 def strategy_switch_view(*, find: Callable[..., object], update: Callable[..., object], item: str, then: str):
     """The staff's strategy switch on an item's page: ``find(**url_ids)`` the item
     (``voucher_get``), ``update(<item>=, strategy=)`` it through the same service as the API
-    (``voucher_update``), then back to the page ``then`` with the same ids. The product wraps
-    it in its change permission (``accounts.decorators.staff_permission_required``)."""
+    (``voucher_update``), then back to the page named ``then`` (``voucher_detail``) in the
+    switch's own URL namespace, with the same ids. The product wraps it in its change
+    permission (``accounts.decorators.staff_permission_required``)."""
 
     @require_POST
     def view(request, **ids) -> HttpResponse:
         found = find(**ids)
-        return strategy_switch(request, switch=lambda name: update(**{item: found}, strategy=name), then=then, **ids)
+        page = f"{request.resolver_match.namespace}:{then}"
+        return strategy_switch(request, switch=lambda name: update(**{item: found}, strategy=name), then=page, **ids)
 
     return view

@@ -7,7 +7,7 @@ from collections.abc import Callable
 from datetime import datetime
 from decimal import Decimal
 from random import Random
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar, Unpack
 
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
@@ -15,16 +15,19 @@ from django.db import transaction
 from core.errors import InvalidInput
 from core.names import name_clean
 from core.ratelimit import RateCount
-from core.window import window_validate
 from inventory.holds import hold_settle
-from inventory.item_states import item_created, item_update
+from inventory.item_fields import item_changes_clean, item_changes_save, item_create, item_fields_clean
+from inventory.item_states import item_update
 from inventory.services import stock_create, stock_group_create, stock_restock
 from inventory.take import item_take
-from inventory.validators import strategy_valid, whole
+from inventory.validators import whole
 
 from .models import Draw, Pool, Prize
 from .product import POOL
 from .selectors import draw_get
+
+if TYPE_CHECKING:
+    from inventory.item_fields import ItemChanges, ItemFields
 
 MAX_DRAWS_PER_USER = 1_000_000
 MAX_NO_PRIZE_WEIGHT = 1_000_000_000
@@ -42,76 +45,46 @@ def _value(value: Decimal | int | float | str) -> Decimal:
 
 
 @transaction.atomic
-def pool_create(
-    *,
-    name: str,
-    begin_at: datetime,
-    end_at: datetime,
-    draws_per_user: int,
-    no_prize_weight: int,
-    strategy: str,
-    description: str = "",
-    listed: bool = True,
-) -> Pool:
-    """A pool with no prizes yet (add them with :func:`prize_create`); ``listed=False``
-    keeps it out of the shop's lists (a load test's own)."""
-    window_validate(begin_at, end_at)
-    pool = Pool.objects.create(
+def pool_create(*, name: str, draws_per_user: int, no_prize_weight: int, **fields: Unpack[ItemFields]) -> Pool:
+    """A pool with no prizes yet (add them with :func:`prize_create`), and the fields every item
+    has (``inventory.item_fields``); ``listed=False`` keeps it out of the shop's lists (a load
+    test's own)."""
+    checked = item_fields_clean(**fields)
+    return item_create(
+        POOL,
         name=name_clean(name),
-        description=description,
-        begin_at=begin_at,
-        end_at=end_at,
         draws_per_user=whole(draws_per_user, name="draws_per_user", minimum=1, maximum=MAX_DRAWS_PER_USER),
         no_prize_weight=whole(no_prize_weight, name="no_prize_weight", minimum=0, maximum=MAX_NO_PRIZE_WEIGHT),
-        strategy=strategy_valid(strategy),
         group=stock_group_create(),
-        listed=listed,
+        **checked,
     )
-    item_created(POOL, pool)
-    return pool
 
 
 def pool_update(
     *,
     pool: Pool,
-    strategy: str | None = None,
-    begin_at: datetime | None = None,
-    end_at: datetime | None = None,
     draws_per_user: int | None = None,
     no_prize_weight: int | None = None,
-    description: str | None = None,
+    **changes: Unpack[ItemChanges],
 ) -> Pool:
-    """Change a pool's strategy, window, limit, no-prize weight or description; all or
-    nothing, with its ``redis_lua`` state in step (``inventory.item_states.item_update``)."""
-    changes: dict[str, object] = {}
-    if begin_at is not None or end_at is not None:
-        changes["begin_at"], changes["end_at"] = begin_at or pool.begin_at, end_at or pool.end_at
-        window_validate(changes["begin_at"], changes["end_at"])
-    if strategy is not None:
-        changes["strategy"] = strategy_valid(strategy)
+    """Change a pool's limit or no-prize weight and/or the fields every item has (its window,
+    strategy or description: ``inventory.item_fields``); all or nothing, with its
+    ``redis_lua`` state in step."""
+    checked = item_changes_clean(pool, **changes)
     if draws_per_user is not None:
-        changes["draws_per_user"] = whole(draws_per_user, name="draws_per_user", minimum=1, maximum=MAX_DRAWS_PER_USER)
+        checked["draws_per_user"] = whole(draws_per_user, name="draws_per_user", minimum=1, maximum=MAX_DRAWS_PER_USER)
     if no_prize_weight is not None:
-        changes["no_prize_weight"] = whole(
+        checked["no_prize_weight"] = whole(
             no_prize_weight, name="no_prize_weight", minimum=0, maximum=MAX_NO_PRIZE_WEIGHT
         )
-    if description is not None:
-        changes["description"] = description
-
-    def change() -> None:
-        for field, value in changes.items():
-            setattr(pool, field, value)
-        if changes:
-            pool.save(update_fields=list(changes))
-
-    _pool_change(pool, change, switch_to=changes.get("strategy"))
+    item_changes_save(POOL, pool, checked)
     return pool
 
 
-def _pool_change(pool: Pool, change: Callable[[], R], *, switch_to=None, units=None) -> R:
+def _pool_change(pool: Pool, change: Callable[[], R], *, units: Callable[[R], dict[int, int]]) -> R:
     """``change()`` (database writes that commit), with the pool's Redis state in step
     (``inventory.item_states.item_update``); ``units(done)`` says the units added per stock row."""
-    return item_update(POOL, pool, change, switch_to=switch_to, units=units)
+    return item_update(POOL, pool, change, units=units)
 
 
 def prize_create(*, pool: Pool, name: str, stock: int, description: str = "", value: Decimal | int | str = 0) -> Prize:

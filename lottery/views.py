@@ -7,7 +7,6 @@ from accounts.permissions import staff_holds
 from core.errors import Unavailable
 from inventory.forms import StrategyForm
 from inventory.pages import TakePages, live_view
-from inventory.views import strategy_switch_view
 
 from .product import pool_for_draw
 from .selectors import (
@@ -81,30 +80,35 @@ def _page_context(request, pool_id: int) -> dict:
     return context
 
 
-pool_detail_page = live_view("lottery/pool_detail.html", _page_context)
-# Each prize's stock and probability now, polled by the pool page and reloaded after a draw.
-pool_odds_partial = live_view("lottery/_odds.html", lambda request, pool_id: _odds_context(pool_get(pool_id=pool_id)))
-# The user's draws left, the Draw button and past draws, polled and reloaded after a draw.
-pool_standing_partial = live_view(
-    "lottery/_standing.html", lambda request, pool_id: _standing_context(request, pool_get(pool_id=pool_id))
-)
-
-# The Draw button's answer, and the draws it makes. Its event, raised by the answer, reloads
-# the odds and the user's standing.
+# The pool's page and its draws: the Draw button's answer, and the draws it makes. Its event,
+# raised by the answer, reloads the odds and the user's standing.
 DRAWS = TakePages(
     "lottery/_draw_outcome.html",
     event="drawn",
     action="draw",
     item="pool",
     record="draw",
+    verb="draw",
     confirmed=lambda draw: "no_prize" if draw.prize_id is None else "won",
 )
+pool_detail_page = DRAWS.item_view("lottery/pool_detail.html", _page_context)
+# Each prize's stock and probability now, polled by the pool page and reloaded after a draw.
+pool_odds_partial = DRAWS.item_view(
+    "lottery/_odds.html", lambda request, pool_id: _odds_context(pool_get(pool_id=pool_id)), part="odds"
+)
+# The user's draws left, the Draw button and past draws, polled and reloaded after a draw.
+pool_standing_partial = DRAWS.item_view(
+    "lottery/_standing.html",
+    lambda request, pool_id: _standing_context(request, pool_get(pool_id=pool_id)),
+    part="standing",
+)
+
 pool_draw_view = DRAWS.take_view(find=pool_for_draw, take=pool_draw)
 draw_status_partial = DRAWS.status_view(read=draw_get)
 # The user's draws in every pool, with those still pending or failed under ``redis_lua``.
 draw_list_page = DRAWS.list_view("lottery/draw_list.html", read_all=draw_list_all, read_written=draw_list)
 
 # Staff switch the pool's strategy from its page, through the same service as the API.
-pool_strategy_switch = staff_permission_required("lottery.change_pool")(
-    strategy_switch_view(find=pool_get, update=pool_update, item="pool", then="lottery:pool_detail")
+pool_strategy_switch = DRAWS.switch_view(
+    find=pool_get, update=pool_update, guard=staff_permission_required("lottery.change_pool")
 )

@@ -3,91 +3,48 @@
 from __future__ import annotations
 
 from datetime import datetime
+from typing import TYPE_CHECKING, Unpack
 
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
 
 from core.names import name_clean
 from core.ratelimit import RateCount
-from core.window import window_validate
 from inventory.holds import hold_release
-from inventory.item_states import item_created, item_update
+from inventory.item_fields import item_changes_clean, item_changes_save, item_create, item_fields_clean
 from inventory.services import stock_create, stock_group_create, stock_restock
 from inventory.take import item_take
-from inventory.validators import strategy_valid
 
 from .models import Order, Voucher
 from .product import VOUCHER
 from .selectors import order_get
 
+if TYPE_CHECKING:
+    from inventory.item_fields import ItemChanges, ItemFields
+
 
 @transaction.atomic
-def voucher_create(
-    *,
-    title: str,
-    stock: int,
-    begin_at: datetime,
-    end_at: datetime,
-    strategy: str,
-    description: str = "",
-    listed: bool = True,
-) -> Voucher:
-    """A voucher with ``stock`` units in a stock group of its own; ``listed=False`` keeps
-    it out of the shop's lists (a load test's own)."""
+def voucher_create(*, title: str, stock: int, **fields: Unpack[ItemFields]) -> Voucher:
+    """A voucher with ``stock`` units in a stock group of its own, and the fields every item
+    has (``inventory.item_fields``); ``listed=False`` keeps it out of the shop's lists (a load
+    test's own)."""
     title = name_clean(title, field="title")
-    window_validate(begin_at, end_at)
-    strategy_valid(strategy)
+    checked = item_fields_clean(**fields)
     stock_row = stock_create(group=stock_group_create(), quantity=stock)
-    voucher = Voucher.objects.create(
-        title=title,
-        description=description,
-        begin_at=begin_at,
-        end_at=end_at,
-        strategy=strategy,
-        stock=stock_row,
-        listed=listed,
-    )
-    item_created(VOUCHER, voucher)
-    return voucher
+    return item_create(VOUCHER, title=title, stock=stock_row, **checked)
 
 
-def voucher_update(
-    *,
-    voucher: Voucher,
-    restock: int | None = None,
-    strategy: str | None = None,
-    begin_at: datetime | None = None,
-    end_at: datetime | None = None,
-    description: str | None = None,
-) -> Voucher:
-    """Change a voucher's window, strategy or description and/or add stock; all or nothing,
-    with its ``redis_lua`` state in step (``inventory.item_states.item_update``)."""
-    new_begin = begin_at or voucher.begin_at
-    new_end = end_at or voucher.end_at
-    if begin_at is not None or end_at is not None:
-        window_validate(new_begin, new_end)
-    if strategy is not None:
-        strategy_valid(strategy)
+def voucher_update(*, voucher: Voucher, restock: int | None = None, **changes: Unpack[ItemChanges]) -> Voucher:
+    """Add stock to a voucher and/or change the fields every item has (its window, strategy or
+    description: ``inventory.item_fields``); all or nothing, with its ``redis_lua`` state in
+    step."""
 
-    @transaction.atomic
-    def change() -> None:
-        fields = []
-        if strategy is not None:
-            voucher.strategy = strategy
-            fields.append("strategy")
-        if begin_at is not None or end_at is not None:
-            voucher.begin_at, voucher.end_at = new_begin, new_end
-            fields += ["begin_at", "end_at"]
-        if description is not None:
-            voucher.description = description
-            fields.append("description")
-        if fields:
-            voucher.save(update_fields=fields)
-        if restock is not None:
-            stock_restock(stock_id=voucher.stock_id, quantity=restock)
+    def restocked() -> dict[int, int]:
+        stock_restock(stock_id=voucher.stock_id, quantity=restock)
+        return {voucher.stock_id: restock}
 
-    added = {voucher.stock_id: restock} if restock else {}
-    item_update(VOUCHER, voucher, change, switch_to=strategy, units=lambda done: added)
+    checked = item_changes_clean(voucher, **changes)
+    item_changes_save(VOUCHER, voucher, checked, then=None if restock is None else restocked)
     voucher.stock.refresh_from_db()
     return voucher
 

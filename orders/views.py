@@ -5,7 +5,6 @@ from accounts.decorators import staff_permission_required
 from accounts.permissions import staff_holds
 from inventory.forms import StrategyForm
 from inventory.pages import TakePages, live_view
-from inventory.views import strategy_switch_view
 
 from .selectors import (
     order_get,
@@ -50,25 +49,26 @@ def _page_context(request, voucher_id: int) -> dict:
     return context
 
 
-voucher_detail_page = live_view("pages/voucher_detail.html", _page_context)
-voucher_live_partial = live_view("pages/_voucher_live.html", _live_context)
-
-# The Buy button's answer, and the orders it makes. Its event, raised by the answer, reloads
-# the voucher's live part.
+# The voucher's page and its purchases: the Buy button's answer, and the orders it makes. Its
+# event, raised by the answer, reloads the voucher's live part.
 PURCHASES = TakePages(
     "pages/_buy_outcome.html",
     event="bought",
     action="purchase",
     item="voucher",
     record="order",
+    verb="buy",
     confirmed=lambda order: "bought",
 )
+voucher_detail_page = PURCHASES.item_view("pages/voucher_detail.html", _page_context)
+voucher_live_partial = PURCHASES.item_view("pages/_voucher_live.html", _live_context, part="live")
+
 voucher_buy = PURCHASES.take_view(find=voucher_get, take=order_purchase)
 order_status_partial = PURCHASES.status_view(read=order_get)
 # The user's orders, with those still pending or failed under ``redis_lua``.
 order_list_page = PURCHASES.list_view("pages/order_list.html", read_all=order_list_all, read_written=order_list)
 
 # Staff switch the voucher's strategy from its page, through the same service as the API.
-voucher_strategy_switch = staff_permission_required("orders.change_voucher")(
-    strategy_switch_view(find=voucher_get, update=voucher_update, item="voucher", then="pages:voucher_detail")
+voucher_strategy_switch = PURCHASES.switch_view(
+    find=voucher_get, update=voucher_update, guard=staff_permission_required("orders.change_voucher")
 )
