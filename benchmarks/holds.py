@@ -5,7 +5,7 @@ per strategy, and the release of many expired holds at once.
         [--strategies db_atomic,...] [--expired 100000] [--sweepers 1]
 
 1. Purchases per second of one voucher of ample stock, from several processes, with
-   ``payment_window_seconds`` 0 and 600, the two alternated within every round so that
+   a payment window (``hold_seconds``) of 0 and 600, the two alternated within every round so that
    drift in the machine's speed hits both alike (``benchmarks.purchase``'s run). Printed:
    the median of each and the ratio with/without, per strategy.
 2. ``--expired`` held orders past their deadline, written in bulk, released by the sweep
@@ -78,7 +78,7 @@ def expire_run(strategy: str, expired: int, sweepers: int) -> tuple[float, objec
             for n in range(min(10_000, expired - first))
         )
     Stock.objects.filter(pk=voucher.stock_id).update(quantity=0)
-    Voucher.objects.filter(pk=voucher.pk).update(payment_window_seconds=600)
+    Voucher.objects.filter(pk=voucher.pk).update(hold_seconds=600)
     if strategy != "db_atomic":
         voucher_update(voucher=Voucher.objects.get(pk=voucher.pk), strategy=strategy)
     connections.close_all()
@@ -138,9 +138,10 @@ def main(argv=None) -> int:
         for strategy in [name for name in args.expiry_strategies.split(",") if name]:
             print(f"  expiry: {strategy} ...", file=sys.stderr, flush=True)
             seconds, audit = expire_run(strategy, args.expired, args.sweepers)
+            verdict = "ok" if audit.ok else "BROKEN"
             print(
-                f"| {strategy} | {seconds:.2f} | {args.expired / seconds:,.0f} | {audit.released:,} "
-                f"| {audit.released_twice} | {audit.stock:,}/{audit.supplied:,} | {'ok' if audit.ok else 'BROKEN'} |"
+                f"| {strategy} | {seconds:.2f} | {args.expired / seconds:,.0f} | {audit.holds.released:,} "
+                f"| {audit.holds.returned_twice} | {audit.stock:,}/{audit.supplied:,} | {verdict} |"
             )
     return 0
 

@@ -132,7 +132,7 @@ def run(strategy, processes, seconds, users_per_process, *, window: int = 0):
         end_at=now + timedelta(hours=1),
         strategy="db_atomic",
     )
-    Voucher.objects.filter(pk=voucher.pk).update(strategy=strategy, payment_window_seconds=window)
+    Voucher.objects.filter(pk=voucher.pk).update(strategy=strategy, hold_seconds=window)
     connections.close_all()
     outcomes = run_together(
         _buyer, [(strategy, voucher.pk, ids[n::processes], seconds) for n in range(processes)], timeout=seconds + 120

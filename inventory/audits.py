@@ -3,12 +3,41 @@ figures read from the database, and whether every invariant holds."""
 
 from __future__ import annotations
 
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 
 from django.db.models import Count, Q, Sum
 from django.db.models.functions import Coalesce
 
 from .records import SETTLED, Record
+
+
+@dataclass(frozen=True)
+class HoldCounts:
+    """The lifecycle's counts of an item's records (docs/design.md, "Lifecycle"): held,
+    settled (paid or claimed, or settled when taken), released (cancelled, expired,
+    forfeited: the unit back in the stock); units returned more than once, and records both
+    settled and released, which a guarded strategy never makes."""
+
+    held: int = 0
+    settled: int = 0
+    released: int = 0
+    returned_twice: int = 0
+    settled_and_released: int = 0
+
+    @classmethod
+    def of(cls, totals: dict) -> HoldCounts:
+        """From the counts of :func:`record_totals`."""
+        return cls(
+            held=totals["held"],
+            settled=totals["settled"],
+            released=totals["released"],
+            returned_twice=totals["returns"] - totals["released"],
+            settled_and_released=totals["settled_and_released"],
+        )
+
+    @property
+    def ok(self) -> bool:
+        return self.returned_twice == 0 and self.settled_and_released == 0
 
 
 class Audit:

@@ -2,7 +2,7 @@
 "Lifecycle"): held for the user until a deadline, then settled (paid, claimed) or released
 (cancelled, expired, forfeited), its unit back in the stock exactly once.
 
-An item with a hold window (``Product.hold_field``, in seconds) has its takes that took a
+An item with a hold window (``hold_seconds``) has its takes that took a
 unit written ``held`` with ``hold_until``; without one, or for a draw of nothing, a take
 is settled when it is made, as before. Every change of a held record runs under the
 item's strategy (``StockStrategy.change``): a guarded strategy changes only a record still
@@ -101,8 +101,8 @@ def _change(product: Product, item: Any, record: Model, *, target: str, now: dat
         stock_id = None
     else:
         fields = {"released_at": now}
-        if product.release_frees_take:
-            fields[product.guard_field] = None
+        if product.release_clears:
+            fields[product.release_clears] = None
         still_before = None
         stock_id = product.unit_of(record)
     return Change(
@@ -201,8 +201,8 @@ def _expire(product: Product, due, *, now: datetime, batch: int) -> list[Returne
         records = product.record_model.objects.filter(pk__in=ids)
         rows = [Returned(*row) for row in records.values_list("pk", "user_id", product.unit_field)]
         fields: dict = {"status": product.lapsed, "released_at": now, "releases": F("releases") + 1}
-        if product.release_frees_take:
-            fields[product.guard_field] = None
+        if product.release_clears:
+            fields[product.release_clears] = None
         records.filter(status=Status.HELD).update(**fields)
         units = Counter(row.stock_id for row in rows if row.stock_id is not None)
         for stock_id, count in sorted(units.items()):

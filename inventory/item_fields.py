@@ -19,7 +19,7 @@ from core.window import window_validate
 
 from .item_states import item_created, item_update
 from .product import Product
-from .validators import strategy_valid
+from .validators import hold_seconds_valid, strategy_valid
 
 
 class ItemFields(TypedDict):
@@ -30,6 +30,7 @@ class ItemFields(TypedDict):
     strategy: str
     description: NotRequired[str]
     listed: NotRequired[bool]
+    hold_seconds: NotRequired[int]
 
 
 class ItemChanges(TypedDict, total=False):
@@ -39,16 +40,31 @@ class ItemChanges(TypedDict, total=False):
     end_at: datetime | None
     strategy: str | None
     description: str | None
+    hold_seconds: int | None
 
 
 def item_fields_clean(
-    *, begin_at: datetime, end_at: datetime, strategy: str, description: str = "", listed: bool = True
+    *,
+    begin_at: datetime,
+    end_at: datetime,
+    strategy: str,
+    description: str = "",
+    listed: bool = True,
+    hold_seconds: int = 0,
 ) -> dict[str, object]:
     """A new item's common fields, by name. ``InvalidInput`` for a window that is not one
-    (``core.window.window_validate``) or a strategy that names none."""
+    (``core.window.window_validate``), a strategy that names none, or a hold window that is
+    not a whole number of seconds from 0 to a day."""
     window_validate(begin_at, end_at)
     strategy = strategy_valid(strategy)
-    return {"begin_at": begin_at, "end_at": end_at, "strategy": strategy, "description": description, "listed": listed}
+    return {
+        "begin_at": begin_at,
+        "end_at": end_at,
+        "strategy": strategy,
+        "description": description,
+        "listed": listed,
+        "hold_seconds": hold_seconds_valid(hold_seconds),
+    }
 
 
 def item_create(product: Product, **fields: object) -> Any:
@@ -67,6 +83,7 @@ def item_changes_clean(
     end_at: datetime | None = None,
     strategy: str | None = None,
     description: str | None = None,
+    hold_seconds: int | None = None,
 ) -> dict[str, object]:
     """The common fields to change, by name: the window when either end changes (both ends,
     the other one kept), the strategy, the description. ``InvalidInput`` as
@@ -79,6 +96,8 @@ def item_changes_clean(
         changes["strategy"] = strategy_valid(strategy)
     if description is not None:
         changes["description"] = description
+    if hold_seconds is not None:
+        changes["hold_seconds"] = hold_seconds_valid(hold_seconds)
     return changes
 
 

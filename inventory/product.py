@@ -51,13 +51,12 @@ class Product(ABC):
             (as MySQL and as SQLite name it): a guarded take it refuses is ``over_limit``.
 
     The lifecycle (``inventory.holds``, docs/design.md "Lifecycle"):
-        hold_field: the item's hold window in seconds (0: settled when taken).
         settled: the status a held record is settled to (``paid``, ``claimed``).
         lapsed: the status it lapses to at its deadline (``expired``, ``forfeited``).
-        guard_field: the record's column that carries the user's id into the backstop.
         unit_field: the record's lookup of the stock row it took (``"voucher__stock_id"``).
-        release_frees_take: whether a released record gives the user the take back (a
-            voucher's buyer may buy again; a forfeited draw still counts).
+        release_clears: the record's column that carries the user's id into the backstop,
+            cleared by a release that gives the user the take back (a voucher's buyer may
+            buy again); None where a released record still counts (a forfeited draw).
     """
 
     kind: ClassVar[str]
@@ -68,12 +67,14 @@ class Product(ABC):
     over_limit: ClassVar[type[DomainError]]
     sold_out: ClassVar[type[DomainError]] = SoldOut
     backstop: ClassVar[tuple[str, ...]]
-    hold_field: ClassVar[str]
     settled: ClassVar[str]
     lapsed: ClassVar[str]
-    guard_field: ClassVar[str]
     unit_field: ClassVar[str]
-    release_frees_take: ClassVar[bool]
+    release_clears: ClassVar[str | None] = None
+
+    @property
+    def release_frees_take(self) -> bool:
+        return self.release_clears is not None
 
     @abstractmethod
     def take(

@@ -13,7 +13,6 @@ from .models import default_strategy, strategy_choices
 
 # The longest a unit is held for a payment or a claim: a day.
 MAX_HOLD_SECONDS = 86_400
-HOLD_WINDOW_VALIDATORS = [MaxValueValidator(MAX_HOLD_SECONDS)]
 
 
 class Item(SaleWindow):
@@ -28,10 +27,23 @@ class Item(SaleWindow):
         help_text="Shown in the shop's lists and the API's list; the race lab's and load tests' own items are not.",
     )
     created_at = models.DateTimeField(auto_now_add=True)
+    # The hold window (docs/design.md, "Lifecycle"): a voucher's payment window, a pool's
+    # claim window, as the API names them.
+    hold_seconds = models.PositiveIntegerField(
+        default=0,
+        validators=[MaxValueValidator(MAX_HOLD_SECONDS)],
+        help_text="How long a take's unit is held for its payment (a voucher) or its claim (a prize); "
+        "0: settled when taken.",
+    )
 
     class Meta:
         abstract = True
         ordering = ["begin_at", "id"]
+        constraints = [
+            models.CheckConstraint(
+                condition=models.Q(hold_seconds__lte=MAX_HOLD_SECONDS), name="%(class)s_hold_bounded"
+            ),
+        ]
 
 
 class Record(models.Model):

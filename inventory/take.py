@@ -102,8 +102,7 @@ def _take(product: Product, item: Any, *, user_id: int, rate, now, rng) -> Model
 
 def hold_until(product: Product, item: Any, now: datetime | None) -> datetime | None:
     """The deadline of a take's hold from ``now``: None when the item has no hold window."""
-    seconds = getattr(item, product.hold_field)
-    return (now or timezone.now()) + timedelta(seconds=seconds) if seconds else None
+    return (now or timezone.now()) + timedelta(seconds=item.hold_seconds) if item.hold_seconds else None
 
 
 # The task that expires an item's holds at their deadline (``inventory.tasks``), sent by name:

@@ -4,7 +4,7 @@ from django.conf import settings
 from django.db import models
 
 from inventory.models import Stock, StockGroup
-from inventory.records import HOLD_WINDOW_VALIDATORS, MAX_HOLD_SECONDS, Item, Record
+from inventory.records import Item, Record
 
 
 class Pool(Item):
@@ -21,19 +21,12 @@ class Pool(Item):
         default=0, help_text='The weight of "no prize", counted like units of stock that are never used up.'
     )
     group = models.OneToOneField(StockGroup, on_delete=models.PROTECT, related_name="pool", editable=False)
-    claim_window_seconds = models.PositiveIntegerField(
-        default=0,
-        validators=HOLD_WINDOW_VALIDATORS,
-        help_text="How long a won prize is held for its claim; 0: claimed when it is drawn.",
-    )
 
     class Meta(Item.Meta):
         constraints = [
+            *Item.Meta.constraints,
             models.CheckConstraint(condition=models.Q(end_at__gt=models.F("begin_at")), name="pool_window_ordered"),
             models.CheckConstraint(condition=models.Q(draws_per_user__gte=1), name="pool_draws_per_user_positive"),
-            models.CheckConstraint(
-                condition=models.Q(claim_window_seconds__lte=MAX_HOLD_SECONDS), name="pool_claim_window_bounded"
-            ),
         ]
 
     def __str__(self) -> str:

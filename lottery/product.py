@@ -38,7 +38,7 @@ _DRAW_FIELDS = (
     "strategy",
     "group_id",
     "listed",
-    "claim_window_seconds",
+    "hold_seconds",
 )
 
 
@@ -126,13 +126,8 @@ class PoolProduct(Product):
     sold_out = PoolEmpty
     # The limit's key: one draw per number per user; SQLite names its columns instead.
     backstop = ("draw_one_per_seq", "lottery_draw.pool_id, lottery_draw.user_guard, lottery_draw.seq")
-    hold_field = "claim_window_seconds"
-    settled = Draw.Status.CLAIMED
-    lapsed = Draw.Status.FORFEITED
-    guard_field = "user_guard"
-    unit_field = "prize__stock_id"
-    # A forfeited draw still counts against the user's draws.
-    release_frees_take = False
+    # A forfeited draw still counts against the user's draws: its release clears nothing.
+    settled, lapsed, unit_field = Draw.Status.CLAIMED, Draw.Status.FORFEITED, "prize__stock_id"
 
     def take(
         self,
@@ -233,7 +228,7 @@ class PoolProduct(Product):
 
     def rows(self, item_id: int, fresh: list[Pending]) -> list[Draw]:
         prize_of = dict(Prize.objects.filter(pool_id=item_id).values_list("stock_id", "id"))
-        window = Pool.objects.values_list(self.hold_field, flat=True).get(pk=item_id)
+        window = Pool.objects.values_list("hold_seconds", flat=True).get(pk=item_id)
         return [
             Draw(
                 user_id=one.user_id,

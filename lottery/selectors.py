@@ -11,7 +11,7 @@ from django.db.models import Count, F, Prefetch, Q, QuerySet, Sum
 from django.shortcuts import get_object_or_404
 from django.utils import timezone
 
-from inventory.audits import Audit, record_totals
+from inventory.audits import Audit, HoldCounts, record_totals
 from inventory.items import items_live, record_get, records_of_user, reservation_takes
 from inventory.models import Strategy
 from inventory.product import product_of
@@ -137,14 +137,9 @@ class PoolAudit(Audit):
     conserved: bool
     stock_not_negative: bool
     prizes: list[PrizeAudit] = field(default_factory=list)
-    # The lifecycle (docs/design.md, "Lifecycle"): prizes held for their claim, claimed (or
-    # claimed when drawn: a draw of no prize included), forfeited (back in the pool); prizes
-    # returned more than once, and draws both claimed and forfeited.
-    held: int = 0
-    claimed: int = 0
-    forfeited: int = 0
-    released_twice: int = 0
-    claimed_and_forfeited: int = 0
+    # Draws whose prize is held for its claim, claimed (a draw of no prize included: settled
+    # when drawn), forfeited (the prize back in the pool).
+    holds: HoldCounts = HoldCounts()
 
     @property
     def ok(self) -> bool:
@@ -153,8 +148,7 @@ class PoolAudit(Audit):
             and self.users_over_limit == 0
             and self.conserved
             and self.stock_not_negative
-            and self.released_twice == 0
-            and self.claimed_and_forfeited == 0
+            and self.holds.ok
         )
 
 
@@ -225,11 +219,7 @@ def _pool_audit(pool: Pool, prizes: list[Prize], totals: dict[str, int], over: l
         conserved=all(p.conserved for p in per_prize),
         stock_not_negative=all(p.stock >= 0 for p in per_prize),
         prizes=per_prize,
-        held=totals["held"],
-        claimed=totals["settled"],
-        forfeited=totals["released"],
-        released_twice=totals["returns"] - totals["released"],
-        claimed_and_forfeited=totals["settled_and_released"],
+        holds=HoldCounts.of(totals),
     )
 
 

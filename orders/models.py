@@ -4,7 +4,7 @@ from django.conf import settings
 from django.db import models
 
 from inventory.models import Stock
-from inventory.records import HOLD_WINDOW_VALIDATORS, MAX_HOLD_SECONDS, Item, Record
+from inventory.records import Item, Record
 
 
 class Voucher(Item):
@@ -15,18 +15,11 @@ class Voucher(Item):
 
     title = models.CharField(max_length=200)
     stock = models.OneToOneField(Stock, on_delete=models.PROTECT, related_name="voucher")
-    payment_window_seconds = models.PositiveIntegerField(
-        default=0,
-        validators=HOLD_WINDOW_VALIDATORS,
-        help_text="How long a new order is held for its payment; 0: paid when it is made.",
-    )
 
     class Meta(Item.Meta):
         constraints = [
+            *Item.Meta.constraints,
             models.CheckConstraint(condition=models.Q(end_at__gt=models.F("begin_at")), name="voucher_window_ordered"),
-            models.CheckConstraint(
-                condition=models.Q(payment_window_seconds__lte=MAX_HOLD_SECONDS), name="voucher_payment_window_bounded"
-            ),
         ]
 
     def __str__(self) -> str:

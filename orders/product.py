@@ -29,13 +29,11 @@ class VoucherProduct(Product):
     over_limit = AlreadyPurchased
     # The one-per-user key; SQLite names its columns instead.
     backstop = ("order_one_per_user", "orders_order.voucher_id, orders_order.buyer_guard")
-    hold_field = "payment_window_seconds"
     settled = Order.Status.PAID
     lapsed = Order.Status.EXPIRED
-    guard_field = "buyer_guard"
     unit_field = "voucher__stock_id"
     # A cancelled or expired order leaves its buyer free to buy again.
-    release_frees_take = True
+    release_clears = "buyer_guard"
 
     def take(
         self,
@@ -103,7 +101,7 @@ class VoucherProduct(Product):
         return Rules(begin_at=item.begin_at, end_at=item.end_at, limit=1)
 
     def rows(self, item_id: int, fresh: list[Pending]) -> list[Order]:
-        window = Voucher.objects.values_list(self.hold_field, flat=True).get(pk=item_id)
+        window = Voucher.objects.values_list("hold_seconds", flat=True).get(pk=item_id)
         return [
             Order(
                 user_id=one.user_id,

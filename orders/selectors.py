@@ -10,7 +10,7 @@ from django.shortcuts import get_object_or_404
 from django.utils import timezone
 
 from core.errors import Unavailable
-from inventory.audits import Audit, record_totals
+from inventory.audits import Audit, HoldCounts, record_totals
 from inventory.items import record_get, records_of_user, reservation_takes
 from inventory.models import Stock, Strategy
 from inventory.product import product_of
@@ -78,24 +78,13 @@ class VoucherAudit(Audit):
     duplicates: int
     conserved: bool
     stock_not_negative: bool
-    # The lifecycle (docs/design.md, "Lifecycle"): orders held for payment, paid (or paid
-    # when made), released (cancelled or expired, their unit back in stock); units returned
-    # more than once, and orders both paid and released.
-    held: int = 0
-    paid: int = 0
-    released: int = 0
-    released_twice: int = 0
-    paid_and_released: int = 0
+    # Orders held for payment, paid (or paid when made), released (cancelled, expired).
+    holds: HoldCounts = HoldCounts()
 
     @property
     def ok(self) -> bool:
         return (
-            self.oversold == 0
-            and self.duplicates == 0
-            and self.conserved
-            and self.stock_not_negative
-            and self.released_twice == 0
-            and self.paid_and_released == 0
+            self.oversold == 0 and self.duplicates == 0 and self.conserved and self.stock_not_negative and self.holds.ok
         )
 
 
@@ -130,11 +119,7 @@ def _voucher_audit(voucher: Voucher, stock: Stock, totals: dict) -> VoucherAudit
         duplicates=taking - totals["takers"],
         conserved=stock.quantity + taking == stock.initial_quantity,
         stock_not_negative=stock.quantity >= 0,
-        held=totals["held"],
-        paid=totals["settled"],
-        released=totals["released"],
-        released_twice=totals["returns"] - totals["released"],
-        paid_and_released=totals["settled_and_released"],
+        holds=HoldCounts.of(totals),
     )
 
 

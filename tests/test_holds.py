@@ -50,7 +50,7 @@ def strategy(request):
 
 
 def windowed(voucher: Voucher, seconds: int = 60) -> Voucher:
-    Voucher.objects.filter(pk=voucher.pk).update(payment_window_seconds=seconds)
+    Voucher.objects.filter(pk=voucher.pk).update(hold_seconds=seconds)
     return voucher_get(voucher_id=voucher.pk)
 
 
@@ -90,7 +90,13 @@ def test_a_held_order_cancelled_returns_its_unit_once_and_its_buyer_may_buy_agai
     with pytest.raises(AlreadyPurchased):
         buy(voucher, first)
     audit = voucher_audit(voucher_id=voucher.pk)
-    assert (audit.held, audit.released, audit.released_twice, audit.conserved, audit.ok) == (1, 1, 0, True, True)
+    assert (audit.holds.held, audit.holds.released, audit.holds.returned_twice, audit.conserved, audit.ok) == (
+        1,
+        1,
+        0,
+        True,
+        True,
+    )
     if strategy == "redis_lua":
         assert not item_reservations_check(VOUCHER, item=voucher_get(voucher_id=voucher.pk)).drifted
 
@@ -112,7 +118,7 @@ def test_a_payment_settles_a_held_order_before_its_deadline_and_not_after(make_v
     assert Order.objects.get(pk=order.pk).status == Order.Status.EXPIRED
     assert stock_of(voucher) == 1
     audit = voucher_audit(voucher_id=voucher.pk)
-    assert (audit.paid, audit.held, audit.released, audit.ok) == (1, 0, 1, True)
+    assert (audit.holds.settled, audit.holds.held, audit.holds.released, audit.ok) == (1, 0, 1, True)
 
 
 def test_an_order_still_being_written_is_refused_pending(make_voucher, make_user, api_client):
@@ -157,9 +163,10 @@ def test_payments_cancels_and_expiries_racing_change_each_order_once(make_vouche
     assert len(outcome.confirmed) == len(orders)
     assert set(outcome.refusals) <= {"already_paid", "expired", "cancelled", "busy"}
     audit = voucher_audit(voucher_id=voucher.pk)
-    assert audit.held == 0 and audit.paid + audit.released == len(orders)
-    assert (audit.released_twice, audit.paid_and_released, audit.conserved, audit.ok) == (0, 0, True, True)
-    assert stock_of(voucher) == audit.released
+    holds = audit.holds
+    assert holds.held == 0 and holds.settled + holds.released == len(orders)
+    assert (holds.returned_twice, holds.settled_and_released, audit.conserved, audit.ok) == (0, 0, True, True)
+    assert stock_of(voucher) == holds.released
     if strategy == "redis_lua":
         assert not item_reservations_check(VOUCHER, item=voucher_get(voucher_id=voucher.pk)).drifted
 
@@ -173,7 +180,7 @@ def test_the_naive_strategies_pay_and_release_one_order_or_release_it_twice(make
 
     assert outcome.errors == []
     audit = voucher_audit(voucher_id=voucher.pk)
-    assert audit.released_twice + audit.paid_and_released > 0, audit
+    assert audit.holds.returned_twice + audit.holds.settled_and_released > 0, audit
     assert not audit.conserved and not audit.ok
 
 
@@ -194,7 +201,7 @@ def test_sweeps_run_at_once_by_many_processes_release_each_due_hold_once(make_vo
     assert outcome.errors == [] and sum(outcome.confirmed) == 20
     assert stock_of(voucher) == 20
     audit = voucher_audit(voucher_id=voucher.pk)
-    assert (audit.held, audit.released, audit.released_twice, audit.ok) == (4, 20, 0, True)
+    assert (audit.holds.held, audit.holds.released, audit.holds.returned_twice, audit.ok) == (4, 20, 0, True)
     if strategy == "redis_lua":
         assert reservations_client().stock(group_id=voucher.stock.group_id) == {voucher.stock_id: 20}
         assert not item_reservations_check(VOUCHER, item=voucher_get(voucher_id=voucher.pk)).drifted
@@ -211,12 +218,12 @@ def test_sweeps_racing_under_none_release_one_hold_twice(make_voucher, make_user
 
     assert outcome.errors == [] and sum(outcome.confirmed) > 4
     audit = voucher_audit(voucher_id=voucher.pk)
-    assert audit.released_twice > 0 and stock_of(voucher) > 4 and not audit.ok
+    assert audit.holds.returned_twice > 0 and stock_of(voucher) > 4 and not audit.ok
 
 
 def windowed_pool(make_pool, *, strategy: str, prizes, draws_per_user: int = 1, seconds: int = 60) -> Pool:
     pool = make_pool(strategy=strategy, prizes=prizes, draws_per_user=draws_per_user)
-    Pool.objects.filter(pk=pool.pk).update(claim_window_seconds=seconds)
+    Pool.objects.filter(pk=pool.pk).update(hold_seconds=seconds)
     return pool_get(pool_id=pool.pk)
 
 
@@ -247,7 +254,7 @@ def test_a_won_prize_is_held_until_claimed_and_forfeited_after(make_pool, make_u
     with pytest.raises(DrawLimit):
         draw(pool, sleeper)
     audit = pool_audit(pool_id=pool.pk)
-    assert (audit.claimed, audit.forfeited, audit.stock, audit.awarded, audit.ok) == (1, 1, 1, 1, True)
+    assert (audit.holds.settled, audit.holds.released, audit.stock, audit.awarded, audit.ok) == (1, 1, 1, 1, True)
     if strategy == "redis_lua":
         assert not item_reservations_check(POOL, item=pool_get(pool_id=pool.pk)).drifted
 
@@ -274,7 +281,13 @@ def test_due_prizes_are_forfeited_once_by_the_sweep(make_pool, make_user, strate
 
     assert released == 6
     audit = pool_audit(pool_id=pool.pk)
-    assert (audit.stock, audit.awarded, audit.forfeited, audit.released_twice, audit.ok) == (6, 0, 6, 0, True)
+    assert (audit.stock, audit.awarded, audit.holds.released, audit.holds.returned_twice, audit.ok) == (
+        6,
+        0,
+        6,
+        0,
+        True,
+    )
     if strategy == "redis_lua":
         assert not item_reservations_check(POOL, item=pool_get(pool_id=pool.pk)).drifted
 

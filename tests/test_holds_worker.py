@@ -54,14 +54,14 @@ def released(voucher: Voucher) -> bool:
 def test_a_worker_expires_holds_at_their_deadline(make_voucher, make_user, running, strategy):
     running()
     voucher = make_voucher(stock=5, strategy=strategy)
-    Voucher.objects.filter(pk=voucher.pk).update(payment_window_seconds=1)
+    Voucher.objects.filter(pk=voucher.pk).update(hold_seconds=1)
     buy_held(voucher, make_user, 3)
 
     wait_until(lambda: released(voucher) == 3, "the worker expired the three holds", timeout=30)
 
     assert Stock.objects.get(pk=voucher.stock_id).quantity == 5
     audit = voucher_audit(voucher_id=voucher.pk)
-    assert (audit.held, audit.released, audit.released_twice, audit.ok) == (0, 3, 0, True)
+    assert (audit.holds.held, audit.holds.released, audit.holds.returned_twice, audit.ok) == (0, 3, 0, True)
     if strategy == "redis_lua":
         assert reservations_client().stock(group_id=voucher.stock.group_id) == {voucher.stock_id: 5}
         assert not item_reservations_check(VOUCHER, item=voucher_get(voucher_id=voucher.pk)).drifted
@@ -72,10 +72,10 @@ def test_the_beats_sweep_expires_holds_whose_task_never_came(make_voucher, make_
     settings.HOLD_TASK_HORIZON_SECONDS = -1
     running(beat=True, HOLDS_SWEEP_SECONDS="1", HOLD_TASK_HORIZON_SECONDS="-1")
     voucher = make_voucher(stock=4, strategy="db_pessimistic")
-    Voucher.objects.filter(pk=voucher.pk).update(payment_window_seconds=1)
+    Voucher.objects.filter(pk=voucher.pk).update(hold_seconds=1)
     buy_held(voucher, make_user, 4)
 
     wait_until(lambda: released(voucher) == 4, "the sweep expired the four holds", timeout=30)
 
     audit = voucher_audit(voucher_id=voucher.pk)
-    assert (audit.stock, audit.released, audit.released_twice, audit.ok) == (4, 4, 0, True)
+    assert (audit.stock, audit.holds.released, audit.holds.returned_twice, audit.ok) == (4, 4, 0, True)
