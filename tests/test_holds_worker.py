@@ -4,8 +4,6 @@ deadline, and the beat's sweep catches those whose task never came (``inventory.
 from __future__ import annotations
 
 import pytest
-from celery import current_app
-from django.conf import settings
 
 from inventory.item_states import item_reservations_check
 from inventory.models import Stock
@@ -15,29 +13,10 @@ from orders.product import VOUCHER
 from orders.selectors import voucher_audit, voucher_get
 from orders.services import order_purchase
 
-from .test_reservations_worker import Worker
+from .test_reservations_worker import app_worker  # noqa: F401  (the fixture)
 from .waiting import wait_until
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("reservations_redis")]
-
-
-@pytest.fixture
-def running():
-    """Start a worker (and the beat) on the broker the services send to, emptied first of
-    what earlier tests sent and nobody ran; stop them after."""
-    started: list[Worker] = []
-
-    def start(*, beat: bool = False, **env: str) -> None:
-        current_app.control.purge()
-        for worker in [Worker(settings.CELERY_BROKER_URL, **env)] + (
-            [Worker(settings.CELERY_BROKER_URL, beat=True, **env)] if beat else []
-        ):
-            worker.start()
-            started.append(worker)
-
-    yield start
-    for worker in started:
-        worker.stop()
 
 
 def buy_held(voucher: Voucher, make_user, count: int) -> list[int]:
@@ -51,8 +30,8 @@ def released(voucher: Voucher) -> bool:
 
 
 @pytest.mark.parametrize("strategy", ["db_atomic", "redis_lua"])
-def test_a_worker_expires_holds_at_their_deadline(make_voucher, make_user, running, strategy):
-    running()
+def test_a_worker_expires_holds_at_their_deadline(make_voucher, make_user, app_worker, strategy):  # noqa: F811
+    app_worker()
     voucher = make_voucher(stock=5, strategy=strategy)
     Voucher.objects.filter(pk=voucher.pk).update(hold_seconds=1)
     buy_held(voucher, make_user, 3)
@@ -67,10 +46,11 @@ def test_a_worker_expires_holds_at_their_deadline(make_voucher, make_user, runni
         assert not item_reservations_check(VOUCHER, item=voucher_get(voucher_id=voucher.pk)).drifted
 
 
-def test_the_beats_sweep_expires_holds_whose_task_never_came(make_voucher, make_user, running, settings):
+def test_the_beats_sweep_expires_holds_whose_task_never_came(make_voucher, make_user, app_worker, settings):  # noqa: F811
     # No task sent at a deadline here: the sweep alone must release them.
     settings.HOLD_TASK_HORIZON_SECONDS = -1
-    running(beat=True, HOLDS_SWEEP_SECONDS="1", HOLD_TASK_HORIZON_SECONDS="-1")
+    app_worker(HOLDS_SWEEP_SECONDS="1", HOLD_TASK_HORIZON_SECONDS="-1")
+    app_worker(beat=True, HOLDS_SWEEP_SECONDS="1", HOLD_TASK_HORIZON_SECONDS="-1")
     voucher = make_voucher(stock=4, strategy="db_pessimistic")
     Voucher.objects.filter(pk=voucher.pk).update(hold_seconds=1)
     buy_held(voucher, make_user, 4)
