@@ -29,6 +29,7 @@ from core.outage import DependencyDown, dependency_down, dependency_down_noted
 from core.schemas import answers
 from lottery.api import router as lottery_router
 from orders.api import router as orders_router
+from payments.api import router as payments_router
 
 logger = logging.getLogger("django.request")
 
@@ -44,6 +45,13 @@ buyer, never more orders than stock. `GET /api/orders` lists the caller's orders
 its probability now: `stock / (sum of stock + no_prize_weight)`. `POST /api/pools/{id}/draw`
 (no body) draws once for the caller, up to the pool's draws per user; "no prize" counts as
 a draw. `GET /api/draws` lists the caller's draws.
+
+**Payments.** A voucher with a payment window sells its orders `held` until their `pay_by`:
+`POST /api/orders/{id}/pay` pays one, 200 `paid` when the payment provider confirms at once,
+202 while its confirmation is on the way (`GET /api/orders/{id}` shows the outcome). An
+order not held is refused 409 `expired`, `cancelled` or `already_paid`, nothing charged; a
+confirmation that arrives after the hold ended is refunded (the order's `refund`), never
+sold. `POST /api/payments/callback` is the provider's, signed.
 
 **Staff calls** (`/api/admin/...`) create vouchers, pools and prizes, change a window, a
 strategy or a pool's rules, restock (a relative, guarded update that never races buyers)
@@ -70,7 +78,7 @@ anything else is 415 `unsupported_media_type`, JSON that does not parse is 400
 `bad_request`, and a body over 2.5 MB (`DATA_UPLOAD_MAX_MEMORY_SIZE`) is 413 `too_large`.
 Each operation below lists every status it can answer.
 
-**Retries.** A purchase and a draw take an `Idempotency-Key` header (1 to 255 visible ASCII
+**Retries.** A purchase, a draw and a pay take an `Idempotency-Key` header (1 to 255 visible ASCII
 characters, a new one per attempt): the same request sent again with it gets the first
 answer again (`Idempotent-Replayed: true`) and takes nothing twice, also while the first
 still runs (it waits for it, or answers 409 `idempotency_in_progress` with `Retry-After`).
@@ -152,6 +160,7 @@ api = JsonApi(
 api.add_router("", auth_router)
 api.add_router("", orders_router)
 api.add_router("", lottery_router)
+api.add_router("", payments_router)
 
 
 class PingOut(Schema):

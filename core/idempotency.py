@@ -22,8 +22,8 @@ own for that action, ``<ns>:idem:{user:<id>}:<action>:<key>`` (``core.namespace`
 Kept are the answers that end the request: successes and refusals alike (a 201, a 202, a
 409 ``sold_out``, a 403 ``ended``, a 404, and a 500, after which nobody knows what was
 written). Not kept are those that did nothing and ask for the same request again: 429
-``rate_limited``, 503 ``unavailable`` and 409 ``busy``; the key is then let go, and a retry
-runs afresh.
+``rate_limited``, 503 ``unavailable`` and 409 ``busy`` or ``pending``; the key is then let
+go, and a retry runs afresh.
 
 The records live in the Redis of the client that ``IDEMPOTENCY_REDIS_CLIENT`` names (the
 settings choose the locks' own, which never swallows an error and is never a cache that
@@ -70,9 +70,10 @@ PARAMETER = {
     "schema": {"type": "string", "minLength": 1, "maxLength": 255, "pattern": KEY_PATTERN},
 }
 
-# The answers that did nothing and ask for the same request again: not kept.
+# The answers that did nothing and ask for the same request again: not kept. ``pending`` is
+# a pay of an order a worker has not written yet (inventory.errors.HoldPending).
 RETRY_STATUSES = frozenset({429, 503})
-RETRY_CODES = frozenset({"busy"})
+RETRY_CODES = frozenset({"busy", "pending"})
 
 # How a waiting request polls for the first one's answer: quickly at first, since most
 # takes end in milliseconds, then every 50 ms.

@@ -185,6 +185,7 @@ def running_server(
         )
         env["PROMETHEUS_MULTIPROC_DIR"] = metrics
         env["LAB_TARGET_URL"] = host  # the race lab's crowd comes back to this server
+        env["PAYMENT_CALLBACK_URL"] = f"{host}/api/payments/callback"  # and the payment provider
         env.update(settings or {})
         say(f"starting gunicorn: {processes} worker processes on {host}, RACE_WINDOW_MS={race_window_ms}")
         gunicorn = subprocess.Popen(

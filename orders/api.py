@@ -18,7 +18,7 @@ from inventory.services import MAX_UNITS
 from . import links
 from .models import Voucher
 from .product import VOUCHER
-from .selectors import order_get, order_list_all, voucher_audit, voucher_get, voucher_list
+from .selectors import order_get, order_list_all, order_refund, voucher_audit, voucher_get, voucher_list
 from .services import voucher_create, voucher_update
 
 router = Router(tags=["vouchers"])
@@ -99,13 +99,32 @@ class PurchaseOut(Schema):
     status: str
 
 
+class RefundOut(Schema):
+    reference: str = Field(description="the payment provider's id of the refunded charge")
+    refunded_at: datetime
+    reason: str = Field(description="the order's state when the payment's confirmation came: expired, cancelled...")
+
+
 class OrderOut(Schema):
     id: int = Field(description="the id the purchase answered: a redis_lua order keeps its reservation's id")
     voucher_id: int
     voucher_title: str
-    status: str = Field(description="confirmed; under redis_lua first pending, then confirmed or failed")
+    status: str = Field(
+        description="confirmed; with a payment window held, then paid, cancelled or expired; "
+        "under redis_lua first pending, then one of those or failed"
+    )
     reason: str = Field(description="why a failed order failed; empty otherwise")
     created_at: datetime
+    pay_by: datetime | None = Field(description="a held order's deadline to pay; null when none was given")
+    refund: RefundOut | None = Field(description="a payment whose confirmation came after the hold ended, refunded")
+
+    @staticmethod
+    def resolve_pay_by(obj) -> datetime | None:
+        return obj.hold_until
+
+    @staticmethod
+    def resolve_refund(obj) -> dict | None:
+        return order_refund(order=obj)
 
     @staticmethod
     def resolve_id(obj) -> int:

@@ -20,6 +20,8 @@ VOUCHER_UPDATED = answered(calls(VOUCHER_CALLS, {"voucher_id": "$response.body#/
 PURCHASED = answered(
     {
         **calls({"GetOrder": "orders_api_orders_get"}, {"order_id": "$response.body#/order_id"}),
+        # Its payment (payments.api): already_paid when the voucher has no payment window.
+        **calls({"PayOrder": "payments_api_orders_pay"}, {"order_id": "$response.body#/order_id"}),
         # The same buyer again: already_purchased, or sold_out.
         **calls({"PurchaseAgain": "orders_api_vouchers_purchase"}, {"voucher_id": "$request.path.voucher_id"}),
     },

@@ -45,6 +45,21 @@ def order_get(*, user, order_id: int) -> Order:
     return record_get(product_of("voucher"), record_id=order_id, user_id=user.pk, rows=order_list(user=user))
 
 
+def order_refund(*, order: Order) -> dict | None:
+    """The refund of the order's payment whose confirmation came after the hold ended, or
+    None. Payments stand above the orders (``payments``) and give each order its
+    ``payments``: read through that relation, not imported."""
+    if order.pk is None:  # pending under redis_lua: not written, nothing paid
+        return None
+    refund = (
+        order.payments.filter(refunded_at__isnull=False)
+        .order_by("-refunded_at")
+        .values_list("reference", "refunded_at", "refund_reason")
+        .first()
+    )
+    return None if refund is None else dict(zip(("reference", "refunded_at", "reason"), refund, strict=True))
+
+
 def voucher_held(*, voucher: Voucher, user) -> str | None:
     """What the user holds of the voucher, for the page's Buy button: ``"confirmed"`` (an
     order row), ``"pending"`` (under ``redis_lua``, a reservation not written yet) or None.

@@ -149,6 +149,8 @@ def main() -> int:
     env.setdefault("WEB_CONCURRENCY", workers)  # the race lab judges `local` by it
     # The race lab's crowd goes here, never to the address a request names.
     env.setdefault("LAB_TARGET_URL", f"http://127.0.0.1:{port}")
+    # The simulated payment provider's confirmations come back here, signed (payments.provider).
+    env.setdefault("PAYMENT_CALLBACK_URL", f"http://127.0.0.1:{port}/api/payments/callback")
     # gunicorn's workers count in this directory (config/gunicorn.py empties it as it starts);
     # the Celery processes, whose reconciliation counts drift, in a subdirectory that /metrics
     # adds in, emptied here since they start first.
@@ -185,8 +187,8 @@ def main() -> int:
         children = CeleryChildren(celery, env=celery_env)
         children.start("worker")
         children.start("beat")
-        say("Celery worker started for the race lab (/lab/) and redis_lua's drains.")
-        say("Celery beat started: redis_lua's sweeps and reconciliation.")
+        say("Celery worker started for the race lab (/lab/), redis_lua's drains and the payment provider's callbacks.")
+        say("Celery beat started: redis_lua's sweeps and reconciliation, the holds' sweep, the payments' resends.")
         say(f"Serving on http://127.0.0.1:{port}/ with gunicorn ({workers} worker processes). Ctrl-C stops.")
         gunicorn = subprocess.Popen(
             [

@@ -44,6 +44,7 @@ from schemathesis.engine import Status, events, from_schema
 
 from accounts.services import token_issue
 from locking.testing import RedisServer
+from orders.models import Voucher
 
 from .conftest import STAFF_PERMISSIONS, grant
 from .live import database_url, running_gunicorn
@@ -125,7 +126,8 @@ def _call(base: str, method: str, path: str, token: str, body: dict | None = Non
 def _seed(base: str, staff_token: str) -> None:
     """What a run finds on the server, made through the API itself: vouchers and pools live,
     sold out, ended and upcoming, under a database strategy, a lock and redis_lua. The lists
-    are in order of begin, and their links lead to the first item: a live one with stock."""
+    are in order of begin, and their links lead to the first item: a live one with stock,
+    whose orders are held for payment."""
     now = timezone.now()
     live, ended, upcoming = (-3, 1), (-2, -1), (1, 2)
     vouchers = [
@@ -143,6 +145,8 @@ def _seed(base: str, staff_token: str) -> None:
             "begin_at": (now + timedelta(days=begin, minutes=n)).isoformat(),
             "end_at": (now + timedelta(days=end)).isoformat(),
         })  # fmt: skip
+    # The first voucher holds its orders for payment: a purchase there leads to a pay that pays.
+    Voucher.objects.filter(title="Contract voucher 0").update(hold_seconds=600)
     for n, ((begin, end), stock, strategy) in enumerate(pools):
         pool = _call(base, "POST", "/api/admin/pools", staff_token, {
             "name": f"Contract pool {n}", "strategy": strategy, "draws_per_user": 3, "no_prize_weight": 10,

@@ -92,6 +92,8 @@ def test_only_the_public_reads_and_the_login_take_no_login(document):
         ("get", "/api/vouchers"),
         ("get", "/api/vouchers/{voucher_id}"),
         ("get", "/api/pools"),
+        # The payment provider's: its signature over the body is its proof (payments.signature).
+        ("post", "/api/payments/callback"),
     }
 
 

@@ -20,7 +20,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 # What runs the server: its settings, its entry points, and the applications.
-SERVER_CODE = ["config", "scripts", "core", "accounts", "inventory", "orders", "lottery", "lab", "locking"]
+SERVER_CODE = ["config", "scripts", "core", "accounts", "inventory", "orders", "lottery", "payments", "lab", "locking"]
 NAME = re.compile(r"`([A-Z][A-Z0-9_]*)`")
 
 

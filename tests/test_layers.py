@@ -1,12 +1,12 @@
 """Imports run one way, down a ladder of tiers (docs/design.md, "Layout"):
 
-    scripts -> config -> lab -> loadtests, benchmarks -> orders, lottery, harness
+    scripts -> config -> lab -> loadtests, benchmarks -> payments -> orders, lottery, harness
             -> accounts, inventory -> core, locking
 
 A package imports only packages of the tiers below its own, never one of its own tier: no
-product imports the other, the load tests and the benchmarks share what they both need
-through ``harness`` rather than import each other, and ``core`` and ``locking`` import no
-project package at all."""
+product imports the other, payments stand on the flash sale's orders, the load tests and
+the benchmarks share what they both need through ``harness`` rather than import each other,
+and ``core`` and ``locking`` import no project package at all."""
 
 from __future__ import annotations
 
@@ -21,6 +21,7 @@ TIERS = [
     {"config"},
     {"lab"},
     {"loadtests", "benchmarks"},
+    {"payments"},
     {"orders", "lottery", "harness"},
     {"accounts", "inventory"},
     {"core", "locking"},
@@ -37,6 +38,7 @@ BOUNDED = [
     "lab",
     "loadtests",
     "benchmarks",
+    "payments",
     "orders",
     "lottery",
     "harness",

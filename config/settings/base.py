@@ -20,6 +20,8 @@ from config.logs import logging_config
 from core.local_key import local_key_path, local_key_read
 
 from .environment import env_bool, env_int, env_list
+from .payments import *  # noqa: F403  (the payment provider's settings)
+from .payments import PAYMENT_PROVIDER_RESEND_SECONDS
 
 BASE_DIR = Path(__file__).resolve().parent.parent.parent
 VAR_DIR = Path(os.environ.get("VAR_DIR", BASE_DIR / "var"))
@@ -54,6 +56,7 @@ INSTALLED_APPS = [
     "inventory",
     "orders",
     "lottery",
+    "payments",
     "lab",
     # Last: the project's own commands that span both products (seed_demo, audit).
     "config",
@@ -242,6 +245,12 @@ CELERY_BEAT_SCHEDULE = {
         ("reservations_reconcile", RESERVATIONS_RECONCILE_SECONDS),
         ("holds_sweep", HOLDS_SWEEP_SECONDS),
     )
+}
+# The payment provider sends again the confirmations nobody acknowledged (payments.tasks).
+CELERY_BEAT_SCHEDULE["payments-provider-resend"] = {
+    "task": "payments.tasks.provider_resend",
+    "schedule": PAYMENT_PROVIDER_RESEND_SECONDS,
+    "options": {"expires": PAYMENT_PROVIDER_RESEND_SECONDS},
 }
 
 # Rate limits (core.ratelimit): {action: {scope: (hits, per seconds)}}, per user and per

@@ -32,3 +32,17 @@ def env_int(name: str, default: int) -> int:
 
 def env_list(name: str, default: str) -> list[str]:
     return [item.strip() for item in os.environ.get(name, default).split(",") if item.strip()]
+
+
+def env_rate(name: str, default: float) -> float:
+    """A probability, 0 to 1 (``0.25``)."""
+    value = os.environ.get(name)
+    if value is None or value == "":
+        return default
+    try:
+        rate = float(value)
+    except ValueError:
+        raise ImproperlyConfigured(f"{name} must be a number from 0 to 1, got {value!r}") from None
+    if not 0 <= rate <= 1:
+        raise ImproperlyConfigured(f"{name} must be a number from 0 to 1, got {value!r}")
+    return rate

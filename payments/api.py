@@ -1,0 +1,81 @@
+"""The buyer's pay of a held order, and the provider's callback that confirms it."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from django.http import HttpResponse
+from ninja import Router, Schema
+from pydantic import Field
+
+from core.api import json_answer, refuse_body
+from core.idempotency import PARAMETER, idempotency_claim
+from core.links import answered, calls
+from core.schemas import InputSchema, answers
+from orders.selectors import order_get
+
+from .models import Payment
+from .services import order_pay, payment_confirm
+from .signature import META, callback_verify
+from .signature import PARAMETER as SIGNATURE
+
+router = Router(tags=["orders"])
+
+# A pay's answer leads to the order, which shows what became of it.
+PAID = answered(calls({"GetOrder": "orders_api_orders_get"}, {"order_id": "$request.path.order_id"}), 200, 202)
+
+
+class PayOut(Schema):
+    order_id: int
+    status: str = Field(description="the order's: paid, or held while its payment is pending")
+    payment: str = Field(description="paid, or pending until the provider's confirmation arrives")
+
+
+class CallbackIn(InputSchema):
+    reference: str = Field(pattern=r"^[0-9a-f]{32}$", description="the provider's id of the charge")
+    status: Literal["confirmed"]
+
+
+class CallbackOut(Schema):
+    reference: str
+    status: str = Field(description="the payment's: paid, or refunded when its order was not held any more")
+
+
+# 409 expired, cancelled, already_paid, pending (a redis_lua order not written yet), busy or
+# idempotency_in_progress; 422 an Idempotency-Key malformed or reused.
+@router.post(
+    "/orders/{int:order_id}/pay",
+    response=answers({200: PayOut, 202: PayOut}, unsafe=True, item=True, body="none", refusals=(409, 422)),
+    openapi_extra={**PAID, "parameters": [PARAMETER]},
+)
+def orders_pay(request, order_id: int, response: HttpResponse):
+    """Pay a held order before its `pay_by`: 200 when the provider confirmed the payment at
+    once, 202 while its confirmation is on the way (`GET /api/orders/{id}` shows the
+    outcome). An order not held is refused in the words of its state, and nothing is charged;
+    a confirmation that came after the hold ended is refunded, never sold."""
+    refuse_body(request, action="pay")
+    order_get(user=request.auth, order_id=order_id)  # a 404 claims no Idempotency-Key
+    replay = idempotency_claim(request, response, action="pay", user_id=request.auth.pk)
+    if replay is not None:
+        return replay
+    payment = order_pay(user=request.auth, order_id=order_id)
+    if payment.status == Payment.Status.PAID:
+        return json_answer(response, 200, {"order_id": order_id, "status": "paid", "payment": "paid"})
+    return json_answer(response, 202, {"order_id": order_id, "status": "held", "payment": "pending"})
+
+
+# 403 bad_signature; 404 a reference nobody charged; 409 busy (the provider sends it again).
+@router.post(
+    "/payments/callback",
+    auth=None,
+    response=answers({200: CallbackOut}, login=False, body="json", refusals=(403, 404, 409)),
+    openapi_extra={"parameters": [SIGNATURE]},
+    tags=["payments"],
+)
+def payments_callback(request, payload: CallbackIn):
+    """The payment provider's confirmation of a charge, signed (`X-Provider-Signature`, an
+    HMAC of the body): no login, the signature is the caller's proof. Sent late, twice or
+    again, it resolves the payment once."""
+    callback_verify(request.body, request.META.get(META))
+    payment = payment_confirm(reference=payload.reference)
+    return {"reference": payment.reference, "status": payment.status}

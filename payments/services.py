@@ -1,0 +1,127 @@
+"""The buyer's pay of a held order, and the provider's confirmation of it, resolved once.
+
+A pay charges the order at the provider (``payments.provider``) while the order is held;
+the provider confirms the charge at once or later, by a signed callback, as often as it
+likes. The first confirmation of a payment resolves it, in one transaction with the order's
+settle: ``paid`` with the order paid, or ``refunded`` when the order was not held any more
+(its hold expired, it was cancelled, another payment paid it), never sold. Every later
+confirmation of it finds it resolved and changes nothing.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from uuid import uuid4
+
+from django.contrib.auth.models import AbstractBaseUser
+from django.db import IntegrityError, transaction
+from django.http import Http404
+from django.utils import timezone
+
+from inventory.errors import AlreadyPaid, HoldCancelled, HoldClosed, HoldExpired, LockBusy
+from inventory.holds import closed, hold_lapse, hold_settle
+from inventory.strategies.base import constraint_violated
+from orders.models import Order
+from orders.product import VOUCHER
+from orders.selectors import order_get
+
+from .models import Payment
+from .provider import provider_charge, provider_refund
+from .selectors import payment_latest
+
+# The names of the one-open-payment-per-order key, as MySQL and as SQLite name it.
+OPEN_GUARD = ("payment_one_open_per_order", "payments_payment.open_guard")
+
+# A refunded payment's refusal, by the reason it was refunded for.
+REFUSALS: dict[str, type[HoldClosed]] = {error.code: error for error in (HoldExpired, HoldCancelled, AlreadyPaid)}
+
+
+def order_pay(*, user: AbstractBaseUser, order_id: int, now: datetime | None = None) -> Payment:
+    """Pay the caller's held order: its payment, ``paid`` when the provider confirmed it at
+    once, ``requested`` while its confirmation is on the way (or the order's strategy was
+    busy applying it: the callback applies it).
+
+    Nothing is charged for an order that is not held: ``HoldClosed`` (409) in the words of
+    its state (``expired``, ``cancelled``, ``already_paid``, ``pending`` while a
+    ``redis_lua`` order is not written yet). A confirmation that found the hold closed
+    refunds the charge and raises the same refusal. While a payment of the order waits for
+    its confirmation, a second pay charges nothing more and answers that payment."""
+    now = now or timezone.now()
+    order = order_get(user=user, order_id=order_id)
+    _payable(order, now)
+    try:
+        with transaction.atomic():
+            payment = Payment.objects.create(order=order, reference=uuid4().hex, open_guard=order.pk)
+            # Read again past the guard: a payment resolved while this one waited on it has
+            # left the order paid or released, and nothing more is charged.
+            order.refresh_from_db(fields=["status"])
+            if not order.is_held:
+                raise closed(VOUCHER, order)
+            immediate = provider_charge(reference=payment.reference, now=now)
+    except IntegrityError as exc:
+        if not any(constraint_violated(exc, name) for name in OPEN_GUARD):
+            raise
+        # Another payment of the order waits, or was resolved since: that one answers.
+        payment, immediate = payment_latest(order=order), False
+    if immediate:
+        try:
+            payment = payment_confirm(reference=payment.reference, now=now)
+        except LockBusy:
+            return payment  # still requested: its callback applies it
+    if payment.status == Payment.Status.REFUNDED:
+        raise payment_refusal(payment)
+    return payment
+
+
+def _payable(order: Order, now: datetime) -> None:
+    if not order.is_held:
+        raise closed(VOUCHER, order)
+    if order.hold_until <= now:
+        hold_lapse(VOUCHER, order.pk, now=now)
+        raise HoldExpired()
+
+
+def payment_refusal(payment: Payment) -> HoldClosed:
+    """The refusal a refunded payment answers its pay with, in the order's words."""
+    refusal = REFUSALS.get(payment.refund_reason, HoldCancelled)
+    return refusal(f"{refusal.default_message} The payment was refunded.")
+
+
+def payment_confirm(*, reference: str, now: datetime | None = None) -> Payment:
+    """Apply the provider's confirmation of the charge ``reference``: its payment resolved
+    ``paid`` (the order settled under its strategy, ``inventory.holds.hold_settle``) or
+    ``refunded`` (the order not held any more: the refund recorded, here and in the
+    provider's ledger), in one transaction. A payment already resolved is answered as it is:
+    duplicates, resends and the callback of a payment confirmed in its own request change
+    nothing.
+
+    The payment's row is locked first, so that confirmations of one payment run one at a
+    time; the order's strategy decides between this settle and a cancel, an expiry or
+    another payment's settle (only a record still held is changed). ``Http404`` for a
+    reference nobody charged; ``LockBusy`` (nothing written) when the order's strategy gave
+    up: the provider sends the confirmation again. Not to be called inside a transaction:
+    a hold found lapsed is released after the commit, which ``redis_lua`` needs."""
+    with transaction.atomic():
+        payment = Payment.objects.select_for_update().filter(reference=reference).first()
+        if payment is None:
+            raise Http404("No such charge.")
+        if payment.status != Payment.Status.REQUESTED:
+            return payment
+        now = now or timezone.now()
+        order = Order.objects.get(pk=payment.order_id)
+        try:
+            # A hold past its deadline is over, released yet or not: settled now it would
+            # sell a unit that the expiry is about to put back on sale.
+            if order.is_held and order.hold_until <= now:
+                raise HoldExpired()
+            hold_settle(VOUCHER, order, now=now)
+        except HoldClosed as refusal:
+            payment.status, payment.refunded_at, payment.refund_reason = Payment.Status.REFUNDED, now, refusal.code
+            provider_refund(reference=reference, now=now)
+        else:
+            payment.status, payment.settled_at = Payment.Status.PAID, now
+        payment.open_guard = None
+        payment.save(update_fields=["status", "settled_at", "refunded_at", "refund_reason", "open_guard"])
+    if payment.refund_reason == HoldExpired.code:
+        hold_lapse(VOUCHER, payment.order_id, now=now)
+    return payment

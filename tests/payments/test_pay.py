@@ -1,0 +1,229 @@
+"""Paying a held order through the API, and the provider's confirmation through its signed
+callback: paid within the window, refused and charged nothing outside it, refunded when the
+confirmation comes after the hold ended (also once another buyer bought the unit back),
+resolved once however often it comes, and never on a forged signature. The callback is the
+one the provider posts, sent here through the test client; the provider's own worker is
+tested in tests/payments/test_provider_worker.py."""
+
+from __future__ import annotations
+
+import json
+from uuid import uuid4
+
+import pytest
+
+from inventory.holds import hold_lapse
+from inventory.models import Stock
+from orders.models import Order
+from orders.product import VOUCHER
+from orders.services import order_cancel
+from payments.models import Payment, ProviderCharge
+from payments.selectors import payments_audit
+from payments.signature import callback_sign
+
+from ..http import assert_error
+from .conftest import buy, callback, held_until_past, order_row, pay
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture(autouse=True)
+def provider(settings):
+    """The provider answering at once, posting no callback: each test says otherwise."""
+    settings.PAYMENT_PROVIDER_DELAY_MS = 0
+    settings.PAYMENT_PROVIDER_JITTER_MS = 0
+    settings.PAYMENT_PROVIDER_DUPLICATE_RATE = 0
+    settings.PAYMENT_PROVIDER_LOSS_RATE = 0
+    settings.PAYMENT_CALLBACK_URL = ""
+    return settings
+
+
+def stock_of(voucher) -> int:
+    return Stock.objects.get(pk=voucher.stock_id).quantity
+
+
+def test_a_pay_within_the_window_is_paid_at_once(api_client, held_voucher):
+    voucher = held_voucher(stock=2)
+    buyer = api_client()
+    order_id = buy(buyer, voucher)
+    held = buyer.get(f"/api/orders/{order_id}").json()
+    assert (held["status"], held["refund"]) == ("held", None)
+    assert held["pay_by"] is not None
+
+    answer = pay(buyer, order_id)
+
+    assert answer.status_code == 200, answer.content
+    assert answer.json() == {"order_id": order_id, "status": "paid", "payment": "paid"}
+    assert buyer.get(f"/api/orders/{order_id}").json()["status"] == "paid"
+    payment = Payment.objects.get()
+    assert (payment.status, payment.open_guard) == ("paid", None)
+    assert ProviderCharge.objects.get().reference == payment.reference
+    assert stock_of(voucher) == 1
+    audit = payments_audit(voucher_id=voucher.pk)
+    assert (audit.confirmations, audit.paid, audit.refunded, audit.ok) == (1, 1, 0, True)
+
+
+def test_a_pay_after_the_deadline_is_refused_expired_and_charges_nothing(api_client, held_voucher):
+    voucher = held_voucher(stock=1)
+    buyer = api_client()
+    order_id = buy(buyer, voucher)
+    held_until_past(order_id)
+
+    assert_error(pay(buyer, order_id), 409, "expired")
+
+    assert not Payment.objects.exists() and not ProviderCharge.objects.exists()
+    assert order_row(order_id).status == "expired"  # released then and there, as the expiry does
+    assert stock_of(voucher) == 1
+
+
+def test_a_pay_of_an_order_not_held_is_refused_in_the_words_of_its_state(api_client, held_voucher, make_voucher):
+    voucher = held_voucher()
+    buyer, other = api_client(), api_client()
+    cancelled = buy(buyer, voucher)
+    order_cancel(user=buyer.user, order_id=cancelled)
+    assert_error(pay(buyer, cancelled), 409, "cancelled")
+    paid = buy(buyer, voucher)
+    assert pay(buyer, paid).status_code == 200
+    assert_error(pay(buyer, paid), 409, "already_paid")
+    # Paid when made: a voucher without a payment window holds nothing.
+    assert_error(pay(buyer, buy(buyer, make_voucher())), 409, "already_paid")
+    assert_error(pay(other, paid), 404, "not_found")
+    assert Payment.objects.count() == ProviderCharge.objects.count() == 1
+
+
+def test_a_delayed_confirmation_answers_202_and_the_callback_pays(api_client, held_voucher, provider):
+    provider.PAYMENT_PROVIDER_DELAY_MS = 500
+    buyer = api_client()
+    order_id = buy(buyer, held_voucher())
+
+    answer = pay(buyer, order_id)
+
+    assert answer.status_code == 202, answer.content
+    assert answer.json() == {"order_id": order_id, "status": "held", "payment": "pending"}
+    assert buyer.get(f"/api/orders/{order_id}").json()["status"] == "held"
+    reference = Payment.objects.get().reference
+    confirmed = callback(reference)
+    assert confirmed.status_code == 200, confirmed.content
+    assert confirmed.json() == {"reference": reference, "status": "paid"}
+    assert buyer.get(f"/api/orders/{order_id}").json()["status"] == "paid"
+
+
+def test_a_second_pay_while_the_first_waits_charges_nothing_more(api_client, held_voucher, provider):
+    provider.PAYMENT_PROVIDER_DELAY_MS = 500
+    buyer = api_client()
+    order_id = buy(buyer, held_voucher())
+    assert pay(buyer, order_id).status_code == 202
+    assert pay(buyer, order_id).status_code == 202
+    assert Payment.objects.count() == ProviderCharge.objects.count() == 1
+    assert callback(Payment.objects.get().reference).json()["status"] == "paid"
+    assert_error(pay(buyer, order_id), 409, "already_paid")
+
+
+def test_a_confirmation_after_the_hold_expired_is_refunded_and_the_unit_sold_once(api_client, held_voucher, provider):
+    """The unit went back on sale and another buyer bought and paid for it before the first
+    buyer's confirmation came: that one is refunded, the unit stays the second buyer's."""
+    provider.PAYMENT_PROVIDER_DELAY_MS = 500
+    voucher = held_voucher(stock=1)
+    first, second = api_client(), api_client()
+    late = buy(first, voucher)
+    assert pay(first, late).status_code == 202
+    hold_lapse(VOUCHER, held_until_past(late).pk)  # the expiry at the deadline
+    assert stock_of(voucher) == 1
+    provider.PAYMENT_PROVIDER_DELAY_MS = 0
+    bought = buy(second, voucher)
+    assert pay(second, bought).status_code == 200
+
+    confirmed = callback(Payment.objects.get(order_id=late).reference)
+
+    assert confirmed.json()["status"] == "refunded"
+    shown = first.get(f"/api/orders/{late}").json()
+    assert shown["status"] == "expired"
+    assert shown["refund"]["reason"] == "expired"
+    assert shown["refund"]["reference"] == Payment.objects.get(order_id=late).reference
+    assert ProviderCharge.objects.get(reference=shown["refund"]["reference"]).refunded_at is not None
+    assert second.get(f"/api/orders/{bought}").json()["status"] == "paid"
+    assert stock_of(voucher) == 0
+    assert order_row(late).releases == 1
+    audit = payments_audit(voucher_id=voucher.pk)
+    assert (audit.confirmations, audit.paid, audit.refunded, audit.waiting, audit.ok) == (2, 1, 1, 0, True)
+
+
+def test_a_confirmation_past_the_deadline_before_the_expiry_ran_is_refunded_and_releases(
+    api_client, held_voucher, provider
+):
+    provider.PAYMENT_PROVIDER_DELAY_MS = 500
+    voucher = held_voucher(stock=1)
+    buyer = api_client()
+    order_id = buy(buyer, voucher)
+    assert pay(buyer, order_id).status_code == 202
+    assert held_until_past(order_id).status == "held"  # the expiry has not run yet
+
+    assert callback(Payment.objects.get().reference).json()["status"] == "refunded"
+
+    assert order_row(order_id).status == "expired"
+    assert stock_of(voucher) == 1
+
+
+def test_a_confirmation_of_a_cancelled_order_is_refunded(api_client, held_voucher, provider):
+    provider.PAYMENT_PROVIDER_DELAY_MS = 500
+    voucher = held_voucher(stock=1)
+    buyer = api_client()
+    order_id = buy(buyer, voucher)
+    assert pay(buyer, order_id).status_code == 202
+    order_cancel(user=buyer.user, order_id=order_id)
+
+    assert callback(Payment.objects.get().reference).json()["status"] == "refunded"
+
+    assert buyer.get(f"/api/orders/{order_id}").json()["refund"]["reason"] == "cancelled"
+    assert stock_of(voucher) == 1
+    assert payments_audit(voucher_id=voucher.pk).ok
+
+
+def test_duplicate_confirmations_resolve_the_payment_once(api_client, held_voucher, provider):
+    provider.PAYMENT_PROVIDER_DELAY_MS = 500
+    buyer = api_client()
+    order_id = buy(buyer, held_voucher())
+    assert pay(buyer, order_id).status_code == 202
+    reference = Payment.objects.get().reference
+
+    first = callback(reference).json()["status"]
+    settled_at = Payment.objects.get().settled_at
+    again = [callback(reference).json()["status"] for _ in range(2)]
+
+    assert [first, *again] == ["paid"] * 3
+    assert Payment.objects.get().settled_at == settled_at
+    assert_error(pay(buyer, order_id), 409, "already_paid")
+    assert payments_audit().paid == 1
+
+
+def test_a_callback_without_the_providers_signature_is_refused_and_changes_nothing(api_client, held_voucher, provider):
+    provider.PAYMENT_PROVIDER_DELAY_MS = 500
+    buyer = api_client()
+    order_id = buy(buyer, held_voucher())
+    assert pay(buyer, order_id).status_code == 202
+    reference = Payment.objects.get().reference
+    signed = json.dumps({"reference": reference, "status": "confirmed"}).encode()
+
+    assert_error(callback(reference, signature="0" * 64), 403, "bad_signature")
+    assert_error(callback(reference, signature=""), 403, "bad_signature")
+    # Another body under a signature of the provider's: the signature covers every byte.
+    assert_error(callback(reference, body=signed + b" ", signature=callback_sign(signed)), 403, "bad_signature")
+
+    assert Payment.objects.get().status == "requested"
+    assert Order.objects.get().status == "held"
+
+
+def test_the_callback_of_a_charge_nobody_made_is_404():
+    assert_error(callback(uuid4().hex), 404, "not_found")
+
+
+def test_a_pay_with_an_idempotency_key_answers_its_first_answer_again(api_client, held_voucher):
+    buyer = api_client()
+    order_id = buy(buyer, held_voucher())
+    key = str(uuid4())
+    first = pay(buyer, order_id, **{"Idempotency-Key": key})
+    again = pay(buyer, order_id, **{"Idempotency-Key": key})
+    assert (first.status_code, again.status_code) == (200, 200)
+    assert again.json() == first.json()
+    assert again["Idempotent-Replayed"] == "true"
+    assert Payment.objects.count() == 1
