@@ -46,6 +46,14 @@ its probability now: `stock / (sum of stock + no_prize_weight)`. `POST /api/pool
 (no body) draws once for the caller, up to the pool's draws per user; "no prize" counts as
 a draw. `GET /api/draws` lists the caller's draws.
 
+**Holds.** A voucher with a payment window (`payment_window_seconds`) sells each unit `held`
+for its buyer until `pay_by`, and a pool with a claim window (`claim_window_seconds`) holds
+each prize won until `claim_by`. `POST /api/orders/{id}/cancel` puts a held order's unit back
+on sale; `POST /api/draws/{id}/claim` makes a held prize the winner's. Past the deadline the
+unit goes back by itself (`expired`, `forfeited`). A record not held is refused 409 in the
+words of its state: `expired`, `cancelled`, `forfeited`, `already_paid`, `already_claimed`,
+`nothing_held`, or `pending` (with `Retry-After`) while a `redis_lua` record is not written.
+
 **Payments.** A voucher with a payment window sells its orders `held` until their `pay_by`:
 `POST /api/orders/{id}/pay` pays one, 200 `paid` when the payment provider confirms at once,
 202 while its confirmation is on the way (`GET /api/orders/{id}` shows the outcome). An
@@ -78,9 +86,9 @@ anything else is 415 `unsupported_media_type`, JSON that does not parse is 400
 `bad_request`, and a body over 2.5 MB (`DATA_UPLOAD_MAX_MEMORY_SIZE`) is 413 `too_large`.
 Each operation below lists every status it can answer.
 
-**Retries.** A purchase, a draw and a pay take an `Idempotency-Key` header (1 to 255 visible ASCII
-characters, a new one per attempt): the same request sent again with it gets the first
-answer again (`Idempotent-Replayed: true`) and takes nothing twice, also while the first
+**Retries.** A purchase, a draw, a pay, a cancel and a claim take an `Idempotency-Key` header
+(1 to 255 visible ASCII characters, a new one per attempt): the same request sent again with it gets the first
+answer again (`Idempotent-Replayed: true`) and does nothing twice, also while the first
 still runs (it waits for it, or answers 409 `idempotency_in_progress` with `Retry-After`).
 Another request under a used key is 422 `idempotency_key_reused`. Keys are kept a bounded time
 (24 hours by default).

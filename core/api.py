@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+from django.core.serializers.json import DjangoJSONEncoder
 from django.http import HttpResponse
 from ninja.errors import HttpError
 from ninja.parser import Parser
@@ -15,19 +16,20 @@ FORM_TYPES = ("multipart/form-data", "application/x-www-form-urlencoded")
 
 
 def json_answer(response: HttpResponse, status: int, body: dict) -> HttpResponse:
-    """``body``, made of JSON's own types, as the answer with ``status``, written into the
-    ``response`` that ninja made for the request (a view's ``response: HttpResponse``
-    parameter) as ninja writes an answer, but without first validating it against the
-    operation's schema.
+    """``body``, made of JSON's own types and datetimes, as the answer with ``status``,
+    written into the ``response`` that ninja made for the request (a view's ``response:
+    HttpResponse`` parameter) as ninja writes an answer (a datetime as its encoder writes
+    one), but without first validating it against the operation's schema.
 
-    For the purchase and the draw only: every request of a sale pays for the validation,
-    which cost about 60 us of CPU in a request whose whole script call costs twice that
-    (BENCHMARKS.md). Their answers are a few fields built in the view; the tests check
-    them against the documented schemas instead (tests/test_api_answers.py, and the live
-    contract test).
+    For the takes (a purchase, a draw) and the changes of what they hold (a cancel, a claim):
+    every request of a sale pays for the validation, which cost about 60 us of CPU in a
+    request whose whole script call costs twice that (BENCHMARKS.md). Their answers are a
+    few fields built in the view; the tests check them against the documented schemas
+    instead (tests/test_api_answers.py, and the live contract test).
     """
     response.status_code = status
-    response.content = json.dumps(body).encode()  # UTF-8, as the content type says
+    # UTF-8, as the content type says; the encoder is asked only for what JSON has no type for.
+    response.content = json.dumps(body, cls=DjangoJSONEncoder).encode()
     return response
 
 

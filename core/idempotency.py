@@ -1,9 +1,10 @@
 """Idempotency keys: a request sent again with the same ``Idempotency-Key`` header is
 answered what the first was answered, and does nothing more.
 
-A call that takes a key (a purchase, a draw) asks ``idempotency_claim`` before it acts. No
-header: nothing happens, not even a round trip to Redis. With one, the key is the caller's
-own for that action, ``<ns>:idem:{user:<id>}:<action>:<key>`` (``core.namespace``), and:
+A call that takes a key (a purchase, a draw, a cancel, a claim) asks ``idempotency_claim``
+before it acts. No header: nothing happens, not even a round trip to Redis. With one, the
+key is the caller's own for that action, ``<ns>:idem:{user:<id>}:<action>:<key>``
+(``core.namespace``), and:
 
 - nobody has used it: this request claims it, atomically (one script, ``_CLAIM_SCRIPT``), with a *running*
   record that holds the request's fingerprint (method, path, a digest of the body) and
@@ -22,8 +23,8 @@ own for that action, ``<ns>:idem:{user:<id>}:<action>:<key>`` (``core.namespace`
 Kept are the answers that end the request: successes and refusals alike (a 201, a 202, a
 409 ``sold_out``, a 403 ``ended``, a 404, and a 500, after which nobody knows what was
 written). Not kept are those that did nothing and ask for the same request again: 429
-``rate_limited``, 503 ``unavailable`` and 409 ``busy`` or ``pending``; the key is then let
-go, and a retry runs afresh.
+``rate_limited``, 503 ``unavailable``, 409 ``busy`` and 409 ``pending`` (a cancel or a claim
+of a record not written yet); the key is then let go, and a retry runs afresh.
 
 The records live in the Redis of the client that ``IDEMPOTENCY_REDIS_CLIENT`` names (the
 settings choose the locks' own, which never swallows an error and is never a cache that
@@ -70,8 +71,8 @@ PARAMETER = {
     "schema": {"type": "string", "minLength": 1, "maxLength": 255, "pattern": KEY_PATTERN},
 }
 
-# The answers that did nothing and ask for the same request again: not kept. ``pending`` is
-# a pay of an order a worker has not written yet (inventory.errors.HoldPending).
+# The answers that did nothing and ask for the same request again: not kept. ``pending``: a
+# change of a record a worker has not written yet, which the same request may make once it is.
 RETRY_STATUSES = frozenset({429, 503})
 RETRY_CODES = frozenset({"busy", "pending"})
 

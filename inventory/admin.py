@@ -7,9 +7,9 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from django import forms
-from django.contrib import messages
+from django.contrib import admin, messages
 from django.contrib.admin import ModelAdmin
-from django.db.models import Model
+from django.db.models import Count, Model, Q
 from django.http import HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import path
@@ -19,6 +19,7 @@ from core.admin import CreatedColumn
 from core.errors import DomainError
 
 from .models import Stock
+from .records import Record
 from .services import MAX_UNITS
 
 
@@ -81,16 +82,41 @@ class RestockUrl:
         return [path(self.restock_route, view, name=self.restock_name), *super().get_urls()]
 
 
-def audit_line(result, figures: list[tuple[str, object]], details: str = "") -> str:
-    """An audit (a voucher's, a pool's) on one line: its ``figures`` (label, value), whether
-    it is conserved, its verdict, then its ``details`` (HTML)."""
+def audit_line(result, figures: list[tuple[str, object]], details: str = "", *, settled: str) -> str:
+    """An audit (a voucher's, a pool's) on one line: its ``figures`` (label, value), its
+    lifecycle's counts (``result.holds``; ``settled`` is the product's word, paid or
+    claimed), whether it is conserved, its verdict, then its ``details`` (HTML)."""
+    holds = result.holds
+    lifecycle = [
+        ("held", holds.held),
+        (settled, holds.settled),
+        ("released", holds.released),
+        ("returned twice", holds.returned_twice),
+        (f"{settled} and released", holds.settled_and_released),
+    ]
     return format_html(
         "{} · conserved {} · <strong>{}</strong>{}",
-        format_html_join(" · ", "{} {}", figures),
+        format_html_join(" · ", "{} {}", [*figures, *lifecycle]),
         "yes" if result.conserved else "NO",
         "OK" if result.ok else "BROKEN",
         details,
     )
+
+
+class HeldColumn:
+    """A ``held`` column in an item's list: its records holding a unit for a payment or a
+    claim now (docs/design.md, "Lifecycle"), counted in the list's one query. ``records`` is
+    the item's reverse name of its records (``"orders"``)."""
+
+    records: str
+
+    def get_queryset(self, request):
+        held = Count(self.records, filter=Q(**{f"{self.records}__status": Record.Status.HELD}))
+        return super().get_queryset(request).annotate(held_count=held)
+
+    @admin.display(description="held", ordering="held_count")
+    def held(self, obj) -> int:
+        return obj.held_count
 
 
 class RecordAdmin(CreatedColumn, ModelAdmin):

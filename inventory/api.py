@@ -1,26 +1,58 @@
-"""What the products' APIs share about takes: the purchase and the draw are one call of the
-same shape, answered 201 when the record is written and 202 when it is reserved under
-``redis_lua``. Each product describes its take once (``TakeCall``) with its own selector,
-service and metrics, and builds the answer's body itself. Both take an ``Idempotency-Key``
-(``core.idempotency``)."""
+"""What the products' APIs share about takes and the changes of what a take holds.
+
+A take (a purchase, a draw) is one call of the same shape, answered 201 when the record is
+written and 202 when it is reserved under ``redis_lua``: each product describes its take
+once (``TakeCall``) with its own service and metrics, and builds the answer's body itself.
+A change of a held record by its user (a cancel, a claim: docs/design.md, "Lifecycle") is
+another such call, answered 200 (``ChangeCall``). Both take an ``Idempotency-Key``
+(``core.idempotency``) and count the caller's rate limits on the item.
+
+The item's hold window is one field (``Item.hold_seconds``) that each product names in its
+API as its users know it (a voucher's ``payment_window_seconds``, a pool's
+``claim_window_seconds``): ``hold_window`` maps it."""
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from django.http import HttpResponse
+from ninja import Router, Schema
+from pydantic import Field
 
 from core.api import json_answer, refuse_body
 from core.idempotency import PARAMETER, idempotency_claim
 from core.ratelimit import client_address, rate_count
-from core.schemas import answers
+from core.schemas import answers, whole
 
 from .items import item_for_take
 from .product import Product
-from .records import Record
+from .records import MAX_HOLD_SECONDS, Record
+from .reservation_types import group_tag
 from .take import item_take
+
+# A hold window in a request: whole seconds, 0 (settled when taken) to a day.
+HoldWindow = whole(0, MAX_HOLD_SECONDS)
+
+
+def hold_window(fields: dict, name: str) -> dict:
+    """``fields`` of a request with the product's name of the hold window (``name``) as the
+    item's own (``hold_seconds``), when it was sent."""
+    if name in fields:
+        fields["hold_seconds"] = fields.pop(name)
+    return fields
+
+
+class HoldCountsOut(Schema):
+    """An audit's lifecycle counts (``inventory.audits.HoldCounts``)."""
+
+    held: int = Field(description="records holding their unit for a payment or a claim now")
+    settled: int = Field(description="paid or claimed, or settled when taken (no window)")
+    released: int = Field(description="cancelled, expired or forfeited: the unit back in the stock")
+    returned_twice: int = Field(description="units returned more than once; 0 under a guarded strategy")
+    settled_and_released: int = Field(description="records both settled and released; 0 under a guarded strategy")
 
 
 def take_answers(schema: type) -> dict[int, Any]:
@@ -32,8 +64,16 @@ def take_answers(schema: type) -> dict[int, Any]:
     )
 
 
-def take_openapi(links: dict) -> dict:
-    """A take's ``openapi_extra``: its ``links``, and the ``Idempotency-Key`` header it takes."""
+def change_answers(schema: type) -> dict[int, Any]:
+    """A change's declared answers: ``schema`` with 200; 404 a record that is not the
+    caller's; 409 the record's state (``inventory.errors.HoldClosed``) or
+    ``idempotency_in_progress``, 422 an ``Idempotency-Key`` malformed or reused."""
+    return answers({200: schema}, unsafe=True, item=True, body="none", refusals=(409, 422), limited=True)
+
+
+def keyed_openapi(links: dict) -> dict:
+    """The ``openapi_extra`` of a call that takes an ``Idempotency-Key``: its ``links``, and
+    the header."""
     return {**links, "parameters": [PARAMETER]}
 
 
@@ -63,3 +103,59 @@ class TakeCall:
             rate = rate_count(action=self.action, user_id=user_id, address=client_address(request))
             record = counted(item_take(self.product, item, user_id=user_id, rate=rate))
         return json_answer(response, 202 if record.status == Record.Status.PENDING else 201, body(record))
+
+
+@dataclass(frozen=True)
+class ChangeCall:
+    """One product's change of a record its caller holds, through the API: a cancel, a
+    claim. ``action`` names it (the refusal of a body, the rate limit, the idempotency keys);
+    ``record`` is the name of the record's id in the path, the selector, the service and the
+    answer (``"order_id"``); ``read(user=, <record>=)`` is the product's selector of the
+    caller's own record (``Http404`` for anyone else's), ``change(user=, <record>=)`` its
+    service, which raises ``HoldClosed`` (409) in the words of the record's state."""
+
+    action: str
+    product: Product
+    record: str
+    read: Callable[..., Record]
+    change: Callable[..., Record]
+
+    def answer(self, request, response: HttpResponse, record_id: int) -> HttpResponse:
+        """The change, answered 200 ``{<record>, status}``. As a take: with an
+        ``Idempotency-Key``, once the request is well formed and the record the caller's, the
+        first answer again or the change, whose answer is kept; the rate limits counted on the
+        record's item, as the take counts them."""
+        refuse_body(request, action=self.action)
+        user = request.auth
+        ids = {self.record: record_id}
+        found = self.read(user=user, **ids)
+        replay = idempotency_claim(request, response, action=self.action, user_id=user.pk)
+        if replay is not None:
+            return replay
+        rate = rate_count(action=self.action, user_id=user.pk, address=client_address(request))
+        if rate is not None:
+            rate.count(tag=group_tag(self.product.group_of(getattr(found, self.product.item_field))))
+        changed = self.change(user=user, **ids)
+        return json_answer(response, 200, {self.record: changed.public_id, "status": changed.status})
+
+    def route(self, router: Router, path: str, answer: type, *, name: str, links: dict, tags: list[str]) -> None:
+        """Place the change on the product's ``router``: ``POST path`` (its one parameter the
+        record's id, ``{int:<record>}``), answering ``answer`` (``change_answers``), with the
+        ``Idempotency-Key`` and ``links`` (``keyed_openapi``). The view is named ``name`` in
+        the module of ``answer``, the product's API, as if written there: its URL name and
+        operationId are the product's (``orders_api_orders_cancel``)."""
+
+        def view(request, response: HttpResponse, **ids) -> HttpResponse:
+            return self.answer(request, response, ids[self.record])
+
+        view.__name__ = view.__qualname__ = name
+        view.__module__ = answer.__module__
+        # What ninja reads the view's parameters from: the path's id under the product's name.
+        view.__signature__ = inspect.Signature(
+            [
+                inspect.Parameter("request", inspect.Parameter.POSITIONAL_OR_KEYWORD),
+                inspect.Parameter(self.record, inspect.Parameter.KEYWORD_ONLY, annotation=int),
+                inspect.Parameter("response", inspect.Parameter.KEYWORD_ONLY, annotation=HttpResponse),
+            ]
+        )
+        router.post(path, response=change_answers(answer), openapi_extra=keyed_openapi(links), tags=tags)(view)

@@ -10,7 +10,7 @@ from django.utils.html import format_html, format_html_join
 
 from core.admin import SaleWindowColumns
 from core.forms import NamedForm, SaleWindowForm
-from inventory.admin import RecordAdmin, RestockUrl, audit_line, restock_page
+from inventory.admin import HeldColumn, RecordAdmin, RestockUrl, audit_line, restock_page
 from inventory.services import MAX_UNITS
 
 from .models import Draw, Pool, Prize
@@ -96,12 +96,13 @@ class PoolAddForm(SaleWindowForm):
 
 
 @admin.register(Pool)
-class PoolAdmin(RestockUrl, SaleWindowColumns, admin.ModelAdmin):
+class PoolAdmin(HeldColumn, RestockUrl, SaleWindowColumns, admin.ModelAdmin):
     form = PoolAddForm
     restock_route = "prize/<int:prize_id>/restock/"
     restock_name = "lottery_prize_restock"
     inlines = [PrizeInline]
-    list_display = ["name", "prizes_left", "window", "draws_per_user", "no_prize_weight", "strategy_name"]
+    records = "draws"
+    list_display = ["name", "prizes_left", "held", "window", "draws_per_user", "no_prize_weight", "strategy_name"]
     list_filter = ["strategy", "listed"]
     search_fields = ["name"]
     fields = ["name", "description", "begin_at", "end_at", "draws_per_user", "no_prize_weight", "strategy", "audit"]
@@ -137,6 +138,7 @@ class PoolAdmin(RestockUrl, SaleWindowColumns, admin.ModelAdmin):
                 ("over-awarded", result.over_awarded),
             ],
             format_html("<ul>{}</ul>", per_prize),
+            settled="claimed",
         )
 
     def save_model(self, request, obj, form, change):

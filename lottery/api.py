@@ -1,4 +1,5 @@
-"""The prize draw's JSON API: pools, the draw, the caller's draws, and the staff's pool calls."""
+"""The prize draw's JSON API: pools, the draw, the caller's draws and their claim, and the
+staff's pool calls."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from accounts.auth import optional_auth, require_permission
 from core.api import staff_read, staff_write
 from core.metrics import draw_counted
 from core.schemas import InputSchema, Money, UtcDatetime, answers, text, whole
-from inventory.api import TakeCall, take_answers, take_openapi
+from inventory.api import ChangeCall, HoldCountsOut, HoldWindow, TakeCall, hold_window, keyed_openapi, take_answers
 from inventory.models import Strategy
 from inventory.services import MAX_UNITS
 
@@ -34,6 +35,7 @@ from .selectors import (
 from .services import (
     MAX_DRAWS_PER_USER,
     MAX_NO_PRIZE_WEIGHT,
+    draw_claim,
     pool_create,
     pool_update,
     prize_create,
@@ -77,6 +79,7 @@ class PoolOut(Schema):
     no_prize_weight: int
     strategy: str
     state: str
+    claim_window_seconds: int = Field(description="how long a prize won is held for its claim; 0: claimed when won")
     no_prize_probability: float = Field(ge=0, le=1)
     prizes: list[PrizeOut]
     draws_left: int | None = Field(default=None, description="for an authenticated caller only")
@@ -89,18 +92,25 @@ class PrizeRef(Schema):
 
 class DrawOut(Schema):
     draw_id: int
-    status: str = Field(description="confirmed (201), or pending under redis_lua (202)")
+    status: str = Field(description="confirmed, or held until claim_by (201); pending under redis_lua (202)")
     prize: PrizeRef | None
     draws_left: int
+    claim_by: datetime | None = Field(description="when a prize held is forfeited unless claimed; null when none")
 
 
 class DrawListOut(Schema):
     draw_id: int = Field(description="the id the draw answered: a redis_lua draw keeps its reservation's id")
     pool_id: int
     prize: PrizeRef | None
-    status: str = Field(description="confirmed; under redis_lua first pending, then confirmed or failed")
+    status: str = Field(description="confirmed; held then claimed or forfeited; redis_lua: pending, or failed")
     reason: str = Field(description="why a failed draw failed; empty otherwise")
     created_at: datetime
+    claim_by: datetime | None = Field(description="the deadline of a held prize's claim; null without one")
+
+
+class ClaimOut(Schema):
+    draw_id: int
+    status: str = Field(description="claimed: the prize is the winner's")
 
 
 class PrizeAuditOut(Schema):
@@ -131,6 +141,7 @@ class PoolAuditOut(Schema):
     conserved: bool
     stock_not_negative: bool
     prizes: list[PrizeAuditOut]
+    holds: HoldCountsOut = Field(description="draws whose prize is held, claimed (or drawn with none), forfeited")
     ok: bool
 
 
@@ -142,6 +153,7 @@ class PoolCreateIn(InputSchema):
     draws_per_user: whole(1, MAX_DRAWS_PER_USER)
     no_prize_weight: whole(0, MAX_NO_PRIZE_WEIGHT)
     strategy: Strategy = Field(default_factory=lambda: Strategy(settings.DEFAULT_STRATEGY))
+    claim_window_seconds: HoldWindow = 0
 
 
 class PoolPatchIn(InputSchema):
@@ -150,6 +162,7 @@ class PoolPatchIn(InputSchema):
     end_at: UtcDatetime | None = None
     draws_per_user: whole(1, MAX_DRAWS_PER_USER) | None = None
     no_prize_weight: whole(0, MAX_NO_PRIZE_WEIGHT) | None = None
+    claim_window_seconds: HoldWindow | None = None
 
 
 class PrizeCreateIn(InputSchema):
@@ -190,6 +203,7 @@ def _pool_out(pool: Pool, user=None) -> dict:
         "no_prize_weight": pool.no_prize_weight,
         "strategy": pool.strategy,
         "state": pool.window_state(),
+        "claim_window_seconds": pool.hold_seconds,
         "no_prize_probability": odds.no_prize,
         "prizes": [_prize_out(prize, odds.by_prize[prize.pk]) for prize in pool.prizes.all()],
         "draws_left": (
@@ -231,12 +245,13 @@ def _drawn(draw: Draw) -> dict:
         "status": draw.status,
         "prize": _prize_ref(draw.prize),
         "draws_left": max(0, draw.draws_limit - draw.draws_counted),
+        "claim_by": draw.hold_until,
     }
 
 
 # 403 not_started or ended; 409 draw_limit, pool_empty, busy or idempotency_in_progress;
 # 422 an Idempotency-Key malformed or reused.
-@router.post("/pools/{int:pool_id}/draw", response=take_answers(DrawOut), openapi_extra=take_openapi(links.DRAWN))
+@router.post("/pools/{int:pool_id}/draw", response=take_answers(DrawOut), openapi_extra=keyed_openapi(links.DRAWN))
 def pools_draw(request, pool_id: int, response: HttpResponse):
     return DRAW.answer(request, response, pool_id, _drawn)
 
@@ -249,6 +264,7 @@ def _draw_out(draw: Draw) -> dict:
         "status": draw.status,
         "reason": draw.why,
         "created_at": draw.created_at,
+        "claim_by": draw.hold_until,
     }
 
 
@@ -262,17 +278,24 @@ def draws_get(request, draw_id: int):
     return _draw_out(draw_get(user=request.auth, draw_id=draw_id))
 
 
+# 409 forfeited, already_claimed, nothing_held, pending (with Retry-After) or idempotency_in_progress.
+ChangeCall(action="claim", product=POOL, record="draw_id", read=draw_get, change=draw_claim).route(
+    router, "/draws/{int:draw_id}/claim", ClaimOut, name="draws_claim", links=links.CLAIMED, tags=["draws"]
+)
+
+
 @staff_write(router, "POST", "/admin/pools", {201: PoolOut}, links=links.POOL_CREATED)
 def admin_pools_create(request, payload: PoolCreateIn):
     require_permission(request, "lottery.add_pool")
-    pool = pool_create(**payload.dict())
+    pool = pool_create(**hold_window(payload.dict(), "claim_window_seconds"))
     return Status(201, _pool_out(pool_get(pool_id=pool.pk)))
 
 
 @staff_write(router, "PATCH", "/admin/pools/{int:pool_id}", {200: PoolOut}, item=True, links=links.POOL_SHOWN)
 def admin_pools_update(request, pool_id: int, payload: PoolPatchIn):
     require_permission(request, "lottery.change_pool")
-    pool_update(pool=pool_get(pool_id=pool_id), **payload.dict(exclude_unset=True, exclude_none=True))
+    changes = hold_window(payload.dict(exclude_unset=True, exclude_none=True), "claim_window_seconds")
+    pool_update(pool=pool_get(pool_id=pool_id), **changes)
     return _pool_out(pool_get(pool_id=pool_id))
 
 

@@ -1,5 +1,5 @@
 """The prize draw's OpenAPI links: from a pool's creation or the list to its prizes, its
-draws and the draw it made (``core.links``)."""
+draws, and the draw it made and its claim (``core.links``)."""
 
 from __future__ import annotations
 
@@ -36,12 +36,18 @@ _PRIZE = {
 PRIZE_CREATED = answered(_PRIZE, 201)
 PRIZE_UPDATED = answered({"UpdatePrize": _PRIZE["UpdatePrize"]}, 200)
 
+# The calls on one draw, which take its id.
+DRAW_CALLS = {"GetDraw": "lottery_api_draws_get", "ClaimDraw": "lottery_api_draws_claim"}
+
 DRAWN = answered(
     {
-        **calls({"GetDraw": "lottery_api_draws_get"}, {"draw_id": "$response.body#/draw_id"}),
+        **calls(DRAW_CALLS, {"draw_id": "$response.body#/draw_id"}),
         # The same user again: the next draw, then draw_limit or pool_empty.
         **calls({"DrawAgain": "lottery_api_pools_draw"}, {"pool_id": "$request.path.pool_id"}),
     },
     201,
     202,
 )
+
+# From a claim: the draw again, and its claim again (already_claimed).
+CLAIMED = answered(calls(DRAW_CALLS, {"draw_id": "$response.body#/draw_id"}), 200)

@@ -10,7 +10,7 @@ from django.utils.html import format_html
 
 from core.admin import SaleWindowColumns
 from core.forms import SaleWindowForm
-from inventory.admin import RecordAdmin, RestockUrl, audit_line, restock_page
+from inventory.admin import HeldColumn, RecordAdmin, RestockUrl, audit_line, restock_page
 from inventory.services import MAX_UNITS
 
 from .models import Order, Voucher
@@ -31,11 +31,12 @@ class VoucherAddForm(VoucherForm):
 
 
 @admin.register(Voucher)
-class VoucherAdmin(RestockUrl, SaleWindowColumns, admin.ModelAdmin):
+class VoucherAdmin(HeldColumn, RestockUrl, SaleWindowColumns, admin.ModelAdmin):
     form = VoucherForm
+    records = "orders"
     restock_route = "<int:voucher_id>/restock/"
     restock_name = "orders_voucher_restock"
-    list_display = ["title", "stock_left_of_supplied", "orders", "window", "strategy_name", "restock_link"]
+    list_display = ["title", "stock_left_of_supplied", "orders", "held", "window", "strategy_name", "restock_link"]
     list_filter = ["strategy", "listed"]
     search_fields = ["title"]
     list_select_related = ["stock"]
@@ -83,6 +84,7 @@ class VoucherAdmin(RestockUrl, SaleWindowColumns, admin.ModelAdmin):
                 ("oversold", result.oversold),
                 ("duplicates", result.duplicates),
             ],
+            settled="paid",
         )
 
     def get_form(self, request, obj=None, change=False, **kwargs):

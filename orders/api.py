@@ -1,4 +1,5 @@
-"""The flash sale's JSON API: vouchers, purchases, orders, and the staff's voucher calls."""
+"""The flash sale's JSON API: vouchers, purchases, orders and their cancel, and the staff's
+voucher calls."""
 
 from datetime import datetime
 
@@ -11,7 +12,7 @@ from accounts.auth import require_permission
 from core.api import staff_read, staff_write
 from core.metrics import purchase_counted
 from core.schemas import InputSchema, UtcDatetime, answers, text, whole
-from inventory.api import TakeCall, take_answers, take_openapi
+from inventory.api import ChangeCall, HoldCountsOut, HoldWindow, TakeCall, hold_window, keyed_openapi, take_answers
 from inventory.models import Strategy
 from inventory.services import MAX_UNITS
 
@@ -19,7 +20,7 @@ from . import links
 from .models import Voucher
 from .product import VOUCHER
 from .selectors import order_get, order_list_all, order_refund, voucher_audit, voucher_get, voucher_list
-from .services import voucher_create, voucher_update
+from .services import order_cancel, voucher_create, voucher_update
 
 router = Router(tags=["vouchers"])
 
@@ -34,6 +35,7 @@ class VoucherOut(Schema):
     end_at: datetime
     strategy: str
     state: str
+    payment_window_seconds: int = Field(description="how long an order is held for its payment; 0: paid when made")
 
     @staticmethod
     def resolve_stock(obj: Voucher) -> int:
@@ -47,6 +49,10 @@ class VoucherOut(Schema):
     def resolve_state(obj: Voucher) -> str:
         return obj.window_state()
 
+    @staticmethod
+    def resolve_payment_window_seconds(obj: Voucher) -> int:
+        return obj.hold_seconds
+
 
 class VoucherCreateIn(InputSchema):
     title: text(200)
@@ -55,6 +61,7 @@ class VoucherCreateIn(InputSchema):
     begin_at: UtcDatetime
     end_at: UtcDatetime
     strategy: Strategy = Field(default_factory=lambda: Strategy(settings.DEFAULT_STRATEGY))
+    payment_window_seconds: HoldWindow = 0
 
 
 class VoucherPatchIn(InputSchema):
@@ -62,6 +69,7 @@ class VoucherPatchIn(InputSchema):
     strategy: Strategy | None = None
     begin_at: UtcDatetime | None = None
     end_at: UtcDatetime | None = None
+    payment_window_seconds: HoldWindow | None = None
 
 
 @router.get(
@@ -79,7 +87,7 @@ def vouchers_get(request, voucher_id: int):
 @staff_write(router, "POST", "/admin/vouchers", {201: VoucherOut}, links=links.VOUCHER_CREATED)
 def admin_vouchers_create(request, payload: VoucherCreateIn):
     require_permission(request, "orders.add_voucher")
-    voucher = voucher_create(**payload.dict())
+    voucher = voucher_create(**hold_window(payload.dict(), "payment_window_seconds"))
     return Status(201, voucher_get(voucher_id=voucher.pk))
 
 
@@ -88,7 +96,7 @@ def admin_vouchers_create(request, payload: VoucherCreateIn):
 )
 def admin_vouchers_update(request, voucher_id: int, payload: VoucherPatchIn):
     require_permission(request, "orders.change_voucher")
-    changes = payload.dict(exclude_unset=True, exclude_none=True)
+    changes = hold_window(payload.dict(exclude_unset=True, exclude_none=True), "payment_window_seconds")
     voucher = voucher_get(voucher_id=voucher_id)
     voucher_update(voucher=voucher, **changes)
     return voucher_get(voucher_id=voucher_id)
@@ -96,7 +104,13 @@ def admin_vouchers_update(request, voucher_id: int, payload: VoucherPatchIn):
 
 class PurchaseOut(Schema):
     order_id: int
-    status: str
+    status: str = Field(description="confirmed, or held until pay_by (201); pending under redis_lua (202)")
+    pay_by: datetime | None = Field(description="when a held order expires unless paid; null when not held")
+
+
+class CancelOut(Schema):
+    order_id: int
+    status: str = Field(description="cancelled: the unit is back on sale, and the buyer may buy again")
 
 
 class RefundOut(Schema):
@@ -115,12 +129,8 @@ class OrderOut(Schema):
     )
     reason: str = Field(description="why a failed order failed; empty otherwise")
     created_at: datetime
-    pay_by: datetime | None = Field(description="a held order's deadline to pay; null when none was given")
+    pay_by: datetime | None = Field(description="the deadline of a held order's payment; null without one")
     refund: RefundOut | None = Field(description="a payment whose confirmation came after the hold ended, refunded")
-
-    @staticmethod
-    def resolve_pay_by(obj) -> datetime | None:
-        return obj.hold_until
 
     @staticmethod
     def resolve_refund(obj) -> dict | None:
@@ -138,6 +148,10 @@ class OrderOut(Schema):
     def resolve_reason(obj) -> str:
         return obj.why
 
+    @staticmethod
+    def resolve_pay_by(obj) -> datetime | None:
+        return obj.hold_until
+
 
 class AuditOut(Schema):
     voucher_id: int
@@ -152,6 +166,7 @@ class AuditOut(Schema):
     duplicates: int
     conserved: bool
     stock_not_negative: bool
+    holds: HoldCountsOut = Field(description="orders held for payment, paid (or paid when made), released")
     ok: bool
 
 
@@ -163,11 +178,14 @@ PURCHASE = TakeCall(action="purchase", product=VOUCHER, counted=purchase_counted
 @router.post(
     "/vouchers/{int:voucher_id}/purchase",
     response=take_answers(PurchaseOut),
-    openapi_extra=take_openapi(links.PURCHASED),
+    openapi_extra=keyed_openapi(links.PURCHASED),
 )
 def vouchers_purchase(request, voucher_id: int, response: HttpResponse):
     return PURCHASE.answer(
-        request, response, voucher_id, lambda order: {"order_id": order.public_id, "status": order.status}
+        request,
+        response,
+        voucher_id,
+        lambda order: {"order_id": order.public_id, "status": order.status, "pay_by": order.hold_until},
     )
 
 
@@ -179,6 +197,12 @@ def orders_list(request):
 @router.get("/orders/{int:order_id}", response=answers({200: OrderOut}, item=True), tags=["orders"])
 def orders_get(request, order_id: int):
     return order_get(user=request.auth, order_id=order_id)
+
+
+# 409 expired, cancelled, already_paid, pending (with Retry-After) or idempotency_in_progress.
+ChangeCall(action="cancel", product=VOUCHER, record="order_id", read=order_get, change=order_cancel).route(
+    router, "/orders/{int:order_id}/cancel", CancelOut, name="orders_cancel", links=links.CANCELLED, tags=["orders"]
+)
 
 
 @staff_read(router, "/admin/vouchers/{int:voucher_id}/audit", {200: AuditOut}, item=True)

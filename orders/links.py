@@ -1,5 +1,5 @@
 """The flash sale's OpenAPI links: from a voucher's creation or the list to its page, its
-changes, its purchase and the order it made (``core.links``)."""
+changes, its purchase, and the order it made and its cancel (``core.links``)."""
 
 from __future__ import annotations
 
@@ -17,14 +17,23 @@ VOUCHER_LIST = answered(calls(VOUCHER_CALLS, {"voucher_id": "$response.body#/0/i
 VOUCHER_CREATED = answered(calls(VOUCHER_CALLS, {"voucher_id": "$response.body#/id"}), 201)
 VOUCHER_UPDATED = answered(calls(VOUCHER_CALLS, {"voucher_id": "$response.body#/id"}), 200)
 
+# The calls on one order, which take its id.
+# Its payment (payments.api): already_paid when the voucher has no payment window.
+ORDER_CALLS = {
+    "GetOrder": "orders_api_orders_get",
+    "CancelOrder": "orders_api_orders_cancel",
+    "PayOrder": "payments_api_orders_pay",
+}
+
 PURCHASED = answered(
     {
-        **calls({"GetOrder": "orders_api_orders_get"}, {"order_id": "$response.body#/order_id"}),
-        # Its payment (payments.api): already_paid when the voucher has no payment window.
-        **calls({"PayOrder": "payments_api_orders_pay"}, {"order_id": "$response.body#/order_id"}),
+        **calls(ORDER_CALLS, {"order_id": "$response.body#/order_id"}),
         # The same buyer again: already_purchased, or sold_out.
         **calls({"PurchaseAgain": "orders_api_vouchers_purchase"}, {"voucher_id": "$request.path.voucher_id"}),
     },
     201,
     202,
 )
+
+# From a cancel: the order again, and its cancel again (cancelled).
+CANCELLED = answered(calls(ORDER_CALLS, {"order_id": "$response.body#/order_id"}), 200)

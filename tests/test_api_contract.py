@@ -44,7 +44,6 @@ from schemathesis.engine import Status, events, from_schema
 
 from accounts.services import token_issue
 from locking.testing import RedisServer
-from orders.models import Voucher
 
 from .conftest import STAFF_PERMISSIONS, grant
 from .live import database_url, running_gunicorn
@@ -123,33 +122,41 @@ def _call(base: str, method: str, path: str, token: str, body: dict | None = Non
         return json.loads(response.read())
 
 
+# The seeded items' hold window: past the expiry tasks' horizon, so that none waits in the broker.
+HOLD = 3600
+
+
 def _seed(base: str, staff_token: str) -> None:
     """What a run finds on the server, made through the API itself: vouchers and pools live,
-    sold out, ended and upcoming, under a database strategy, a lock and redis_lua. The lists
-    are in order of begin, and their links lead to the first item: a live one with stock,
-    whose orders are held for payment."""
+    sold out, ended and upcoming, under a database strategy, a lock and redis_lua, some with a
+    hold window (a purchase or a prize held, to cancel or claim). The lists are in order of
+    begin, and their links lead to the first item: a live one with stock and a window."""
     now = timezone.now()
     live, ended, upcoming = (-3, 1), (-2, -1), (1, 2)
     vouchers = [
-        (live, 1000, "db_atomic"),
-        (live, 1000, "redis_lock"),
-        (live, 1000, "redis_lua"),
-        (live, 0, "db_pessimistic"),
-        (ended, 10, "db_atomic"),
-        (upcoming, 10, "db_optimistic"),
+        (live, 1000, "db_atomic", HOLD),
+        (live, 1000, "redis_lock", 0),
+        (live, 1000, "redis_lua", HOLD),
+        (live, 0, "db_pessimistic", 0),
+        (ended, 10, "db_atomic", 0),
+        (upcoming, 10, "db_optimistic", HOLD),
     ]
-    pools = [(live, 1000, "db_atomic"), (live, 1000, "redis_lua"), (live, 0, "db_pessimistic"), (ended, 5, "db_atomic")]
-    for n, ((begin, end), stock, strategy) in enumerate(vouchers):
+    pools = [
+        (live, 1000, "db_atomic", HOLD),
+        (live, 1000, "redis_lua", HOLD),
+        (live, 0, "db_pessimistic", 0),
+        (ended, 5, "db_atomic", 0),
+    ]
+    for n, ((begin, end), stock, strategy, hold) in enumerate(vouchers):
         _call(base, "POST", "/api/admin/vouchers", staff_token, {
-            "title": f"Contract voucher {n}", "stock": stock, "strategy": strategy,
+            "title": f"Contract voucher {n}", "stock": stock, "strategy": strategy, "payment_window_seconds": hold,
             "begin_at": (now + timedelta(days=begin, minutes=n)).isoformat(),
             "end_at": (now + timedelta(days=end)).isoformat(),
         })  # fmt: skip
-    # The first voucher holds its orders for payment: a purchase there leads to a pay that pays.
-    Voucher.objects.filter(title="Contract voucher 0").update(hold_seconds=600)
-    for n, ((begin, end), stock, strategy) in enumerate(pools):
+    for n, ((begin, end), stock, strategy, hold) in enumerate(pools):
         pool = _call(base, "POST", "/api/admin/pools", staff_token, {
             "name": f"Contract pool {n}", "strategy": strategy, "draws_per_user": 3, "no_prize_weight": 10,
+            "claim_window_seconds": hold,
             "begin_at": (now + timedelta(days=begin, minutes=n)).isoformat(),
             "end_at": (now + timedelta(days=end)).isoformat(),
         })  # fmt: skip

@@ -4,9 +4,9 @@ each error in the one error shape, and links that lead somewhere.
 The rules follow what the code does (core.schemas.answers names it per operation): a call that
 needs a login can answer 401; one whose method is unsafe takes a session, whose CSRF check
 reads the body (400 for too many fields, 413) and may refuse (403); a staff call 403; an id in
-the path 404; a JSON body 400, 413, 415 and 422; the purchase, the draw and the login 429;
-and everything that reads the database or Redis 503. 429 and 503 say when to come back
-(Retry-After). A new operation that forgets one fails here, before any client meets it.
+the path 404; a JSON body 400, 413, 415 and 422; the purchase, the draw, the cancel, the claim
+and the login 429; and everything that reads the database or Redis 503. 429 and 503 say when
+to come back (Retry-After). A new operation that forgets one fails here, before any client meets it.
 """
 
 from __future__ import annotations
@@ -23,6 +23,8 @@ NO_STORE = {("get", "/api/ping")}
 RATE_LIMITED = {
     ("post", "/api/vouchers/{voucher_id}/purchase"),
     ("post", "/api/pools/{pool_id}/draw"),
+    ("post", "/api/orders/{order_id}/cancel"),
+    ("post", "/api/draws/{draw_id}/claim"),
     ("post", "/api/auth/login"),
 }
 # Anyone may call it; a login tells more (a pool's draws left).
@@ -133,7 +135,8 @@ def test_every_link_leads_to_an_operation_and_its_parameters(document):
 
 
 def test_the_main_chains_are_linked(document):
-    """Create a voucher, then read, change, buy and audit it; buy, then read the order."""
+    """Create a voucher, then read, change, buy and audit it; buy, then read or cancel the
+    order; draw, then read or claim the draw."""
     by_id = {op["operationId"]: op for _, _, op in operations(document)}
 
     def targets(operation_id: str, status: int) -> set[str]:
@@ -146,8 +149,9 @@ def test_the_main_chains_are_linked(document):
         "orders_api_vouchers_purchase",
         "orders_api_admin_vouchers_audit",
     }
-    assert "orders_api_orders_get" in targets("orders_api_vouchers_purchase", 201)
-    assert "orders_api_orders_get" in targets("orders_api_vouchers_purchase", 202)
+    for status in (201, 202):
+        assert {"orders_api_orders_get", "orders_api_orders_cancel"} <= targets("orders_api_vouchers_purchase", status)
+        assert {"lottery_api_draws_get", "lottery_api_draws_claim"} <= targets("lottery_api_pools_draw", status)
     assert targets("lottery_api_admin_pools_create", 201) >= {
         "lottery_api_pools_get",
         "lottery_api_pools_draw",

@@ -348,6 +348,7 @@ def test_the_document_declares_the_header_and_its_answers():
         (409, "sold_out", True),
         (500, "server_error", True),  # nobody knows what was written: never run again
         (409, "busy", False),
+        (409, "pending", False),  # a cancel or a claim of a record not written yet
         (429, "rate_limited", False),
         (503, "unavailable", False),
     ],

@@ -260,12 +260,13 @@ RATE_LIMITS_ENABLED = env_bool("RATE_LIMITS_ENABLED", True)
 # The function that gives the client the counters live in: the locks' own, bounded and never
 # swallowing an error (named here, where every package is known, so that core imports none).
 RATE_LIMITS_REDIS_CLIENT = "locking.integration.locks_redis"
-# A person buys or draws a few times a second at most; an address may be a shop's NAT.
+# A person buys or draws a few times a second at most; an address may be a shop's NAT. A
+# cancel and a claim change stock under the item's strategy as a take does: the same limits,
+# each counted apart, on the record's item.
 _PER_USER = env_int("RATE_LIMIT_PER_USER_PER_SECOND", 5)
 _PER_ADDRESS = env_int("RATE_LIMIT_PER_ADDRESS_PER_SECOND", 100)
 RATE_LIMITS = {
-    "purchase": {"user": (_PER_USER, 1), "address": (_PER_ADDRESS, 1)},
-    "draw": {"user": (_PER_USER, 1), "address": (_PER_ADDRESS, 1)},
+    action: {"user": (_PER_USER, 1), "address": (_PER_ADDRESS, 1)} for action in ("purchase", "draw", "cancel", "claim")
 }
 
 # Idempotency keys (core.idempotency): an answer is kept IDEMPOTENCY_KEY_SECONDS for the same

@@ -2,6 +2,7 @@ import json
 
 from django.core.management.base import BaseCommand, CommandError
 
+from inventory.audits import HoldCounts
 from inventory.item_states import item_reservations_check
 from inventory.models import Strategy
 from inventory.product import product_of
@@ -12,10 +13,26 @@ from orders.models import Voucher
 from orders.selectors import voucher_audit
 
 
+def _holds_header(settled: str) -> str:
+    """The lifecycle's columns (docs/design.md, "Lifecycle"): held now, settled (``settled``:
+    paid or claimed, or settled when taken), released, units returned twice, and records both
+    settled and released; the last two are 0 under a guarded strategy."""
+    return f"{'held':>6} {settled:>7} {'released':>8} {'returned2x':>10} {'both':>5}"
+
+
+def _holds_cells(holds: HoldCounts) -> str:
+    return (
+        f"{holds.held:>6} {holds.settled:>7} {holds.released:>8} {holds.returned_twice:>10} "
+        f"{holds.settled_and_released:>5}"
+    )
+
+
 class Command(BaseCommand):
     help = (
         'Check the invariants of every voucher and prize pool (docs/design.md, "Invariants"); exit 1 when one breaks. '
-        "For redis_lua items, Redis is compared with the database too (invariant 5, as reconcile does)."
+        "For redis_lua items, Redis is compared with the database too (invariant 5, as reconcile does). "
+        "The lifecycle's counts: records held now, settled (paid, claimed), released (back in stock), units "
+        "returned twice (returned2x) and records both settled and released (both), the last two 0 when sound."
     )
 
     def add_arguments(self, parser):
@@ -88,13 +105,13 @@ class Command(BaseCommand):
             return
         self.stdout.write(
             f"{'voucher':>7} {'strategy':<15} {'supplied':>8} {'stock':>6} {'orders':>6} {'oversold':>8} "
-            f"{'dups':>5} {'conserved':>9} {'redis':>8}  verdict"
+            f"{'dups':>5} {_holds_header('paid')} {'conserved':>9} {'redis':>8}  verdict"
         )
         for a in audits:
             redis = self._redis_word("voucher", a.voucher_id)
             self.stdout.write(
                 f"{a.voucher_id:>7} {a.strategy:<15} {a.supplied:>8} {a.stock:>6} {a.orders:>6} {a.oversold:>8} "
-                f"{a.duplicates:>5} {'yes' if a.conserved else 'NO':>9} {redis:>8}  "
+                f"{a.duplicates:>5} {_holds_cells(a.holds)} {'yes' if a.conserved else 'NO':>9} {redis:>8}  "
                 f"{'ok' if self._ok(a, 'voucher', a.voucher_id) else 'BROKEN'}"
             )
 
@@ -103,11 +120,11 @@ class Command(BaseCommand):
             return
         self.stdout.write(
             f"{'pool':>7} {'strategy':<15} {'supplied':>8} {'stock':>6} {'awarded':>7} {'over':>5} "
-            f"{'draws':>6} {'users>limit':>11} {'conserved':>9} {'redis':>8}  verdict"
+            f"{'draws':>6} {'users>limit':>11} {_holds_header('claimed')} {'conserved':>9} {'redis':>8}  verdict"
         )
         for a in audits:
             self.stdout.write(
                 f"{a.pool_id:>7} {a.strategy:<15} {a.supplied:>8} {a.stock:>6} {a.awarded:>7} {a.over_awarded:>5} "
-                f"{a.draws:>6} {a.users_over_limit:>11} {'yes' if a.conserved else 'NO':>9} "
+                f"{a.draws:>6} {a.users_over_limit:>11} {_holds_cells(a.holds)} {'yes' if a.conserved else 'NO':>9} "
                 f"{self._redis_word('pool', a.pool_id):>8}  {'ok' if self._ok(a, 'pool', a.pool_id) else 'BROKEN'}"
             )
