@@ -102,7 +102,7 @@ class PoolAdmin(HeldColumn, RestockUrl, SaleWindowColumns, admin.ModelAdmin):
     restock_name = "lottery_prize_restock"
     inlines = [PrizeInline]
     records = "draws"
-    list_display = ["name", "prizes_left", "held", "window", "draws_per_user", "no_prize_weight", "strategy_name"]
+    list_display = ["name", "prizes_left", "held", "window", "rules", "strategy_name"]
     list_filter = ["strategy", "listed"]
     search_fields = ["name"]
     fields = ["name", "description", "begin_at", "end_at", "draws_per_user", "no_prize_weight", "strategy", "audit"]
@@ -110,6 +110,12 @@ class PoolAdmin(HeldColumn, RestockUrl, SaleWindowColumns, admin.ModelAdmin):
 
     def get_queryset(self, request):
         return super().get_queryset(request).prefetch_related("prizes__stock")
+
+    @admin.display(description="limit · no-prize weight")
+    def rules(self, obj) -> str:
+        # One column for the two: with the held count beside them, both apart no longer
+        # fit a 1280 px screen.
+        return f"{obj.draws_per_user} · {obj.no_prize_weight}"
 
     @admin.display(description="prizes left")
     def prizes_left(self, obj):
