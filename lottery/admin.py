@@ -10,7 +10,7 @@ from django.utils.html import format_html, format_html_join
 
 from core.admin import SaleWindowColumns
 from core.forms import NamedForm, SaleWindowForm
-from inventory.admin import HeldColumn, RecordAdmin, RestockUrl, audit_line, restock_page
+from inventory.admin import HeldColumn, ItemForm, RecordAdmin, RestockUrl, audit_line, restock_page
 from inventory.services import MAX_UNITS
 
 from .models import Draw, Pool, Prize
@@ -77,8 +77,10 @@ class PrizeInline(admin.TabularInline):
         return format_html('<a href="{}">Restock</a>', reverse("admin:lottery_prize_restock", args=[obj.pk]))
 
 
-class PoolAddForm(SaleWindowForm):
+class PoolAddForm(ItemForm, SaleWindowForm):
     name_fields = ("name",)
+    hold_label = "Claim window (seconds)"
+    hold_help = "How long a prize won is held for its winner's claim; 0: claimed when won."
     # The services' bounds (lottery.services), so that the form refuses what they would.
     draws_per_user = forms.IntegerField(
         min_value=1, max_value=MAX_DRAWS_PER_USER, initial=1, help_text=Pool._meta.get_field("draws_per_user").help_text
@@ -92,7 +94,16 @@ class PoolAddForm(SaleWindowForm):
 
     class Meta:
         model = Pool
-        fields = ["name", "description", "begin_at", "end_at", "draws_per_user", "no_prize_weight", "strategy"]
+        fields = [
+            "name",
+            "description",
+            "begin_at",
+            "end_at",
+            "draws_per_user",
+            "no_prize_weight",
+            "strategy",
+            "hold_seconds",
+        ]
 
 
 @admin.register(Pool)
@@ -105,7 +116,17 @@ class PoolAdmin(HeldColumn, RestockUrl, SaleWindowColumns, admin.ModelAdmin):
     list_display = ["name", "prizes_left", "held", "window", "draws_per_user", "no_prize_weight", "strategy_name"]
     list_filter = ["strategy", "listed"]
     search_fields = ["name"]
-    fields = ["name", "description", "begin_at", "end_at", "draws_per_user", "no_prize_weight", "strategy", "audit"]
+    fields = [
+        "name",
+        "description",
+        "begin_at",
+        "end_at",
+        "draws_per_user",
+        "no_prize_weight",
+        "strategy",
+        "hold_seconds",
+        "audit",
+    ]
     readonly_fields = ["audit"]
 
     def get_queryset(self, request):
@@ -146,11 +167,9 @@ class PoolAdmin(HeldColumn, RestockUrl, SaleWindowColumns, admin.ModelAdmin):
         if change:
             pool_update(
                 pool=obj,
-                strategy=data["strategy"],
-                begin_at=data["begin_at"],
-                end_at=data["end_at"],
                 draws_per_user=data["draws_per_user"],
                 no_prize_weight=data["no_prize_weight"],
+                **form.item_fields(),
             )
             obj.name, obj.description = data["name"], data["description"]
             obj.save(update_fields=["name", "description"])
@@ -158,11 +177,9 @@ class PoolAdmin(HeldColumn, RestockUrl, SaleWindowColumns, admin.ModelAdmin):
         created = pool_create(
             name=data["name"],
             description=data["description"],
-            begin_at=data["begin_at"],
-            end_at=data["end_at"],
             draws_per_user=data["draws_per_user"],
             no_prize_weight=data["no_prize_weight"],
-            strategy=data["strategy"],
+            **form.item_fields(),
         )
         obj.pk, obj.group = created.pk, created.group
         obj._state.adding = False
