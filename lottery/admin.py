@@ -113,24 +113,24 @@ class PoolAdmin(HeldColumn, RestockUrl, SaleWindowColumns, admin.ModelAdmin):
     restock_name = "lottery_prize_restock"
     inlines = [PrizeInline]
     records = "draws"
-    list_display = ["name", "prizes_left", "held", "window", "draws_per_user", "no_prize_weight", "strategy_name"]
+    list_display = ["name", "prizes_left", "held", "window", "draws_each", "no_prize", "strategy_name"]
     list_filter = ["strategy", "listed"]
     search_fields = ["name"]
-    fields = [
-        "name",
-        "description",
-        "begin_at",
-        "end_at",
-        "draws_per_user",
-        "no_prize_weight",
-        "strategy",
-        "hold_seconds",
-        "audit",
-    ]
+    fields = [*PoolAddForm.Meta.fields, "audit"]
     readonly_fields = ["audit"]
 
     def get_queryset(self, request):
         return super().get_queryset(request).prefetch_related("prizes__stock")
+
+    # Short headers: the admin keeps a header on one line, and with the held column the field
+    # names ("draws per user", "no prize weight") took the list 34 px past a 1280 px screen.
+    @admin.display(description="draws each", ordering="draws_per_user")
+    def draws_each(self, obj) -> int:
+        return obj.draws_per_user
+
+    @admin.display(description="no prize", ordering="no_prize_weight")
+    def no_prize(self, obj) -> int:
+        return obj.no_prize_weight
 
     @admin.display(description="prizes left")
     def prizes_left(self, obj):
