@@ -192,12 +192,15 @@ class TakePages:
         view = guard(strategy_switch_view(find=find, update=update, item=self.item, then=f"{self.item}_detail"))
         return self._serve(self._item_route("strategy"), f"{self.item}_strategy", view)
 
-    def status_view(self, *, read: Callable[..., Record]):
+    def status_view(self, *, read: Callable[..., Record], changes: dict[str, Callable[..., object]] | None = None):
         """The record's fragment as it stands, by the id the take was answered with
         (``read(user=, <record>_id=)``, such as ``order_get``): polled by an outcome pending
         until the record is confirmed or failed, by a payment on its way until it is paid or
         refunded, and asked once by a held record at its deadline; each answer replaces the
-        fragment that asked."""
+        fragment that asked. With ``changes`` (``{"cancel": order_cancel}``), the buttons of
+        a held record, which answer the same fragment (:meth:`change_view`)."""
+        for verb, change in (changes or {}).items():
+            self.change_view(verb, read=read, change=change)
 
         @never_cache
         @require_GET

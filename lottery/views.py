@@ -105,11 +105,10 @@ pool_standing_partial = DRAWS.item_view(
 )
 
 pool_draw_view = DRAWS.take_view(find=pool_for_draw, take=pool_draw)
-draw_status_partial = DRAWS.status_view(read=draw_get)
+# A draw's fragment, and a won prize's Claim before its claim_by.
+draw_status_partial = DRAWS.status_view(read=draw_get, changes={"claim": draw_claim})
 # The user's draws in every pool, with those still pending or failed under ``redis_lua``.
 draw_list_page = DRAWS.list_view("lottery/draw_list.html", read_all=draw_list_all, read_written=draw_list)
-# A won prize's Claim, before its claim_by.
-draw_claim_view = DRAWS.change_view("claim", read=draw_get, change=draw_claim)
 
 # Staff switch the pool's strategy from its page, through the same service as the API.
 pool_strategy_switch = DRAWS.switch_view(

@@ -81,11 +81,10 @@ voucher_detail_page = PURCHASES.item_view("pages/voucher_detail.html", _page_con
 voucher_live_partial = PURCHASES.item_view("pages/_voucher_live.html", _live_context, part="live")
 
 voucher_buy = PURCHASES.take_view(find=voucher_get, take=order_purchase)
-order_status_partial = PURCHASES.status_view(read=order_get)
+# An order's fragment, and a held one's Cancel; its Pay is the payments' (payments.views).
+order_status_partial = PURCHASES.status_view(read=order_get, changes={"cancel": order_cancel})
 # The user's orders, with those still pending or failed under ``redis_lua``.
 order_list_page = PURCHASES.list_view("pages/order_list.html", read_all=order_list_all, read_written=order_list)
-# A held order's Cancel; its Pay is the payments' (payments.views).
-order_cancel_view = PURCHASES.change_view("cancel", read=order_get, change=order_cancel)
 
 # Staff switch the voucher's strategy from its page, through the same service as the API.
 voucher_strategy_switch = PURCHASES.switch_view(
