@@ -146,7 +146,7 @@ class TakePages:
 
     def states(self, records: Iterable[Record]) -> list[Record]:
         """``records``, each that was or is held given ``state``: its fragment's context
-        (:meth:`outcome`), which the lists render in its place of a status."""
+        (:meth:`outcome`), which the lists render in place of its status."""
         records = list(records)
         for record in records:
             if record.status not in (Status.PENDING, Status.FAILED, Status.CONFIRMED):

@@ -53,16 +53,16 @@ def _page_context(request, voucher_id: int) -> dict:
 
 
 def _order_details(order, outcome: str) -> dict:
-    """A held order whose payment waits for the provider's confirmation is "payment pending",
-    and asked about again until it is paid or refunded; a released one whose payment came
-    too late is "refunded", with the reason."""
-    if outcome == "held" and order_paying(order=order):
+    """An order whose payment waits for the provider's confirmation is "payment pending", and
+    asked about again until it is paid or refunded (also once its hold ended meanwhile: the
+    confirmation decides); a released one whose payment came too late is "refunded", with
+    the reason."""
+    if outcome not in ("held", Order.Status.EXPIRED, Order.Status.CANCELLED):
+        return {}
+    if order_paying(order=order):
         return {"outcome": "payment_pending", "waiting": True}
-    if outcome in (Order.Status.EXPIRED, Order.Status.CANCELLED):
-        refund = order_refund(order=order)
-        if refund is not None:
-            return {"outcome": "refunded", "refund": refund}
-    return {}
+    refund = None if outcome == "held" else order_refund(order=order)
+    return {} if refund is None else {"outcome": "refunded", "refund": refund}
 
 
 # The voucher's page and its purchases: the Buy button's answer, and the orders it makes. Its

@@ -192,8 +192,10 @@ def test_a_payment_that_comes_after_a_cancel_is_refunded_with_its_reason(make_us
     order, _ = buy(client, voucher)
     post(client, "payments:order_pay", order.pk)
     order_cancel(user=user, order_id=order.pk)  # from another tab, or the API
+    status = reverse("pages:order_status", args=[order.pk])
+    assert fragment(client.get(status).content)[0] == "payment_pending"  # the confirmation decides
     payment_confirm(reference=Payment.objects.get(order=order).reference)
-    polled = client.get(reverse("pages:order_status", args=[order.pk]))
+    polled = client.get(status)
     outcome, _ = fragment(polled.content)
     assert outcome == "refunded"
     words = visible_text(polled.content.decode())
