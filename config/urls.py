@@ -17,6 +17,7 @@ urlpatterns = [
     path("", include("lab.urls")),
     path("", include("lottery.urls")),
     path("", include("orders.urls")),
+    path("", include("payments.urls")),
 ]
 
 # A body over the size limit read outside the API's operations: 413, JSON under /api/.

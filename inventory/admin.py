@@ -5,6 +5,7 @@ buyers or the draws. (Nothing is registered here: stock is shown with its produc
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import ClassVar
 
 from django import forms
 from django.contrib import admin, messages
@@ -16,11 +17,12 @@ from django.urls import path
 from django.utils.html import format_html, format_html_join
 
 from core.admin import CreatedColumn
-from core.errors import DomainError
+from core.errors import DomainError, InvalidInput
 
 from .models import Stock
 from .records import Record
 from .services import MAX_UNITS
+from .validators import hold_seconds_valid
 
 
 class RestockForm(forms.Form):
@@ -80,6 +82,37 @@ class RestockUrl:
     def get_urls(self):
         view = self.admin_site.admin_view(self.restock_view)
         return [path(self.restock_route, view, name=self.restock_name), *super().get_urls()]
+
+
+class ItemForm(forms.ModelForm):
+    """What an item's admin form has of the fields every item has: its hold window
+    (``hold_seconds``), in the product's words (``hold_label``: "Payment window (seconds)"),
+    checked as the services check it (``hold_seconds_valid``). Optional: a form posted
+    without it keeps the item's window, or gives a new one none."""
+
+    hold_label: ClassVar[str]
+    hold_help: ClassVar[str]
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        field = self.fields.get("hold_seconds")
+        if field is not None:
+            field.label, field.help_text, field.required = self.hold_label, self.hold_help, False
+            # The bounds are the service's, said in its words; the input keeps them as attributes.
+            field.validators = []
+
+    def clean_hold_seconds(self) -> int:
+        value = self.cleaned_data.get("hold_seconds")
+        if value is None:
+            return self.instance.hold_seconds
+        try:
+            return hold_seconds_valid(value)
+        except InvalidInput as exc:
+            raise forms.ValidationError(exc.message[:1].upper() + exc.message[1:], code="invalid") from None
+
+    def item_fields(self) -> dict[str, object]:
+        """The cleaned fields every item has that the product's services take by name."""
+        return {name: self.cleaned_data[name] for name in ("begin_at", "end_at", "strategy", "hold_seconds")}
 
 
 def audit_line(result, figures: list[tuple[str, object]], details: str = "", *, settled: str) -> str:

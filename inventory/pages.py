@@ -1,26 +1,35 @@
 """What the products' pages share about takes: the item's page and the parts it polls, the Buy
 or Draw button's view and the outcome fragment it answers with, that fragment's polling of a
-record still pending under ``redis_lua``, the page of the user's own records, and the staff's
-strategy switch. Each product describes its takes once (``TakePages``), makes its views of it
-with its own selectors and services, and serves them where it places them (``TakePages.urls``)."""
+record still pending under ``redis_lua``, the buttons of a record held for its user (Pay,
+Cancel, Claim: docs/design.md, "Lifecycle") and their answers, the page of the user's own
+records, and the staff's strategy switch. Each product describes its takes once
+(``TakePages``), makes its views of it with its own selectors and services, and serves them
+where it places them (``TakePages.urls``)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from datetime import datetime
+from math import ceil
 
 from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpResponse
 from django.shortcuts import render
 from django.urls import URLPattern, path
+from django.utils import timezone
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_POST
 
 from core.errors import DomainError, Unavailable
 from core.ratelimit import client_address, rate_count
 
+from .product import Product, product_of
 from .records import Record
+from .reservation_types import group_tag
 from .views import strategy_switch_view
+
+Status = Record.Status
 
 # Every page and fragment of the products shows live state (stock, the buttons, the user's
 # records), so none is kept by the browser (``never_cache``: Cache-Control no-store). A page
@@ -45,12 +54,16 @@ def live_view(template: str, context: Callable[..., dict]):
 class TakePages:
     """One product's takes on its pages, and the item's page they are made from.
 
-    ``template`` is the outcome fragment, which answers a take and polls a pending one.
-    ``event`` is the ``HX-Trigger`` that its answer raises, on which the item's live parts
-    reload; ``action`` the rate limit's name for a take. In the templates' context the item
-    is ``item`` (``voucher``), the record ``record`` (``order``), its public id
-    ``<record>_id``, and the user's records ``<record>s``. ``verb`` is the take's word in its
-    route (``buy``). ``confirmed`` names the outcome of a confirmed record.
+    ``template`` is the outcome fragment, which answers a take and polls a pending one; it is
+    also a record's fragment as it stands (held with its buttons, paid, cancelled...), in the
+    lists and as the answer of those buttons. ``event`` is the ``HX-Trigger`` that its answers
+    raise, on which the item's live parts reload; ``action`` the rate limit's name for a take.
+    In the templates' context the item is ``item`` (``voucher``), the record ``record``
+    (``order``), its public id ``<record>_id``, and the user's records ``<record>s``. ``verb``
+    is the take's word in its route (``buy``). ``confirmed`` names the outcome of a confirmed
+    record; ``details(record, outcome)`` is what the product adds to a record's fragment (an
+    order's refund), which may name another outcome, and ``waiting`` while it is to be asked
+    again (a payment on its way).
 
     Every view made here is served at a route placed and named after the item and the record
     alike for every product (:attr:`urls`); the product's urls list only the others.
@@ -63,6 +76,7 @@ class TakePages:
     record: str
     verb: str
     confirmed: Callable[[Record], str]
+    details: Callable[[Record, str], dict] = lambda record, outcome: {}
     # Filled in as the product makes its views (each once, as its views module is imported),
     # so that a route is written once, beside the view it serves, and never listed again.
     _served: dict[str, tuple[str, Callable[..., HttpResponse]]] = field(
@@ -72,6 +86,11 @@ class TakePages:
     @property
     def id_name(self) -> str:
         return f"{self.record}_id"
+
+    @property
+    def product(self) -> Product:
+        # The item's name on the pages is its product's kind ("voucher", "pool").
+        return product_of(self.item)
 
     def _serve(self, route: str, name: str, view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
         self._served[name] = (route, view)
@@ -86,7 +105,8 @@ class TakePages:
         (``vouchers/<voucher_id>/``) its page (``voucher_detail``), the parts it polls
         (``…/live``, ``voucher_live``), the take (``…/buy``, ``voucher_buy``) and the strategy
         switch (``…/strategy``, ``voucher_strategy``); the user's records (``orders/``,
-        ``order_list``) and one's status (``orders/<order_id>/status``, ``order_status``)."""
+        ``order_list``), one's status (``orders/<order_id>/status``, ``order_status``) and the
+        changes of a held one (``orders/<order_id>/cancel``, ``order_cancel``)."""
         return [path(route, view, name=name) for name, (route, view) in self._served.items()]
 
     def item_view(self, template: str, context: Callable[..., dict], *, part: str = ""):
@@ -95,16 +115,43 @@ class TakePages:
         name = f"{self.item}_{part or 'detail'}"
         return self._serve(self._item_route(part), name, live_view(template, context))
 
-    def outcome(self, record: Record, item) -> dict:
-        """The outcome fragment's context for a record as it stands: a pending one (reserved,
-        not written yet) polls the status view until it is confirmed or failed."""
-        if record.status == Record.Status.PENDING:
-            outcome = "pending"
-        elif record.status == Record.Status.FAILED:
+    def outcome(self, record: Record, item, *, now: datetime | None = None) -> dict:
+        """The record's fragment's context as it stands. A pending one (reserved, not written
+        yet) polls the status view until it is confirmed or failed; a held one counts down to
+        its deadline (``seconds_left``, from the server's clock, so that the browser's does not
+        matter) and asks again once it has passed. Past its deadline it is shown lapsed
+        (expired, forfeited) before the expiry releases it: it can no longer be paid or claimed."""
+        # No refusal unless a change's answer adds one: a list's page may have its own in context.
+        context = {
+            self.record: record,
+            self.id_name: record.public_id,
+            self.item: item,
+            "waiting": False,
+            "refusal": None,
+        }
+        if record.status == Status.PENDING:
+            outcome, context["waiting"] = "pending", True
+        elif record.status == Status.FAILED:
             outcome = "failed"
-        else:
+        elif record.status == Status.CONFIRMED:
             outcome = self.confirmed(record)
-        return {"outcome": outcome, self.record: record, self.id_name: record.public_id, self.item: item}
+        elif record.is_held:
+            left = (record.hold_until - (now or timezone.now())).total_seconds()
+            outcome = "held" if left > 0 else self.product.lapsed
+            context["seconds_left"] = max(0, ceil(left))
+        else:
+            outcome = record.status
+        context["outcome"] = outcome
+        return context | self.details(record, outcome)
+
+    def states(self, records: Iterable[Record]) -> list[Record]:
+        """``records``, each that was or is held given ``state``: its fragment's context
+        (:meth:`outcome`), which the lists render in place of its status."""
+        records = list(records)
+        for record in records:
+            if record.status not in (Status.PENDING, Status.FAILED, Status.CONFIRMED):
+                record.state = self.outcome(record, getattr(record, self.item))
+        return records
 
     def take_view(self, *, find: Callable[..., object], take: Callable[..., Record]):
         """The Buy or Draw button's view: ``find(**url_ids)`` the item (``voucher_get``), then
@@ -145,10 +192,15 @@ class TakePages:
         view = guard(strategy_switch_view(find=find, update=update, item=self.item, then=f"{self.item}_detail"))
         return self._serve(self._item_route("strategy"), f"{self.item}_strategy", view)
 
-    def status_view(self, *, read: Callable[..., Record]):
-        """The outcome of a take answered pending, by the id it was answered with
-        (``read(user=, <record>_id=)``, such as ``order_get``): polled by that outcome, which
-        this answer replaces, until the record is confirmed or failed."""
+    def status_view(self, *, read: Callable[..., Record], changes: dict[str, Callable[..., object]] | None = None):
+        """The record's fragment as it stands, by the id the take was answered with
+        (``read(user=, <record>_id=)``, such as ``order_get``): polled by an outcome pending
+        until the record is confirmed or failed, by a payment on its way until it is paid or
+        refunded, and asked once by a held record at its deadline; each answer replaces the
+        fragment that asked. With ``changes`` (``{"cancel": order_cancel}``), the buttons of
+        a held record, which answer the same fragment (:meth:`change_view`)."""
+        for verb, change in (changes or {}).items():
+            self.change_view(verb, read=read, change=change)
 
         @never_cache
         @require_GET
@@ -163,21 +215,74 @@ class TakePages:
             except Http404:
                 # Answered, not raised: a polled 404 would not be swapped in, and the poll would go on.
                 return render(request, self.template, {"outcome": f"unknown_{self.record}", **ids})
-            response = render(request, self.template, self.outcome(record, getattr(record, self.item)))
-            if record.status != Record.Status.PENDING:
+            context = self.outcome(record, getattr(record, self.item))
+            response = render(request, self.template, context)
+            if not context["waiting"]:
                 # Settled: the stock, the button and the user's records may have changed with
                 # it (a failed one gives the unit and the user's take back).
                 response["HX-Trigger"] = self.event
             return response
 
-        return self._serve(f"{self.record}s/<int:{self.id_name}>/status", f"{self.record}_status", view)
+        return self._serve(self.record_route("status"), f"{self.record}_status", view)
+
+    def record_route(self, part: str) -> str:
+        """The route of a view of one of the user's records (``orders/<int:order_id>/status``)."""
+        return f"{self.record}s/<int:{self.id_name}>/{part}"
+
+    def change_view(
+        self,
+        verb: str,
+        *,
+        read: Callable[..., Record],
+        change: Callable[..., object],
+        served: bool = True,
+    ):
+        """A button of a held record's fragment (Cancel, Claim, Pay), posted to
+        ``<record>s/<id>/<verb>`` (``order_cancel``): ``read(user=, <record>_id=)`` the caller's
+        own record (``Http404`` for anyone else's, as the API answers), then
+        ``change(user=, <record>_id=)``, the service the API calls (``order_cancel``); the
+        answer is the record's fragment as it then stands, with the refusal in words when
+        the service refused (``HoldClosed``: expired, already paid...). The rate limits named
+        ``verb``, if any, are counted on the record's item, as the API counts them.
+
+        ``served=False`` for a change that a package above the product serves at its own
+        route (a payment: ``record_route(verb)``), since the product's routes are placed
+        before that package is imported."""
+
+        @never_cache
+        @require_POST
+        def view(request, **ids) -> HttpResponse:
+            if not request.user.is_authenticated:
+                return render(request, self.template, {"outcome": "login"})
+            record = read(user=request.user, **ids)
+            refusal: DomainError | None = None
+            try:
+                rate = rate_count(action=verb, user_id=request.user.pk, address=client_address(request))
+                if rate is not None:
+                    rate.count(tag=group_tag(self.product.group_of(getattr(record, self.item))))
+                change(user=request.user, **ids)
+            except DomainError as exc:
+                refusal = exc
+            record = read(user=request.user, **ids)
+            context = self.outcome(record, getattr(record, self.item))
+            if refusal is not None:
+                context |= {"refusal": refusal.code, "message": refusal.message}
+            response = render(request, self.template, context)
+            # Released, the unit is back on sale and the user may take again: the item's parts reload.
+            response["HX-Trigger"] = self.event
+            return response
+
+        if served:
+            self._serve(self.record_route(verb), f"{self.record}_{verb}", view)
+        return view
 
     def list_view(
         self, template: str, *, read_all: Callable[..., Iterable[Record]], read_written: Callable[..., Iterable[Record]]
     ):
         """The page of the user's records (``template``): ``read_all(user=)`` with those still
         pending or failed under ``redis_lua``; with Redis out of reach, ``read_written(user=)``
-        and a word that others may be missing."""
+        and a word that others may be missing. Each that was held is shown as its fragment
+        (:meth:`states`), with its buttons while it is held."""
 
         @never_cache
         @login_required
@@ -186,7 +291,7 @@ class TakePages:
             try:
                 records, unread = read_all(user=request.user), False
             except Unavailable:
-                records, unread = list(read_written(user=request.user)), True
-            return render(request, template, {f"{self.record}s": records, "unread": unread})
+                records, unread = read_written(user=request.user), True
+            return render(request, template, {f"{self.record}s": self.states(records), "unread": unread})
 
         return self._serve(f"{self.record}s/", f"{self.record}_list", view)

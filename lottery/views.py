@@ -20,7 +20,7 @@ from .selectors import (
     pool_list_audited,
     pool_odds,
 )
-from .services import pool_draw, pool_update
+from .services import draw_claim, pool_draw, pool_update
 
 # The list page and its live rows, polled by it.
 pool_list_page = live_view("lottery/pool_list.html", lambda request: {"pools": pool_list_audited()})
@@ -65,7 +65,8 @@ def _standing_context(request, pool) -> dict:
     return {
         "pool": pool,
         "draws_left": draws_left,
-        "my_draws": my_draws,
+        # A prize held shows its claim's countdown and button, a claimed or forfeited one its state.
+        "my_draws": DRAWS.states(my_draws),
         "unread": unread,
         "refusal": pool_draw_refusal(pool=pool, draws_left=draws_left, empty=empty),
     }
@@ -104,7 +105,8 @@ pool_standing_partial = DRAWS.item_view(
 )
 
 pool_draw_view = DRAWS.take_view(find=pool_for_draw, take=pool_draw)
-draw_status_partial = DRAWS.status_view(read=draw_get)
+# A draw's fragment, and a won prize's Claim before its claim_by.
+draw_status_partial = DRAWS.status_view(read=draw_get, changes={"claim": draw_claim})
 # The user's draws in every pool, with those still pending or failed under ``redis_lua``.
 draw_list_page = DRAWS.list_view("lottery/draw_list.html", read_all=draw_list_all, read_written=draw_list)
 

@@ -10,7 +10,7 @@ from django.utils.html import format_html
 
 from core.admin import SaleWindowColumns
 from core.forms import SaleWindowForm
-from inventory.admin import HeldColumn, RecordAdmin, RestockUrl, audit_line, restock_page
+from inventory.admin import HeldColumn, ItemForm, RecordAdmin, RestockUrl, audit_line, restock_page
 from inventory.services import MAX_UNITS
 
 from .models import Order, Voucher
@@ -18,12 +18,14 @@ from .selectors import voucher_audit
 from .services import voucher_create, voucher_update
 
 
-class VoucherForm(SaleWindowForm):
+class VoucherForm(ItemForm, SaleWindowForm):
     name_fields = ("title",)
+    hold_label = "Payment window (seconds)"
+    hold_help = "How long a buyer's order holds its unit for the payment; 0: paid when bought."
 
     class Meta:
         model = Voucher
-        fields = ["title", "description", "begin_at", "end_at", "strategy"]
+        fields = ["title", "description", "begin_at", "end_at", "strategy", "hold_seconds"]
 
 
 class VoucherAddForm(VoucherForm):
@@ -40,7 +42,19 @@ class VoucherAdmin(HeldColumn, RestockUrl, SaleWindowColumns, admin.ModelAdmin):
     list_filter = ["strategy", "listed"]
     search_fields = ["title"]
     list_select_related = ["stock"]
-    fields = ["title", "description", "begin_at", "end_at", "strategy", "stock_left", "supplied", "audit"]
+    fields = [
+        "title",
+        "description",
+        "begin_at",
+        "end_at",
+        "strategy",
+        "hold_seconds",
+        "stock_left",
+        "supplied",
+        "audit",
+    ]
+    # The fields of the add page: the stock to start with, not the stock's figures and audit.
+    add_fields = ["title", "description", "begin_at", "end_at", "strategy", "hold_seconds", "initial_stock"]
     readonly_fields = ["stock_left", "supplied", "audit"]
 
     def get_queryset(self, request):
@@ -90,13 +104,11 @@ class VoucherAdmin(HeldColumn, RestockUrl, SaleWindowColumns, admin.ModelAdmin):
     def get_form(self, request, obj=None, change=False, **kwargs):
         if obj is None:
             kwargs["form"] = VoucherAddForm
-            kwargs["fields"] = ["title", "description", "begin_at", "end_at", "strategy", "initial_stock"]
+            kwargs["fields"] = self.add_fields
         return super().get_form(request, obj, change=change, **kwargs)
 
     def get_fields(self, request, obj=None):
-        if obj is None:
-            return ["title", "description", "begin_at", "end_at", "strategy", "initial_stock"]
-        return self.fields
+        return self.add_fields if obj is None else self.fields
 
     def get_readonly_fields(self, request, obj=None):
         return self.readonly_fields if obj is not None else []
@@ -104,7 +116,7 @@ class VoucherAdmin(HeldColumn, RestockUrl, SaleWindowColumns, admin.ModelAdmin):
     def save_model(self, request, obj, form, change):
         if change:
             data = form.cleaned_data
-            voucher_update(voucher=obj, strategy=data["strategy"], begin_at=data["begin_at"], end_at=data["end_at"])
+            voucher_update(voucher=obj, **form.item_fields())
             obj.title, obj.description = data["title"], data["description"]
             obj.save(update_fields=["title", "description"])
             return
@@ -112,9 +124,7 @@ class VoucherAdmin(HeldColumn, RestockUrl, SaleWindowColumns, admin.ModelAdmin):
             title=form.cleaned_data["title"],
             description=form.cleaned_data["description"],
             stock=form.cleaned_data["initial_stock"],
-            begin_at=form.cleaned_data["begin_at"],
-            end_at=form.cleaned_data["end_at"],
-            strategy=form.cleaned_data["strategy"],
+            **form.item_fields(),
         )
         obj.pk, obj.stock = created.pk, created.stock
 

@@ -14,6 +14,7 @@ from inventory.audits import Audit, HoldCounts, record_totals
 from inventory.items import record_get, records_of_user, reservation_takes
 from inventory.models import Stock, Strategy
 from inventory.product import product_of
+from inventory.records import RELEASED
 
 from .models import Order, Voucher
 
@@ -60,16 +61,30 @@ def order_refund(*, order: Order) -> dict | None:
     return None if refund is None else dict(zip(("reference", "refunded_at", "reason"), refund, strict=True))
 
 
+def order_paying(*, order: Order) -> bool:
+    """Whether a payment of the held order waits for the provider's confirmation (read
+    through the payments' relation, as :func:`order_refund` reads)."""
+    return order.pk is not None and order.payments.filter(settled_at__isnull=True, refunded_at__isnull=True).exists()
+
+
 def voucher_held(*, voucher: Voucher, user) -> str | None:
-    """What the user holds of the voucher, for the page's Buy button: ``"confirmed"`` (an
-    order row), ``"pending"`` (under ``redis_lua``, a reservation not written yet) or None.
+    """What the user holds of the voucher, for the page's Buy button: the status of their
+    order that still holds its unit (``"confirmed"``, ``"held"``, ``"paid"``), ``"pending"``
+    (under ``redis_lua``, a reservation not written yet) or None: an order cancelled or
+    expired holds nothing, and its buyer may buy again.
 
     Polled by every open voucher page, so it reads no stream: the user's count in the
     state's ``takers`` hash (one HGET) counts pending takes and written ones alike, and an
     undone reservation gives its take back. Should Redis not answer, the row decides: a
     guess for the button, the purchase still refuses a second one."""
-    if Order.objects.filter(voucher_id=voucher.pk, user_id=user.pk).exists():
-        return Order.Status.CONFIRMED
+    status = (
+        Order.objects.filter(voucher_id=voucher.pk, user_id=user.pk)
+        .exclude(status__in=RELEASED)
+        .values_list("status", flat=True)
+        .first()
+    )
+    if status is not None:
+        return status
     if voucher.strategy != Strategy.REDIS_LUA:
         return None
     try:

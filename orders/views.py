@@ -6,17 +6,20 @@ from accounts.permissions import staff_holds
 from inventory.forms import StrategyForm
 from inventory.pages import TakePages, live_view
 
+from .models import Order
 from .selectors import (
     order_get,
     order_list,
     order_list_all,
+    order_paying,
+    order_refund,
     voucher_audit,
     voucher_buy_refusal,
     voucher_get,
     voucher_held,
     voucher_list_audited,
 )
-from .services import order_purchase, voucher_update
+from .services import order_cancel, order_purchase, voucher_update
 
 
 def _list_context(request) -> dict:
@@ -49,8 +52,21 @@ def _page_context(request, voucher_id: int) -> dict:
     return context
 
 
+def _order_details(order, outcome: str) -> dict:
+    """An order whose payment waits for the provider's confirmation is "payment pending", and
+    asked about again until it is paid or refunded (also once its hold ended meanwhile: the
+    confirmation decides); a released one whose payment came too late is "refunded", with
+    the reason."""
+    if outcome not in ("held", Order.Status.EXPIRED, Order.Status.CANCELLED):
+        return {}
+    if order_paying(order=order):
+        return {"outcome": "payment_pending", "waiting": True}
+    refund = None if outcome == "held" else order_refund(order=order)
+    return {} if refund is None else {"outcome": "refunded", "refund": refund}
+
+
 # The voucher's page and its purchases: the Buy button's answer, and the orders it makes. Its
-# event, raised by the answer, reloads the voucher's live part.
+# event, raised by the answers, reloads the voucher's live part.
 PURCHASES = TakePages(
     "pages/_buy_outcome.html",
     event="bought",
@@ -59,12 +75,14 @@ PURCHASES = TakePages(
     record="order",
     verb="buy",
     confirmed=lambda order: "bought",
+    details=_order_details,
 )
 voucher_detail_page = PURCHASES.item_view("pages/voucher_detail.html", _page_context)
 voucher_live_partial = PURCHASES.item_view("pages/_voucher_live.html", _live_context, part="live")
 
 voucher_buy = PURCHASES.take_view(find=voucher_get, take=order_purchase)
-order_status_partial = PURCHASES.status_view(read=order_get)
+# An order's fragment, and a held one's Cancel; its Pay is the payments' (payments.views).
+order_status_partial = PURCHASES.status_view(read=order_get, changes={"cancel": order_cancel})
 # The user's orders, with those still pending or failed under ``redis_lua``.
 order_list_page = PURCHASES.list_view("pages/order_list.html", read_all=order_list_all, read_written=order_list)
 

@@ -77,6 +77,18 @@ def make_voucher() -> Callable[..., Voucher]:
 
 
 @pytest.fixture
+def payment_provider(settings):
+    """The simulated payment provider answering a charge at once and posting no callback; a
+    test sets ``PAYMENT_PROVIDER_DELAY_MS`` on what it answers for a payment on its way."""
+    settings.PAYMENT_PROVIDER_DELAY_MS = 0
+    settings.PAYMENT_PROVIDER_JITTER_MS = 0
+    settings.PAYMENT_PROVIDER_DUPLICATE_RATE = 0
+    settings.PAYMENT_PROVIDER_LOSS_RATE = 0
+    settings.PAYMENT_CALLBACK_URL = ""
+    return settings
+
+
+@pytest.fixture
 def admin_client_(client, make_user):
     """The test client, logged in to the admin as a superuser."""
     admin = make_user("boss", staff=True)

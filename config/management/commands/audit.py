@@ -11,6 +11,7 @@ from lottery.models import Pool
 from lottery.selectors import pool_audit
 from orders.models import Voucher
 from orders.selectors import voucher_audit
+from payments.selectors import PaymentsAudit, payments_audit
 
 
 def _holds_header(settled: str) -> str:
@@ -27,12 +28,33 @@ def _holds_cells(holds: HoldCounts) -> str:
     )
 
 
+def _payments_header() -> str:
+    """A voucher's payments (``payments.selectors.payments_audit``): the provider's
+    confirmations, the payments paid and refunded, and whether they add up ("-" for a voucher
+    nobody paid through the provider)."""
+    return f"{'confirmations':>13} {'pay_paid':>8} {'refunded':>8} {'payments_ok':>11}"
+
+
+def _payments_cells(paid: PaymentsAudit) -> str:
+    word = "-" if not _payments_used(paid) else "yes" if paid.ok else "NO"
+    return f"{paid.confirmations:>13} {paid.paid:>8} {paid.refunded:>8} {word:>11}"
+
+
+def _payments_used(paid: PaymentsAudit) -> bool:
+    """Whether the voucher's orders were paid through the provider: only then does its
+    payments' invariant judge it. An order settled by other means (a test, another app) is
+    paid with no payment, which the payments' audit counts as sold unpaid."""
+    return paid.confirmations > 0
+
+
 class Command(BaseCommand):
     help = (
         'Check the invariants of every voucher and prize pool (docs/design.md, "Invariants"); exit 1 when one breaks. '
         "For redis_lua items, Redis is compared with the database too (invariant 5, as reconcile does). "
         "The lifecycle's counts: records held now, settled (paid, claimed), released (back in stock), units "
-        "returned twice (returned2x) and records both settled and released (both), the last two 0 when sound."
+        "returned twice (returned2x) and records both settled and released (both), the last two 0 when sound. "
+        "A voucher's payments: the provider's confirmations, paid, refunded, and whether they add up (payments_ok, "
+        "judged once the voucher has any)."
     )
 
     def add_arguments(self, parser):
@@ -47,6 +69,7 @@ class Command(BaseCommand):
         voucher_ids = self._ids(Voucher, voucher, only_some, "voucher")
         pool_ids = self._ids(Pool, pool, only_some, "pool")
         vouchers = [voucher_audit(voucher_id=voucher_id) for voucher_id in voucher_ids]
+        self.payments = {voucher_id: payments_audit(voucher_id=voucher_id) for voucher_id in voucher_ids}
         pools = [pool_audit(pool_id=pool_id) for pool_id in pool_ids]
         self.redis = self._redis_checks(voucher_ids, pool_ids)
         broken = [a for a in vouchers if not self._ok(a, "voucher", a.voucher_id)]
@@ -78,12 +101,16 @@ class Command(BaseCommand):
 
     def _ok(self, audit, kind: str, pk: int) -> bool:
         check = self.redis.get((kind, pk))
-        return audit.ok and (check is None or (check.state and not check.drifted))
+        paid = self.payments.get(pk) if kind == "voucher" else None
+        paid_ok = paid is None or not _payments_used(paid) or paid.ok
+        return audit.ok and (check is None or (check.state and not check.drifted)) and paid_ok
 
     def _as_json(self, audit, kind: str, pk: int) -> dict:
         check = self.redis.get((kind, pk))
-        extra = {} if check is None else {"redis": check.as_dict(), "ok": self._ok(audit, kind, pk)}
-        return audit.as_dict() | extra
+        extra = {} if check is None else {"redis": check.as_dict()}
+        if kind == "voucher":
+            extra["payments"] = self.payments[pk].as_dict()
+        return audit.as_dict() | extra | {"ok": self._ok(audit, kind, pk)}
 
     def _redis_word(self, kind: str, pk: int) -> str:
         check = self.redis.get((kind, pk))
@@ -105,13 +132,14 @@ class Command(BaseCommand):
             return
         self.stdout.write(
             f"{'voucher':>7} {'strategy':<15} {'supplied':>8} {'stock':>6} {'orders':>6} {'oversold':>8} "
-            f"{'dups':>5} {_holds_header('paid')} {'conserved':>9} {'redis':>8}  verdict"
+            f"{'dups':>5} {_holds_header('paid')} {_payments_header()} {'conserved':>9} {'redis':>8}  verdict"
         )
         for a in audits:
             redis = self._redis_word("voucher", a.voucher_id)
             self.stdout.write(
                 f"{a.voucher_id:>7} {a.strategy:<15} {a.supplied:>8} {a.stock:>6} {a.orders:>6} {a.oversold:>8} "
-                f"{a.duplicates:>5} {_holds_cells(a.holds)} {'yes' if a.conserved else 'NO':>9} {redis:>8}  "
+                f"{a.duplicates:>5} {_holds_cells(a.holds)} {_payments_cells(self.payments[a.voucher_id])} "
+                f"{'yes' if a.conserved else 'NO':>9} {redis:>8}  "
                 f"{'ok' if self._ok(a, 'voucher', a.voucher_id) else 'BROKEN'}"
             )
 
