@@ -35,8 +35,9 @@ from pathlib import Path
 # and it fails the run.
 PURCHASE_REFUSALS = {409: {"sold_out", "already_purchased", "busy"}, 403: {"not_started", "ended"}}
 DRAW_REFUSALS = {409: {"draw_limit", "pool_empty", "busy"}, 403: {"not_started", "ended"}}
-# The status a 201 (written) and a 202 (accepted, to be written by a worker) must say.
-ANSWERED_STATUS = {201: "confirmed", 202: "pending"}
+# The statuses a 201 (written: settled, or held for its payment or claim when the item has a
+# hold window) and a 202 (accepted, to be written by a worker) may say.
+ANSWERED_STATUS = {201: ("confirmed", "held"), 202: ("pending",)}
 
 # The outcomes that are not a refusal code.
 CONFIRMED = "confirmed"  # a purchase: an order
@@ -231,7 +232,7 @@ def purchase(user, voucher: int, token: str) -> str:
         if body is None:
             return ERROR
         if response.status_code in ANSWERED_STATUS:
-            if isinstance(body.get("order_id"), int) and body.get("status") == ANSWERED_STATUS[response.status_code]:
+            if isinstance(body.get("order_id"), int) and body.get("status") in ANSWERED_STATUS[response.status_code]:
                 outcomes.add(CONFIRMED, body["order_id"], *_marks(response))
                 response.success()
                 return CONFIRMED
@@ -280,7 +281,7 @@ def draw(user, pool: int, token: str) -> str:
                 and _is_prize(prize)
                 and isinstance(draws_left, int)
                 and draws_left >= 0
-                and body.get("status") == ANSWERED_STATUS[response.status_code]
+                and body.get("status") in ANSWERED_STATUS[response.status_code]
             ):
                 response.success()
                 if prize is None:

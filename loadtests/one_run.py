@@ -217,7 +217,12 @@ def one_run(
     audited and judged on what it did until then."""
     product = PRODUCTS[scenario.product]
     supply = Supply(
-        stock=args.stock, prizes=args.prizes, draws_per_user=args.draws_per_user, no_prize_weight=args.no_prize_weight
+        stock=args.stock,
+        prizes=args.prizes,
+        draws_per_user=args.draws_per_user,
+        no_prize_weight=args.no_prize_weight,
+        # The fault runner's items may hold their takes (``--hold-seconds``); others' none.
+        hold_seconds=getattr(args, "hold_seconds", 0),
     )
     target = product.create(
         title=f"load {scenario.name} {strategy} {timezone.now():%H:%M:%S}", strategy=strategy, supply=supply

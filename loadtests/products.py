@@ -51,6 +51,9 @@ class Supply:
     prizes: int = 1
     draws_per_user: int = 1
     no_prize_weight: int = 0
+    # The hold window (a voucher's payment window, a pool's claim window): 0, settled when
+    # taken, but for the lifecycle's scenarios.
+    hold_seconds: int = 0
 
 
 @dataclass(frozen=True)
@@ -211,7 +214,14 @@ class VoucherProduct(Product):
     record_model = Order
 
     def create(self, *, title: str, strategy: str, supply: Supply) -> Target:
-        voucher = voucher_create(title=title, stock=supply.stock, strategy=strategy, listed=False, **sale_window())
+        voucher = voucher_create(
+            title=title,
+            stock=supply.stock,
+            strategy=strategy,
+            listed=False,
+            hold_seconds=supply.hold_seconds,
+            **sale_window(),
+        )
         return Target(pk=voucher.pk, group_id=voucher.stock.group_id)
 
     def records(self, target: Target) -> QuerySet:
@@ -254,6 +264,7 @@ class PoolProduct(Product):
             no_prize_weight=supply.no_prize_weight,
             strategy=strategy,
             listed=False,
+            hold_seconds=supply.hold_seconds,
             **sale_window(),
         )
         for n, stock in enumerate(split_stock(supply.stock, supply.prizes), start=1):
