@@ -12,6 +12,12 @@ nothing oversold, no duplicates, every confirmation found once, Redis in step):
 - the server recovered on its own: after the fault ended, only documented answers came
   again, within the fault's bound (``recover_within``), and, for a deferred strategy, the
   worker wrote records again.
+
+A run whose items hold their takes (``--hold-seconds``, the lifecycle's faults) is also
+judged once it has drained, no record held any more (``Lifecycle``, ``lifecycle_broken``):
+available + held + settled == supply, no unit returned twice, no record both settled and
+released, every payment confirmation one paid order or one refund, and Redis in step with
+the database after the releases' returns.
 """
 
 from __future__ import annotations
@@ -20,7 +26,7 @@ from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from ..verdict import Result, broken_invariants
+from ..verdict import REDIS_DRIFT, Result, broken_invariants
 
 # A request that waits for a dependency longer than this has hung: the clients' timeouts
 # (locking.integration.locks_redis, the cache's, the database's) bound it below.
@@ -145,3 +151,73 @@ def fault_verdict(
     if documented_losses:
         return f"holds ({documented_losses} pending 202s lost with Redis' memory, as documented){said}", True
     return f"holds{said}", True
+
+
+@dataclass(frozen=True)
+class Lifecycle:
+    """A run with a hold window once every hold has drained (or the wait ran out), as its
+    audit read it (``lifecycle.drained``)."""
+
+    hold_seconds: int
+    # Seconds the run waited after its audit until nothing was held or waiting; None when
+    # the wait ran out first.
+    drain_s: float | None
+    supplied: int
+    available: int
+    held: int
+    settled: int
+    released: int
+    returned_twice: int
+    settled_and_released: int
+    # available + held + settled == supplied (a pool's: per prize).
+    conserved: bool
+    # A voucher's payments (``payments.selectors.payments_audit``); None for a pool.
+    payments: dict | None = None
+    # Redis against the database once drained (``redis_lua``; None for the others): whether
+    # it had a state, and how many rows, users and take numbers differed.
+    redis_state: bool | None = None
+    redis_drift: dict[str, int] | None = None
+    # Units a missed return left out of Redis, put back by reconciliation as documented
+    # (a releaser killed between its commit and its return).
+    returns_repaired: int = 0
+
+
+def lifecycle_broken(life: Lifecycle) -> list[str]:
+    """The lifecycle's invariants a drained run broke."""
+    broken = []
+    if life.drain_s is None or life.held:
+        broken.append(f"{life.held} records still held after the drain")
+    if not life.conserved:
+        broken.append(
+            f"available + held + settled != supply ({life.available} + {life.held} + {life.settled} vs {life.supplied})"
+        )
+    if life.returned_twice:
+        broken.append(f"{life.returned_twice} units returned twice")
+    if life.settled_and_released:
+        broken.append(f"{life.settled_and_released} records both settled and released")
+    payments = life.payments
+    if payments is not None:
+        if payments["waiting"]:
+            broken.append(f"{payments['waiting']} payments never confirmed")
+        if not payments["ok"]:
+            broken.append(
+                "payments broken: {confirmations} confirmations, {paid} paid, {refunded} refunded, {double_paid} "
+                "paid twice, {paid_unsold} paid unsold, {sold_unpaid} sold unpaid, {refunds_unrecorded} refunds "
+                "unrecorded".format(**payments)
+            )
+    if life.redis_state is False:
+        broken.append("Redis state missing after the drain")
+    drifted = {name: n for name, n in (life.redis_drift or {}).items() if n}
+    if drifted:
+        broken.append("after the releases, " + ", ".join(f"{REDIS_DRIFT[name]} ({n})" for name, n in drifted.items()))
+    return broken
+
+
+def lifecycle_summary(life: Lifecycle) -> str:
+    """The drained run in a few words, for its row."""
+    said = f"{life.hold_seconds} s: {life.released} released, {life.settled} settled, {life.held} held"
+    if life.payments is not None and life.payments["confirmations"]:
+        said += f"; {life.payments['paid']} paid, {life.payments['refunded']} refunded"
+    if life.returns_repaired:
+        said += f"; {life.returns_repaired} returns repaired"
+    return said

@@ -32,6 +32,17 @@ class Fault:
     recover_within: ClassVar[float] = 10.0
     # Whether the runner must serve from a MariaDB server of its own (it restarts it).
     needs_own_mariadb: ClassVar[bool] = False
+    # The hold window of its items and their stock, when it needs its own (the lifecycle's
+    # faults: a crowd that sells out and buys again what comes back); None: the runner's
+    # ``--hold-seconds`` and ``--stock``.
+    hold_seconds: ClassVar[int | None] = None
+    stock: ClassVar[int | None] = None
+    # The products it has anything to show on (``loadtests.verdict``).
+    products: ClassVar[tuple[str, ...]] = ("voucher", "pool")
+    # Whether it may kill a release between its commit and its units' return to Redis,
+    # which reconciliation repairs (the runner's beat does not reconcile: it does so once
+    # the run has drained, and says how many units it put back).
+    repairs_returns: ClassVar[bool] = False
 
     def concerns(self, strategy: str, *, deferred: bool) -> bool:
         """Whether ``strategy`` (deferred or not) has anything to show under this fault."""
@@ -59,12 +70,34 @@ class Fault:
         """Reservation ids the fault took away by design (none, but for a Redis restart)."""
         return set()
 
+    def server_settings(self, down: float) -> dict[str, str]:
+        """Settings the server's processes need for this fault (the whole plan's, merged)."""
+        return {}
+
+    def drained(self, product: str, target) -> tuple[list[str], list[str]]:
+        """What it must show once a run with holds has drained, read from the database:
+        (broken rules, notes for the verdict)."""
+        return [], []
+
 
 def children(pid: int) -> list[int]:
     try:
         return [int(child) for child in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
     except OSError:
         return []
+
+
+def worker_kill(stage: Stage) -> None:
+    """SIGKILL the Celery worker and its pool, unsupervised until the fault restarts it."""
+    pid = stage.worker_pid
+    if pid is None:
+        raise RuntimeError("no Celery worker runs beside the server")
+    stage.supervising.clear()
+    for victim in [pid, *children(pid)]:
+        try:
+            os.kill(victim, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
 
 
 class WorkerKill(Fault):
@@ -150,15 +183,7 @@ class CeleryKill(Fault):
     recover_within = 15.0
 
     def inject(self, stage: Stage, group_id: int) -> None:
-        pid = stage.worker_pid
-        if pid is None:
-            raise RuntimeError("no Celery worker runs beside the server")
-        stage.supervising.clear()
-        for victim in [pid, *children(pid)]:
-            try:
-                os.kill(victim, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+        worker_kill(stage)
 
     def heal(self, stage: Stage, down: float) -> float:
         time.sleep(down)
@@ -357,9 +382,3 @@ class RedlockServersStopped(Fault):
 
 def statuses(counted: dict[int, int]) -> str:
     return " ".join(f"{status or 'none'}: {n}" for status, n in counted.items()) or "no answer"
-
-
-FAULTS: dict[str, type[Fault]] = {
-    fault.name: fault
-    for fault in (WorkerKill, RedisRestart, CeleryKill, MariaDBRestart, LockHolderStopped, RedlockServersStopped)
-}

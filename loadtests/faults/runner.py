@@ -18,11 +18,16 @@ from locking.testing import RedisServer
 
 from ..console import say
 from ..scenarios import SCENARIOS, Scenario, scenarios_named
-from .kinds import FAULTS, Fault
+from .kinds import Fault
 from .mariadb import MariaDBServer
+from .registry import FAULTS
 from .stage import Stage
 from .strike import Strike, health, lock_events
 from .table import FaultRow, judged, seconds, table
+
+# Enough that the sale still runs when the fault strikes and after it ends: a fault that
+# finds everything sold tests only the sold-out answer.
+DEFAULT_STOCK = 2000
 
 
 def parse_args(argv):
@@ -50,9 +55,27 @@ def parse_args(argv):
     parser.add_argument("--users", type=int, default=30, help="Locust users: the concurrency")
     parser.add_argument("--spawn-rate", type=float, default=30)
     parser.add_argument("--buyers", type=int, default=20000, help="distinct buyers (tokens) in the crowd")
-    # Enough that the sale still runs when the fault strikes and after it ends: a fault
-    # that finds everything sold tests only the sold-out answer.
-    parser.add_argument("--stock", type=int, default=2000, help="the voucher's stock, or the pool's over its prizes")
+    parser.add_argument(
+        "--stock",
+        type=int,
+        default=None,
+        help="the voucher's stock, or the pool's over its prizes (default 2,000; the lifecycle's faults use their own, "
+        "which their crowd sells out)",
+    )
+    parser.add_argument(
+        "--hold-seconds",
+        type=int,
+        default=0,
+        help="the items' hold window (payment, claim): every take held that long, released unless paid, and the "
+        "run judged once drained (default 0, none; the lifecycle's faults their own)",
+    )
+    parser.add_argument(
+        "--sweep-seconds",
+        type=int,
+        default=None,
+        help="HOLDS_SWEEP_SECONDS of the server's beat: how often it releases holds whose task was lost "
+        "(default: the settings', 5 s)",
+    )
     parser.add_argument("--prizes", type=int, default=5)
     parser.add_argument("--draws-per-user", type=int, default=3)
     parser.add_argument("--no-prize-weight", type=int, default=0)
@@ -93,6 +116,8 @@ def main(argv=None) -> int:
     args = parse_args(argv)
     if args.lock_lease is not None:
         os.environ["LOCK_LEASE_SECONDS"] = str(args.lock_lease)  # the server's and worker's environment
+    if args.sweep_seconds is not None:
+        os.environ["HOLDS_SWEEP_SECONDS"] = str(args.sweep_seconds)  # the beat's, and the verdict's bound
     try:
         if args.runs:
             args.picked = {}
@@ -171,6 +196,7 @@ def run_faults(
     from inventory.strategies import STRATEGIES, strategy_names
 
     from ..one_run import one_run
+    from .lifecycle import drained
 
     plan = []
     for fault in faults:
@@ -187,7 +213,8 @@ def run_faults(
         if args.picked is not None and concerned != wanted:
             idle = ", ".join(s for s in wanted if s not in concerned)
             raise SystemExit(f"[faults] {fault.name} has nothing to show under {idle}")
-        plan += [(fault, scenario, strategy) for scenario in scenarios for strategy in concerned]
+        shown = [scenario for scenario in scenarios if scenario.product in fault.products]
+        plan += [(fault, scenario, strategy) for scenario in shown for strategy in concerned]
 
     tokens = args.out / "tokens.txt"
     pairs = users_with_tokens_create(count=max(args.buyers, args.hammer_buyers), prefix="fault")
@@ -203,14 +230,19 @@ def run_faults(
     fault_points.mkdir(exist_ok=True)
     os.environ["FAULT_POINTS_DIR"] = str(fault_points)
 
+    settings: dict[str, str] = {}
+    for fault in {fault.name: fault for fault, _, _ in plan}.values():
+        settings.update(fault.server_settings(args.down))
     rows: list[FaultRow] = []
     with running_server(
         database_url=args.database_url,
         redis_url=own_redis.url,
         processes=args.server_processes,
         race_window_ms=args.race_window_ms,
-        celery=any(STRATEGIES[strategy].deferred for _, _, strategy in plan),
+        # Holds are released by the worker (a task at each deadline, the beat's sweep).
+        celery=any(STRATEGIES[strategy].deferred or holding(args, fault) for fault, _, strategy in plan),
         celery_log=args.out / "celery.log",
+        settings=settings,
         say=say,
     ) as server:
         stage = Stage(
@@ -220,19 +252,36 @@ def run_faults(
             fault_points=fault_points,
             celery_log=args.out / "celery.log",
             worker_pid=server.worker_pid,
+            tokens=tokens,
         )
         try:
             for n, (fault, scenario, strategy) in enumerate(plan, start=1):
-                load = f"{args.users} users, {args.duration}s"
+                run_args = run_arguments(args, fault)
+                load = f"{args.users} users, {args.duration}s, stock {run_args.stock}"
+                if run_args.hold_seconds:
+                    load += f", held {run_args.hold_seconds}s"
                 say(f"[{n}/{len(plan)}] {fault.name} / {scenario.name} / {strategy}: {load}")
+                stage.product = scenario.product
                 strike = Strike(fault, stage, args.fault_at, args.down)
                 restarts = stage.worker_restarts
                 name = f"{fault.name}-{scenario.name}-{strategy}"
                 events_before = lock_events(server.host)
-                result = one_run(args, scenario, strategy, server, tokens, staff_token, name, observe=strike.observe)
+                result = one_run(
+                    run_args, scenario, strategy, server, tokens, staff_token, name, observe=strike.observe
+                )
                 strike.wait()
                 events = {key: n - events_before.get(key, 0) for key, n in lock_events(server.host).items()}
-                row = judged(args, fault, strike, result, STRATEGIES[strategy].deferred, args.out / name, events)
+                life, seen = None, ([], [])
+                if run_args.hold_seconds:
+                    life = drained(
+                        scenario.product, strike.target, hold_seconds=run_args.hold_seconds, strategy=strategy,
+                        timeout=args.drain_timeout, repair=fault.repairs_returns,
+                    )  # fmt: skip
+                    seen = fault.drained(scenario.product, strike.target)
+                    connections.close_all()
+                row = judged(
+                    args, fault, strike, result, STRATEGIES[strategy].deferred, args.out / name, events, life, seen
+                )
                 if stage.worker_restarts > restarts:
                     row.verdict += (
                         f"; the Celery worker exited and was started again ({stage.worker_restarts - restarts})"
@@ -243,6 +292,19 @@ def run_faults(
         finally:
             stage.stop_started()
     return rows
+
+
+def holding(args, fault: Fault) -> bool:
+    """Whether the fault's runs hold their takes."""
+    return bool(fault.hold_seconds or args.hold_seconds)
+
+
+def run_arguments(args, fault: Fault) -> argparse.Namespace:
+    """The run's arguments: the hold window and stock of the fault's own, if it has any (its
+    checks count on them), else those given."""
+    hold = fault.hold_seconds or args.hold_seconds
+    stock = fault.stock or (args.stock if args.stock is not None else DEFAULT_STOCK)
+    return argparse.Namespace(**(vars(args) | {"hold_seconds": hold, "stock": stock}))
 
 
 def ready(host: str, own_redis: RedisServer, timeout: float = 60) -> None:

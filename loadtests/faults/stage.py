@@ -27,6 +27,12 @@ class Stage:
     fault_points: Path | None = None
     celery_log: Path | None = None
     worker_pid: int | None = None
+    # The run's product (``loadtests.verdict``) and its fresh item (a ``products.Target``,
+    # once the fault strikes): what the lifecycle's faults read their holds from.
+    product: str = ""
+    target: object = None
+    # The crowd's ``username token`` lines: a fault that acts as a buyer (late-callback).
+    tokens: Path | None = None
     # Processes started here (restarted workers), stopped when the runner ends.
     started: list[subprocess.Popen] = field(default_factory=list)
     # Workers started again because they had exited (not those a fault restarted).

@@ -39,6 +39,7 @@ class Strike:
         try:
             say(f"  !! {self.fault.name} at {self.fault_at:.0f}s")
             self.injected_at = time.time()
+            self.stage.target = self.target
             self.fault.inject(self.stage, self.target.group_id)
             if self.fault.health_names:
                 time.sleep(min(0.5, self.down / 2))

@@ -7,7 +7,18 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from ..verdict import Result
-from .judge import Answer, Recovery, by_status, fault_verdict, parse_answers, recovery, writes_recovery
+from .judge import (
+    Answer,
+    Lifecycle,
+    Recovery,
+    by_status,
+    fault_verdict,
+    lifecycle_broken,
+    lifecycle_summary,
+    parse_answers,
+    recovery,
+    writes_recovery,
+)
 from .kinds import Fault
 from .strike import Strike, health_says_down
 
@@ -34,11 +45,25 @@ class FaultRow:
     verdict: str
     ok: bool
     result: dict = field(default_factory=dict)
+    # A run with holds, once drained: the hold window and what became of the holds, in words
+    # ("" without), and its figures.
+    holds: str = ""
+    lifecycle: dict | None = None
 
 
 def judged(
-    args, fault: Fault, strike: Strike, result: Result, deferred: bool, run_dir: Path, events: dict[str, float]
+    args,
+    fault: Fault,
+    strike: Strike,
+    result: Result,
+    deferred: bool,
+    run_dir: Path,
+    events: dict[str, float],
+    life: Lifecycle | None = None,
+    drained: tuple[list[str], list[str]] = ([], []),
 ) -> FaultRow:
+    """The run's row; ``life`` is a run with holds once drained, ``drained`` what the fault
+    made of it (broken rules, notes)."""
     from ..common import PENDING, read_outcomes
     from ..products import PRODUCTS
 
@@ -52,6 +77,11 @@ def judged(
         documented = len((accepted & pending_lost) - set(recorded))
     result = replace(result, lost_confirmations=(result.lost_confirmations or 0) - documented)
     fault_broken, notes = fault.checked(answers, events)
+    if life is not None:
+        fault_broken, notes = [*fault_broken, *lifecycle_broken(life), *drained[0]], [*notes, *drained[1]]
+        if life.redis_state is not None:
+            # Drained, with any missed return repaired as documented: what the run left.
+            result = replace(result, redis_state=life.redis_state, redis_drift=life.redis_drift)
     recovered = Recovery(
         seconds=recovery(answers, injected_at=strike.injected_at, healed_at=strike.healed_at),
         writes_seconds=writes_recovery(
@@ -93,6 +123,8 @@ def judged(
         verdict=verdict,
         ok=ok,
         result={k: v for k, v in asdict(result).items() if not k.endswith("_series")},
+        holds=lifecycle_summary(life) if life is not None else "",
+        lifecycle=asdict(life) if life is not None else None,
     )
 
 
@@ -110,7 +142,7 @@ def statuses(answers: dict[int, int]) -> str:
 
 HEADER = (
     "fault", "scenario", "strategy", "requests", "answers by status", "oversold", "duplicates",
-    "lost confirmations", "recover s", "writes s", "drain s", "verdict",
+    "lost confirmations", "recover s", "writes s", "drain s", "holds", "verdict",
 )  # fmt: skip
 
 
@@ -118,7 +150,9 @@ def table(rows: list[FaultRow]) -> str:
     """The rows as a Markdown table. ``oversold`` is over-awarded and ``duplicates`` users
     over the draw limit for a pool; ``recover s`` counts from the fault's end until the
     last degraded answer, ``writes s`` until the worker wrote again, ``drain s`` from the
-    crowd's last answer until nothing waited (both for a deferred strategy)."""
+    crowd's last answer until nothing waited (both for a deferred strategy); ``holds`` is a
+    run with a hold window's, once drained: the window, the holds released, settled and
+    still held, and its payments."""
     lines = ["| " + " | ".join(HEADER) + " |", "|" + "---|" * len(HEADER)]
     for row in rows:
         lost = str(row.lost_confirmations)
@@ -127,7 +161,7 @@ def table(rows: list[FaultRow]) -> str:
         cells = [
             row.fault, row.scenario, row.strategy, str(row.requests), statuses(row.answers), str(row.oversold),
             str(row.duplicates), lost, seconds(row.recover_s), optional(row.writes_s), optional(row.drain_s),
-            row.verdict,
+            row.holds or "-", row.verdict,
         ]  # fmt: skip
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
