@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from .expiry import CeleryKillExpiry, ExpiryLost, RedisRestartHeld
 from .kinds import CeleryKill, Fault, LockHolderStopped, MariaDBRestart, RedisRestart, RedlockServersStopped, WorkerKill
 
 FAULTS: dict[str, type[Fault]] = {
@@ -13,5 +14,8 @@ FAULTS: dict[str, type[Fault]] = {
         MariaDBRestart,
         LockHolderStopped,
         RedlockServersStopped,
+        CeleryKillExpiry,
+        ExpiryLost,
+        RedisRestartHeld,
     )
 }
