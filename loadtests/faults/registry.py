@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from .callbacks import LateCallback
 from .expiry import CeleryKillExpiry, ExpiryLost, RedisRestartHeld
 from .kinds import CeleryKill, Fault, LockHolderStopped, MariaDBRestart, RedisRestart, RedlockServersStopped, WorkerKill
 
@@ -17,5 +18,6 @@ FAULTS: dict[str, type[Fault]] = {
         CeleryKillExpiry,
         ExpiryLost,
         RedisRestartHeld,
+        LateCallback,
     )
 }
