@@ -7,6 +7,7 @@ import json
 import time
 import urllib.error
 import urllib.request
+from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 
@@ -16,8 +17,9 @@ from .stage import Stage
 
 
 class LateCallback(Holding, Fault):
-    """Pays fired, as their buyers, at orders the crowd holds (each with ``lead`` seconds of
-    its hold left, so that the pay is taken: 202, the confirmation on its way), on a
+    """Pays fired, as their buyers, at ``pays`` orders the crowd holds (each with ``lead``
+    seconds of its hold left, so that the pay is taken: 202, the confirmation on its way;
+    the runner waits up to a window for the crowd's next wave of takes to find them), on a
     server whose provider confirms ``delay_seconds`` after the charge, past the end of any
     of those holds. Each hold expires meanwhile and its unit goes back on sale; the crowd,
     sold out, buys it again. Each confirmation must then be refunded (the order expired,
@@ -32,15 +34,15 @@ class LateCallback(Holding, Fault):
     products = ("voucher",)
     strategies = ("db_atomic", "redis_lock", "redis_lua")
     pays = 20
-    lead = 1.5
-    # Past the end of a hold paid with ``lead`` seconds left, by a second or more.
-    delay_seconds = HOLD_SECONDS + 2
+    lead = 1.0
+    # A hold paid ends at most a window after the pay: its confirmation comes a second later.
+    delay_seconds = HOLD_SECONDS + 1
 
     def __init__(self) -> None:
         self.answers: dict[int, int] = {}  # order pk: the pay's status
 
     def lasts(self, down: float) -> float:
-        return self.delay_seconds + 1
+        return HOLD_SECONDS + self.delay_seconds + 0.5
 
     def server_settings(self, down: float) -> dict[str, str]:
         return {"PAYMENT_PROVIDER_DELAY_MS": str(self.delay_seconds * 1000)}
@@ -53,12 +55,12 @@ class LateCallback(Holding, Fault):
 
         tokens = dict(line.split() for line in stage.tokens.read_text().splitlines() if line.strip())
         try:
-            give_up = time.monotonic() + 5
+            give_up = time.monotonic() + HOLD_SECONDS
             while True:
                 soon = timezone.now() + timedelta(seconds=self.lead)
                 ahead = held(stage.product, stage.target).filter(hold_until__gt=soon).order_by("-hold_until")
                 orders = list(ahead.values_list("pk", "reservation", "user__username")[: self.pays])
-                if orders or time.monotonic() > give_up:
+                if len(orders) == self.pays or time.monotonic() > give_up:
                     break
                 time.sleep(0.05)
         finally:
@@ -99,7 +101,8 @@ class LateCallback(Holding, Fault):
         not_expired = orders.exclude(status=Order.Status.EXPIRED).count()
         if not_expired:
             broken.append(f"{not_expired} paid-for orders not expired")
-        notes = [f"{len(accepted)} pays taken of {len(self.answers)} fired, {len(refunded)} refunded, {len(paid)} paid"]
+        answered = " ".join(f"{status}: {n}" for status, n in sorted(Counter(self.answers.values()).items()))
+        notes = [f"pays answered {answered or 'none'}; {len(refunded)} refunded, {len(paid)} paid"]
         released = [at for at in orders.values_list("released_at", flat=True) if at is not None]
         if released and refunded:
             again = bought_between(product, target, min(released), max(at for _, _, at in refunded))

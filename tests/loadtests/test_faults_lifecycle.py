@@ -40,7 +40,7 @@ def rows(tmp_path_factory) -> dict[str, dict]:
     database = os.environ.get("DATABASE_URL", "mysql://root:@127.0.0.1:3306/flashsale") + "_lifecycle"
     command = [
         sys.executable, "-m", "loadtests.faults", "--runs", ",".join(f"{f}:{s}" for f, s in RUNS),
-        "--scenario", "crowd", "--duration", "9", "--fault-at", "2", "--down", "1",
+        "--scenario", "crowd", "--duration", "10", "--fault-at", "2", "--down", "1",
         "--users", "20", "--spawn-rate", "20", "--buyers", "8000", "--server-processes", "2",
         # The beat sweeps every 2 s (the settings' 5): a lost expiry is released sooner; a
         # dead worker's group lock lasts 3 s.
