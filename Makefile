@@ -39,7 +39,7 @@ loadtest: $(VENV)/.dev
 	bash scripts/ensure-services.sh
 	$(PY) -m loadtests.run $(ARGS)
 
-## One fault at a time mid-sale (a gunicorn worker killed; Redis restarted empty; the Celery worker killed; MariaDB restarted; a lock holder stopped past its lease; one, then two of three Redlock servers stopped), audited (options: make faults ARGS="--faults redis-restart").
+## One fault at a time mid-sale (a gunicorn worker killed; Redis restarted empty; the Celery worker killed; MariaDB restarted; a lock holder stopped past its lease; one, then two of three Redlock servers stopped; holds: the worker killed inside a release, expiry tasks lost, Redis restarted with units held, payments confirmed late), audited (options: make faults ARGS="--faults redis-restart").
 faults: $(VENV)/.dev
 	bash scripts/ensure-services.sh
 	$(PY) -m loadtests.faults $(ARGS)

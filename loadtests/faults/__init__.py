@@ -2,7 +2,8 @@
 
     .venv/bin/python -m loadtests.faults [--faults all] [--strategies default]
         [--runs fault:strategy,...] [--scenario crowd,draw-crowd] [--duration 20]
-        [--fault-at 6] [--down 2] [--lock-lease 5] [--own-mariadb]
+        [--fault-at 6] [--down 2] [--lock-lease 5] [--hold-seconds 0] [--sweep-seconds 5]
+        [--own-mariadb]
 
 It starts the server as the load-test runner does (``harness.server``: gunicorn with
 several worker processes, three Redis servers for Redlock, a Celery worker and beat for
@@ -50,13 +51,39 @@ Faults (``kinds``):
   ``--down`` seconds later both started again empty (sales resume, fences moved above the
   database's).
 
+The lifecycle's faults (``expiry``, ``callbacks``) run on items of their own whose takes are
+held (a 3 s window, a stock of 300 that the crowd sells out); ``--hold-seconds`` holds the
+other faults' takes too. A run with holds has the Celery worker and beat beside the server
+whatever its strategy (they release the holds), is audited again once drained (``lifecycle``:
+nothing held, no payment waiting) and judged on the lifecycle's invariants besides
+(``judge.lifecycle_broken``): available + held + settled == supply, no unit returned twice,
+none both settled and released, every confirmation one paid order or one refund, Redis in
+step with the database.
+
+- ``celery-kill-expiry`` (``db_atomic``, ``redis_lua``): the Celery worker SIGKILLed inside a
+  release of holds (the runner holds the stock rows so that the release waits, uncommitted,
+  where it can see it), started again; the release rolled back, its holds' tasks dead with
+  the worker: the sweep releases each once.
+- ``expiry-lost`` (``db_atomic``, ``redis_lua``): the broker's queues and unacknowledged
+  messages deleted and the worker's consuming connections cut while units are held: the
+  expiry tasks gone, the beat's sweep releases each hold within ``HOLDS_SWEEP_SECONDS`` and
+  a margin of its deadline.
+- ``redis-restart-held`` (``db_atomic``, ``redis_lock``, ``redis_lua``): ``redis-restart``
+  with units held: ``redis_lua``'s rebuilt state keeps them taken, each returned once at
+  its expiry.
+- ``late-callback`` (the voucher's, ``db_atomic``, ``redis_lock``, ``redis_lua``): pays of
+  held orders on a provider that confirms after the hold has ended: every confirmation
+  refunded, none paid, no unit sold twice although the crowd bought the returned ones.
+
 Prints a table (fault, scenario, strategy, requests, answers by status, oversold,
-duplicates, lost confirmations, seconds to recover, verdict with what the fault saw),
-writes ``faults.json`` and ``faults.md`` and each run's Locust files under ``--out``, and
-exits 1 when a run broke an invariant or did not recover.
+duplicates, lost confirmations, seconds to recover, what became of the holds, verdict with
+what the fault saw), writes ``faults.json`` and ``faults.md`` and each run's Locust files
+under ``--out``, and exits 1 when a run broke an invariant or did not recover.
 
 The modules: ``kinds`` (the faults), ``stage`` (what they act on, and the supervised
 Celery worker), ``strike`` (a fault struck on time, and the server's ``/healthz`` and lock
 events), ``judge`` (the verdict, pure), ``table`` (a run's row and the table), ``mariadb``
-(the runner's own MariaDB server), ``runner`` (the command line and the runs).
+(the runner's own MariaDB server), ``runner`` (the command line and the runs), ``expiry`` and
+``callbacks`` (the lifecycle's faults), ``lifecycle`` (a run with holds drained and read),
+``registry`` (every fault by name).
 """
