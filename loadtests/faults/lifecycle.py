@@ -179,5 +179,7 @@ def held_ids(
 
 def bought_between(product: str, target: Target, start: datetime, end: datetime) -> int:
     """Records that took a unit between two moments (a returned unit bought again)."""
-    taken = PRODUCTS[product].taken(target).filter(created_at__gt=start, created_at__lte=end)
+    taken = records(product, target).filter(created_at__gt=start, created_at__lte=end)
+    if product != VOUCHER:
+        taken = taken.filter(prize__isnull=False)  # a draw of no prize took no unit
     return taken.exclude(status__in=(Record.Status.PENDING, Record.Status.FAILED)).count()
