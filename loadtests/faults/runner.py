@@ -103,7 +103,9 @@ def main(argv=None) -> int:
         else:
             args.picked = None
             faults = [FAULTS[name]() for name in (FAULTS if args.faults == "all" else args.faults.split(","))]
-        scenarios = scenarios_named(args.scenario)
+        # Only those the faults were written for: the lifecycle's need the load runner's
+        # settings and drain (loadtests.lifecycle), which a fault run does not give them.
+        scenarios = scenarios_named(args.scenario, among=SCENARIOS)
     except KeyError as unknown:
         raise SystemExit(f"[faults] unknown: {unknown.args[0]}") from None
     for fault in faults:

@@ -7,13 +7,27 @@ import ast
 import pytest
 
 from loadtests.run import parse_args
-from loadtests.scenarios import DEFAULT, SCENARIOS, scenarios_named
+from loadtests.scenarios import ALL, DEFAULT, LIFECYCLE, SCENARIOS, scenarios_named
 
 
 def test_all_runs_both_products_scenarios_and_the_default_stays_the_crowd():
-    assert [s.name for s in scenarios_named("all")] == ["crowd", "hammer", "restock", "draw-crowd", "draw-hammer"]
+    assert [s.name for s in scenarios_named("all")] == [
+        "crowd", "hammer", "restock", "draw-crowd", "draw-hammer",
+        "abandon", "pay-race", "cancel-storm", "draw-abandon", "claim-race",
+    ]  # fmt: skip
     assert {s.product for s in scenarios_named("all")} == {"voucher", "pool"}
     assert DEFAULT == "crowd" and parse_args([]).scenario == "crowd"
+
+
+def test_the_lifecycles_scenarios_are_named_together_and_kept_from_the_race_lab():
+    lifecycle = scenarios_named("lifecycle")
+    assert [s.name for s in lifecycle] == ["abandon", "pay-race", "cancel-storm", "draw-abandon", "claim-race"]
+    assert all(s.lifecycle for s in lifecycle) and not any(s.lifecycle for s in SCENARIOS.values())
+    assert {s.product for s in lifecycle} == {"voucher", "pool"}
+    # The race lab offers SCENARIOS, the site it drives configured as it is.
+    assert not set(LIFECYCLE) & set(SCENARIOS) and ALL == SCENARIOS | LIFECYCLE
+    with pytest.raises(KeyError, match="abandon"):
+        scenarios_named("crowd,abandon", among=SCENARIOS)
 
 
 def test_names_are_taken_in_the_order_given_and_unknown_ones_are_named():
@@ -25,7 +39,7 @@ def test_names_are_taken_in_the_order_given_and_unknown_ones_are_named():
 def test_every_scenario_has_a_locustfile_that_says_what_it_shows_and_a_product():
     from loadtests.products import PRODUCTS
 
-    for scenario in SCENARIOS.values():
+    for scenario in ALL.values():
         docstring = ast.get_docstring(ast.parse(scenario.path.read_text()))
         assert docstring and "What it shows:" in docstring, scenario.locustfile
         assert scenario.product in PRODUCTS
