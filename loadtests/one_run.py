@@ -1,6 +1,7 @@
 """One run of the matrix: a fresh product, Locust headless against the server, a wait until
 the server is quiet (under a deferred strategy, ``redis_lua``, first until a worker has
-persisted every reservation), the audit, and the verdict.
+persisted every reservation; in a lifecycle scenario, until every hold and payment has
+drained), the audit, and the verdict.
 
 Imported once Django is set up.
 """
@@ -27,8 +28,10 @@ from django.utils import timezone
 from harness.server import ROOT, Server
 from inventory.strategies import STRATEGIES
 
+from . import lifecycle
 from .common import ERROR, accepted, crowd_exhausted, read_outcomes
 from .console import say
+from .lifecycle import hold_seconds
 from .products import PRODUCTS, Product, Sample, Supply, Target
 from .scenarios import LOCUSTFILES, Scenario
 from .verdict import TAKEN, Result, judge
@@ -217,7 +220,11 @@ def one_run(
     audited and judged on what it did until then."""
     product = PRODUCTS[scenario.product]
     supply = Supply(
-        stock=args.stock, prizes=args.prizes, draws_per_user=args.draws_per_user, no_prize_weight=args.no_prize_weight
+        stock=args.stock,
+        prizes=args.prizes,
+        draws_per_user=args.draws_per_user,
+        no_prize_weight=args.no_prize_weight,
+        hold_seconds=hold_seconds(args, scenario.lifecycle),
     )
     target = product.create(
         title=f"load {scenario.name} {strategy} {timezone.now():%H:%M:%S}", strategy=strategy, supply=supply
@@ -239,6 +246,7 @@ def one_run(
     )
     deferred = STRATEGIES[strategy].deferred
     deferred_figures: dict = {}
+    lifecycle_figures: dict = {}
     sampler = Sampler(product, target, observe)
     sampler.start()
     try:
@@ -255,7 +263,12 @@ def one_run(
             persisted_at = product.wait_until_persisted(target, timeout=args.drain_timeout)
             deferred_figures = drain_figures(sampler.waiting, last_answer_at(outcomes_dir), persisted_at)
             deferred_figures["unpersisted"] = product.waiting(target) + product.audit(target).pending
-        product.wait_until_quiet(target)
+        if scenario.lifecycle:
+            # Judged once every hold is paid, claimed or released, and every payment resolved.
+            seconds = lifecycle.wait_until_drained(product, target, args.drain_timeout, say)
+            lifecycle_figures["holds_drain_s"] = seconds
+        else:
+            product.wait_until_quiet(target)
         # The Celery worker's share: under a deferred strategy it writes what the server
         # only reserved, so its time belongs to the requests as much as the server's.
         cpu_used += server.worker_cpu_seconds() - worker_cpu_before
@@ -275,6 +288,8 @@ def one_run(
             "redis_drift": {"stock": len(check.stock), "takers": len(check.takers), "seqs_missing": check.seqs_missing},
         }
     outcomes = read_outcomes(outcomes_dir)
+    if scenario.lifecycle:
+        lifecycle_figures |= lifecycle.figures(product, target, audit, outcomes, outcomes_dir)
     confirmed, lost = product.confirmations(target, outcomes)
     if deferred:
         deferred_figures["accepted"] = sum(1 for outcome in outcomes if accepted(outcome))
@@ -291,6 +306,7 @@ def one_run(
         lost_confirmations=lost,
         **audit.figures,
         **deferred_figures,
+        **lifecycle_figures,
         rps=number(stats, "Requests/s"),
         p50_ms=number(stats, "50%"),
         p95_ms=number(stats, "95%"),
