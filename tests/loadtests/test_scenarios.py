@@ -52,3 +52,26 @@ def test_the_command_line_keeps_its_defaults_and_shapes_the_pools():
     assert (args.stock, args.server_processes, args.locust_processes, args.race_window_ms) == (500, 4, 1, 20)
     assert (args.repeat, args.hammer_buyers, args.baseline_users, args.port, args.out) == (1, 3, 20, 0, None)
     assert (args.prizes, args.draws_per_user, args.no_prize_weight) == (5, 3, 0)
+    assert (args.hold_seconds, args.payment_delay_ms, args.no_baseline, args.runs) == (2, 0, False, None)
+
+
+def test_runs_name_exactly_the_pairs_to_run_in_their_order(monkeypatch, tmp_path):
+    from loadtests import run
+
+    seen = {}
+
+    def run_matrix(args, pairs, tokens, staff_token):
+        seen["pairs"] = [(scenario.name, strategy) for scenario, strategy in pairs]
+        raise SystemExit(0)
+
+    monkeypatch.setattr(run, "setup_django", lambda args: None)
+    monkeypatch.setattr(run, "run_matrix", run_matrix)
+    monkeypatch.setattr("accounts.services.users_with_tokens_create", lambda count, prefix: [("u", "t")])
+    monkeypatch.setattr("loadtests.staff.staff_token_create", lambda prefix: "s")
+    with pytest.raises(SystemExit):
+        run.main(["--runs", "pay-race:none,crowd:db_atomic", "--out", str(tmp_path)])
+    assert seen["pairs"] == [("pay-race", "none"), ("crowd", "db_atomic")]
+    with pytest.raises(SystemExit, match="unknown: nope"):
+        run.main(["--runs", "nope:none"])
+    with pytest.raises(SystemExit, match="unknown: sometimes"):
+        run.main(["--runs", "abandon:sometimes"])
