@@ -31,7 +31,6 @@ from inventory.strategies import STRATEGIES
 from . import lifecycle
 from .common import ERROR, accepted, crowd_exhausted, read_outcomes
 from .console import say
-from .lifecycle import hold_seconds
 from .products import PRODUCTS, Product, Sample, Supply, Target
 from .scenarios import LOCUSTFILES, Scenario
 from .verdict import TAKEN, Result, judge
@@ -224,7 +223,7 @@ def one_run(
         prizes=args.prizes,
         draws_per_user=args.draws_per_user,
         no_prize_weight=args.no_prize_weight,
-        hold_seconds=hold_seconds(args, scenario.lifecycle),
+        hold_seconds=lifecycle.hold_seconds(args, scenario.lifecycle),
     )
     target = product.create(
         title=f"load {scenario.name} {strategy} {timezone.now():%H:%M:%S}", strategy=strategy, supply=supply
