@@ -10,7 +10,8 @@ under the runner, in Locust's web UI and in distributed mode:
 - ``LOADTEST_OUTCOMES``: a folder where each Locust process appends every answer's
   outcome, for the audit (optional): ``confirmed <order id>``, ``won <draw id> <prize
   id>``, ``no_prize <draw id>``, the refusal code, or ``error``; a 202 (``redis_lua``:
-  accepted, written later) adds ``pending`` to its line, its id being the reservation's
+  accepted, written later) adds ``pending`` to its line, its id being the reservation's;
+  the lifecycle's calls add ``<action> <outcome> <record id>`` (``loadtests.holds_calls``)
 - ``LOADTEST_STAFF_TOKEN``: a token of staff with ``orders.change_voucher`` (the restock scenario)
 - ``LOADTEST_WORKERS``: how many Locust processes share the tokens (default 1)
 - ``LOADTEST_UNAVAILABLE_OK``: set (the fault runner) to take 503 ``unavailable`` with
@@ -167,7 +168,8 @@ class OutcomeLog:
 
     def note_out_of_stock(self) -> None:
         """Leaves the moment a buyer of this process was last told there was nothing left
-        (``sold_out``, ``pool_empty``): units released before it, and still in stock at the
+        (``sold_out``, ``pool_empty``) in ``out-of-stock-<pid>``, a mark beside the
+        outcomes as the crowd's is: units released before it, and still in stock at the
         end, were not sold again although buyers wanted them (the lifecycle's scenarios).
         Written at most every ``OUT_OF_STOCK_EVERY`` seconds, so the moment on file may
         trail the last by that much."""
@@ -177,7 +179,7 @@ class OutcomeLog:
         if now - self._out_of_stock_written < OUT_OF_STOCK_EVERY:
             return
         Path(self._folder).mkdir(parents=True, exist_ok=True)
-        (Path(self._folder) / f"out-of-stock-{os.getpid()}.txt").write_text(f"{now:.3f}\n")
+        (Path(self._folder) / f"out-of-stock-{os.getpid()}").write_text(f"{now:.3f}\n")
         self._out_of_stock_written = now
 
     def note_crowd_exhausted(self) -> None:
@@ -202,7 +204,7 @@ def crowd_exhausted(folder: Path) -> bool:
 
 def last_out_of_stock(folder: Path) -> float | None:
     """The last moment (``time.time()``) any Locust process noted nothing left, or None."""
-    moments = [float(path.read_text()) for path in folder.glob("out-of-stock-*.txt") if path.read_text().strip()]
+    moments = [float(path.read_text()) for path in folder.glob("out-of-stock-*") if path.read_text().strip()]
     return max(moments, default=None)
 
 

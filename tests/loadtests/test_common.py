@@ -7,29 +7,7 @@ import pytest
 
 from loadtests import common
 
-
-class FakeResponse:
-    def __init__(self, status_code: int, body) -> None:
-        self.status_code = status_code
-        self.body = body
-        self.marked: str | None = None
-
-    def json(self):
-        if isinstance(self.body, Exception):
-            raise self.body
-        return self.body
-
-    def success(self) -> None:
-        self.marked = "success"
-
-    def failure(self, message: str) -> None:
-        self.marked = "failure"
-
-    def __enter__(self) -> FakeResponse:
-        return self
-
-    def __exit__(self, *exc) -> None:
-        return None
+from .conftest import FakeResponse
 
 
 class FakeUser:
@@ -42,13 +20,6 @@ class FakeUser:
         assert headers == {"Authorization": "Bearer t0k3n"} and catch_response
         self.calls.append((url, name))
         return self.response
-
-
-@pytest.fixture
-def outcomes_dir(tmp_path, monkeypatch):
-    monkeypatch.setenv("LOADTEST_OUTCOMES", str(tmp_path))
-    monkeypatch.setattr(common, "outcomes", common.OutcomeLog())
-    return tmp_path
 
 
 @pytest.mark.parametrize(

@@ -11,54 +11,27 @@ import pytest
 from loadtests import common, holds_calls
 from loadtests.lifecycle import settled_answers
 
-
-class Answer:
-    def __init__(self, status_code: int, body) -> None:
-        self.status_code = status_code
-        self.body = body
-        self.marked: str | None = None
-
-    def json(self):
-        return self.body
-
-    def success(self) -> None:
-        self.marked = "success"
-
-    def failure(self, message: str) -> None:
-        self.marked = "failure"
-
-    def __enter__(self) -> Answer:
-        return self
-
-    def __exit__(self, *exc) -> None:
-        return None
+from .conftest import FakeResponse
 
 
 class FakeUser:
     """Answers each request with the next of ``answers``, and keeps what was asked."""
 
-    def __init__(self, *answers: Answer) -> None:
+    def __init__(self, *answers: FakeResponse) -> None:
         self.client = self
         self.answers = list(answers)
         self.asked: list[tuple[str, str, str]] = []
 
-    def _next(self, method: str, url: str, headers: dict, name: str) -> Answer:
+    def _next(self, method: str, url: str, headers: dict, name: str) -> FakeResponse:
         assert headers == {"Authorization": "Bearer t0k3n"}
         self.asked.append((method, url, name))
         return self.answers.pop(0)
 
-    def post(self, url: str, *, headers: dict, name: str, catch_response: bool) -> Answer:
+    def post(self, url: str, *, headers: dict, name: str, catch_response: bool) -> FakeResponse:
         return self._next("POST", url, headers, name)
 
-    def get(self, url: str, *, headers: dict, name: str, catch_response: bool) -> Answer:
+    def get(self, url: str, *, headers: dict, name: str, catch_response: bool) -> FakeResponse:
         return self._next("GET", url, headers, name)
-
-
-@pytest.fixture
-def outcomes_dir(tmp_path, monkeypatch):
-    monkeypatch.setenv("LOADTEST_OUTCOMES", str(tmp_path))
-    monkeypatch.setattr(common, "outcomes", common.OutcomeLog())
-    return tmp_path
 
 
 @pytest.mark.parametrize(
@@ -76,7 +49,7 @@ def outcomes_dir(tmp_path, monkeypatch):
     ],
 )
 def test_every_documented_answer_is_accepted_and_logged(outcomes_dir, action, status, body, logged):
-    user = FakeUser(Answer(status, body))
+    user = FakeUser(FakeResponse(status, body))
     assert holds_calls.change(user, action, 7, "t0k3n") == logged.split()[1]
     assert user.answers == [] and user.asked[0][2] in ("/api/orders/[id]/" + action, "/api/draws/[id]/claim")
     assert common.read_outcomes(outcomes_dir) == [logged.split()]
@@ -95,14 +68,14 @@ def test_every_documented_answer_is_accepted_and_logged(outcomes_dir, action, st
     ],
 )
 def test_any_other_answer_fails(outcomes_dir, action, status, body):
-    user = FakeUser(Answer(status, body))
+    user = FakeUser(FakeResponse(status, body))
     assert holds_calls.change(user, action, 7, "t0k3n") == "error"
     assert user.asked and common.read_outcomes(outcomes_dir) == [["error"]]
 
 
 def test_a_call_is_sent_again_while_its_record_is_not_written(outcomes_dir):
-    pending = Answer(409, {"code": "pending"})
-    user = FakeUser(pending, Answer(409, {"code": "pending"}), Answer(200, {"order_id": 7, "status": "cancelled"}))
+    pending = [FakeResponse(409, {"code": "pending"}) for _ in range(2)]
+    user = FakeUser(*pending, FakeResponse(200, {"order_id": 7, "status": "cancelled"}))
     assert holds_calls.change_once_written(user, "cancel", 7, "t0k3n") == "cancelled"
     assert [words[1] for words in common.read_outcomes(outcomes_dir)] == ["pending", "pending", "cancelled"]
 
@@ -117,15 +90,15 @@ def test_the_deadline_of_a_held_record_and_none_for_a_settled_one(outcomes_dir):
 
 def test_a_redis_lua_record_is_read_back_until_written(outcomes_dir):
     user = FakeUser(
-        Answer(200, {"id": 2**62, "status": "pending", "claim_by": None}),
-        Answer(200, {"id": 2**62, "status": "held", "claim_by": "2030-01-01T00:00:00+00:00"}),
+        FakeResponse(200, {"id": 2**62, "status": "pending", "claim_by": None}),
+        FakeResponse(200, {"id": 2**62, "status": "held", "claim_by": "2030-01-01T00:00:00+00:00"}),
     )
     accepted = {"draw_id": 2**62, "status": "pending", "claim_by": None}
     assert holds_calls.deadline(user, "claim", accepted, "t0k3n") == 1893456000.0
     assert [asked[:2] for asked in user.asked] == [("GET", f"/api/draws/{2**62}")] * 2
-    failed = FakeUser(Answer(200, {"id": 2**62, "status": "failed", "claim_by": None}))
+    failed = FakeUser(FakeResponse(200, {"id": 2**62, "status": "failed", "claim_by": None}))
     assert holds_calls.deadline(failed, "claim", accepted, "t0k3n") is None
-    lost = FakeUser(Answer(404, {"code": "not_found"}))
+    lost = FakeUser(FakeResponse(404, {"code": "not_found"}))
     assert holds_calls.deadline(lost, "claim", accepted, "t0k3n") is None
     assert common.read_outcomes(outcomes_dir) == [["error"]]
 
@@ -148,7 +121,7 @@ def test_the_audit_reads_the_200s_to_check_and_the_last_out_of_stock(outcomes_di
     lines = [["pay", "paid", "7"], ["pay", "expired", "8"], ["claim", "claimed", "9"], ["confirmed", "7"]]
     assert settled_answers(lines) == {7, 9}
     assert common.last_out_of_stock(outcomes_dir) is None
-    user = FakeUser(Answer(409, {"code": "sold_out"}))
+    user = FakeUser(FakeResponse(409, {"code": "sold_out"}))
     before = time.time()
     assert common.purchase(user, 2, "t0k3n") == "sold_out"
     # Written to the millisecond.

@@ -10,7 +10,6 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from accounts.crowd import crowd_join
 from inventory.holds import hold_lapse
 from inventory.product import product_of
 from loadtests import lifecycle
@@ -26,16 +25,6 @@ from payments.services import order_pay
 pytestmark = pytest.mark.django_db
 
 
-@pytest.fixture
-def make_buyer(make_user):
-    def make():
-        user = make_user()
-        crowd_join(user_ids=[user.pk])
-        return user
-
-    return make
-
-
 @pytest.fixture(autouse=True)
 def quick(monkeypatch):
     monkeypatch.setattr(lifecycle, "QUIET_SECONDS", 0.1)
@@ -47,7 +36,7 @@ def lapse(kind: str, record) -> None:
 
 
 def out_of_stock_at(folder, moment: float) -> None:
-    (folder / "out-of-stock-1.txt").write_text(f"{moment:.3f}\n")
+    (folder / "out-of-stock-1").write_text(f"{moment:.3f}\n")
 
 
 def test_only_a_lifecycle_scenarios_items_get_the_hold_window():
