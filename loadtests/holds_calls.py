@@ -15,9 +15,11 @@ Imported by locustfiles only (gevent's greenlets fire the calls at once).
 from __future__ import annotations
 
 import os
+import random
 import time
 from collections.abc import Callable
 from datetime import datetime
+from functools import partial
 
 import gevent
 
@@ -151,6 +153,13 @@ def env_number(name: str, default: float) -> float:
     return float(os.environ.get(name) or default)
 
 
+# How many calls a volley fires at once, and how far apart; how far from a deadline a
+# volley aimed at it may land, either side.
+VOLLEY = int(env_number("LOADTEST_VOLLEY", 3))
+STAGGER = env_number("LOADTEST_VOLLEY_STAGGER_MS", 5) / 1000
+SPREAD = env_number("LOADTEST_PAY_SPREAD_MS", 250) / 1000
+
+
 def wait_until(moment: float) -> None:
     """Sleep this Locust user (its greenlet) until ``moment`` (``time.time()``)."""
     gevent.sleep(max(0.0, moment - time.time()))
@@ -164,3 +173,15 @@ def volley(calls: list[Callable[[], str]], stagger: float = 0.0) -> list[str]:
     greenlets = [gevent.spawn_later(i * stagger, call) for i, call in enumerate(calls)]
     gevent.joinall(greenlets)
     return [greenlet.value if greenlet.successful() else ERROR for greenlet in greenlets]
+
+
+def volley_at_deadline(user, action: str, answer: dict, token: str) -> list[str]:
+    """Fire a volley of ``action`` (a pay, a claim) at the record a take answered with, at
+    a moment drawn within ``SPREAD`` of its deadline, once it is written; its outcomes
+    (none for a record not held)."""
+    due = deadline(user, action, answer, token)
+    if due is None:
+        return []
+    wait_until(due + random.uniform(-SPREAD, SPREAD))
+    record_id = answer[CALLS[action].id_field]
+    return volley([partial(change, user, action, record_id, token)] * VOLLEY, STAGGER)

@@ -10,9 +10,9 @@ written: every server process asks for its own expiry task at the same deadline,
 two tasks running at once return one unit twice, which the crowd then buys: oversold
 after returns.
 
-Each Locust user is a till, as in ``crowd.py``: one buyer after another, each trying
-once. A buyer who got a unit pays at once (``POST /api/orders/{id}/pay``), or walks away
-with the probability ``LOADTEST_ABANDON_SHARE`` (0.5).
+Each Locust user is a till (``loadtests.tills``), as in ``crowd.py``: one buyer after
+another, each trying once. A buyer who got a unit pays at once (``POST
+/api/orders/{id}/pay``), or walks away with the probability ``LOADTEST_ABANDON_SHARE`` (0.5).
 
     LOADTEST_TOKENS=var/tokens.txt LOADTEST_VOUCHER=1 locust -f loadtests/locustfiles/abandon.py \\
         --host http://127.0.0.1:8000
@@ -20,28 +20,21 @@ with the probability ``LOADTEST_ABANDON_SHARE`` (0.5).
 
 import random
 
-from locust import FastHttpUser, constant, task
+from locust import task
 
-from loadtests.common import TokenDealer, purchase_answer, voucher_id
+from loadtests.common import purchase_answer
 from loadtests.holds_calls import PAY, change_once_written, env_number
+from loadtests.tills import SaleTill
 
-dealer = TokenDealer()
 ABANDON_SHARE = env_number("LOADTEST_ABANDON_SHARE", 0.5)
 
 
-class Buyer(FastHttpUser):
-    wait_time = constant(0)
-
-    def on_start(self) -> None:
-        self.voucher = voucher_id()
-
+class Buyer(SaleTill):
     @task
     def next_buyer_pays_or_walks_away(self) -> None:
-        token = dealer.deal(self.environment)
-        if token is None:  # the crowd has all tried: idle until the run ends
-            self.wait_time = constant(3600)
+        token = self.next_token()
+        if token is None:
             return
         _, answer = purchase_answer(self, self.voucher, token)
-        if answer is None or random.random() < ABANDON_SHARE:
-            return
-        change_once_written(self, PAY, answer["order_id"], token)
+        if answer is not None and random.random() >= ABANDON_SHARE:
+            change_once_written(self, PAY, answer["order_id"], token)

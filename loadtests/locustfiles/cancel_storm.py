@@ -8,12 +8,12 @@ minus what is held or paid. A naive strategy lets every cancel that read the ord
 return its unit, so one cancel storm puts units in stock that were never there, and
 the crowd buys them: oversold after returns, orders paid and cancelled.
 
-Each Locust user is a till, as in ``crowd.py``: one buyer after another. A buyer who got
-a unit fires ``LOADTEST_VOLLEY`` (3) cancels at once, ``LOADTEST_VOLLEY_STAGGER_MS`` (5)
-apart (the first of them a pay instead, with the probability ``LOADTEST_PAY_WITH_CANCEL``,
-0.25), and once cancelled buys again, up to ``LOADTEST_CANCEL_ROUNDS`` (3) times. (A
-draw has no cancel, so there is no pool's storm: a winner claims or lets the prize go,
-which ``claim-race`` races.)
+Each Locust user is a till (``loadtests.tills``), as in ``crowd.py``: one buyer after
+another. A buyer who got a unit fires ``LOADTEST_VOLLEY`` (3) cancels at once,
+``LOADTEST_VOLLEY_STAGGER_MS`` (5) apart (the first of them a pay instead, with the
+probability ``LOADTEST_PAY_WITH_CANCEL``, 0.25), and once cancelled buys again, up to
+``LOADTEST_CANCEL_ROUNDS`` (3) times. (A draw has no cancel, so there is no pool's storm:
+a winner claims or lets the prize go, which ``claim-race`` races.)
 
     LOADTEST_TOKENS=var/tokens.txt LOADTEST_VOUCHER=1 locust -f loadtests/locustfiles/cancel_storm.py \\
         --host http://127.0.0.1:8000
@@ -22,29 +22,21 @@ which ``claim-race`` races.)
 import random
 from functools import partial
 
-from locust import FastHttpUser, constant, task
+from locust import task
 
-from loadtests.common import TokenDealer, purchase_answer, voucher_id
-from loadtests.holds_calls import CANCEL, PAY, change, deadline, env_number, volley
+from loadtests.common import purchase_answer
+from loadtests.holds_calls import CANCEL, PAY, STAGGER, VOLLEY, change, deadline, env_number, volley
+from loadtests.tills import SaleTill
 
-dealer = TokenDealer()
 ROUNDS = int(env_number("LOADTEST_CANCEL_ROUNDS", 3))
-VOLLEY = int(env_number("LOADTEST_VOLLEY", 3))
-STAGGER = env_number("LOADTEST_VOLLEY_STAGGER_MS", 5) / 1000
 PAY_WITH_CANCEL = env_number("LOADTEST_PAY_WITH_CANCEL", 0.25)
 
 
-class Buyer(FastHttpUser):
-    wait_time = constant(0)
-
-    def on_start(self) -> None:
-        self.voucher = voucher_id()
-
+class Buyer(SaleTill):
     @task
     def next_buyer_cancels_and_buys_again(self) -> None:
-        token = dealer.deal(self.environment)
-        if token is None:  # the crowd has all tried: idle until the run ends
-            self.wait_time = constant(3600)
+        token = self.next_token()
+        if token is None:
             return
         for _ in range(ROUNDS):
             _, answer = purchase_answer(self, self.voucher, token)

@@ -9,9 +9,9 @@ in the pool while users were still told ``pool_empty``. A forfeited draw still c
 against its user's limit. A naive strategy forfeits as it awards, read then written: two
 expiry tasks at one deadline return one prize twice, and it is won again beyond its supply.
 
-Each Locust user is a till, as in ``draw_crowd.py``: one user after another, each drawing
-until refused. A prize won is claimed at once (``POST /api/draws/{id}/claim``), or left
-with the probability ``LOADTEST_ABANDON_SHARE`` (0.5).
+Each Locust user is a till (``loadtests.tills``), as in ``draw_crowd.py``: one user
+after another, each drawing until refused. A prize won is claimed at once (``POST
+/api/draws/{id}/claim``), or left with the probability ``LOADTEST_ABANDON_SHARE`` (0.5).
 
     LOADTEST_TOKENS=var/tokens.txt LOADTEST_POOL=1 locust -f loadtests/locustfiles/draw_abandon.py \\
         --host http://127.0.0.1:8000
@@ -19,32 +19,18 @@ with the probability ``LOADTEST_ABANDON_SHARE`` (0.5).
 
 import random
 
-from locust import FastHttpUser, constant, task
+from locust import task
 
-from loadtests.common import WON, TokenDealer, draw_answer, pool_id
+from loadtests.common import WON
 from loadtests.holds_calls import CLAIM, change_once_written, env_number
-from loadtests.locustfiles.draw_crowd import DRAW_AGAIN
+from loadtests.tills import DrawTill
 
-dealer = TokenDealer()
 ABANDON_SHARE = env_number("LOADTEST_ABANDON_SHARE", 0.5)
 
 
-class Drawer(FastHttpUser):
-    wait_time = constant(0)
-
-    def on_start(self) -> None:
-        self.pool = pool_id()
-        self.token: str | None = None
-
+class Drawer(DrawTill):
     @task
     def draw_then_claim_or_leave_it(self) -> None:
-        if self.token is None:
-            self.token = dealer.deal(self.environment)
-            if self.token is None:  # the crowd has all drawn: idle until the run ends
-                self.wait_time = constant(3600)
-                return
-        outcome, answer = draw_answer(self, self.pool, self.token)
+        token, outcome, answer = self.draw_next()
         if outcome == WON and answer is not None and random.random() >= ABANDON_SHARE:
-            change_once_written(self, CLAIM, answer["draw_id"], self.token)
-        if outcome not in DRAW_AGAIN:
-            self.token = None
+            change_once_written(self, CLAIM, answer["draw_id"], token)
