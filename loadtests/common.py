@@ -10,7 +10,8 @@ under the runner, in Locust's web UI and in distributed mode:
 - ``LOADTEST_OUTCOMES``: a folder where each Locust process appends every answer's
   outcome, for the audit (optional): ``confirmed <order id>``, ``won <draw id> <prize
   id>``, ``no_prize <draw id>``, the refusal code, or ``error``; a 202 (``redis_lua``:
-  accepted, written later) adds ``pending`` to its line, its id being the reservation's
+  accepted, written later) adds ``pending`` to its line, its id being the reservation's;
+  the lifecycle's calls add ``<action> <outcome> <record id>`` (``loadtests.holds_calls``)
 - ``LOADTEST_STAFF_TOKEN``: a token of staff with ``orders.change_voucher`` (the restock scenario)
 - ``LOADTEST_WORKERS``: how many Locust processes share the tokens (default 1)
 - ``LOADTEST_UNAVAILABLE_OK``: set (the fault runner) to take 503 ``unavailable`` with
@@ -48,6 +49,11 @@ ERROR = "error"  # any undocumented answer
 PENDING = "pending"
 # A dependency down (503): documented, and accepted only under LOADTEST_UNAVAILABLE_OK.
 UNAVAILABLE = "unavailable"
+# Nothing left to take: a purchase's refusal, and a draw's.
+OUT_OF_STOCK = {"sold_out", "pool_empty"}
+# How often a process writes down that it was told nothing was left; the margin the audit
+# gives a unit released just before that moment (``loadtests.lifecycle``) covers it.
+OUT_OF_STOCK_EVERY = 0.25
 
 
 def accepted(outcome: list[str]) -> bool:
@@ -138,6 +144,7 @@ class OutcomeLog:
         self._answers_wanted = bool(os.environ.get("LOADTEST_ANSWERS"))
         self._answers = None
         self._answers_pid = 0
+        self._out_of_stock_written = 0.0
 
     def add(self, outcome: str, *ids: int) -> None:
         if not self._folder:
@@ -159,6 +166,22 @@ class OutcomeLog:
         now = time.time()
         self._answers.write(f"{now:.3f} {status} {now - started:.3f}\n")
 
+    def note_out_of_stock(self) -> None:
+        """Leaves the moment a buyer of this process was last told there was nothing left
+        (``sold_out``, ``pool_empty``) in ``out-of-stock-<pid>``, a mark beside the
+        outcomes as the crowd's is: units released before it, and still in stock at the
+        end, were not sold again although buyers wanted them (the lifecycle's scenarios).
+        Written at most every ``OUT_OF_STOCK_EVERY`` seconds, so the moment on file may
+        trail the last by that much."""
+        if not self._folder:
+            return
+        now = time.time()
+        if now - self._out_of_stock_written < OUT_OF_STOCK_EVERY:
+            return
+        Path(self._folder).mkdir(parents=True, exist_ok=True)
+        (Path(self._folder) / f"out-of-stock-{os.getpid()}").write_text(f"{now:.3f}\n")
+        self._out_of_stock_written = now
+
     def note_crowd_exhausted(self) -> None:
         """Leaves a mark that this process dealt its last token before the run ended: its
         Locust users then idle, and req/s measures the crowd, not the server."""
@@ -179,7 +202,13 @@ def crowd_exhausted(folder: Path) -> bool:
     return any(folder.glob("crowd-exhausted-*"))
 
 
-def _json(response) -> dict | None:
+def last_out_of_stock(folder: Path) -> float | None:
+    """The last moment (``time.time()``) any Locust process noted nothing left, or None."""
+    moments = [float(path.read_text()) for path in folder.glob("out-of-stock-*") if path.read_text().strip()]
+    return max(moments, default=None)
+
+
+def json_object(response) -> dict | None:
     """The answer's JSON object; anything else is failed and logged as an error (None)."""
     try:
         body = response.json()
@@ -198,6 +227,8 @@ def _refused(response, body: dict, refusals: dict[int, set[str]]) -> str:
     if code in refusals.get(response.status_code, ()):
         response.success()
         outcomes.add(code)
+        if code in OUT_OF_STOCK:
+            outcomes.note_out_of_stock()
         return code
     if code == UNAVAILABLE and response.status_code == 503 and os.environ.get("LOADTEST_UNAVAILABLE_OK"):
         if response.headers.get("Retry-After"):
@@ -216,10 +247,16 @@ def purchase(user, voucher: int, token: str) -> str:
     """POST the purchase and validate the answer; returns the outcome.
 
     A 201 (written) or a 202 (accepted, written later by a worker) must carry an order id
-    and say ``confirmed`` or ``pending`` (logged for the audit, a 202 marked ``pending``); a
-    refusal must be one of the documented codes with its documented status. Anything else
-    fails.
+    and say ``confirmed`` or ``held`` (201) or ``pending`` (202) (logged for the audit, a 202
+    marked ``pending``); a refusal must be one of the documented codes with its documented
+    status. Anything else fails.
     """
+    return purchase_answer(user, voucher, token)[0]
+
+
+def purchase_answer(user, voucher: int, token: str) -> tuple[str, dict | None]:
+    """``purchase``, with the answer's body when it took a unit (None otherwise): the
+    lifecycle's locustfiles go on from its order id and ``pay_by``."""
     started = time.time()
     with user.client.post(
         f"/api/vouchers/{voucher}/purchase",
@@ -228,18 +265,18 @@ def purchase(user, voucher: int, token: str) -> str:
         catch_response=True,
     ) as response:
         outcomes.answered(response.status_code or 0, started)
-        body = _json(response)
+        body = json_object(response)
         if body is None:
-            return ERROR
+            return ERROR, None
         if response.status_code in ANSWERED_STATUS:
             if isinstance(body.get("order_id"), int) and body.get("status") in ANSWERED_STATUS[response.status_code]:
                 outcomes.add(CONFIRMED, body["order_id"], *_marks(response))
                 response.success()
-                return CONFIRMED
+                return CONFIRMED, body
             response.failure(f"malformed purchase {response.status_code} {body}")
             outcomes.add(ERROR)
-            return ERROR
-        return _refused(response, body, PURCHASE_REFUSALS)
+            return ERROR, None
+        return _refused(response, body, PURCHASE_REFUSALS), None
 
 
 def _marks(response) -> tuple[str, ...]:
@@ -259,10 +296,15 @@ def draw(user, pool: int, token: str) -> str:
 
     A 201 (written) or a 202 (accepted, written later by a worker) must carry a draw id,
     the prize (or null for "no prize"), the draws left and its status, ``confirmed`` or
-    ``pending`` (logged for the audit as ``won <draw id> <prize id>`` or ``no_prize <draw
-    id>``, a 202's followed by ``pending``); a refusal must be one of the documented
-    codes with its documented status. Anything else fails.
+    ``held`` (201) or ``pending`` (202) (logged for the audit as ``won <draw id> <prize id>``
+    or ``no_prize <draw id>``, a 202's followed by ``pending``); a refusal must be one of
+    the documented codes with its documented status. Anything else fails.
     """
+    return draw_answer(user, pool, token)[0]
+
+
+def draw_answer(user, pool: int, token: str) -> tuple[str, dict | None]:
+    """``draw``, with the answer's body when it was recorded (None otherwise)."""
     started = time.time()
     with user.client.post(
         f"/api/pools/{pool}/draw",
@@ -271,9 +313,9 @@ def draw(user, pool: int, token: str) -> str:
         catch_response=True,
     ) as response:
         outcomes.answered(response.status_code or 0, started)
-        body = _json(response)
+        body = json_object(response)
         if body is None:
-            return ERROR
+            return ERROR, None
         if response.status_code in ANSWERED_STATUS:
             draw_id, prize, draws_left = body.get("draw_id"), body.get("prize"), body.get("draws_left")
             if (
@@ -286,10 +328,10 @@ def draw(user, pool: int, token: str) -> str:
                 response.success()
                 if prize is None:
                     outcomes.add(NO_PRIZE, draw_id, *_marks(response))
-                    return NO_PRIZE
+                    return NO_PRIZE, body
                 outcomes.add(WON, draw_id, prize["id"], *_marks(response))
-                return WON
+                return WON, body
             response.failure(f"malformed draw {response.status_code} {body}")
             outcomes.add(ERROR)
-            return ERROR
-        return _refused(response, body, DRAW_REFUSALS)
+            return ERROR, None
+        return _refused(response, body, DRAW_REFUSALS), None

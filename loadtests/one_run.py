@@ -1,6 +1,7 @@
 """One run of the matrix: a fresh product, Locust headless against the server, a wait until
 the server is quiet (under a deferred strategy, ``redis_lua``, first until a worker has
-persisted every reservation), the audit, and the verdict.
+persisted every reservation; in a lifecycle scenario, until every hold and payment has
+drained), the audit, and the verdict.
 
 Imported once Django is set up.
 """
@@ -27,6 +28,7 @@ from django.utils import timezone
 from harness.server import ROOT, Server
 from inventory.strategies import STRATEGIES
 
+from . import lifecycle
 from .common import ERROR, accepted, crowd_exhausted, read_outcomes
 from .console import say
 from .products import PRODUCTS, Product, Sample, Supply, Target
@@ -221,8 +223,7 @@ def one_run(
         prizes=args.prizes,
         draws_per_user=args.draws_per_user,
         no_prize_weight=args.no_prize_weight,
-        # The fault runner's items may hold their takes (``--hold-seconds``); others' none.
-        hold_seconds=getattr(args, "hold_seconds", 0),
+        hold_seconds=lifecycle.hold_seconds(args, scenario.lifecycle),
     )
     target = product.create(
         title=f"load {scenario.name} {strategy} {timezone.now():%H:%M:%S}", strategy=strategy, supply=supply
@@ -244,6 +245,7 @@ def one_run(
     )
     deferred = STRATEGIES[strategy].deferred
     deferred_figures: dict = {}
+    lifecycle_figures: dict = {}
     sampler = Sampler(product, target, observe)
     sampler.start()
     try:
@@ -260,7 +262,12 @@ def one_run(
             persisted_at = product.wait_until_persisted(target, timeout=args.drain_timeout)
             deferred_figures = drain_figures(sampler.waiting, last_answer_at(outcomes_dir), persisted_at)
             deferred_figures["unpersisted"] = product.waiting(target) + product.audit(target).pending
-        product.wait_until_quiet(target)
+        if scenario.lifecycle:
+            # Judged once every hold is paid, claimed or released, and every payment resolved.
+            seconds = lifecycle.wait_until_drained(product, target, args.drain_timeout, say)
+            lifecycle_figures["holds_drain_s"] = seconds
+        else:
+            product.wait_until_quiet(target)
         # The Celery worker's share: under a deferred strategy it writes what the server
         # only reserved, so its time belongs to the requests as much as the server's.
         cpu_used += server.worker_cpu_seconds() - worker_cpu_before
@@ -280,6 +287,8 @@ def one_run(
             "redis_drift": {"stock": len(check.stock), "takers": len(check.takers), "seqs_missing": check.seqs_missing},
         }
     outcomes = read_outcomes(outcomes_dir)
+    if scenario.lifecycle:
+        lifecycle_figures |= lifecycle.figures(product, target, audit, outcomes, outcomes_dir)
     confirmed, lost = product.confirmations(target, outcomes)
     if deferred:
         deferred_figures["accepted"] = sum(1 for outcome in outcomes if accepted(outcome))
@@ -296,6 +305,7 @@ def one_run(
         lost_confirmations=lost,
         **audit.figures,
         **deferred_figures,
+        **lifecycle_figures,
         rps=number(stats, "Requests/s"),
         p50_ms=number(stats, "50%"),
         p95_ms=number(stats, "95%"),

@@ -23,10 +23,12 @@ from typing import ClassVar
 from django.db.models import Model, Q, QuerySet, Sum
 from django.utils import timezone
 
+from inventory.audits import HoldCounts
 from inventory.item_states import item_reservations_check
 from inventory.models import Stock
 from inventory.product import product_of
 from inventory.reconcile import GroupCheck
+from inventory.records import RELEASED
 from inventory.reservations import reservation_group, reservations_client
 from lottery.models import Draw
 from lottery.selectors import pool_audit
@@ -79,6 +81,8 @@ class Audit:
     figures: dict  # fields of ``verdict.Result``
     # Records written but not yet confirmed.
     pending: int = 0
+    # The lifecycle's counts: held, settled, released, returned twice, settled and released.
+    holds: HoldCounts = HoldCounts()
 
 
 def split_stock(total: int, parts: int) -> list[int]:
@@ -107,6 +111,8 @@ class Product:
     record_model: ClassVar[type[Model]]
     # The field of a record that the API announced with it (a draw's prize), or None.
     detail_field: ClassVar[str | None] = None
+    # A held record's status once settled: paid, claimed.
+    settle_status: ClassVar[str]
 
     def create(self, *, title: str, strategy: str, supply: Supply) -> Target:
         raise NotImplementedError
@@ -115,9 +121,13 @@ class Product:
         """Every record of the target, taking stock or not."""
         raise NotImplementedError
 
-    def taken(self, target: Target) -> QuerySet:
-        """The records that took a unit of stock."""
+    def took(self, target: Target) -> QuerySet:
+        """The records that took a unit of stock, released since or not."""
         raise NotImplementedError
+
+    def taken(self, target: Target) -> QuerySet:
+        """The records that took a unit of stock and hold it (a released one gave it back)."""
+        return self.took(target).exclude(status__in=RELEASED)
 
     def audit(self, target: Target) -> Audit:
         raise NotImplementedError
@@ -135,14 +145,20 @@ class Product:
     def recorded(self, target: Target, ids: list[int]) -> dict[int, int | None]:
         """{id: detail} of the target's records among ``ids``, each found by the id the API
         answered with: its primary key (201), or its reservation's (202, ``redis_lua``)."""
+        return self._read_back(target, ids, self.detail_field)
+
+    def statuses(self, target: Target, ids: list[int]) -> dict[int, object]:
+        """{id: status} of the target's records among ``ids``, found as ``recorded`` finds them."""
+        return self._read_back(target, ids, "status")
+
+    def _read_back(self, target: Target, ids: list[int], field: str | None) -> dict[int, object]:
         keys = [i for i in ids if reservation_group(i) is None]
         reservations = [i for i in ids if reservation_group(i) is not None]
         rows = self.records(target).filter(Q(pk__in=keys, reservation__isnull=True) | Q(reservation__in=reservations))
-        details = [self.detail_field] if self.detail_field else []
         found: dict[int, object] = {}
-        for pk, reservation, *detail in rows.values_list("pk", "reservation", *details):
+        for pk, reservation, *value in rows.values_list("pk", "reservation", *([field] if field else [])):
             public = reservation or pk
-            found[public] = _SEVERAL if public in found else (detail[0] if detail else None)
+            found[public] = _SEVERAL if public in found else (value[0] if value else None)
         return found
 
     def locust_env(self, target: Target) -> dict[str, str]:
@@ -165,7 +181,7 @@ class Product:
             waiting=self.waiting(target),
         )
 
-    def _activity(self, target: Target) -> tuple[int, int, int, int]:
+    def activity(self, target: Target) -> tuple[int, int, int, int]:
         """What changes while requests are in flight; the last item is the pending records."""
         stock = Stock.objects.filter(group_id=target.group_id).aggregate(
             quantity=Sum("quantity"), version=Sum("version")
@@ -178,10 +194,10 @@ class Product:
         """In-flight requests finish after Locust stops: wait until nothing has changed for
         ``seconds`` and nothing is pending."""
         give_up = time.monotonic() + timeout
-        last, since = self._activity(target), time.monotonic()
+        last, since = self.activity(target), time.monotonic()
         while time.monotonic() < give_up:
             time.sleep(0.2)
-            now = self._activity(target)
+            now = self.activity(target)
             if now != last:
                 last, since = now, time.monotonic()
             elif time.monotonic() - since >= seconds and now[-1] == 0:
@@ -212,6 +228,7 @@ class VoucherProduct(Product):
     env_var = "LOADTEST_VOUCHER"
     confirmed_outcome = CONFIRMED
     record_model = Order
+    settle_status = Order.Status.PAID
 
     def create(self, *, title: str, strategy: str, supply: Supply) -> Target:
         voucher = voucher_create(
@@ -227,7 +244,7 @@ class VoucherProduct(Product):
     def records(self, target: Target) -> QuerySet:
         return Order.objects.filter(voucher_id=target.pk)
 
-    def taken(self, target: Target) -> QuerySet:
+    def took(self, target: Target) -> QuerySet:
         return self.records(target)
 
     def audit(self, target: Target) -> Audit:
@@ -235,6 +252,7 @@ class VoucherProduct(Product):
         return Audit(
             ok=audit.ok,
             pending=audit.pending,
+            holds=audit.holds,
             figures={
                 "orders": audit.orders,
                 "supplied": audit.supplied,
@@ -256,6 +274,7 @@ class PoolProduct(Product):
     confirmed_outcome = WON
     record_model = Draw
     detail_field = "prize_id"
+    settle_status = Draw.Status.CLAIMED
 
     def create(self, *, title: str, strategy: str, supply: Supply) -> Target:
         pool = pool_create(
@@ -274,7 +293,7 @@ class PoolProduct(Product):
     def records(self, target: Target) -> QuerySet:
         return Draw.objects.filter(pool_id=target.pk)
 
-    def taken(self, target: Target) -> QuerySet:
+    def took(self, target: Target) -> QuerySet:
         return self.records(target).filter(prize__isnull=False)
 
     def audit(self, target: Target) -> Audit:
@@ -282,6 +301,7 @@ class PoolProduct(Product):
         return Audit(
             ok=audit.ok,
             pending=audit.pending,
+            holds=audit.holds,
             figures={
                 "awarded": audit.awarded,
                 "draws": audit.draws,

@@ -10,7 +10,7 @@ from dataclasses import asdict
 from html import escape
 from pathlib import Path
 
-from .verdict import TAKEN, Result, broken_invariants, counted_breaks, taken
+from .verdict import TAKEN, Result, broken_invariants, counted_breaks, lifecycle, lifecycle_races, taken
 
 PALETTE = ["#1f77b4", "#2ca02c", "#17becf", "#4c4c9d", "#7f7f7f", "#0b6e4f", "#5b8def", "#6a994e"]
 # Red means unsafe everywhere (the lab's cards, the verdicts): the lines of the strategies
@@ -161,12 +161,18 @@ def line_colours(rows: list[Result]) -> dict[str, str]:
     return {r.strategy: next(reds) if broke(r) else next(cools) for r in rows}
 
 
+def charted_breaks(result: Result) -> list[tuple[str, int]]:
+    """What the scenario's bar chart adds up: the product's counted invariants, and a
+    lifecycle scenario's races."""
+    return counted_breaks(result) + (lifecycle_races(result) if lifecycle(result) else [])
+
+
 def scenario_section(scenario: str, rows: list[Result], baseline: Result | None) -> str:
-    labels = " + ".join(label for label, _ in counted_breaks(rows[0]))
+    labels = " + ".join(label for label, _ in charted_breaks(rows[0]))
     broken = [
         (r.strategy, float(count), BROKE if count else HELD)
         for r in rows
-        for count in [sum(n for _, n in counted_breaks(r))]
+        for count in [sum(n for _, n in charted_breaks(r))]
     ]
     colours = line_colours(rows)
     speed = [(r.strategy, r.rps, "#1f77b4") for r in rows]
@@ -198,6 +204,25 @@ COLUMNS = [
 ]  # fmt: skip
 
 
+# A lifecycle scenario's columns (``verdict.Result``), after the others' and before the
+# verdict, in the matrix only when one of its rows is a lifecycle scenario's.
+LIFECYCLE_COLUMNS = [
+    ("settled", "paid/claimed"), ("released", "released"), ("resold", "resold"),
+    ("returned_twice", "returned twice"), ("settled_and_released", "settled+released"),
+    ("unsettled_200s", "200s unsettled"), ("charges", "charges"), ("refunds", "refunds"),
+    ("payments_off", "payments off"), ("returns_unsold", "returns unsold"), ("held_left", "held left"),
+    ("holds_drain_s", "holds drain s"),
+]  # fmt: skip
+
+
+def columns_of(results: list[Result]) -> list[tuple[str, str]]:
+    """The matrix's columns: ``COLUMNS``, with ``LIFECYCLE_COLUMNS`` before the verdict when
+    a row has them."""
+    if not any(lifecycle(result) for result in results):
+        return COLUMNS
+    return COLUMNS[:-1] + LIFECYCLE_COLUMNS + COLUMNS[-1:]
+
+
 def cell(value) -> str:
     if value is None:
         return "-"
@@ -208,9 +233,10 @@ def cell(value) -> str:
 
 def matrix_text(results: list[Result]) -> str:
     """The matrix as a Markdown table."""
-    lines = ["| " + " | ".join(label for _, label in COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
+    columns = columns_of(results)
+    lines = ["| " + " | ".join(label for _, label in columns) + " |", "|" + "---|" * len(columns)]
     for result in results:
-        lines.append("| " + " | ".join(cell(getattr(result, name)) for name, _ in COLUMNS) + " |")
+        lines.append("| " + " | ".join(cell(getattr(result, name)) for name, _ in columns) + " |")
     return "\n".join(lines)
 
 
@@ -222,9 +248,14 @@ def summary(result: Result) -> str:
     if result.accepted is not None:
         drained = "not all written" if result.drain_s is None else f"all written {result.drain_s:.1f} s after"
         deferred = f" ({result.accepted} with 202; {result.pending_at_end} waiting when the crowd stopped, {drained})"
+    held = ""
+    if lifecycle(result):
+        drained = "not drained" if result.holds_drain_s is None else f"drained {result.holds_drain_s:.1f} s after"
+        races = ", ".join(f"{label} {n}" for label, n in lifecycle_races(result))
+        held = f"; {result.settled} settled, {result.released} released, {result.resold} resold, {races} ({drained})"
     return (
         f"confirmed {result.confirmed}{deferred}, {name} {count} of {result.supplied} supplied, {breaks}, "
-        f"lost {result.lost_confirmations}, {result.rps:,.0f} req/s: {result.verdict}"
+        f"lost {result.lost_confirmations}{held}, {result.rps:,.0f} req/s: {result.verdict}"
     )
 
 
@@ -232,7 +263,7 @@ def write_outputs(out: Path, results: list[Result], meta: dict, *, locust_href=N
     """``matrix.csv``, ``matrix.json`` (every figure and series), ``matrix.md`` and
     ``report.html``; ``locust_href`` (a result to the link of its Locust report, from the
     report's address) is by default the report's path beside ``report.html``."""
-    rows = [{name: getattr(r, name) for name, _ in COLUMNS} | {"ok": r.ok} for r in results]
+    rows = [{name: getattr(r, name) for name, _ in columns_of(results)} | {"ok": r.ok} for r in results]
     with open(out / "matrix.csv", "w", newline="") as csv_file:
         writer = csv.DictWriter(csv_file, fieldnames=list(rows[0]))
         writer.writeheader()
@@ -241,6 +272,19 @@ def write_outputs(out: Path, results: list[Result], meta: dict, *, locust_href=N
     (out / "matrix.json").write_text(json.dumps(document, indent=2))
     (out / "matrix.md").write_text(matrix_text(results) + "\n")
     (out / "report.html").write_text(render_report(results, meta, locust_href=locust_href))
+
+
+LIFECYCLE_NOTE = """
+<p>A lifecycle scenario's items hold each unit taken until its <code>pay_by</code> or
+<code>claim_by</code>; its run is audited once every hold was paid, claimed or released
+and every payment resolved (<em>holds drain s</em> after the crowd stopped). <em>paid/claimed</em>
+and <em>released</em> count its records so, <em>resold</em> the takes beyond the supply (units
+sold again after a return). A sound strategy keeps the rest at 0: <em>returned twice</em>
+(units returned to the stock more than once), <em>settled+released</em> (records both paid or
+claimed and released), <em>200s unsettled</em> (pays or claims answered 200 whose record is not
+paid or claimed), <em>payments off</em> (provider charges that are not exactly one paid order
+or one refund), <em>returns unsold</em> (units back in stock while buyers were told there was
+nothing left) and <em>held left</em>.</p>"""
 
 
 def render_report(results: list[Result], meta: dict, *, locust_href=None) -> str:
@@ -254,7 +298,9 @@ def render_report(results: list[Result], meta: dict, *, locust_href=None) -> str
         scenario_section(scenario, [r for r in runs if r.scenario == scenario], baseline)
         for scenario in dict.fromkeys(r.scenario for r in runs)
     ]
-    columns = [(name, label) for name, label in COLUMNS if any(getattr(r, name) is not None for r in results)]
+    columns = [
+        (name, label) for name, label in columns_of(results) if any(getattr(r, name) is not None for r in results)
+    ]
     header = "".join(f"<th>{escape(label)}</th>" for _, label in columns)
 
     def td(result: Result, name: str) -> str:
@@ -278,6 +324,7 @@ def render_report(results: list[Result], meta: dict, *, locust_href=None) -> str
         else ""
     )
     cpu_note = " Its CPU ms/req includes the worker's." if "cpu_ms_per_request" in measured else ""
+    lifecycle_note = LIFECYCLE_NOTE if "returned_twice" in measured else ""
     return f"""<!doctype html><html lang="en"><head><meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1"><title>Load test verdict</title>
 <style>
@@ -300,7 +347,7 @@ reservations still waiting to be written when the crowd stopped, and <em>drain s
 seconds from then until every one was. Its run is audited only then: each 202 must have
 become exactly one record, found by its reservation, and Redis' stock and takes must agree
 with the database. Its charts follow the records in the database, which catch up during
-the drain.{cpu_note}</p>
+the drain.{cpu_note}</p>{lifecycle_note}
 <div class="table"><table><thead><tr>{header}</tr></thead><tbody>{body}</tbody></table></div>
 {"".join(sections)}
 </body></html>"""

@@ -9,6 +9,12 @@ waits until the server has gone quiet, and audits the database against docs/desi
 ("Invariants") and the ids the API confirmed. It also measures a no-op JSON endpoint of
 the same server as the baseline.
 
+A lifecycle scenario (``--scenario lifecycle``: items whose units are held for a payment or
+a claim, ``--hold-seconds``) runs with a Celery worker and beat too, which release the
+holds at their deadline and deliver the payment provider's callbacks, late, twice or lost
+and sent again (``loadtests.lifecycle``); its run is audited once every hold and payment
+has drained.
+
 For a deferred strategy (``redis_lua``: 202, the records written by a worker) it also
 starts a Celery worker and beat on the server's database, Redis and broker
 (``--broker-url``), waits after the load until every reservation is persisted (at most
@@ -41,7 +47,7 @@ from harness.server import ROOT, running_server
 
 from .console import say
 from .report import matrix_text, summary, write_outputs
-from .scenarios import DEFAULT, SCENARIOS, Scenario, scenarios_help, scenarios_named
+from .scenarios import ALL, DEFAULT, HOLD_SECONDS, LIFECYCLE, Scenario, scenarios_help, scenarios_named
 from .verdict import Result
 
 
@@ -52,9 +58,17 @@ def parse_args(argv):
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument(
-        "--scenario", default=DEFAULT, help=f"one of {', '.join(SCENARIOS)}, comma-separated names, or 'all'"
+        "--scenario",
+        default=DEFAULT,
+        help=f"one of {', '.join(ALL)}, comma-separated names, 'lifecycle' (its {len(LIFECYCLE)}) or 'all'",
     )
     parser.add_argument("--strategies", default="all", help="comma-separated names, or 'all'")
+    parser.add_argument(
+        "--runs",
+        default=None,
+        help="scenario:strategy pairs, comma-separated (abandon:none,pay-race:db_atomic,...): exactly those, "
+        "in that order, instead of every --strategies for every --scenario",
+    )
     parser.add_argument("--users", type=int, default=50, help="Locust users: the concurrency")
     # A crowd that runs out mid-run leaves Locust idle and req/s measures the crowd, not the server.
     parser.add_argument("--buyers", type=int, default=20000, help="distinct buyers (tokens) in the crowd")
@@ -90,8 +104,22 @@ def parse_args(argv):
         "--drain-timeout",
         type=float,
         default=120,
-        help="seconds a deferred strategy's run waits, after the load, for every reservation to be persisted",
+        help="seconds a deferred strategy's run waits, after the load, for every reservation to be persisted "
+        "(and a lifecycle scenario's for every hold and payment to drain)",
     )
+    parser.add_argument(
+        "--hold-seconds",
+        type=int,
+        default=HOLD_SECONDS,
+        help="the payment or claim window of a lifecycle scenario's items",
+    )
+    parser.add_argument(
+        "--payment-delay-ms",
+        type=int,
+        default=0,
+        help="PAYMENT_PROVIDER_DELAY_MS of a lifecycle run's server: above 0 a pay answers 202, its callback decides",
+    )
+    parser.add_argument("--no-baseline", action="store_true", help="skip the no-op JSON endpoint's run")
     return parser.parse_args(argv)
 
 
@@ -112,22 +140,29 @@ def main(argv=None) -> int:
     from .one_run import LoadRunFailed
     from .staff import staff_token_create
 
-    strategies = strategy_names() if args.strategies == "all" else args.strategies.split(",")
-    unknown = [s for s in strategies if s not in strategy_names()]
+    if args.runs:
+        try:
+            pairs = [(ALL[scenario], strategy) for scenario, _, strategy in _pairs(args.runs)]
+        except KeyError as unknown:
+            raise SystemExit(f"[loadtest] unknown: {unknown.args[0]}") from None
+    else:
+        strategies = strategy_names() if args.strategies == "all" else args.strategies.split(",")
+        pairs = [(scenario, strategy) for scenario in scenarios for strategy in strategies]
+    unknown = [strategy for _, strategy in pairs if strategy not in strategy_names()]
     if unknown:
-        raise SystemExit(f"[loadtest] unknown: {', '.join(unknown)}")
+        raise SystemExit(f"[loadtest] unknown: {', '.join(dict.fromkeys(unknown))}")
     args.out = args.out or ROOT / "var" / "loadtest" / datetime.now().strftime("%Y%m%d-%H%M%S")
     args.out.mkdir(parents=True, exist_ok=True)
 
     say(f"writing to {args.out}")
     tokens = args.out / "tokens.txt"
-    pairs = users_with_tokens_create(count=max(args.buyers, args.hammer_buyers), prefix="load")
-    tokens.write_text("".join(f"{u} {t}\n" for u, t in pairs))
+    users = users_with_tokens_create(count=max(args.buyers, args.hammer_buyers), prefix="load")
+    tokens.write_text("".join(f"{u} {t}\n" for u, t in users))
     staff_token = staff_token_create(prefix="load-staff")
     connections.close_all()
 
     try:
-        results = run_matrix(args, scenarios, strategies, tokens, staff_token)
+        results = run_matrix(args, pairs, tokens, staff_token)
     except LoadRunFailed as failure:
         raise SystemExit(f"[loadtest] {failure}") from None
 
@@ -146,6 +181,8 @@ def main(argv=None) -> int:
         "locust_processes": args.locust_processes,
         "race_window_ms": args.race_window_ms,
         "drain_timeout_s": args.drain_timeout,
+        "hold_seconds": args.hold_seconds,
+        "payment_delay_ms": args.payment_delay_ms,
         "machine": describe(),
     }
     print()
@@ -162,14 +199,20 @@ def main(argv=None) -> int:
     return 0
 
 
-def run_matrix(args, scenarios: list[Scenario], strategies: list[str], tokens: Path, staff_token: str) -> list[Result]:
+def _pairs(runs: str) -> list[tuple[str, str, str]]:
+    return [run.strip().partition(":") for run in runs.split(",") if run.strip()]
+
+
+def run_matrix(args, pairs: list[tuple[Scenario, str]], tokens: Path, staff_token: str) -> list[Result]:
     """The baseline, then every (repeat, scenario, strategy) against one server."""
     # Only once Django is set up.
     from inventory.strategies import STRATEGIES
 
+    from .lifecycle import describe_settings, server_settings
     from .one_run import baseline_run, one_run
 
     results: list[Result] = []
+    lifecycle = any(scenario.lifecycle for scenario, _ in pairs)
     with running_server(
         database_url=args.database_url,
         redis_url=args.redis_url,
@@ -177,20 +220,20 @@ def run_matrix(args, scenarios: list[Scenario], strategies: list[str], tokens: P
         race_window_ms=args.race_window_ms,
         port=args.port,
         broker_url=args.broker_url,
-        # Only a deferred strategy needs them; the others' runs are measured without them.
-        celery=any(STRATEGIES[strategy].deferred for strategy in strategies),
+        # Only a deferred strategy and the lifecycle (expiry, the provider's callbacks) need
+        # them; the other runs are measured without them.
+        celery=lifecycle or any(STRATEGIES[strategy].deferred for _, strategy in pairs),
         celery_log=args.out / "celery.log",
+        settings=server_settings(args.payment_delay_ms) if lifecycle else None,
         say=say,
     ) as server:
-        say(f"baseline: no-op JSON endpoint, {args.baseline_users} users for {args.duration}s ...")
-        results.append(baseline_run(args, server))
-        say(f"  {results[-1].rps:,.0f} req/s")
-        runs = [
-            (repeat, scenario, strategy)
-            for repeat in range(1, args.repeat + 1)
-            for scenario in scenarios
-            for strategy in strategies
-        ]
+        if lifecycle:
+            say(f"lifecycle: holds of {args.hold_seconds} s, {describe_settings(args.payment_delay_ms)}")
+        if not args.no_baseline:
+            say(f"baseline: no-op JSON endpoint, {args.baseline_users} users for {args.duration}s ...")
+            results.append(baseline_run(args, server))
+            say(f"  {results[-1].rps:,.0f} req/s")
+        runs = [(repeat, scenario, strategy) for repeat in range(1, args.repeat + 1) for scenario, strategy in pairs]
         for n, (repeat, scenario, strategy) in enumerate(runs, start=1):
             say(f"[{n}/{len(runs)}] {scenario.name} / {strategy}: {args.users} Locust users for {args.duration}s ...")
             name = f"{scenario.name}-{strategy}" + (f"-{repeat}" if args.repeat > 1 else "")

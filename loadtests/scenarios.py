@@ -2,6 +2,13 @@
 
 Each names its locustfile (``loadtests/locustfiles/``, whose docstring tells the
 story), the product it runs against (``loadtests.products``) and what it proves.
+
+The lifecycle's scenarios (``LIFECYCLE``) run on items with a hold window: what becomes
+of a unit after its take (paid, claimed, cancelled, expired, forfeited) is what they
+prove. They need a Celery worker and beat beside the server, releasing holds at their
+deadline and delivering the payment provider's callbacks, with settings of their own
+(``loadtests.lifecycle``): the runner starts those, and the race lab, which drives the
+site it runs in as it is configured, offers only ``SCENARIOS``.
 """
 
 from __future__ import annotations
@@ -12,6 +19,9 @@ from pathlib import Path
 from .verdict import POOL, VOUCHER
 
 LOCUSTFILES = Path(__file__).resolve().parent / "locustfiles"
+# The hold window of a lifecycle scenario's items (``--hold-seconds``): short, so that a
+# run of a few seconds sees holds taken, released and taken again, and drains soon.
+HOLD_SECONDS = 2
 
 
 @dataclass(frozen=True)
@@ -26,6 +36,9 @@ class Scenario:
     # Whether a buyer tries more than it may (buys twice, draws past the limit): when not,
     # the product's second invariant (duplicate orders, users over the limit) is not tried.
     repeats: bool = False
+    # Whether its items hold each unit taken for a payment or a claim (``--hold-seconds``),
+    # its run drains those holds before the audit, and it is judged on the lifecycle too.
+    lifecycle: bool = False
 
     @property
     def path(self) -> Path:
@@ -62,20 +75,70 @@ SCENARIOS: dict[str, Scenario] = {
         ),
     )
 }
+LIFECYCLE: dict[str, Scenario] = {
+    scenario.name: scenario
+    for scenario in (
+        Scenario(
+            "abandon",
+            "abandon.py",
+            VOUCHER,
+            "buyers who never pay: their units come back once and are sold again",
+            lifecycle=True,
+        ),
+        Scenario(
+            "pay-race",
+            "pay_race.py",
+            VOUCHER,
+            "pays fired around pay_by, callbacks late and twice: each unit paid or released, never both",
+            lifecycle=True,
+        ),
+        # A draw has no cancel (a winner claims or lets the prize go), so this one is the
+        # flash sale's only; the pools' race at the deadline is claim-race's.
+        Scenario(
+            "cancel-storm",
+            "cancel_storm.py",
+            VOUCHER,
+            "cancels fired many at once, some with a pay, buyers buying again: each unit back once",
+            lifecycle=True,
+            repeats=True,  # a buyer buys again after each cancel
+        ),
+        Scenario(
+            "draw-abandon",
+            "draw_abandon.py",
+            POOL,
+            "winners who never claim: their prizes come back once and are won again",
+            repeats=True,
+            lifecycle=True,
+        ),
+        Scenario(
+            "claim-race",
+            "claim_race.py",
+            POOL,
+            "claims fired around claim_by: each prize claimed or forfeited, never both",
+            repeats=True,
+            lifecycle=True,
+        ),
+    )
+}
+# Every scenario the runner knows, the race lab's first.
+ALL: dict[str, Scenario] = SCENARIOS | LIFECYCLE
 DEFAULT = "crowd"
 
 
-def scenarios_named(names: str) -> list[Scenario]:
-    """``"all"`` or comma-separated names, in the order given; raises ``KeyError`` naming the unknown ones."""
+def scenarios_named(names: str, among: dict[str, Scenario] = ALL) -> list[Scenario]:
+    """``"all"``, ``"lifecycle"`` (its scenarios) or comma-separated names of ``among``, in
+    the order given; raises ``KeyError`` naming the unknown ones."""
     if names == "all":
-        return list(SCENARIOS.values())
+        return list(among.values())
+    if names == "lifecycle":
+        names = ",".join(LIFECYCLE)
     wanted = [name.strip() for name in names.split(",") if name.strip()]
-    unknown = [name for name in wanted if name not in SCENARIOS]
+    unknown = [name for name in wanted if name not in among]
     if unknown:
         raise KeyError(", ".join(unknown))
-    return [SCENARIOS[name] for name in wanted]
+    return [among[name] for name in wanted]
 
 
 def scenarios_help() -> str:
     """One line per scenario, for ``--help``."""
-    return "\n".join(f"  {s.name:<12} ({s.product}) {s.proves}" for s in SCENARIOS.values())
+    return "\n".join(f"  {s.name:<12} ({s.product}) {s.proves}" for s in ALL.values())

@@ -12,6 +12,15 @@ A run is judged on its product's invariants (docs/design.md, "Invariants"):
 and, for both, every confirmation the API gave exists in the database once, as it
 was announced, and no stock is below zero.
 
+A lifecycle scenario (items with a hold window: ``abandon``, ``pay-race``,
+``cancel-storm``, ``draw-abandon``, ``claim-race``) is judged once every hold has drained,
+on the lifecycle too: no unit returned twice, no record both settled (paid, claimed) and
+released, every 200 to a pay or a claim a paid order or claimed draw, every provider
+confirmation exactly one paid order or one refund (a voucher's), no hold left, and no
+released unit left in stock while buyers were told there was nothing left. A strategy
+expected to break must break one of the first four there: an oversell by its takes alone
+does not show the lifecycle's race.
+
 A deferred strategy (``redis_lua``) answers 202 and a worker writes the records
 afterwards: it is judged once every reservation is persisted, its 202s count as
 confirmations only then (each must be one record, found by its reservation), a
@@ -88,6 +97,26 @@ class Result:
     unpersisted: int | None = None
     redis_state: bool | None = None
     redis_drift: dict[str, int] | None = None
+    # A lifecycle scenario's (None on the others' rows), read once every hold has drained:
+    # records held still, settled (paid, claimed), released (their unit back in stock), takes
+    # beyond the supply (units sold again after a return), units returned more than once,
+    # records both settled and released, 200s to a pay or claim whose record is not
+    # settled; a voucher's provider charges, those refunded, and payments unresolved or not
+    # adding up (``payments.selectors.payments_audit``); units back in stock while buyers
+    # were told there was nothing left; and seconds from the crowd's end until drained
+    # (None when the wait ran out).
+    held_left: int | None = None
+    settled: int | None = None
+    released: int | None = None
+    resold: int | None = None
+    returned_twice: int | None = None
+    settled_and_released: int | None = None
+    unsettled_200s: int | None = None
+    charges: int | None = None
+    refunds: int | None = None
+    payments_off: int | None = None
+    returns_unsold: int | None = None
+    holds_drain_s: float | None = None
     conserved: bool = True
     stock_not_negative: bool = True
     rps: float = 0.0
@@ -135,6 +164,39 @@ def counted_breaks(result: Result) -> list[tuple[str, int]]:
     raise ValueError(f"not a product's result: {result.product!r}")
 
 
+def lifecycle(result: Result) -> bool:
+    """Whether the row is a lifecycle scenario's, judged on its holds too."""
+    return result.returned_twice is not None
+
+
+# A settle and a release, by product: what the labels call them.
+SETTLE = {VOUCHER: "paid", POOL: "claimed"}
+RELEASE = {VOUCHER: "released", POOL: "forfeited"}
+
+
+def lifecycle_races(result: Result) -> list[tuple[str, int]]:
+    """The lifecycle's invariants that a race breaks: (label, how many broke it)."""
+    settled, released = SETTLE.get(result.product, "settled"), RELEASE.get(result.product, "released")
+    return [
+        ("units returned twice", result.returned_twice or 0),
+        (f"{settled} and {released}", result.settled_and_released or 0),
+        (f"200s not {settled}", result.unsettled_200s or 0),
+        ("payments unresolved or unbalanced", result.payments_off or 0),
+    ]
+
+
+def lifecycle_broken(result: Result) -> list[str]:
+    """Labels of the lifecycle's invariants the run broke (none on another scenario's row)."""
+    if not lifecycle(result):
+        return []
+    broken = [label for label, count in lifecycle_races(result) if count > 0]
+    if result.returns_unsold:
+        broken.append("returns left unsold")
+    if result.held_left or result.holds_drain_s is None:
+        broken.append("holds not drained")
+    return broken
+
+
 def broken_invariants(result: Result, *, audit_ok: bool = True) -> list[str]:
     """Labels of every invariant the run broke; ``audit_ok`` is the audit's own summary,
     so that an invariant it checks and these rules do not still fails the run."""
@@ -151,6 +213,7 @@ def broken_invariants(result: Result, *, audit_ok: bool = True) -> list[str]:
     if result.redis_state is False:
         broken.append("Redis state missing")
     broken += [REDIS_DRIFT[name] for name, count in (result.redis_drift or {}).items() if count]
+    broken += lifecycle_broken(result)
     if not audit_ok and not broken:
         broken.append("audit failed")
     return broken
@@ -172,11 +235,16 @@ def judge(result: Result, *, breaks: str | None, server_processes: int, audit_ok
     """The verdict of one run of a strategy that ``breaks`` this way (``StockStrategy.breaks``).
 
     A strategy expected to break passes when it broke something (the demonstration
-    reproduced) and fails otherwise ("FAILED TO REPRODUCE"); any other strategy passes
-    only when it broke nothing and every answer was a documented one.
+    reproduced; in a lifecycle scenario, one of the lifecycle's races) and fails otherwise
+    ("FAILED TO REPRODUCE"); any other strategy passes only when it broke nothing and
+    every answer was a documented one.
     """
     broken = broken_invariants(result, audit_ok=audit_ok)
     if expected_to_break(breaks, server_processes):
+        raced = [label for label, count in lifecycle_races(result) if count > 0]
+        if lifecycle(result) and not raced:
+            besides = f" (broke only: {', '.join(broken)})" if broken else ""
+            return Verdict(f"FAILED TO REPRODUCE the lifecycle's race{besides}", expected_to_break=True, ok=False)
         if broken:
             return Verdict(f"broke as expected: {', '.join(broken)}", expected_to_break=True, ok=True)
         return Verdict("FAILED TO REPRODUCE", expected_to_break=True, ok=False)

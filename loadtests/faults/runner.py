@@ -128,7 +128,9 @@ def main(argv=None) -> int:
         else:
             args.picked = None
             faults = [FAULTS[name]() for name in (FAULTS if args.faults == "all" else args.faults.split(","))]
-        scenarios = scenarios_named(args.scenario)
+        # Only those the faults were written for: the lifecycle's need the load runner's
+        # settings and drain (loadtests.lifecycle), which a fault run does not give them.
+        scenarios = scenarios_named(args.scenario, among=SCENARIOS)
     except KeyError as unknown:
         raise SystemExit(f"[faults] unknown: {unknown.args[0]}") from None
     for fault in faults:
@@ -304,7 +306,7 @@ def run_arguments(args, fault: Fault) -> argparse.Namespace:
     checks count on them), else those given."""
     hold = fault.hold_seconds or args.hold_seconds
     stock = fault.stock or (args.stock if args.stock is not None else DEFAULT_STOCK)
-    return argparse.Namespace(**(vars(args) | {"hold_seconds": hold, "stock": stock}))
+    return argparse.Namespace(**(vars(args) | {"hold_seconds": hold, "stock": stock, "holds_every_scenario": True}))
 
 
 def ready(host: str, own_redis: RedisServer, timeout: float = 60) -> None:

@@ -7,29 +7,7 @@ import pytest
 
 from loadtests import common
 
-
-class FakeResponse:
-    def __init__(self, status_code: int, body) -> None:
-        self.status_code = status_code
-        self.body = body
-        self.marked: str | None = None
-
-    def json(self):
-        if isinstance(self.body, Exception):
-            raise self.body
-        return self.body
-
-    def success(self) -> None:
-        self.marked = "success"
-
-    def failure(self, message: str) -> None:
-        self.marked = "failure"
-
-    def __enter__(self) -> FakeResponse:
-        return self
-
-    def __exit__(self, *exc) -> None:
-        return None
+from .conftest import FakeResponse
 
 
 class FakeUser:
@@ -44,13 +22,6 @@ class FakeUser:
         return self.response
 
 
-@pytest.fixture
-def outcomes_dir(tmp_path, monkeypatch):
-    monkeypatch.setenv("LOADTEST_OUTCOMES", str(tmp_path))
-    monkeypatch.setattr(common, "outcomes", common.OutcomeLog())
-    return tmp_path
-
-
 @pytest.mark.parametrize(
     ("status", "body", "outcome", "logged"),
     [
@@ -61,6 +32,13 @@ def outcomes_dir(tmp_path, monkeypatch):
             "won 7 3",
         ),
         (201, {"draw_id": 8, "prize": None, "draws_left": 0, "status": "confirmed"}, "no_prize", "no_prize 8"),
+        # A pool with a claim window: the prize held until claim_by, taken all the same.
+        (
+            201,
+            {"draw_id": 9, "prize": {"id": 3, "name": "A mug"}, "draws_left": 1, "status": "held"},
+            "won",
+            "won 9 3",
+        ),
         # redis_lua: accepted, written later by a worker, under the reservation's id.
         (
             202,
@@ -119,6 +97,8 @@ def test_any_other_answer_to_a_draw_fails(outcomes_dir, status, body):
     ("status", "body", "outcome"),
     [
         (201, {"order_id": 41, "status": "confirmed"}, "confirmed 41"),
+        (201, {"order_id": 42, "status": "held", "pay_by": "2030-01-01T00:00:00Z"}, "confirmed 42"),
+        (202, {"order_id": 43, "status": "held"}, "error"),  # held, yet not written?
         (202, {"order_id": 2**62 + 41, "status": "pending"}, f"confirmed {2**62 + 41} pending"),
         (409, {"code": "sold_out"}, "sold_out"),
         (409, {"code": "already_purchased"}, "already_purchased"),
@@ -166,3 +146,20 @@ def test_a_hammers_users_share_the_first_tokens_in_blocks(tmp_path, monkeypatch)
         runner = Runner()
 
     assert [common.hammer_token(Environment(), seat) for seat in range(7)] == list("aaabbbc")
+
+
+def test_a_take_hands_its_answer_on_and_a_refusal_none(outcomes_dir):
+    held = {"order_id": 42, "status": "held", "pay_by": "2030-01-01T00:00:00Z"}
+    assert common.purchase_answer(FakeUser(FakeResponse(201, held)), 2, "t0k3n") == ("confirmed", held)
+    assert common.purchase_answer(FakeUser(FakeResponse(409, {"code": "sold_out"})), 2, "t0k3n") == ("sold_out", None)
+    drawn = {"draw_id": 9, "prize": None, "draws_left": 0, "status": "confirmed"}
+    assert common.draw_answer(FakeUser(FakeResponse(201, drawn)), 5, "t0k3n") == ("no_prize", drawn)
+
+
+def test_only_nothing_left_marks_the_moment_and_at_most_every_quarter_second(outcomes_dir):
+    common.purchase(FakeUser(FakeResponse(409, {"code": "already_purchased"})), 2, "t0k3n")
+    assert common.last_out_of_stock(outcomes_dir) is None
+    common.draw(FakeUser(FakeResponse(409, {"code": "pool_empty"})), 5, "t0k3n")
+    first = common.last_out_of_stock(outcomes_dir)
+    common.draw(FakeUser(FakeResponse(409, {"code": "pool_empty"})), 5, "t0k3n")
+    assert first is not None and common.last_out_of_stock(outcomes_dir) == first

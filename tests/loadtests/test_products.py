@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import pytest
 
-from accounts.crowd import crowd_join
 from inventory.groups import persist_all
 from inventory.item_states import item_reservations_persist
 from inventory.product import product_of
@@ -20,18 +19,6 @@ from orders.models import Order, Voucher
 from orders.services import order_purchase
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture
-def make_buyer(make_user):
-    """A user of a load run's crowd, who alone may buy and draw a run's unlisted items."""
-
-    def make():
-        user = make_user()
-        crowd_join(user_ids=[user.pk])
-        return user
-
-    return make
 
 
 def test_the_stock_is_split_evenly_over_the_prizes():

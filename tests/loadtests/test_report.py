@@ -2,7 +2,15 @@
 
 from __future__ import annotations
 
-from loadtests.report import COLUMNS, matrix_text, render_report, summary, supply_lines
+from loadtests.report import (
+    COLUMNS,
+    LIFECYCLE_COLUMNS,
+    columns_of,
+    matrix_text,
+    render_report,
+    summary,
+    supply_lines,
+)
 from loadtests.verdict import POOL, VOUCHER, Result
 
 
@@ -76,3 +84,46 @@ def test_a_deferred_strategys_row_shows_its_202s_what_waited_and_how_long_it_too
     )
     html = render_report(rows(), {"stock": 500})
     assert "<th>202s</th>" in html and "<th>pending at end</th>" in html and "<th>drain s</th>" in html
+
+
+def lifecycle_rows() -> list[Result]:
+    return [
+        *rows()[1:3],
+        Result(
+            scenario="pay-race", strategy="none", product=VOUCHER, requests=300, confirmed=60, orders=60,
+            supplied=40, oversold=0, duplicates=0, lost_confirmations=0, stock_left=70, conserved=False,
+            held_left=0, settled=20, released=40, resold=20, returned_twice=45, settled_and_released=2,
+            unsettled_200s=2, charges=22, refunds=0, payments_off=2, returns_unsold=0, holds_drain_s=2.7,
+            verdict="broke as expected: units returned twice", expected_to_break=True, ok=True,
+        ),
+        Result(
+            scenario="claim-race", strategy="db_atomic", product=POOL, requests=160, confirmed=40, awarded=17,
+            draws=40, supplied=60, over_awarded=0, users_over_limit=0, lost_confirmations=0, stock_left=43,
+            held_left=0, settled=17, released=23, resold=0, returned_twice=0, settled_and_released=0,
+            unsettled_200s=0, returns_unsold=0, holds_drain_s=0.0, verdict="holds", ok=True,
+        ),
+    ]  # fmt: skip
+
+
+def test_the_lifecycle_columns_come_before_the_verdict_only_with_a_lifecycle_row():
+    assert columns_of(rows()) == COLUMNS
+    columns = columns_of(lifecycle_rows())
+    assert columns == COLUMNS[:-1] + LIFECYCLE_COLUMNS + COLUMNS[-1:]
+    lines = matrix_text(lifecycle_rows()).splitlines()
+    assert lines[0].split(" | ")[-1] == "verdict |"
+    crowd, pool, race, claims = (
+        dict(zip([label for _, label in columns], [v.strip() for v in line.strip("|").split("|")], strict=True))
+        for line in lines[2:]
+    )
+    assert (race["returned twice"], race["settled+released"], race["200s unsettled"]) == ("45", "2", "2")
+    assert (race["charges"], race["payments off"], race["holds drain s"]) == ("22", "2", "2.7")
+    assert (claims["charges"], claims["refunds"], claims["payments off"]) == ("-", "-", "-")
+    assert (crowd["returned twice"], pool["held left"]) == ("-", "-")
+
+
+def test_a_lifecycle_rows_progress_line_counts_its_holds_and_races():
+    line = summary(lifecycle_rows()[2])
+    assert "; 20 settled, 40 released, 20 resold, units returned twice 45, paid and released 2" in line
+    assert "200s not paid 2, payments unresolved or unbalanced 2 (drained 2.7 s after)" in line
+    html = render_report(lifecycle_rows(), {"stock": 40})
+    assert "<th>returned twice</th>" in html and "<th>charges</th>" in html
