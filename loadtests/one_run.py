@@ -159,6 +159,7 @@ class Sampler(threading.Thread):
         self.observe = observe
         self.stock: list[tuple[float, int]] = []
         self.taken: list[tuple[float, int]] = []
+        self.took: list[tuple[float, int]] = []
         self.supply: list[tuple[float, int]] = []
         # (``time.time()``, reservations waiting to be written): when the crowd stopped is
         # known afterwards, by the time of its last answer.
@@ -185,6 +186,7 @@ class Sampler(threading.Thread):
                 at = round(elapsed, 2)
                 self.stock.append((at, sample.stock))
                 self.taken.append((at, sample.taken))
+                self.took.append((at, sample.took))
                 self.supply.append((at, sample.supplied))
                 if self.observe is not None:
                     try:
@@ -316,6 +318,7 @@ def one_run(
         crowd_ran_out=scenario.serves_the_crowd and crowd_exhausted(outcomes_dir),
         stock_series=from_crowd_start(sampler.stock, offset),
         taken_series=from_crowd_start(sampler.taken, offset),
+        took_series=from_crowd_start(sampler.took, offset),
         supply_series=from_crowd_start(sampler.supply, offset),
     )
     verdict = judge(

@@ -73,6 +73,8 @@ class Sample:
     taken: int
     # Reservations waiting in Redis to be written (redis_lua; 0 under the other strategies).
     waiting: int = 0
+    # The records that took a unit, released since or not: what was written, which only grows.
+    took: int = 0
 
 
 @dataclass(frozen=True)
@@ -179,6 +181,7 @@ class Product:
             supplied=totals["supplied"] or 0,
             taken=self.taken(target).count(),
             waiting=self.waiting(target),
+            took=self.took(target).count(),
         )
 
     def activity(self, target: Target) -> tuple[int, int, int, int]:

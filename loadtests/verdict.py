@@ -137,6 +137,8 @@ class Result:
     # (seconds since the start, value), sampled from the database while Locust ran.
     stock_series: list[tuple[float, int]] = field(default_factory=list)
     taken_series: list[tuple[float, int]] = field(default_factory=list)
+    # The records that took a unit, released since or not: it grows with every write.
+    took_series: list[tuple[float, int]] = field(default_factory=list)
     supply_series: list[tuple[float, int]] = field(default_factory=list)
 
 

@@ -85,7 +85,10 @@ def judged(
     recovered = Recovery(
         seconds=recovery(answers, injected_at=strike.injected_at, healed_at=strike.healed_at),
         writes_seconds=writes_recovery(
-            [(strike.origin + at, count) for at, count in result.taken_series], healed_at=strike.healed_at
+            # Every record written, released since or not: with holds, those still holding a
+            # unit need not grow once the fault is over.
+            [(strike.origin + at, count) for at, count in result.took_series],
+            healed_at=strike.healed_at,
         )
         if deferred
         else None,
