@@ -27,13 +27,14 @@ from harness.server import Server
 from loadtests.one_run import locust_now, one_run
 from loadtests.products import PRODUCTS, Sample, Target
 from loadtests.report import write_outputs
-from loadtests.scenarios import SCENARIOS
+from loadtests.scenarios import ALL, HOLD_SECONDS
 from loadtests.staff import staff_token_create
 from loadtests.verdict import Result, counted_breaks
 from locking import Lock
 from locking.integration import locks_redis
 
 from .errors import LabBusy
+from .lifecycle import settings_caveat
 from .models import LabLane, LabRun
 
 # The longest lane a run may have (the form's bound on its seconds).
@@ -116,7 +117,8 @@ def lab_run_execute(*, run_id: int) -> LabRun:
         run.started_at = timezone.now()
         run.commit = git_commit()
         run.machine = describe(commit=False)
-        run.save(update_fields=["status", "started_at", "commit", "machine"])
+        run.caveat = settings_caveat(ALL[run.scenario])
+        run.save(update_fields=["status", "started_at", "commit", "machine", "caveat"])
         try:
             _run_lanes(run)
         except _Cancelled:
@@ -135,7 +137,7 @@ def lab_run_execute(*, run_id: int) -> LabRun:
 
 
 def _run_lanes(run: LabRun) -> None:
-    scenario = SCENARIOS[run.scenario]
+    scenario = ALL[run.scenario]
     out = lab_dir(run)
     out.mkdir(parents=True, exist_ok=True)
     tokens = out / "tokens.txt"
@@ -166,6 +168,8 @@ def _run_lanes_with(run: LabRun, scenario, out: Path, tokens: Path, staff_token:
         race_window_ms=run.race_window_ms,
         server_processes=run.server_processes,
         drain_timeout=DRAIN_TIMEOUT_SECONDS,
+        # A lifecycle scenario's items hold each take this long (``lifecycle.hold_seconds``).
+        hold_seconds=HOLD_SECONDS,
     )
     server = Server(host=run.target_url)
     results = []
@@ -192,6 +196,8 @@ def _run_lanes_with(run: LabRun, scenario, out: Path, tokens: Path, staff_token:
         "database": run.database,
         "machine": run.machine,
     }
+    if run.caveat:
+        meta["settings"] = run.caveat
     # The report is served at /lab/runs/<id>/report, each Locust report beside it.
     write_outputs(out, results, meta, locust_href=lambda result: f"locust/{result.strategy}")
 

@@ -6,16 +6,17 @@ from django import forms
 
 from inventory.forms import strategy_choices
 from inventory.strategies import strategy_names
-from loadtests.scenarios import SCENARIOS
+from loadtests.scenarios import ALL
 
 from .models import LabRun
 from .services import BOUNDS, DEFAULTS
 
 
 def _scenario_choices() -> list:
-    """Scenarios grouped by product, each with what it proves."""
+    """Scenarios grouped by product, each with what it proves: the crowds first, then the
+    lifecycle's (``loadtests.scenarios.LIFECYCLE``)."""
     return [
-        (label, [(s.name, f"{s.name}: {s.proves}") for s in SCENARIOS.values() if s.product == product])
+        (label, [(s.name, f"{s.name}: {s.proves}") for s in ALL.values() if s.product == product])
         for product, label in LabRun.Product.choices
     ]
 
@@ -34,7 +35,7 @@ def _bounded_field(name: str, label: str, help_text: str) -> forms.IntegerField:
 def scenarios_by_product() -> dict[str, list[str]]:
     """Each product's scenarios in the registry's order, its crowd first: what the form
     offers once that product is chosen, and falls back to."""
-    return {product: [s.name for s in SCENARIOS.values() if s.product == product] for product in LabRun.Product.values}
+    return {product: [s.name for s in ALL.values() if s.product == product] for product in LabRun.Product.values}
 
 
 class LabRunForm(forms.Form):
@@ -60,8 +61,8 @@ class LabRunForm(forms.Form):
     def clean(self):
         cleaned = super().clean()
         scenario, product = cleaned.get("scenario"), cleaned.get("product")
-        if scenario and product and SCENARIOS[scenario].product != product:
-            other = LabRun.Product(SCENARIOS[scenario].product).label
+        if scenario and product and ALL[scenario].product != product:
+            other = LabRun.Product(ALL[scenario].product).label
             self.add_error(
                 "scenario", f"{scenario} runs against the {other.lower()}: pick a scenario of the chosen product."
             )

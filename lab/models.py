@@ -11,8 +11,10 @@ from django.conf import settings
 from django.db import models
 
 from inventory.texts import Described, described
-from loadtests.scenarios import SCENARIOS
+from loadtests.scenarios import ALL, HOLD_SECONDS
 from loadtests.verdict import Result, counted_breaks
+
+from .lifecycle import lifecycle_cells
 
 
 class LabRun(models.Model):
@@ -43,6 +45,8 @@ class LabRun(models.Model):
     commit = models.CharField(max_length=40, blank=True)
     machine = models.CharField(max_length=300, blank=True)
     error = models.TextField(blank=True)
+    # A lifecycle run's: what the site's settings left out of the race (``lab.lifecycle``).
+    caveat = models.TextField(blank=True)
     # The run's folder under VAR_DIR/lab/ (matrix files, report.html, Locust's reports): named
     # by time and a random part, never by id alone, which a fresh database hands out again.
     folder = models.CharField(max_length=64, unique=True)
@@ -73,8 +77,31 @@ class LabRun(models.Model):
     def untried(self) -> str:
         """The counted invariant this run's scenario does not try (nobody buys twice in a
         crowd that buys once each), or "" when it tries both."""
-        scenario = SCENARIOS.get(self.scenario)
+        scenario = ALL.get(self.scenario)
         return self.break_labels[1] if scenario is not None and not scenario.repeats else ""
+
+    @property
+    def lifecycle(self) -> bool:
+        """Whether its scenario is the lifecycle's: its lanes have holds and their figures."""
+        scenario = ALL.get(self.scenario)
+        return scenario is not None and scenario.lifecycle
+
+    @property
+    def hold_seconds(self) -> int:
+        """Its items' hold window: the lab's lifecycle runs hold each take as ``make loadtest`` does."""
+        return HOLD_SECONDS if self.lifecycle else 0
+
+    @property
+    def lifecycle_labels(self) -> list[str]:
+        """The lifecycle's columns of its matrix ([] for another scenario's run)."""
+        if not self.lifecycle:
+            return []
+        return [label for label, _, _ in lifecycle_cells(self.product, {"returned_twice": 0})]
+
+    @property
+    def figure_columns(self) -> int:
+        """How many columns of its matrix hold a lane's figures (what a lane not run spans)."""
+        return len(self.break_labels) + 5 + len(self.lifecycle_labels)
 
     @property
     def break_labels(self) -> list[str]:
@@ -127,7 +154,13 @@ class LabLane(models.Model):
 
     @property
     def broken(self) -> bool:
-        return any(count > 0 for _, count in self.breaks)
+        return any(count > 0 for _, count in self.breaks) or any(bad for _, _, bad in self.lifecycle_cells)
+
+    @property
+    def lifecycle_cells(self) -> list[tuple[str, object, bool]]:
+        """(label, value, unsafe) of its lifecycle figures, once audited ([] before, and
+        for another scenario's lane)."""
+        return lifecycle_cells(self.run.product, self.figures or {})
 
     @property
     def verdict_short(self) -> str:

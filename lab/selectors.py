@@ -6,6 +6,7 @@ from django.db.models import Prefetch, QuerySet
 from django.shortcuts import get_object_or_404
 
 from inventory.strategies import strategy_names
+from loadtests.scenarios import ALL
 
 from .models import LabLane, LabRun
 from .services import DEFAULTS
@@ -30,12 +31,17 @@ def lab_run_active() -> LabRun | None:
     )
 
 
-def lab_run_proof(*, product: str) -> LabRun | None:
+def lab_run_proof(*, product: str, lifecycle: bool = False) -> LabRun | None:
     """What ``/proof/`` shows of ``product``: the latest finished run that staff published, or
     that ran every strategy of the registry, each to its end, at the default size
     (``services.DEFAULTS``), whichever came last. A short run of two strategies proves
-    little, and does not replace the proof unless staff say so."""
-    done = LabRun.objects.prefetch_related(_LANES).filter(product=product, status=LabRun.Status.DONE)
+    little, and does not replace the proof unless staff say so. With ``lifecycle``, of the
+    lifecycle's scenarios (``LIFECYCLE``), else of the others: each has a proof of its own,
+    as a run of one proves nothing of the other."""
+    scenarios = [name for name, scenario in ALL.items() if scenario.lifecycle == lifecycle]
+    done = LabRun.objects.prefetch_related(_LANES).filter(
+        product=product, status=LabRun.Status.DONE, scenario__in=scenarios
+    )
     published = done.filter(published_at__isnull=False).order_by("-published_at", "-id").first()
     complete = None
     for run in done.filter(**DEFAULTS).order_by("-finished_at", "-id")[:20]:

@@ -14,7 +14,7 @@ from django.utils import timezone
 from core.errors import InvalidInput
 from inventory.strategies import strategy_names
 from loadtests.products import PRODUCTS
-from loadtests.scenarios import SCENARIOS
+from loadtests.scenarios import ALL
 
 from .errors import LabBusy, LabNotConfigured
 from .execute import LANE_OVERHEAD_SECONDS, LONGEST_LANE_SECONDS, lab_run_fail, run_end
@@ -77,9 +77,9 @@ def lab_run_create(
         raise LabNotConfigured()
     if product not in PRODUCTS:
         raise InvalidInput(f"Unknown product {product!r}: choose one of {', '.join(PRODUCTS)}.")
-    if scenario not in SCENARIOS:
-        raise InvalidInput(f"Unknown scenario {scenario!r}: choose one of {', '.join(SCENARIOS)}.")
-    if SCENARIOS[scenario].product != product:
+    if scenario not in ALL:
+        raise InvalidInput(f"Unknown scenario {scenario!r}: choose one of {', '.join(ALL)}.")
+    if ALL[scenario].product != product:
         raise InvalidInput(f"The scenario {scenario!r} runs against the other product.")
     known = strategy_names()
     chosen = [name for name in known if name in set(strategies)] if strategies else known

@@ -142,6 +142,16 @@ def proof_page(request):
     proofs = []
     for product, label in LabRun.Product.choices:
         run = lab_run_proof(product=product)
-        proofs.append({"product": product, "label": label, "run": run, "lanes": _lanes(run) if run else []})
+        held = lab_run_proof(product=product, lifecycle=True)
+        proofs.append(
+            {
+                "product": product,
+                "label": label,
+                "run": run,
+                "lanes": _lanes(run) if run else [],
+                "lifecycle": held,
+                "lifecycle_lanes": _lanes(held) if held else [],
+            }
+        )
     strategies = [described(name) for name in strategy_names()]
     return render(request, "lab/proof.html", {"proofs": proofs, "strategies": strategies})

@@ -66,8 +66,8 @@ def describe_settings(payment_delay_ms: int = 0) -> str:
 
 
 def hold_seconds(args, lifecycle: bool) -> int:
-    """The hold window of a run's items: ``--hold-seconds`` for a lifecycle scenario, none
-    otherwise (the race lab's arguments have no such option); the fault runner's runs hold
+    """The hold window of a run's items: ``--hold-seconds`` for a lifecycle scenario (the race
+    lab's ``HOLD_SECONDS``), none otherwise; the fault runner's runs hold
     their takes whatever the scenario, as its ``--hold-seconds`` or the fault says
     (``holds_every_scenario``)."""
     if getattr(args, "holds_every_scenario", False):

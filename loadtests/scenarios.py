@@ -7,8 +7,9 @@ The lifecycle's scenarios (``LIFECYCLE``) run on items with a hold window: what 
 of a unit after its take (paid, claimed, cancelled, expired, forfeited) is what they
 prove. They need a Celery worker and beat beside the server, releasing holds at their
 deadline and delivering the payment provider's callbacks, with settings of their own
-(``loadtests.lifecycle``): the runner starts those, and the race lab, which drives the
-site it runs in as it is configured, offers only ``SCENARIOS``.
+(``loadtests.lifecycle``): the runner starts those; the race lab, which drives the site
+it runs in as it is configured, offers them after ``SCENARIOS`` and says what the site's
+settings leave out (``lab.lifecycle``), ``make run`` giving its worker these settings.
 """
 
 from __future__ import annotations

@@ -238,3 +238,10 @@ def test_a_celery_worker_that_stops_is_started_again(missing_database):
         server.wait(timeout=60)
         wait_for(lambda: not started_by(port), "everything stopped", 10)
     assert server.returncode == 0, "".join(lines)
+
+
+def test_make_runs_lifecycle_defaults_are_those_a_lifecycle_run_wants(serve):
+    """The race lab's lifecycle runs meet the settings ``make loadtest`` starts its worker with."""
+    from loadtests.lifecycle import SERVER_SETTINGS
+
+    assert serve.LIFECYCLE_DEFAULTS == SERVER_SETTINGS

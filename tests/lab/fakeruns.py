@@ -11,9 +11,11 @@ from django.utils import timezone
 from inventory.strategies import STRATEGIES, strategy_names
 from lab.models import LabLane, LabRun
 from lab.services import DEFAULTS
+from loadtests.scenarios import LIFECYCLE
 from loadtests.verdict import Result, counted_breaks, judge
 
 OVERSOLD = 89
+RETURNED_TWICE = 3
 
 
 def fake_result(strategy: str, *, product="voucher", scenario="crowd", stock=100, duration=10) -> Result:
@@ -34,6 +36,14 @@ def fake_result(strategy: str, *, product="voucher", scenario="crowd", stock=100
         result.orders, result.oversold, result.duplicates = taken, taken - stock, 0
     else:
         result.awarded, result.over_awarded, result.users_over_limit = taken, taken - stock, 0
+    if scenario in LIFECYCLE:
+        # Drained: the unsafe strategies returned units twice, and paid or claimed some released.
+        races = RETURNED_TWICE if info.breaks else 0
+        result.settled, result.released, result.resold, result.held_left = stock - 10, 30, 20, 0
+        result.returned_twice, result.settled_and_released, result.unsettled_200s = races, races, 0
+        result.returns_unsold, result.holds_drain_s = 0, 2.5
+        if product == "voucher":
+            result.charges, result.refunds, result.payments_off = stock, races, 0
     verdict = judge(result, breaks=info.breaks, server_processes=2)
     return dataclasses.replace(result, **dataclasses.asdict(verdict))
 

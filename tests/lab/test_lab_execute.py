@@ -18,6 +18,7 @@ from harness.server import running_server
 from lab.execute import lab_run_execute
 from lab.models import LabLane, LabRun
 from lab.services import lab_run_cancel, lab_run_create
+from loadtests.lifecycle import SERVER_SETTINGS
 from tests.live import database_url
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
@@ -88,3 +89,36 @@ def test_cancelling_stops_the_running_strategys_crowd_and_the_rest_are_not_run(s
     # The crowd stopped within seconds of the cancel, not at the end of its 40.
     assert ended_at - cancelled_at[0] < 15
     assert none.figures["requests"] > 0 and none.verdict
+
+
+@pytest.fixture
+def lifecycle_server(tmp_path, settings):
+    """gunicorn with the Celery worker and beat a lifecycle run needs (holds released at their
+    deadline, swept each second), in the settings ``make run`` gives them."""
+    settings.VAR_DIR = tmp_path
+    redis.Redis.from_url(BROKER).flushdb()
+    with running_server(
+        database_url=database_url(), redis_url=BROKER, processes=1, race_window_ms=0, celery=True,
+        settings=SERVER_SETTINGS,
+    ) as running:  # fmt: skip
+        settings.LAB_TARGET_URL = running.host
+        # The task reads the settings of the worker it runs in: here, this process's.
+        for name, value in SERVER_SETTINGS.items():
+            setattr(settings, name, type(getattr(settings, name))(value))
+        yield running
+
+
+def test_a_lifecycle_lane_holds_drains_and_is_judged_on_the_lifecycle(lifecycle_server, make_user):
+    run = run_now(
+        make_user(staff=True), duration=2, strategies=("db_atomic",), product="pool", scenario="draw-abandon",
+        crowd=30, stock=5,
+    )  # fmt: skip
+    assert run.status == LabRun.Status.DONE, run.error
+    assert run.caveat == ""
+    lane = run.lanes.get()
+    assert lane.verdict == "holds", lane.figures
+    figures = lane.figures
+    assert figures["released"] > 0 and figures["held_left"] == 0, figures
+    assert figures["holds_drain_s"] is not None, figures
+    assert [label for label, _, _ in lane.lifecycle_cells] == run.lifecycle_labels
+    assert not any(bad for _, _, bad in lane.lifecycle_cells)

@@ -56,7 +56,7 @@ def test_the_form_offers_the_chosen_products_scenarios_and_its_inputs_are_one_he
     page.get_by_label("Prize draw").check()
     expect(scenario).to_have_value("draw-crowd")
     offered = scenario.evaluate("s => [...s.options].filter(o => !o.hidden && !o.disabled).map(o => o.value)")
-    assert offered == ["draw-crowd", "draw-hammer"]
+    assert offered == ["draw-crowd", "draw-hammer", "draw-abandon", "claim-race"]
     page.get_by_label("Flash sale").check()
     expect(scenario).to_have_value("crowd")
     heights = {
@@ -88,9 +88,14 @@ def test_cancelling_asks_first_then_says_cancelled(at, live_server, make_user):
 def test_on_a_phone_the_matrix_and_past_runs_show_the_verdict_without_a_sideways_scroller(at, live_server, make_user):
     staff = make_user("lab-staff", staff=True)
     run = fake_run(staff)
+    held = fake_run(staff, scenario="pay-race", strategies=["none", "db_atomic"])
     page = at(390)
     log_in(page, live_server, "lab-staff")
-    for path, table in ((reverse("lab:run", args=[run.pk]), "matrix"), (reverse("lab:lab"), "runs")):
+    for path, table in (
+        (reverse("lab:run", args=[held.pk]), "matrix"),  # the lifecycle's columns too
+        (reverse("lab:run", args=[run.pk]), "matrix"),
+        (reverse("lab:lab"), "runs"),
+    ):
         page.goto(f"{live_server.url}{path}")
         box = page.get_by_test_id(table)
         assert box.evaluate("e => e.scrollWidth <= e.parentElement.clientWidth"), f"{table} scrolls sideways"
@@ -141,6 +146,9 @@ def test_the_proof_opens_with_a_summary_that_fits_one_screen(at, live_server, ma
     staff = make_user("lab-staff", staff=True)
     fake_run(staff, item_id=1)
     fake_run(staff, product="pool", scenario="draw-crowd", item_id=1)
+    # Each product's lifecycle proof beside its crowd's, in the same screen.
+    fake_run(staff, scenario="pay-race", item_id=1)
+    fake_run(staff, product="pool", scenario="claim-race", item_id=1)
     page = at(1280)
     page.goto(f"{live_server.url}/proof/")
     summary = page.get_by_test_id("proof-summary").evaluate("e => e.getBoundingClientRect().bottom")
@@ -154,6 +162,9 @@ def test_the_proof_opens_with_a_summary_that_fits_one_screen(at, live_server, ma
     assert phone.evaluate("document.documentElement.scrollWidth") <= 390
     verdict = phone.get_by_test_id("summary-voucher").locator(".verdict-cell").first
     assert verdict.evaluate("e => e.getBoundingClientRect().right") <= 390
+    verdict = phone.get_by_test_id("summary-lifecycle-pool").locator(".verdict-cell").first
+    assert verdict.evaluate("e => e.getBoundingClientRect().right") <= 390
+    expect(phone.get_by_test_id("summary-lifecycle-voucher").locator("li.bad").first).to_contain_text("none")
 
 
 def test_a_lane_chart_has_intermediate_ticks_a_labelled_supply_and_the_crowds_seconds(at, live_server, make_user):
