@@ -41,7 +41,7 @@ from .models import Stock
 from .product import Product
 from .records import Record
 from .strategies import STRATEGIES
-from .strategies.base import Change, Returned
+from .strategies.base import Change, Returned, lock_rows
 
 logger = logging.getLogger(__name__)
 
@@ -194,8 +194,15 @@ def _expire(product: Product, due, *, now: datetime, batch: int) -> list[Returne
     while still held, and their units returned with one UPDATE per stock row; what each
     returned."""
     with transaction.atomic():
-        # Only the records' rows are locked: a join's would be too (MariaDB has no ``OF``).
-        ids = list(due.select_for_update(skip_locked=True).values_list("pk", flat=True)[:batch])
+        # The stock rows first, then the records, as a take and a single release lock them:
+        # the other order deadlocks against a purchase. Only the records' own rows are
+        # locked (a join's would be too: MariaDB has no ``OF``).
+        candidates = list(due.values_list("pk", flat=True)[:batch])
+        if not candidates:
+            return []
+        units_of = product.record_model.objects.filter(pk__in=candidates).values_list(product.unit_field, flat=True)
+        lock_rows(sorted({stock_id for stock_id in units_of if stock_id is not None}))
+        ids = list(due.filter(pk__in=candidates).select_for_update(skip_locked=True).values_list("pk", flat=True))
         if not ids:
             return []
         records = product.record_model.objects.filter(pk__in=ids)

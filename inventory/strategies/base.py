@@ -189,13 +189,24 @@ def change_write(change: Change, *, guarded: bool) -> bool:
         if change.still_before is not None:
             records = records.filter(hold_until__gt=change.still_before)
     fields = dict(change.fields)
+    returns = change.releases and change.stock_id is not None
     if change.releases:
         fields["releases"] = F("releases") + 1
+    # The stock row first, as a take writes it before its record: two transactions that
+    # lock the two in opposite orders deadlock (a cancel against a purchase of the unit).
+    if returns:
+        lock_rows([change.stock_id])
     if not records.update(status=change.target, **fields):
         return False
-    if change.releases and change.stock_id is not None:
+    if returns:
         Stock.objects.filter(pk=change.stock_id).update(quantity=F("quantity") + 1, version=F("version") + 1)
     return True
+
+
+def lock_rows(stock_ids: list[int]) -> None:
+    """Lock stock rows in primary-key order for the caller's transaction (a no-op outside
+    one, and on SQLite, whose transactions hold its one write lock)."""
+    list(Stock.objects.select_for_update().filter(pk__in=stock_ids).order_by("pk").values_list("pk", flat=True))
 
 
 def choose_only(remaining: Mapping[int, int]) -> int:
