@@ -28,7 +28,11 @@ STOCK = 300
 DEFAULT = ("db_atomic", "redis_lua")
 
 # A release's return of units, as MariaDB shows the statement (a take's is "quantity - 1").
-RETURN_SQL = re.compile(r"`quantity`\s*=\s*\(`\w+`\.`quantity`\s*\+", re.IGNORECASE)
+# A release's statements on the stock: the lock of its rows, which it takes first (as a take
+# does), and the return of its units.
+RETURN_SQL = re.compile(
+    r"`quantity`\s*=\s*\(`\w+`\.`quantity`\s*\+|FROM `inventory_stock`.*FOR UPDATE", re.IGNORECASE | re.DOTALL
+)
 
 
 class Holding:
@@ -47,7 +51,10 @@ def release_waiting(cursor) -> int | None:
     """The MariaDB thread of a statement returning units to the stock, or None: while the
     caller holds the stock rows, one that runs is one that waits for them. The process list,
     not ``INNODB_TRX``: InnoDB refreshes that one only when it was not read for 100 ms."""
-    cursor.execute("SELECT ID, INFO FROM information_schema.PROCESSLIST WHERE INFO LIKE 'UPDATE %'")
+    cursor.execute(
+        "SELECT ID, INFO FROM information_schema.PROCESSLIST"
+        " WHERE INFO LIKE 'UPDATE %' OR INFO LIKE 'SELECT %FOR UPDATE'"
+    )
     for thread, query in cursor.fetchall():
         if RETURN_SQL.search(query):
             return int(thread)
