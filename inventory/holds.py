@@ -128,8 +128,10 @@ def _changed(product: Product, item: Any, record: Model, change: Change) -> Mode
             setattr(record, name, value)
         return record
     record.refresh_from_db(fields=["status", "hold_until", "settled_at", "released_at"])
-    if record.is_held:  # still held: its deadline passed between the check and the write
-        hold_release(product, record, target=product.lapsed, now=change.still_before)
+    if record.is_held:
+        # Its deadline passed between the check and the write: lapsed, and released by the
+        # expiry as any other (not here, inside what may be the caller's transaction).
+        raise _CLOSED[product.lapsed]()
     raise closed(product, record)
 
 
