@@ -7,7 +7,9 @@ Each scenario runs once under ``none``, which must break one of the lifecycle's 
 paid or claimed, a payment off balance), and once under a safe strategy, a different one
 per scenario, which must hold every invariant once its holds have drained. Items hold
 their units for one second, and each run lasts three, so that the ten runs share one
-server and take about a minute and a half.
+server and take about a minute and a half. The crowd is large enough to last the three
+seconds at redis_lua's pace (about 1,000 requests a second here), so that buyers are
+still coming when the abandoned units return.
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ def test_each_lifecycle_scenario_catches_none_and_clears_a_safe_strategy(tmp_pat
     runs = ",".join(f"{scenario}:{strategy}" for scenario, safe in SAFE.items() for strategy in ("none", safe))
     command = [
         sys.executable, "-m", "loadtests.run", "--runs", runs, "--no-baseline", "--users", "20",
-        "--spawn-rate", "20", "--buyers", "1500", "--stock", "40", "--duration", "3", "--hold-seconds", "1",
+        "--spawn-rate", "20", "--buyers", "6000", "--stock", "40", "--duration", "3", "--hold-seconds", "1",
         "--out", str(out),
     ]  # fmt: skip
     completed = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=600)
