@@ -31,6 +31,7 @@ sys.path.insert(0, str(ROOT))
 
 from config.gunicorn import metrics_directory  # noqa: E402
 from core.local_key import local_key_path, local_key_provide  # noqa: E402
+from harness.server import WORKER_PROCESSES  # noqa: E402
 from locking.testing import RedisServer  # noqa: E402
 
 # ``loadtests.lifecycle.SERVER_SETTINGS`` (which needs Django set up to import), checked
@@ -183,21 +184,18 @@ def main() -> int:
     try:
         manage("migrate", "--noinput", "-v0", env=env)
         manage("seed_demo", env=env)
-        # One worker for both queues (settings.CELERY_TASK_ROUTES): "lab", a race lab run that
-        # holds its process for minutes, one run at a time; and "celery", redis_lua's drains
-        # and the beat's sweeps, each well under a second. Two processes, so that the drains
-        # of a lab run's own redis_lua crowd are written by the second while the run holds
-        # the first (the worker hands a task only to an idle process); a second worker
-        # would do the same with one more process group to start and stop.
         celery = {
             # One worker for both queues (settings.CELERY_TASK_ROUTES): "lab", a race lab run
             # that holds its process for minutes, one run at a time; and "celery", redis_lua's
-            # drains and the beat's sweeps, each well under a second. Two processes, so that
-            # the drains of a lab run's own redis_lua crowd are written by the second while
-            # the run holds the first (the worker hands a task only to an idle process); a
-            # second worker would do the same with one more process group to start and stop.
+            # drains, the holds' releases, the provider's callbacks and the beat's sweeps, each
+            # well under a second. One process for the run and, beside it, as many as a
+            # ``make loadtest`` run's worker has (harness.server.WORKER_PROCESSES; the worker
+            # hands a task only to an idle process): with one, a lab run's holds were released
+            # one at a time, and ``none`` never showed the double release of its abandon
+            # scenarios. A second worker would do the same with one more process group to
+            # start and stop.
             "worker": [PYTHON, "-m", "celery", "-A", "config", "--quiet", "worker", "-Q", "celery,lab",
-                       "--concurrency", "2", "--without-gossip", "--without-mingle",
+                       "--concurrency", str(WORKER_PROCESSES + 1), "--without-gossip", "--without-mingle",
                        "--without-heartbeat"],
             # The beat sends redis_lua's periodic sweeps and reconciliations
             # (CELERY_BEAT_SCHEDULE). Its schedule file is this port's own, so that two runs

@@ -237,3 +237,13 @@ def test_compose_runs_locust_master_and_workers_on_the_repository_locustfiles(co
     for name in ("locust-master", "locust-worker"):
         assert any("loadtests/locustfiles/" in part for part in services[name]["command"])
     assert (ROOT / "loadtests" / "locustfiles" / "crowd.py").exists()
+
+
+def test_compose_gives_the_worker_a_process_for_a_lab_run_beside_those_a_load_runs_worker_has(compose):
+    """As ``make run``'s worker: a lab run holds one process, and the holds' releases, the
+    drains and the callbacks have as many beside it as a load run's worker, so that two
+    releases of one hold can meet in the lab as in ``make loadtest``."""
+    from harness.server import WORKER_PROCESSES
+
+    command = compose["services"]["worker"]["command"]
+    assert command[command.index("--concurrency") + 1] == str(WORKER_PROCESSES + 1), command

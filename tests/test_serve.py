@@ -23,6 +23,8 @@ import pytest
 import redis
 from django.conf import settings
 
+from harness.server import WORKER_PROCESSES
+
 ROOT = Path(__file__).resolve().parent.parent
 BROKER = "redis://127.0.0.1:6379/2"
 
@@ -224,7 +226,11 @@ def test_a_celery_worker_that_stops_is_started_again(missing_database):
 
         wait_for(lambda: any("[run] Serving on" in line for line in lines), "serving")
         first = wait_for(workers, "a worker and its pool")
-        first = wait_for(lambda: workers() if len(workers()) >= 3 else None, "the pool's two processes")
+        # The worker and its pool: one process for a lab run, and as many beside it as a load
+        # run's worker has, so that two releases of one hold can meet in a lab run too.
+        pool = WORKER_PROCESSES + 1
+        first = wait_for(lambda: workers() if len(workers()) >= 1 + pool else None, f"the pool's {pool} processes")
+        assert len(first) == 1 + pool, first
         group = {pid for pid in first if os.getpgid(pid) == pid}
         assert len(group) == 1, first
         (main,) = group
