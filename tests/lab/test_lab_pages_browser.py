@@ -110,6 +110,26 @@ def test_on_a_phone_the_matrix_and_past_runs_show_the_verdict_without_a_sideways
     assert max(heights) <= 1.3 * min(heights), heights  # none's row no taller than a safe one's
 
 
+def test_at_1280_px_a_lifecycle_runs_matrix_scrolls_in_its_box_and_the_page_does_not(at, live_server, make_user):
+    """A lifecycle run's matrix has some twenty columns: wider than the page's column, it
+    scrolls on its own rather than widening the page past the window."""
+    staff = make_user("lab-staff", staff=True)
+    held = fake_run(staff, scenario="abandon")
+    page = at(1280)
+    log_in(page, live_server, "lab-staff")
+    page.goto(f"{live_server.url}{reverse('lab:run', args=[held.pk])}")
+    matrix = page.get_by_test_id("matrix")
+    expect(matrix).to_contain_text("returned twice")
+    assert page.evaluate("document.documentElement.scrollWidth") <= 1280
+    box = matrix.locator("xpath=..")
+    assert box.evaluate("e => e.scrollWidth > e.clientWidth"), "the matrix fits: this test shows nothing"
+    # Scrolled to its end, the box shows the last column within its own edges.
+    box.evaluate("e => { e.scrollLeft = e.scrollWidth; }")
+    last = matrix.locator("thead th").last
+    assert last.evaluate("(th, box) => th.getBoundingClientRect().right <= box.getBoundingClientRect().right + 1",
+                         box.element_handle())  # fmt: skip
+
+
 def test_the_full_report_fits_1280_px_and_colours_as_the_run_page_does(at, live_server, make_user, settings, tmp_path):
     settings.VAR_DIR = tmp_path
     staff = make_user("lab-staff", staff=True)
