@@ -154,4 +154,6 @@ def proof_page(request):
             }
         )
     strategies = [described(name) for name in strategy_names()]
-    return render(request, "lab/proof.html", {"proofs": proofs, "strategies": strategies})
+    # With no run at all the summary would only say "no run yet" above the sections that say it.
+    summary = any(proof["run"] or proof["lifecycle"] for proof in proofs)
+    return render(request, "lab/proof.html", {"proofs": proofs, "strategies": strategies, "summary": summary})
