@@ -19,11 +19,13 @@ from orders.services import order_purchase, voucher_create, voucher_update
 pytestmark = pytest.mark.django_db
 
 
-def test_seed_demo_makes_a_live_an_upcoming_and_a_sold_out_voucher_once(capsys):
+def test_seed_demo_makes_a_live_a_held_an_upcoming_and_a_sold_out_voucher_once(capsys):
     call_command("seed_demo")
     call_command("seed_demo")
     states = sorted((v.window_state(), v.stock.quantity > 0) for v in Voucher.objects.select_related("stock"))
-    assert states == [("live", False), ("live", True), ("upcoming", True)]
+    assert states == [("live", False), ("live", True), ("live", True), ("upcoming", True)]
+    assert demo_voucher("Coffee for 1 cent").hold_seconds == 0
+    assert demo_voucher("Bakery box, pay within ten minutes").hold_seconds == 600
     [pool] = Pool.objects.all()
     assert pool.window_state() == "live"
     assert sorted(p.stock.quantity for p in pool.prizes.select_related("stock")) == [1, 5, 20, 60]

@@ -9,7 +9,7 @@ from django.contrib.auth import get_user_model
 from django.core.management import call_command
 from django.test import Client
 
-from config.management.commands.seed_demo import DEMO_STAFF, DEMO_STAFF_PERMISSIONS
+from config.management.commands.seed_demo import DEMO_STAFF, DEMO_STAFF_PERMISSIONS, DEMO_VOUCHERS
 from inventory.models import Stock
 from lottery.models import Pool
 from orders.models import Voucher
@@ -107,7 +107,7 @@ def test_seed_demo_without_logins_seeds_the_sales_and_no_known_password(capsys):
     User = get_user_model()
     assert not User.objects.filter(username__in=["buyer", "staff"]).exists()
     assert not User.objects.filter(is_staff=True).exists()
-    assert Voucher.objects.count() == 3 and Pool.objects.count() == 1
+    assert Voucher.objects.count() == len(DEMO_VOUCHERS) == 4 and Pool.objects.count() == 1
     # The sold-out voucher's buyers cannot log in at all.
     assert not any(user.has_usable_password() for user in User.objects.all())
     out = capsys.readouterr().out

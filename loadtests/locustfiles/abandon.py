@@ -14,7 +14,10 @@ Each Locust user is a till (``loadtests.tills``), as in ``crowd.py``: one buyer 
 another, each trying once. A buyer who got a unit pays at once (``POST
 /api/orders/{id}/pay``), or walks away with the probability ``LOADTEST_ABANDON_SHARE`` (0.5).
 
-    LOADTEST_TOKENS=var/tokens.txt LOADTEST_VOUCHER=1 locust -f loadtests/locustfiles/abandon.py \\
+Against ``make run``: its voucher 2, the demo's bakery box, holds each unit ten minutes
+for payment (give it a shorter window in the admin to see units come back within a run):
+
+    LOADTEST_TOKENS=var/tokens.txt LOADTEST_VOUCHER=2 locust -f loadtests/locustfiles/abandon.py \\
         --host http://127.0.0.1:8000
 """
 

@@ -15,7 +15,10 @@ probability ``LOADTEST_PAY_WITH_CANCEL``, 0.25), and once cancelled buys again, 
 ``LOADTEST_CANCEL_ROUNDS`` (3) times. (A draw has no cancel, so there is no pool's storm:
 a winner claims or lets the prize go, which ``claim-race`` races.)
 
-    LOADTEST_TOKENS=var/tokens.txt LOADTEST_VOUCHER=1 locust -f loadtests/locustfiles/cancel_storm.py \\
+Against ``make run``: its voucher 2, the demo's bakery box, holds each unit ten minutes
+for payment (give it a shorter window in the admin to see units come back within a run):
+
+    LOADTEST_TOKENS=var/tokens.txt LOADTEST_VOUCHER=2 locust -f loadtests/locustfiles/cancel_storm.py \\
         --host http://127.0.0.1:8000
 """
 

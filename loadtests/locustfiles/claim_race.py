@@ -14,6 +14,9 @@ deadline (``holds_calls.volley_at_deadline``: ``LOADTEST_VOLLEY``, 3 claims at o
 ``LOADTEST_VOLLEY_STAGGER_MS``, 5 ms apart, at a moment drawn within
 ``LOADTEST_PAY_SPREAD_MS``, 250, of its ``claim_by``).
 
+Against ``make run``, give its pool (1) a claim window in the admin first: the demo's pool
+settles each draw at once.
+
     LOADTEST_TOKENS=var/tokens.txt LOADTEST_POOL=1 locust -f loadtests/locustfiles/claim_race.py \\
         --host http://127.0.0.1:8000
 """

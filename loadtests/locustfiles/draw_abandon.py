@@ -13,6 +13,9 @@ Each Locust user is a till (``loadtests.tills``), as in ``draw_crowd.py``: one u
 after another, each drawing until refused. A prize won is claimed at once (``POST
 /api/draws/{id}/claim``), or left with the probability ``LOADTEST_ABANDON_SHARE`` (0.5).
 
+Against ``make run``, give its pool (1) a claim window in the admin first: the demo's pool
+settles each draw at once.
+
     LOADTEST_TOKENS=var/tokens.txt LOADTEST_POOL=1 locust -f loadtests/locustfiles/draw_abandon.py \\
         --host http://127.0.0.1:8000
 """

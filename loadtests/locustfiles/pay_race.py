@@ -18,7 +18,10 @@ The runner's server has the provider confirm each charge at once (the pay answer
 and post its callback up to a second later, twice for half the charges, and lose a fifth
 of them, sent again by the beat (``loadtests.lifecycle``).
 
-    LOADTEST_TOKENS=var/tokens.txt LOADTEST_VOUCHER=1 locust -f loadtests/locustfiles/pay_race.py \\
+Against ``make run``: its voucher 2, the demo's bakery box, holds each unit ten minutes
+for payment (give it a shorter window in the admin to see units come back within a run):
+
+    LOADTEST_TOKENS=var/tokens.txt LOADTEST_VOUCHER=2 locust -f loadtests/locustfiles/pay_race.py \\
         --host http://127.0.0.1:8000
 """
 

@@ -50,13 +50,17 @@ DEMO_STAFF_PERMISSIONS = [
 # The sold-out voucher's buyers: users of the demo that nobody logs in as.
 DEMO_FAN = "demo-fan-{}"
 LIVE = "Coffee for 1 cent"
+HELD = "Bakery box, pay within ten minutes"
 UPCOMING = "Midnight sneaker drop"
 SOLD_OUT = "Concert tickets at cost"
-# title: (supply, start relative to the run); every window ends a week after the run.
+# title: (supply, start relative to the run, payment window in seconds); every window ends a
+# week after the run. The bakery box shows the unit's life after a purchase: the order is
+# held until paid, cancelled or expired, and a unit not paid for goes back on sale.
 DEMO_VOUCHERS = {
-    LIVE: (50, -timedelta(minutes=5)),
-    UPCOMING: (20, timedelta(minutes=5)),
-    SOLD_OUT: (5, -timedelta(hours=1)),
+    LIVE: (50, -timedelta(minutes=5), 0),
+    HELD: (30, -timedelta(minutes=5), 600),
+    UPCOMING: (20, timedelta(minutes=5), 0),
+    SOLD_OUT: (5, -timedelta(hours=1), 0),
 }
 DEMO_POOL = "Lucky wheel"
 DEMO_PRIZES = [("Weekend trip", 1, 800), ("Headphones", 5, 120), ("Tote bag", 20, 15), ("Free coffee", 60, 3)]
@@ -70,6 +74,10 @@ DEMO_STRATEGY = "db_atomic"
 # restock or switch, beside the page's live "Strategy: none" and "Left 59 of 60".
 DEMO_DESCRIPTIONS = {
     LIVE: "A cup of filter coffee at the corner café for one cent. One voucher per buyer, while stock lasts.",
+    HELD: (
+        "A box of the bakery's pastries. Your voucher is held for you while you pay; one not paid for in time "
+        "goes back on sale for the next buyer. One box per buyer."
+    ),
     UPCOMING: "Limited-edition sneakers, released all at once when the sale opens. One pair per buyer.",
     SOLD_OUT: "Tickets to the season's closing concert at cost price. One ticket per buyer.",
     DEMO_POOL: (
@@ -81,7 +89,8 @@ DEMO_DESCRIPTIONS = {
 
 class Command(BaseCommand):
     help = (
-        "Create or refresh the demo: a live, an upcoming and a sold-out voucher, a live prize pool, "
+        "Create or refresh the demo: a live voucher, a live one held for payment, an upcoming and a sold-out "
+        "voucher, a live prize pool, "
         "a buyer and a staff user. Windows are set from now on every run; idempotent."
     )
 
@@ -100,12 +109,17 @@ class Command(BaseCommand):
             self._logins()
         now = timezone.now()
         created = 0
-        for title, (supply, starts_in) in DEMO_VOUCHERS.items():
+        for title, (supply, starts_in, window) in DEMO_VOUCHERS.items():
             begin_at = now + starts_in
             voucher = Voucher.objects.filter(title=title).first()
             if voucher is None:
                 voucher = voucher_create(
-                    title=title, stock=supply, begin_at=begin_at, end_at=now + DEMO_LASTS, strategy=DEMO_STRATEGY
+                    title=title,
+                    stock=supply,
+                    begin_at=begin_at,
+                    end_at=now + DEMO_LASTS,
+                    strategy=DEMO_STRATEGY,
+                    hold_seconds=window,
                 )
                 created += 1
             else:
