@@ -7,7 +7,10 @@ per strategy, and the release of many expired holds at once.
 1. Purchases per second of one voucher of ample stock, from several processes, with
    a payment window (``hold_seconds``) of 0 and 600, the two alternated within every round so that
    drift in the machine's speed hits both alike (``benchmarks.purchase``'s run). Printed:
-   the median of each and the ratio with/without, per strategy.
+   the median of each and the ratio with/without, per strategy; and the CPU each purchase
+   cost, the buying processes', MariaDB's and Redis' together, with its ratio. On a shared
+   machine the throughput swings with the neighbours' load, while the CPU a purchase
+   spends barely does: the second ratio is the one that shows a few per cent.
 2. ``--expired`` held orders past their deadline, written in bulk, released by the sweep
    (``inventory.holds.holds_expire_due``, 1,000 per transaction) from ``--sweepers``
    processes at once; printed: the seconds it took, the rows per second, and the audit
@@ -17,10 +20,12 @@ per strategy, and the release of many expired holds at once.
 from __future__ import annotations
 
 import argparse
+import resource
 import statistics
 import sys
 import time
 
+from .cpu import _mariadb_pid, _proc_cpu
 from .processes import run_together
 from .purchase import run as purchase_run
 from .purchase import setup_django
@@ -89,6 +94,31 @@ def expire_run(strategy: str, expired: int, sweepers: int) -> tuple[float, objec
     return seconds, voucher_audit(voucher_id=voucher.pk)
 
 
+def purchase_costed(strategy: str, processes: int, seconds: float, users: int, *, window: int) -> tuple[float, float]:
+    """``benchmarks.purchase``'s run, and the CPU milliseconds each purchase cost: the buying
+    processes' (forked and joined by the run, so counted in this process's children),
+    MariaDB's and Redis' (the broker's and the locks' server), over the purchases made."""
+    import redis
+    from django.conf import settings
+
+    servers = {redis.Redis.from_url(url).connection_pool.connection_kwargs["port"]: url
+               for url in (settings.LOCK_REDIS_URL, settings.CELERY_BROKER_URL)}  # fmt: skip
+    clients = [redis.Redis.from_url(url) for url in servers.values()]
+    mariadb = _mariadb_pid()
+
+    def used() -> float:
+        children = resource.getrusage(resource.RUSAGE_CHILDREN)
+        redis_cpu = sum(float(c.info("cpu")["used_cpu_user"]) + float(c.info("cpu")["used_cpu_sys"]) for c in clients)
+        return children.ru_utime + children.ru_stime + (_proc_cpu(mariadb) if mariadb else 0.0) + redis_cpu
+
+    before = used()
+    rate, _ = purchase_run(strategy, processes, seconds, users, window=window)
+    spent = used() - before
+    # Each buyer's rate is over the seconds it bought for; redis_lua's orders are written
+    # later, by a worker this run has not, so the purchases are counted from the rates.
+    return rate, 1000 * spent / max(rate * seconds, 1)
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--processes", type=int, default=8)
@@ -115,21 +145,28 @@ def main(argv=None) -> int:
         print(f"{args.rounds} rounds, RACE_WINDOW_MS={settings.RACE_WINDOW_MS}\n")
         users = int(args.seconds * 3000 / args.processes) + 100
         rates: dict[tuple[str, int], list[float]] = {}
+        costs: dict[tuple[str, int], list[float]] = {}
         for round_ in range(args.rounds):
             for strategy in strategies:
                 # Alternate which goes first, so that neither always runs on a warmer machine.
                 for window in (0, 600) if round_ % 2 == 0 else (600, 0):
                     print(f"  round {round_ + 1}: {strategy}, window {window} s ...", file=sys.stderr, flush=True)
-                    rate, _ = purchase_run(strategy, args.processes, args.seconds, users, window=window)
+                    rate, cpu_ms = purchase_costed(strategy, args.processes, args.seconds, users, window=window)
                     rates.setdefault((strategy, window), []).append(rate)
-        print("| strategy | no window /s | rounds | 600 s window /s | rounds | with / without |")
-        print("|---|---|---|---|---|---|")
+                    costs.setdefault((strategy, window), []).append(cpu_ms)
+        print("| strategy | no window /s | 600 s window /s | with / without | CPU ms, no window | CPU ms, window "
+              "| CPU with / without |")  # fmt: skip
+        print("|---|---|---|---|---|---|---|")
         for strategy in strategies:
             without, held = rates[(strategy, 0)], rates[(strategy, 600)]
             ratio = statistics.median(held) / statistics.median(without)
+            bare, windowed = costs[(strategy, 0)], costs[(strategy, 600)]
+            cpu_ratio = statistics.median(windowed) / statistics.median(bare)
             print(
-                f"| {strategy} | {statistics.median(without):.0f} | {', '.join(f'{v:.0f}' for v in without)} "
-                f"| {statistics.median(held):.0f} | {', '.join(f'{v:.0f}' for v in held)} | {ratio:.3f} |"
+                f"| {strategy} | {statistics.median(without):.0f} ({', '.join(f'{v:.0f}' for v in without)}) "
+                f"| {statistics.median(held):.0f} ({', '.join(f'{v:.0f}' for v in held)}) | {ratio:.3f} "
+                f"| {statistics.median(bare):.3f} ({', '.join(f'{v:.3f}' for v in bare)}) "
+                f"| {statistics.median(windowed):.3f} ({', '.join(f'{v:.3f}' for v in windowed)}) | {cpu_ratio:.3f} |"
             )
     if args.expired:
         print(f"\n## {args.expired:,} expired holds released by {args.sweepers} sweeping process(es)\n")
