@@ -13,7 +13,8 @@ from harness.server import process_tree_cpu
 from .client import Tally
 
 
-def _proc_cpu(pid: int) -> float:
+def proc_cpu(pid: int) -> float:
+    """CPU seconds a process has used (user and system), 0 when it is gone."""
     try:
         fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
         return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
@@ -21,7 +22,8 @@ def _proc_cpu(pid: int) -> float:
         return 0.0
 
 
-def _mariadb_pid() -> int | None:
+def mariadb_pid() -> int | None:
+    """The MariaDB (or MySQL) server's process on this machine, if any."""
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
             try:
@@ -30,6 +32,12 @@ def _mariadb_pid() -> int | None:
             except OSError:
                 continue
     return None
+
+
+def redis_cpu(client) -> float:
+    """CPU seconds the Redis server behind ``client`` has used (user and system)."""
+    info = client.info("cpu")
+    return float(info["used_cpu_user"]) + float(info["used_cpu_sys"])
 
 
 def _machine_ticks() -> tuple[int, int]:
@@ -56,16 +64,15 @@ class CpuMeter:
     def __init__(self, server_pid: int, redis_client) -> None:
         self.server_pid = server_pid
         self.redis = redis_client
-        self.mariadb_pid = _mariadb_pid()
+        self.mariadb_pid = mariadb_pid()
 
     def sample(self) -> CpuSample:
-        info = self.redis.info("cpu")
         busy, total = _machine_ticks()
         return CpuSample(
             server=process_tree_cpu(self.server_pid),
             client=time.process_time(),
-            mariadb=_proc_cpu(self.mariadb_pid) if self.mariadb_pid else 0.0,
-            redis=float(info["used_cpu_user"]) + float(info["used_cpu_sys"]),
+            mariadb=proc_cpu(self.mariadb_pid) if self.mariadb_pid else 0.0,
+            redis=redis_cpu(self.redis),
             busy=busy,
             total=total,
         )

@@ -25,7 +25,7 @@ import statistics
 import sys
 import time
 
-from .cpu import _mariadb_pid, _proc_cpu
+from .cpu import mariadb_pid, proc_cpu, redis_cpu
 from .processes import run_together
 from .purchase import run as purchase_run
 from .purchase import setup_django
@@ -104,12 +104,12 @@ def purchase_costed(strategy: str, processes: int, seconds: float, users: int, *
     servers = {redis.Redis.from_url(url).connection_pool.connection_kwargs["port"]: url
                for url in (settings.LOCK_REDIS_URL, settings.CELERY_BROKER_URL)}  # fmt: skip
     clients = [redis.Redis.from_url(url) for url in servers.values()]
-    mariadb = _mariadb_pid()
+    mariadb = mariadb_pid()
 
     def used() -> float:
         children = resource.getrusage(resource.RUSAGE_CHILDREN)
-        redis_cpu = sum(float(c.info("cpu")["used_cpu_user"]) + float(c.info("cpu")["used_cpu_sys"]) for c in clients)
-        return children.ru_utime + children.ru_stime + (_proc_cpu(mariadb) if mariadb else 0.0) + redis_cpu
+        servers_cpu = sum(redis_cpu(client) for client in clients) + (proc_cpu(mariadb) if mariadb else 0.0)
+        return children.ru_utime + children.ru_stime + servers_cpu
 
     before = used()
     rate, _ = purchase_run(strategy, processes, seconds, users, window=window)

@@ -3,7 +3,7 @@ its run wants that this site's worker and beat do not have, in words, and the li
 figures of a lane as its pages show them.
 
 The lab drives the site it runs in, as configured: it cannot give the worker and beat the
-settings ``make loadtest`` starts them with (``loadtests.lifecycle.SERVER_SETTINGS``).
+settings ``make loadtest`` starts them with (``loadtests.scenarios.SERVER_SETTINGS``).
 The task that carries out a run is served by that same worker, so its settings are the
 ones the run met; what differs is said on the run, so that a verdict never claims a race
 the site did not stage.
@@ -13,8 +13,7 @@ from __future__ import annotations
 
 from django.conf import settings
 
-from loadtests.lifecycle import SERVER_SETTINGS
-from loadtests.scenarios import Scenario
+from loadtests.scenarios import SERVER_SETTINGS, Scenario
 from loadtests.verdict import RELEASE, SETTLE, VOUCHER
 
 # What each setting of a lifecycle run changes, when the site has another value.

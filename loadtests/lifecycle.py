@@ -21,22 +21,9 @@ from payments.selectors import payments_audit
 
 from .common import last_out_of_stock
 from .products import Audit, Product, Target
-from .scenarios import HOLD_SECONDS
+from .scenarios import HOLD_SECONDS, SERVER_SETTINGS
 from .verdict import VOUCHER
 
-# What the server's processes and the Celery worker and beat run with once a lifecycle
-# scenario is in the run. The beat sweeps each second: a hold's second releaser besides its
-# task at the deadline, and a short drain. The simulated provider confirms a charge at once
-# (``--payment-delay-ms`` 0: the pay answers 200) and posts its callback up to a second
-# later, twice for half the charges, and never for a fifth of them, which the beat sends
-# again every second until acknowledged.
-SERVER_SETTINGS = {
-    "HOLDS_SWEEP_SECONDS": "1",
-    "PAYMENT_PROVIDER_JITTER_MS": "1000",
-    "PAYMENT_PROVIDER_DUPLICATE_RATE": "0.5",
-    "PAYMENT_PROVIDER_LOSS_RATE": "0.2",
-    "PAYMENT_PROVIDER_RESEND_SECONDS": "1",
-}
 # A drain is over once nothing changed for this long: the last callbacks' copies are
 # posted together, and a copy still on its way lands within it.
 QUIET_SECONDS = 1.0

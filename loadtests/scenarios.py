@@ -24,6 +24,21 @@ LOCUSTFILES = Path(__file__).resolve().parent / "locustfiles"
 # run of a few seconds sees holds taken, released and taken again, and drains soon.
 HOLD_SECONDS = 2
 
+# What the server's processes and the Celery worker and beat run with once a lifecycle
+# scenario is in the run (``loadtests.lifecycle``), and what ``make run`` gives its own
+# unless told otherwise. The beat sweeps each second: a hold's second releaser besides its
+# task at the deadline, and a short drain. The simulated provider confirms a charge at once
+# (``--payment-delay-ms`` 0: the pay answers 200) and posts its callback up to a second
+# later, twice for half the charges, and never for a fifth of them, which the beat sends
+# again every second until acknowledged.
+SERVER_SETTINGS = {
+    "HOLDS_SWEEP_SECONDS": "1",
+    "PAYMENT_PROVIDER_JITTER_MS": "1000",
+    "PAYMENT_PROVIDER_DUPLICATE_RATE": "0.5",
+    "PAYMENT_PROVIDER_LOSS_RATE": "0.2",
+    "PAYMENT_PROVIDER_RESEND_SECONDS": "1",
+}
+
 
 @dataclass(frozen=True)
 class Scenario:

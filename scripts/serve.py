@@ -32,17 +32,8 @@ sys.path.insert(0, str(ROOT))
 from config.gunicorn import metrics_directory  # noqa: E402
 from core.local_key import local_key_path, local_key_provide  # noqa: E402
 from harness.server import WORKER_PROCESSES  # noqa: E402
+from loadtests.scenarios import SERVER_SETTINGS as LIFECYCLE_SETTINGS  # noqa: E402
 from locking.testing import RedisServer  # noqa: E402
-
-# ``loadtests.lifecycle.SERVER_SETTINGS`` (which needs Django set up to import), checked
-# equal by tests/test_serve.py.
-LIFECYCLE_DEFAULTS = {
-    "HOLDS_SWEEP_SECONDS": "1",
-    "PAYMENT_PROVIDER_JITTER_MS": "1000",
-    "PAYMENT_PROVIDER_DUPLICATE_RATE": "0.5",
-    "PAYMENT_PROVIDER_LOSS_RATE": "0.2",
-    "PAYMENT_PROVIDER_RESEND_SECONDS": "1",
-}
 
 
 def say(message: str) -> None:
@@ -137,13 +128,13 @@ def main() -> int:
         "so that the race shows on a small machine (RACE_WINDOW_MS=0 to turn it off)."
     )
     # The race lab's lifecycle scenarios need the beat to sweep each second and the simulated
-    # provider's callbacks late, twice or lost and sent again (loadtests.lifecycle, whose
+    # provider's callbacks late, twice or lost and sent again (loadtests.scenarios, whose
     # values these are): harmless on a demo site, where they show the callbacks' idempotency.
-    for name, value in LIFECYCLE_DEFAULTS.items():
+    for name, value in LIFECYCLE_SETTINGS.items():
         env.setdefault(name, value)
     say(
         "Lifecycle: "
-        + ", ".join(f"{name}={env[name]}" for name in LIFECYCLE_DEFAULTS)
+        + ", ".join(f"{name}={env[name]}" for name in LIFECYCLE_SETTINGS)
         + ": the holds swept each second, the provider's callbacks late, twice or lost and sent again, "
         "as the race lab's lifecycle scenarios want (set any of them to override)."
     )

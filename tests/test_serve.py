@@ -24,6 +24,7 @@ import redis
 from django.conf import settings
 
 from harness.server import WORKER_PROCESSES
+from loadtests.scenarios import SERVER_SETTINGS
 
 ROOT = Path(__file__).resolve().parent.parent
 BROKER = "redis://127.0.0.1:6379/2"
@@ -126,7 +127,8 @@ def serve_started(database: str) -> Iterator[tuple[int, subprocess.Popen]]:
         "CELERY_BROKER_URL": BROKER,
         "PORT": str(port),
     }
-    env.pop("LOCK_REDIS_URLS", None)
+    for unset in ("LOCK_REDIS_URLS", *SERVER_SETTINGS):
+        env.pop(unset, None)
     server = subprocess.Popen(
         [sys.executable, "scripts/serve.py"],
         cwd=ROOT,
@@ -198,6 +200,9 @@ def test_start_and_ctrl_c_are_quiet(missing_database, when):
             time.sleep(0.2)
     out = "".join(lines)
     assert not list((ROOT / "var").glob(f"celerybeat-schedule-{port}*")), "the beat's schedule was left behind"
+    # The race lab's lifecycle runs meet the settings ``make loadtest`` starts its worker with.
+    lifecycle = next(line for line in lines if line.startswith("[run] Lifecycle: "))
+    assert all(f"{name}={value}" in lifecycle for name, value in SERVER_SETTINGS.items()), lifecycle
     assert server.returncode == 0, out
     assert f"There was no database {missing_database!r}" in out
     assert "[run] Stopping." in out
@@ -244,10 +249,3 @@ def test_a_celery_worker_that_stops_is_started_again(missing_database):
         server.wait(timeout=60)
         wait_for(lambda: not started_by(port), "everything stopped", 10)
     assert server.returncode == 0, "".join(lines)
-
-
-def test_make_runs_lifecycle_defaults_are_those_a_lifecycle_run_wants(serve):
-    """The race lab's lifecycle runs meet the settings ``make loadtest`` starts its worker with."""
-    from loadtests.lifecycle import SERVER_SETTINGS
-
-    assert serve.LIFECYCLE_DEFAULTS == SERVER_SETTINGS

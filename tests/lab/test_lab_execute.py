@@ -18,7 +18,7 @@ from harness.server import running_server
 from lab.execute import lab_run_execute
 from lab.models import LabLane, LabRun
 from lab.services import lab_run_cancel, lab_run_create
-from loadtests.lifecycle import SERVER_SETTINGS
+from loadtests.scenarios import SERVER_SETTINGS
 from tests.live import database_url
 
 pytestmark = [pytest.mark.django_db(transaction=True)]

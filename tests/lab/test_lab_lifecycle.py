@@ -8,8 +8,7 @@ from django.urls import reverse
 
 from lab.lifecycle import settings_caveat
 from lab.services import lab_run_create
-from loadtests.lifecycle import SERVER_SETTINGS
-from loadtests.scenarios import ALL, LIFECYCLE
+from loadtests.scenarios import ALL, LIFECYCLE, SERVER_SETTINGS
 from tests.lab.fakeruns import RETURNED_TWICE, fake_run
 
 pytestmark = pytest.mark.django_db
