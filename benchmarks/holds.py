@@ -12,7 +12,7 @@ per strategy, and the release of many expired holds at once.
    machine the throughput swings with the neighbours' load, while the CPU a purchase
    spends barely does: the second ratio is the one that shows a few per cent.
 2. ``--expired`` held orders past their deadline, written in bulk, released by the sweep
-   (``inventory.holds.holds_expire_due``, 1,000 per transaction) from ``--sweepers``
+   (``inventory.holds.holds_expire_all``, 1,000 per transaction) from ``--sweepers``
    processes at once; printed: the seconds it took, the rows per second, and the audit
    (each unit returned exactly once, the stock whole again).
 """
@@ -34,13 +34,11 @@ from .purchase import setup_django
 def _sweeper(start, results) -> None:
     from django.db import connections
 
-    from inventory.holds import holds_expire_due
+    from inventory.holds import holds_expire_all
     from orders.product import VOUCHER
 
     start.wait()
-    released = 0
-    while done := holds_expire_due(VOUCHER, batch=1000):
-        released += done
+    released = holds_expire_all(VOUCHER)
     connections.close_all()
     results.put(released)
 

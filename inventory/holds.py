@@ -100,9 +100,7 @@ def _change(product: Product, item: Any, record: Model, *, target: str, now: dat
         still_before = now
         stock_id = None
     else:
-        fields = {"released_at": now}
-        if product.release_clears:
-            fields[product.release_clears] = None
+        fields = _release_fields(product, now)
         still_before = None
         stock_id = product.unit_of(record)
     return Change(
@@ -114,11 +112,19 @@ def _change(product: Product, item: Any, record: Model, *, target: str, now: dat
         stock_id=stock_id,
         still_before=still_before,
         kind=product.kind,
-        item_id=item.pk,
         record_id=record.pk,
         user_id=record.user_id,
         frees_take=product.release_frees_take,
     )
+
+
+def _release_fields(product: Product, now: datetime) -> dict:
+    """What a release writes besides the status and the count of returns: when, and the
+    field it clears (a draw's prize goes back with its unit)."""
+    fields: dict = {"released_at": now}
+    if product.release_clears:
+        fields[product.release_clears] = None
+    return fields
 
 
 def _changed(product: Product, item: Any, record: Model, change: Change) -> Model:
@@ -190,6 +196,15 @@ def holds_expire_due(
     return released
 
 
+def holds_expire_all(product: Product, *, item_id: int | None = None) -> int:
+    """Release every held record of the kind (of one item, given ``item_id``) past its
+    deadline, a batch per transaction, until none is left; the number released."""
+    released = 0
+    while (done := holds_expire_due(product, item_id=item_id)) > 0:
+        released += done
+    return released
+
+
 def _expire(product: Product, due, *, now: datetime, batch: int) -> list[Returned]:
     """Release up to ``batch`` of ``due`` in one transaction: their rows locked (``SKIP
     LOCKED``: a record being paid this instant is left for the next sweep), changed only
@@ -209,9 +224,7 @@ def _expire(product: Product, due, *, now: datetime, batch: int) -> list[Returne
             return []
         records = product.record_model.objects.filter(pk__in=ids)
         rows = [Returned(*row) for row in records.values_list("pk", "user_id", product.unit_field)]
-        fields: dict = {"status": product.lapsed, "released_at": now, "releases": F("releases") + 1}
-        if product.release_clears:
-            fields[product.release_clears] = None
+        fields = {"status": product.lapsed, "releases": F("releases") + 1, **_release_fields(product, now)}
         records.filter(status=Status.HELD).update(**fields)
         units = Counter(row.stock_id for row in rows if row.stock_id is not None)
         for stock_id, count in sorted(units.items()):

@@ -4,7 +4,6 @@ live Redis state, and the user's records with those still pending or failed in R
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
 from typing import Any
 
 from django.db.models import Model, QuerySet
@@ -15,7 +14,7 @@ from core.memo import ProcessMemo
 
 from .models import Strategy
 from .product import Product
-from .reservation_types import Failed, Pending, reservation_group
+from .reservation_types import Failed, Pending, reservation_group, reservation_moment
 from .reservations import REACHABLE, reservations_client
 
 # redis_lua items as a take reads them, for a second per process: (kind, id) -> item.
@@ -117,8 +116,3 @@ def reservation_takes(*, group_id: int, user_id: int) -> int:
     HGET, for what pages poll. ``Unavailable`` when Redis cannot be reached."""
     with REACHABLE:
         return reservations_client().takes(group_id=group_id, user_id=user_id)
-
-
-def reservation_moment(found: Pending | Failed) -> datetime:
-    """When the reservation was made, by Redis' clock."""
-    return datetime.fromtimestamp(found.at_ms / 1000, tz=UTC)

@@ -138,11 +138,6 @@ class Pending:
     at_ms: int
     request_id: str = ""
 
-    @property
-    def reserved_at(self) -> datetime:
-        """When it was reserved: where a hold's deadline counts from."""
-        return datetime.fromtimestamp(self.at_ms / 1000, tz=UTC)
-
     @classmethod
     def from_entry(cls, group_id: int, entry_id, fields: Mapping) -> Pending:
         values = {text_of(name): text_of(value) for name, value in fields.items()}
@@ -217,3 +212,9 @@ def stock_of(state: Mapping) -> dict[int, int] | None:
 def takers_of(takers: Mapping) -> dict[int, int]:
     """User id -> takes, from the takers hash as HGETALL answers it."""
     return {int(user): int(takes) for user, takes in takers.items()}
+
+
+def reservation_moment(found: Pending | Failed) -> datetime:
+    """When the reservation was made, by Redis' clock: a pending record's creation, and
+    where a hold's deadline counts from."""
+    return datetime.fromtimestamp(found.at_ms / 1000, tz=UTC)

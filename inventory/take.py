@@ -75,7 +75,7 @@ def _take(product: Product, item: Any, *, user_id: int, rate, now, rng) -> Model
         user_id=user_id,
         now=now,
         rng=rng,
-        hold_until=hold_until(product, item, now),
+        hold_until=hold_until(item.hold_seconds, now or timezone.now()),
         rate=rate,
         # Called only to reserve: a seeded draw under another strategy uses up no number.
         rand=None if rng is None else lambda: rng.random(),
@@ -100,9 +100,10 @@ def _take(product: Product, item: Any, *, user_id: int, rate, now, rng) -> Model
     return record
 
 
-def hold_until(product: Product, item: Any, now: datetime | None) -> datetime | None:
-    """The deadline of a take's hold from ``now``: None when the item has no hold window."""
-    return (now or timezone.now()) + timedelta(seconds=item.hold_seconds) if item.hold_seconds else None
+def hold_until(seconds: int, start: datetime) -> datetime | None:
+    """The deadline of a hold of ``seconds`` taken at ``start``: None when the item has no
+    hold window (0)."""
+    return start + timedelta(seconds=seconds) if seconds else None
 
 
 # The task that expires an item's holds at their deadline (``inventory.tasks``), sent by name:

@@ -10,15 +10,12 @@ from functools import partial
 from celery import shared_task
 
 from .groups import DRAIN_TASK_OPTIONS, TEND_TASK_OPTIONS, drain_task_run
-from .holds import holds_expire_due
+from .holds import holds_expire_all
 from .item_states import item_reservations_persist, item_reservations_reconcile
 from .items import items_live
 from .product import product_of
 from .reconcile import GroupCheck, report_drift
 from .reservations import reservations_client
-
-# Holds released per transaction.
-HOLDS_BATCH = 1000
 
 
 @shared_task(**DRAIN_TASK_OPTIONS)
@@ -67,19 +64,11 @@ def reservations_reconcile(kind: str) -> int:
 def holds_expire(kind: str, item_id: int) -> int:
     """At a deadline: release the item's holds that are due (``inventory.holds``); the number
     released. Run twice, or redelivered, it finds nothing more to release."""
-    product = product_of(kind)
-    released = 0
-    while (done := holds_expire_due(product, item_id=item_id, batch=HOLDS_BATCH)) > 0:
-        released += done
-    return released
+    return holds_expire_all(product_of(kind), item_id=item_id)
 
 
 @shared_task(**TEND_TASK_OPTIONS)
 def holds_sweep(kind: str) -> int:
     """Beat: release every hold of the kind past its deadline, whose task was lost, not sent
     (a hold longer than ``HOLD_TASK_HORIZON_SECONDS``) or refused busy; the number released."""
-    product = product_of(kind)
-    released = 0
-    while (done := holds_expire_due(product, batch=HOLDS_BATCH)) > 0:
-        released += done
-    return released
+    return holds_expire_all(product_of(kind))

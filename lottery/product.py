@@ -7,7 +7,7 @@ from __future__ import annotations
 import secrets
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 from random import Random
 from typing import NoReturn
 
@@ -21,8 +21,9 @@ from accounts.crowd import crowd_member
 from core.memo import ProcessMemo
 from inventory.models import Stock
 from inventory.product import Product
-from inventory.reservation_types import Failed, Pending, Reserved, Rules
+from inventory.reservation_types import Failed, Pending, Reserved, Rules, reservation_moment
 from inventory.strategies.base import Take
+from inventory.take import hold_until
 
 from .errors import DrawLimit, NotOpen, PoolEmpty
 from .models import Draw, Pool, Prize
@@ -235,7 +236,7 @@ class PoolProduct(Product):
                 pool_id=item_id,
                 prize_id=None if one.stock_id is None else prize_of[one.stock_id],
                 status=Draw.Status.HELD if window and one.stock_id else Draw.Status.CONFIRMED,
-                hold_until=one.reserved_at + timedelta(seconds=window) if window and one.stock_id else None,
+                hold_until=hold_until(window, reservation_moment(one)) if one.stock_id else None,
                 # The script's count of the user's takes: with user_guard, the limit's backstop.
                 seq=one.seq,
                 user_guard=one.user_id,

@@ -178,8 +178,6 @@ def _prizes_awarded() -> QuerySet[Prize]:
 # A pool's draws counted for its audit.
 _DRAW_TOTALS = {
     **record_totals(),
-    "draws": Count("id"),
-    "pending": Count("id", filter=Q(status=Draw.Status.PENDING)),
     "no_prize": Count("id", filter=Q(prize__isnull=True)),
     "users": Count("user_id", distinct=True),
 }
@@ -210,7 +208,7 @@ def _pool_audit(pool: Pool, prizes: list[Prize], totals: dict[str, int], over: l
         stock=sum(p.stock for p in per_prize),
         awarded=sum(p.awarded for p in per_prize),
         no_prize_draws=totals["no_prize"],
-        draws=totals["draws"],
+        draws=totals["records"],
         pending=totals["pending"],
         users=totals["users"],
         over_awarded=sum(p.over_awarded for p in per_prize),

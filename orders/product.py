@@ -3,7 +3,7 @@ one per user; its record is an order, written through the one-per-user guard."""
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+from datetime import datetime
 from random import Random
 
 from django.utils import timezone
@@ -12,8 +12,9 @@ from accounts.crowd import crowd_member
 from inventory.errors import SoldOut
 from inventory.product import Product
 from inventory.records import RELEASED
-from inventory.reservation_types import Failed, Pending, Reserved, Rules
+from inventory.reservation_types import Failed, Pending, Reserved, Rules, reservation_moment
 from inventory.strategies.base import Take, choose_only
+from inventory.take import hold_until
 
 from .errors import AlreadyPurchased, NotForSale
 from .models import Order, Voucher
@@ -107,7 +108,7 @@ class VoucherProduct(Product):
                 user_id=one.user_id,
                 voucher_id=item_id,
                 status=Order.Status.HELD if window else Order.Status.CONFIRMED,
-                hold_until=one.reserved_at + timedelta(seconds=window) if window else None,
+                hold_until=hold_until(window, reservation_moment(one)),
                 # Written through the one-per-user backstop, as every safe strategy does.
                 buyer_guard=one.user_id,
                 reservation=one.reservation_id,

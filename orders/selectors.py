@@ -50,7 +50,9 @@ def order_refund(*, order: Order) -> dict | None:
     """The refund of the order's payment whose confirmation came after the hold ended, or
     None. Payments stand above the orders (``payments``) and give each order its
     ``payments``: read through that relation, not imported."""
-    if order.pk is None:  # pending under redis_lua: not written, nothing paid
+    # Pending under redis_lua (not written), or never held (paid when made): nothing to
+    # refund, and a list of orders asks nothing for them.
+    if order.pk is None or order.hold_until is None:
         return None
     refund = (
         order.payments.filter(refunded_at__isnull=False)

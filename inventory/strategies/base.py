@@ -66,6 +66,7 @@ from locking.lease import LeasedLock
 
 from ..errors import InvalidQuantity, LockBusy, SoldOut
 from ..models import Stock
+from ..records import Record
 from ..reservation_types import Reserved, group_tag
 
 R = TypeVar("R")
@@ -143,10 +144,9 @@ class Change:
             nothing.
         group_id, user_key: the take's, so that a strategy guards the change with what
             guarded the take (its transaction, the group's rows, the user's lock).
-        held: the status a record must have for the change.
         still_before: for a settle, the deadline must still be after it: a guarded
             strategy does not settle a hold that lapsed between its check and its write.
-        kind, item_id, record_id, user_id: the record, for a strategy that keeps stock
+        kind, record_id, user_id: the record, for a strategy that keeps stock
             outside the database (``redis_lua`` returns the unit there too).
         frees_take: whether a release gives the user the take back (a voucher's buyer
             may buy again; a forfeited draw still counts).
@@ -158,10 +158,8 @@ class Change:
     user_key: str
     fields: Mapping[str, Any] = field(default_factory=dict)
     stock_id: int | None = None
-    held: str = "held"
     still_before: datetime | None = None
     kind: str = ""
-    item_id: int = 0
     record_id: int = 0
     user_id: int = 0
     frees_take: bool = False
@@ -185,7 +183,7 @@ def change_write(change: Change, *, guarded: bool) -> bool:
     change of many racing writes; unguarded, whatever was read is written."""
     records = change.records
     if guarded:
-        records = records.filter(status=change.held)
+        records = records.filter(status=Record.Status.HELD)
         if change.still_before is not None:
             records = records.filter(hold_until__gt=change.still_before)
     fields = dict(change.fields)
@@ -310,7 +308,7 @@ class StockStrategy:
 
     def change_read(self, change: Change, held: Held) -> bool:
         """Whether the record is still held, read under the guard (a plain read here)."""
-        return change.records.filter(status=change.held).exists()
+        return change.records.filter(status=Record.Status.HELD).exists()
 
     def change(self, change: Change) -> bool:
         """Settle or release one held record (the module docstring); False when it was no

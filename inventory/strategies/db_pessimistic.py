@@ -18,6 +18,7 @@ from collections.abc import Iterator, Mapping
 from django.db.models import F
 
 from ..models import Stock, Strategy
+from ..records import Record
 from .base import Change, Held, StockStrategy, Take, in_transaction, lock_rows, sold_out_on_negative_stock
 
 
@@ -39,4 +40,4 @@ class PessimisticStrategy(StockStrategy):
     def change_read(self, change: Change, held: Held) -> bool:
         if change.releases and change.stock_id is not None:
             lock_rows([change.stock_id])  # the stock row before the record, as a take does
-        return change.records.select_for_update().filter(status=change.held).exists()
+        return change.records.select_for_update().filter(status=Record.Status.HELD).exists()
