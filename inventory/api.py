@@ -13,13 +13,12 @@ API as its users know it (a voucher's ``payment_window_seconds``, a pool's
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from django.http import HttpResponse
-from ninja import Router, Schema
+from ninja import Schema
 from pydantic import Field
 
 from core.api import json_answer, refuse_body
@@ -137,25 +136,3 @@ class ChangeCall:
             rate.count(tag=group_tag(self.product.group_of(getattr(found, self.product.item_field))))
         changed = self.change(user=user, **ids)
         return json_answer(response, 200, {self.record: changed.public_id, "status": changed.status})
-
-    def route(self, router: Router, path: str, answer: type, *, name: str, links: dict, tags: list[str]) -> None:
-        """Place the change on the product's ``router``: ``POST path`` (its one parameter the
-        record's id, ``{int:<record>}``), answering ``answer`` (``change_answers``), with the
-        ``Idempotency-Key`` and ``links`` (``keyed_openapi``). The view is named ``name`` in
-        the module of ``answer``, the product's API, as if written there: its URL name and
-        operationId are the product's (``orders_api_orders_cancel``)."""
-
-        def view(request, response: HttpResponse, **ids) -> HttpResponse:
-            return self.answer(request, response, ids[self.record])
-
-        view.__name__ = view.__qualname__ = name
-        view.__module__ = answer.__module__
-        # What ninja reads the view's parameters from: the path's id under the product's name.
-        view.__signature__ = inspect.Signature(
-            [
-                inspect.Parameter("request", inspect.Parameter.POSITIONAL_OR_KEYWORD),
-                inspect.Parameter(self.record, inspect.Parameter.KEYWORD_ONLY, annotation=int),
-                inspect.Parameter("response", inspect.Parameter.KEYWORD_ONLY, annotation=HttpResponse),
-            ]
-        )
-        router.post(path, response=change_answers(answer), openapi_extra=keyed_openapi(links), tags=tags)(view)
