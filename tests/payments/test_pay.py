@@ -227,3 +227,15 @@ def test_a_pay_with_an_idempotency_key_answers_its_first_answer_again(api_client
     assert again.json() == first.json()
     assert again["Idempotent-Replayed"] == "true"
     assert Payment.objects.count() == 1
+
+
+def test_a_pay_counts_its_rate_limits_on_the_orders_voucher_as_a_cancel_does(api_client, held_voucher, settings):
+    settings.RATE_LIMITS_ENABLED = True
+    settings.RATE_LIMITS = {"pay": {"user": (1, 60)}}
+    buyer = api_client()
+    order_id = buy(buyer, held_voucher())
+    assert pay(buyer, order_id).status_code == 200
+    refused = pay(buyer, order_id)  # counted before the service, which would answer already_paid
+    assert_error(refused, 429, "rate_limited")
+    assert int(refused["Retry-After"]) >= 1
+    assert pay(buyer, buy(buyer, held_voucher())).status_code == 200  # the limit is this voucher's
