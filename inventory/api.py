@@ -13,13 +13,12 @@ API as its users know it (a voucher's ``payment_window_seconds``, a pool's
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from django.http import HttpResponse
-from ninja import Router, Schema
+from ninja import Schema
 from pydantic import Field
 
 from core.api import json_answer, refuse_body
@@ -27,10 +26,10 @@ from core.idempotency import PARAMETER, idempotency_claim
 from core.ratelimit import client_address, rate_count
 from core.schemas import answers, whole
 
+from .holds import hold_change_counted
 from .items import item_for_take
 from .product import Product
 from .records import MAX_HOLD_SECONDS, Record
-from .reservation_types import group_tag
 from .take import item_take
 
 # A hold window in a request: whole seconds, 0 (settled when taken) to a day.
@@ -108,23 +107,27 @@ class TakeCall:
 @dataclass(frozen=True)
 class ChangeCall:
     """One product's change of a record its caller holds, through the API: a cancel, a
-    claim. ``action`` names it (the refusal of a body, the rate limit, the idempotency keys);
+    claim, a pay. ``action`` names it (the refusal of a body, the rate limit, the idempotency keys);
     ``record`` is the name of the record's id in the path, the selector, the service and the
     answer (``"order_id"``); ``read(user=, <record>=)`` is the product's selector of the
     caller's own record (``Http404`` for anyone else's), ``change(user=, <record>=)`` its
-    service, which raises ``HoldClosed`` (409) in the words of the record's state."""
+    service, which raises ``HoldClosed`` (409) in the words of the record's state.
+    ``reply(record_id, changed)``, when given, makes the answer's status and body from what
+    the service returned (a pay: 200 paid, 202 while its confirmation is on the way);
+    without it the answer is 200 ``{<record>, status}`` of the record changed."""
 
     action: str
     product: Product
     record: str
     read: Callable[..., Record]
-    change: Callable[..., Record]
+    change: Callable[..., Any]
+    reply: Callable[[int, Any], tuple[int, dict]] | None = None
 
     def answer(self, request, response: HttpResponse, record_id: int) -> HttpResponse:
-        """The change, answered 200 ``{<record>, status}``. As a take: with an
-        ``Idempotency-Key``, once the request is well formed and the record the caller's, the
-        first answer again or the change, whose answer is kept; the rate limits counted on the
-        record's item, as the take counts them."""
+        """The change, answered 200 ``{<record>, status}`` or as ``reply`` says. As a take:
+        with an ``Idempotency-Key``, once the request is well formed and the record the
+        caller's, the first answer again or the change, whose answer is kept; the rate limits
+        counted on the record's item, as the take counts them (``hold_change_counted``)."""
         refuse_body(request, action=self.action)
         user = request.auth
         ids = {self.record: record_id}
@@ -132,30 +135,8 @@ class ChangeCall:
         replay = idempotency_claim(request, response, action=self.action, user_id=user.pk)
         if replay is not None:
             return replay
-        rate = rate_count(action=self.action, user_id=user.pk, address=client_address(request))
-        if rate is not None:
-            rate.count(tag=group_tag(self.product.group_of(getattr(found, self.product.item_field))))
+        hold_change_counted(self.product, found, action=self.action, user_id=user.pk, address=client_address(request))
         changed = self.change(user=user, **ids)
+        if self.reply is not None:
+            return json_answer(response, *self.reply(record_id, changed))
         return json_answer(response, 200, {self.record: changed.public_id, "status": changed.status})
-
-    def route(self, router: Router, path: str, answer: type, *, name: str, links: dict, tags: list[str]) -> None:
-        """Place the change on the product's ``router``: ``POST path`` (its one parameter the
-        record's id, ``{int:<record>}``), answering ``answer`` (``change_answers``), with the
-        ``Idempotency-Key`` and ``links`` (``keyed_openapi``). The view is named ``name`` in
-        the module of ``answer``, the product's API, as if written there: its URL name and
-        operationId are the product's (``orders_api_orders_cancel``)."""
-
-        def view(request, response: HttpResponse, **ids) -> HttpResponse:
-            return self.answer(request, response, ids[self.record])
-
-        view.__name__ = view.__qualname__ = name
-        view.__module__ = answer.__module__
-        # What ninja reads the view's parameters from: the path's id under the product's name.
-        view.__signature__ = inspect.Signature(
-            [
-                inspect.Parameter("request", inspect.Parameter.POSITIONAL_OR_KEYWORD),
-                inspect.Parameter(self.record, inspect.Parameter.KEYWORD_ONLY, annotation=int),
-                inspect.Parameter("response", inspect.Parameter.KEYWORD_ONLY, annotation=HttpResponse),
-            ]
-        )
-        router.post(path, response=change_answers(answer), openapi_extra=keyed_openapi(links), tags=tags)(view)

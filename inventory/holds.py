@@ -27,6 +27,8 @@ from django.db import transaction
 from django.db.models import F, Model
 from django.utils import timezone
 
+from core.ratelimit import rate_count
+
 from .errors import (
     AlreadyClaimed,
     AlreadyPaid,
@@ -40,6 +42,7 @@ from .errors import (
 from .models import Stock
 from .product import Product
 from .records import Record
+from .reservation_types import group_tag
 from .strategies import STRATEGIES
 from .strategies.base import Change, Returned, lock_rows
 
@@ -64,6 +67,16 @@ def closed(product: Product, record: Model) -> HoldClosed:
     if record.status == Status.CONFIRMED:
         return NothingHeld() if product.unit_of(record) is None else _CLOSED[product.settled]()
     return _CLOSED[record.status]()
+
+
+def hold_change_counted(product: Product, record: Model, *, action: str, user_id: int, address: str) -> None:
+    """Count a change of the held ``record`` (a cancel, a claim, a pay) by ``user_id`` from
+    ``address`` against ``action``'s rate limits, on the record's item, as its take counted
+    them: ``RateLimited`` (429) when over one, nothing when no limit applies. The API's
+    change and the page's button count through here."""
+    rate = rate_count(action=action, user_id=user_id, address=address)
+    if rate is not None:
+        rate.count(tag=group_tag(product.group_of(getattr(record, product.item_field))))
 
 
 def hold_settle(product: Product, record: Model, *, now: datetime | None = None) -> Model:

@@ -24,9 +24,9 @@ from django.views.decorators.http import require_GET, require_POST
 from core.errors import DomainError, Unavailable
 from core.ratelimit import client_address, rate_count
 
+from .holds import hold_change_counted
 from .product import Product, product_of
 from .records import Record
-from .reservation_types import group_tag
 from .views import strategy_switch_view
 
 Status = Record.Status
@@ -257,9 +257,9 @@ class TakePages:
             record = read(user=request.user, **ids)
             refusal: DomainError | None = None
             try:
-                rate = rate_count(action=verb, user_id=request.user.pk, address=client_address(request))
-                if rate is not None:
-                    rate.count(tag=group_tag(self.product.group_of(getattr(record, self.item))))
+                hold_change_counted(
+                    self.product, record, action=verb, user_id=request.user.pk, address=client_address(request)
+                )
                 change(user=request.user, **ids)
             except DomainError as exc:
                 refusal = exc

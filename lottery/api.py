@@ -15,7 +15,16 @@ from accounts.auth import optional_auth, require_permission
 from core.api import staff_read, staff_write
 from core.metrics import draw_counted
 from core.schemas import InputSchema, Money, UtcDatetime, answers, text, whole
-from inventory.api import ChangeCall, HoldCountsOut, HoldWindow, TakeCall, hold_window, keyed_openapi, take_answers
+from inventory.api import (
+    ChangeCall,
+    HoldCountsOut,
+    HoldWindow,
+    TakeCall,
+    change_answers,
+    hold_window,
+    keyed_openapi,
+    take_answers,
+)
 from inventory.models import Strategy
 from inventory.services import MAX_UNITS
 
@@ -278,10 +287,18 @@ def draws_get(request, draw_id: int):
     return _draw_out(draw_get(user=request.auth, draw_id=draw_id))
 
 
+CLAIM = ChangeCall(action="claim", product=POOL, record="draw_id", read=draw_get, change=draw_claim)
+
+
 # 409 forfeited, already_claimed, nothing_held, pending (with Retry-After) or idempotency_in_progress.
-ChangeCall(action="claim", product=POOL, record="draw_id", read=draw_get, change=draw_claim).route(
-    router, "/draws/{int:draw_id}/claim", ClaimOut, name="draws_claim", links=links.CLAIMED, tags=["draws"]
+@router.post(
+    "/draws/{int:draw_id}/claim",
+    response=change_answers(ClaimOut),
+    openapi_extra=keyed_openapi(links.CLAIMED),
+    tags=["draws"],
 )
+def draws_claim(request, draw_id: int, response: HttpResponse):
+    return CLAIM.answer(request, response, draw_id)
 
 
 @staff_write(router, "POST", "/admin/pools", {201: PoolOut}, links=links.POOL_CREATED)

@@ -12,7 +12,16 @@ from accounts.auth import require_permission
 from core.api import staff_read, staff_write
 from core.metrics import purchase_counted
 from core.schemas import InputSchema, UtcDatetime, answers, text, whole
-from inventory.api import ChangeCall, HoldCountsOut, HoldWindow, TakeCall, hold_window, keyed_openapi, take_answers
+from inventory.api import (
+    ChangeCall,
+    HoldCountsOut,
+    HoldWindow,
+    TakeCall,
+    change_answers,
+    hold_window,
+    keyed_openapi,
+    take_answers,
+)
 from inventory.models import Strategy
 from inventory.services import MAX_UNITS
 
@@ -199,10 +208,18 @@ def orders_get(request, order_id: int):
     return order_get(user=request.auth, order_id=order_id)
 
 
+CANCEL = ChangeCall(action="cancel", product=VOUCHER, record="order_id", read=order_get, change=order_cancel)
+
+
 # 409 expired, cancelled, already_paid, pending (with Retry-After) or idempotency_in_progress.
-ChangeCall(action="cancel", product=VOUCHER, record="order_id", read=order_get, change=order_cancel).route(
-    router, "/orders/{int:order_id}/cancel", CancelOut, name="orders_cancel", links=links.CANCELLED, tags=["orders"]
+@router.post(
+    "/orders/{int:order_id}/cancel",
+    response=change_answers(CancelOut),
+    openapi_extra=keyed_openapi(links.CANCELLED),
+    tags=["orders"],
 )
+def orders_cancel(request, order_id: int, response: HttpResponse):
+    return CANCEL.answer(request, response, order_id)
 
 
 @staff_read(router, "/admin/vouchers/{int:voucher_id}/audit", {200: AuditOut}, item=True)

@@ -25,9 +25,8 @@ class PaidVoucherAdmin(VoucherAdmin):
             ("sold unpaid", result.sold_unpaid),
             ("refunds unrecorded", result.refunds_unrecorded),
         ]
-        # Judged once the voucher is paid through the provider (as ``manage.py audit`` judges it):
-        # an order settled by other means has no payment, which the audit counts as sold unpaid.
-        verdict = "none yet" if result.confirmations == 0 else "OK" if result.ok else "BROKEN"
+        # Judged once the voucher is paid through the provider (``PaymentsAudit.used``).
+        verdict = "none yet" if not result.used else "OK" if result.ok else "BROKEN"
         return format_html(
             '{}<div data-testid="payments-audit">payments: {} · <strong>{}</strong></div>',
             super().audit(obj),

@@ -8,10 +8,11 @@ from django.http import HttpResponse
 from ninja import Router, Schema
 from pydantic import Field
 
-from core.api import json_answer, refuse_body
-from core.idempotency import PARAMETER, idempotency_claim
+from core.idempotency import PARAMETER
 from core.links import answered, calls
 from core.schemas import InputSchema, answers
+from inventory.api import ChangeCall
+from orders.product import VOUCHER
 from orders.selectors import order_get
 
 from .models import Payment
@@ -41,6 +42,15 @@ class CallbackOut(Schema):
     status: str = Field(description="the payment's: paid, or refunded when its order was not held any more")
 
 
+def _paid(order_id: int, payment: Payment) -> tuple[int, dict]:
+    if payment.status == Payment.Status.PAID:
+        return 200, {"order_id": order_id, "status": "paid", "payment": "paid"}
+    return 202, {"order_id": order_id, "status": "held", "payment": "pending"}
+
+
+PAY = ChangeCall(action="pay", product=VOUCHER, record="order_id", read=order_get, change=order_pay, reply=_paid)
+
+
 # 409 expired, cancelled, already_paid, pending (a redis_lua order not written yet), busy or
 # idempotency_in_progress; 422 an Idempotency-Key malformed or reused.
 @router.post(
@@ -53,15 +63,7 @@ def orders_pay(request, order_id: int, response: HttpResponse):
     once, 202 while its confirmation is on the way (`GET /api/orders/{id}` shows the
     outcome). An order not held is refused in the words of its state, and nothing is charged;
     a confirmation that came after the hold ended is refunded, never sold."""
-    refuse_body(request, action="pay")
-    order_get(user=request.auth, order_id=order_id)  # a 404 claims no Idempotency-Key
-    replay = idempotency_claim(request, response, action="pay", user_id=request.auth.pk)
-    if replay is not None:
-        return replay
-    payment = order_pay(user=request.auth, order_id=order_id)
-    if payment.status == Payment.Status.PAID:
-        return json_answer(response, 200, {"order_id": order_id, "status": "paid", "payment": "paid"})
-    return json_answer(response, 202, {"order_id": order_id, "status": "held", "payment": "pending"})
+    return PAY.answer(request, response, order_id)
 
 
 # 403 bad_signature; 404 a reference nobody charged; 409 busy (the provider sends it again).

@@ -58,6 +58,12 @@ def provider_charge(*, reference: str, now: datetime | None = None) -> bool:
     ProviderCharge.objects.create(reference=reference, sent_at=now + timedelta(milliseconds=delay_ms), callbacks=copies)
     if copies:
         transaction.on_commit(lambda: _send(reference, countdown=delay_ms / 1000, copies=copies))
+    return provider_confirms_at_once()
+
+
+def provider_confirms_at_once() -> bool:
+    """Whether the provider confirms a charge when it is made (no delay): the caller applies
+    the confirmation, and no callback need come (none does without ``PAYMENT_CALLBACK_URL``)."""
     return settings.PAYMENT_PROVIDER_DELAY_MS <= 0
 
 

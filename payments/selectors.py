@@ -39,6 +39,14 @@ class PaymentsAudit(Audit):
     refunds_unrecorded: int
 
     @property
+    def used(self) -> bool:
+        """Whether the orders were paid through the provider: only then does the payments'
+        invariant judge them (``manage.py audit``, the voucher's admin page). An order settled
+        by other means (a test, another app) is paid with no payment, which this audit counts
+        as sold unpaid."""
+        return self.confirmations > 0
+
+    @property
     def ok(self) -> bool:
         return (
             self.confirmations == self.paid + self.refunded + self.waiting

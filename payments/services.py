@@ -26,7 +26,7 @@ from orders.product import VOUCHER
 from orders.selectors import order_get
 
 from .models import Payment
-from .provider import provider_charge, provider_refund
+from .provider import provider_charge, provider_confirms_at_once, provider_refund
 from .selectors import payment_latest
 
 # The names of the one-open-payment-per-order key, as MySQL and as SQLite name it.
@@ -39,7 +39,7 @@ REFUSALS: dict[str, type[HoldClosed]] = {error.code: error for error in (HoldExp
 def order_pay(*, user: AbstractBaseUser, order_id: int, now: datetime | None = None) -> Payment:
     """Pay the caller's held order: its payment, ``paid`` when the provider confirmed it at
     once, ``requested`` while its confirmation is on the way (or the order's strategy was
-    busy applying it: the callback applies it).
+    busy applying it: the callback, or the next pay, applies it).
 
     Nothing is charged for an order that is not held: ``HoldClosed`` (409) in the words of
     its state (``expired``, ``cancelled``, ``already_paid``, ``pending`` while a
@@ -61,13 +61,16 @@ def order_pay(*, user: AbstractBaseUser, order_id: int, now: datetime | None = N
     except IntegrityError as exc:
         if not any(constraint_violated(exc, name) for name in OPEN_GUARD):
             raise
-        # Another payment of the order waits, or was resolved since: that one answers.
-        payment, immediate = payment_latest(order=order), False
+        # Another payment of the order waits, or was resolved since: that one answers. With a
+        # provider that confirms at once, a payment still waiting is one whose own confirm
+        # found the strategy busy, and maybe no callback will come: confirm it now (a payment
+        # resolved meanwhile is answered as it is).
+        payment, immediate = payment_latest(order=order), provider_confirms_at_once()
     if immediate:
         try:
             payment = payment_confirm(reference=payment.reference, now=now)
         except LockBusy:
-            return payment  # still requested: its callback applies it
+            return payment  # still requested: its callback or the next pay applies it
     if payment.status == Payment.Status.REFUNDED:
         raise payment_refusal(payment)
     return payment

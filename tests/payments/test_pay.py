@@ -227,3 +227,36 @@ def test_a_pay_with_an_idempotency_key_answers_its_first_answer_again(api_client
     assert again.json() == first.json()
     assert again["Idempotent-Replayed"] == "true"
     assert Payment.objects.count() == 1
+
+
+def test_a_pay_counts_its_rate_limits_on_the_orders_voucher_as_a_cancel_does(api_client, held_voucher, settings):
+    settings.RATE_LIMITS_ENABLED = True
+    settings.RATE_LIMITS = {"pay": {"user": (1, 60)}}
+    buyer = api_client()
+    order_id = buy(buyer, held_voucher())
+    assert pay(buyer, order_id).status_code == 200
+    refused = pay(buyer, order_id)  # counted before the service, which would answer already_paid
+    assert_error(refused, 429, "rate_limited")
+    assert int(refused["Retry-After"]) >= 1
+    assert pay(buyer, buy(buyer, held_voucher())).status_code == 200  # the limit is this voucher's
+
+
+def test_a_pay_again_finishes_a_payment_whose_immediate_confirmation_was_lost(api_client, held_voucher):
+    """The provider confirms at once and posts no callback; a pay whose confirmation found
+    the order's strategy busy (LockBusy) left its payment requested, with nothing on the
+    way to resolve it. The buyer's next pay confirms that payment, charging nothing more."""
+    voucher = held_voucher(stock=2)
+    buyer = api_client()
+    order_id = buy(buyer, voucher)
+    lost = Payment.objects.create(order=order_row(order_id), reference=uuid4().hex, open_guard=order_row(order_id).pk)
+    ProviderCharge.objects.create(reference=lost.reference, sent_at=lost.created_at, callbacks=0)
+
+    answer = pay(buyer, order_id)
+
+    assert answer.status_code == 200, answer.content
+    assert answer.json() == {"order_id": order_id, "status": "paid", "payment": "paid"}
+    assert Payment.objects.get().reference == lost.reference
+    assert ProviderCharge.objects.count() == 1
+    assert order_row(order_id).status == Order.Status.PAID
+    assert stock_of(voucher) == 1
+    assert payments_audit(voucher_id=voucher.pk).ok

@@ -36,15 +36,8 @@ def _payments_header() -> str:
 
 
 def _payments_cells(paid: PaymentsAudit) -> str:
-    word = "-" if not _payments_used(paid) else "yes" if paid.ok else "NO"
+    word = "-" if not paid.used else "yes" if paid.ok else "NO"
     return f"{paid.confirmations:>13} {paid.paid:>8} {paid.refunded:>8} {word:>11}"
-
-
-def _payments_used(paid: PaymentsAudit) -> bool:
-    """Whether the voucher's orders were paid through the provider: only then does its
-    payments' invariant judge it. An order settled by other means (a test, another app) is
-    paid with no payment, which the payments' audit counts as sold unpaid."""
-    return paid.confirmations > 0
 
 
 class Command(BaseCommand):
@@ -102,7 +95,7 @@ class Command(BaseCommand):
     def _ok(self, audit, kind: str, pk: int) -> bool:
         check = self.redis.get((kind, pk))
         paid = self.payments.get(pk) if kind == "voucher" else None
-        paid_ok = paid is None or not _payments_used(paid) or paid.ok
+        paid_ok = paid is None or not paid.used or paid.ok
         return audit.ok and (check is None or (check.state and not check.drifted)) and paid_ok
 
     def _as_json(self, audit, kind: str, pk: int) -> dict:
