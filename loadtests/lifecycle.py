@@ -150,16 +150,8 @@ def returns_unsold(took: QuerySet, stock_left: int, out_of_stock_at: float | Non
 def payment_figures(target: Target) -> dict:
     """A voucher's charges, refunds, and payments unresolved or off balance."""
     audit = payments_audit(voucher_id=target.pk)
-    resolved = audit.paid + audit.refunded + audit.waiting
-    off = (
-        abs(audit.confirmations - resolved)
-        + audit.waiting
-        + audit.double_paid
-        + audit.paid_unsold
-        + audit.sold_unpaid
-        + audit.refunds_unrecorded
-    )
-    return {"charges": audit.confirmations, "refunds": audit.refunded, "payments_off": off}
+    # Once drained, a payment still waiting for its confirmation is off too.
+    return {"charges": audit.confirmations, "refunds": audit.refunded, "payments_off": audit.off + audit.waiting}
 
 
 def settled_answers(outcomes: list[list[str]]) -> set[int]:

@@ -47,14 +47,17 @@ class PaymentsAudit(Audit):
         return self.confirmations > 0
 
     @property
+    def off(self) -> int:
+        """How far the payments are from the invariant: confirmations not accounted for by
+        one payment each, and every payment or order broken as the class says; 0 when
+        ``ok``. A payment still waiting is not off (a drained run's judge counts it too)."""
+        accounted = self.paid + self.refunded + self.waiting
+        broken = self.double_paid + self.paid_unsold + self.sold_unpaid + self.refunds_unrecorded
+        return abs(self.confirmations - accounted) + broken
+
+    @property
     def ok(self) -> bool:
-        return (
-            self.confirmations == self.paid + self.refunded + self.waiting
-            and self.double_paid == 0
-            and self.paid_unsold == 0
-            and self.sold_unpaid == 0
-            and self.refunds_unrecorded == 0
-        )
+        return self.off == 0
 
 
 def payments_audit(*, voucher_id: int | None = None) -> PaymentsAudit:
