@@ -21,6 +21,7 @@ from __future__ import annotations
 import logging
 from collections import Counter
 from datetime import datetime
+from functools import partial
 from typing import Any
 
 from django.db import transaction
@@ -44,7 +45,7 @@ from .product import Product
 from .records import Record
 from .reservation_types import group_tag
 from .strategies import STRATEGIES
-from .strategies.base import Change, Returned, lock_rows
+from .strategies.base import Change, Returned, lock_rows, units_back
 
 logger = logging.getLogger(__name__)
 
@@ -128,6 +129,9 @@ def _change(product: Product, item: Any, record: Model, *, target: str, now: dat
         record_id=record.pk,
         user_id=record.user_id,
         frees_take=product.release_frees_take,
+        unit_field=product.unit_field,
+        counted=partial(product.counted, item.pk, record.user_id),
+        allowed=product.rules(item).limit,
     )
 
 
@@ -241,5 +245,5 @@ def _expire(product: Product, due, *, now: datetime, batch: int) -> list[Returne
         records.filter(status=Status.HELD).update(**fields)
         units = Counter(row.stock_id for row in rows if row.stock_id is not None)
         for stock_id, count in sorted(units.items()):
-            Stock.objects.filter(pk=stock_id).update(quantity=F("quantity") + count, version=F("version") + 1)
+            Stock.objects.filter(pk=stock_id).update(**units_back(count))
     return rows

@@ -44,6 +44,12 @@ class StockGroup(models.Model):
         default=0,
         help_text="Bumped by db_optimistic's writes and by every restock; db_optimistic compares it before writing.",
     )
+    # Running totals of the takes beyond the per-user rule (inventory.totals): the takes a
+    # user holds past the item's limit, summed over users, and the users who hold any. Only
+    # ``none`` and ``local`` write past the rule, so only their writes move these; they are
+    # what the shop's pages flag without counting every record.
+    over_takes = models.PositiveIntegerField(default=0, editable=False)
+    over_takers = models.PositiveIntegerField(default=0, editable=False)
 
     def __str__(self) -> str:
         return f"stock group {self.pk}"
@@ -61,6 +67,11 @@ class Stock(models.Model):
     initial_quantity = models.IntegerField(
         help_text="Initial stock plus every restock: the total that orders and stock must add up to."
     )
+    # A running total, written in the same UPDATE as ``quantity`` by every take and return
+    # (inventory.totals): the units of this row that records hold (held or settled). With
+    # it the pages show what is sold and whether stock + taken == supply without counting
+    # the records; the audit counts them, and checks this total too.
+    taken = models.IntegerField(default=0, editable=False, help_text="Units held or settled by records.")
     version = models.PositiveBigIntegerField(default=0, help_text="Bumped by every write of this row.")
     fence = models.PositiveBigIntegerField(
         default=0, help_text="The newest lock fence that wrote this row; older holders are refused."

@@ -23,11 +23,11 @@ from contextlib import suppress
 from dataclasses import dataclass
 
 from django.db import DatabaseError, IntegrityError, InterfaceError, OperationalError, transaction
-from django.db.models import F
 from redis import RedisError
 
 from .models import Stock
 from .reservations import Pending, Reservations
+from .strategies.base import units_out
 
 logger = logging.getLogger(__name__)
 
@@ -174,7 +174,7 @@ def _write(pending: list[Pending], persisted: Callable, write: Callable) -> list
         write(fresh)
         taken = Counter(one.stock_id for one in fresh if one.stock_id is not None)
         for stock_id, units in sorted(taken.items()):  # rows in key order, as every writer takes them
-            Stock.objects.filter(pk=stock_id).update(quantity=F("quantity") - units, version=F("version") + 1)
+            Stock.objects.filter(pk=stock_id).update(**units_out(units))
     return fresh
 
 

@@ -129,6 +129,10 @@ class Product(ABC):
         """The stock row a record took its unit from; None when it took nothing."""
         return type(record).objects.filter(pk=record.pk).values_list(self.unit_field, flat=True).first()
 
+    def counted(self, item_id: int, user_id: int) -> int:
+        """How many of the user's records of the item count against the per-user rule."""
+        return self.taking(self.records(item_id).filter(user_id=user_id)).count()
+
     def taking(self, records: QuerySet) -> QuerySet:
         """The records that count against the per-user rule: a released one does not
         when its release frees the take."""

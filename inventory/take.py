@@ -83,6 +83,7 @@ def _take(product: Product, item: Any, *, user_id: int, rate, now, rng) -> Model
         item_id=item.pk,
         over_limit=product.over_limit,
         reserved=partial(product.reserved, item, user_id),
+        **_rule_counted(product, item, user_id),
     )
     try:
         record = STRATEGIES[item.strategy].take(take)
@@ -98,6 +99,14 @@ def _take(product: Product, item: Any, *, user_id: int, rate, now, rng) -> Model
     if record.hold_until is not None:
         hold_expire_later(product, item.pk, [record.hold_until])
     return record
+
+
+def _rule_counted(product: Product, item: Any, user_id: int) -> dict[str, Any]:
+    """How an unguarded strategy counts the user's takes against the per-user rule, for the
+    running totals of takes past it (``over_counted``); a guarded one never writes past it."""
+    if STRATEGIES[item.strategy].guarded:
+        return {}
+    return {"counted": partial(product.counted, item.pk, user_id), "allowed": product.rules(item).limit}
 
 
 def hold_until(seconds: int, start: datetime) -> datetime | None:

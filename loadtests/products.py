@@ -264,6 +264,7 @@ class VoucherProduct(Product):
                 "stock_left": audit.stock,
                 "conserved": audit.conserved,
                 "stock_not_negative": audit.stock_not_negative,
+                "totals_agree": audit.totals_agree,
             },
         )
 
@@ -316,6 +317,7 @@ class PoolProduct(Product):
                 "stock_left": audit.stock,
                 "conserved": audit.conserved,
                 "stock_not_negative": audit.stock_not_negative,
+                "totals_agree": audit.totals_agree,
             },
         )
 

@@ -119,6 +119,9 @@ class Result:
     holds_drain_s: float | None = None
     conserved: bool = True
     stock_not_negative: bool = True
+    # Whether the running totals the pages show (inventory.totals) say what the audit
+    # counted: under every strategy, the naive ones included, or the pages would lie.
+    totals_agree: bool = True
     rps: float = 0.0
     p50_ms: float = 0.0
     p95_ms: float = 0.0
@@ -242,6 +245,13 @@ def judge(result: Result, *, breaks: str | None, server_processes: int, audit_ok
     every answer was a documented one.
     """
     broken = broken_invariants(result, audit_ok=audit_ok)
+    if not result.totals_agree:
+        # Not a race the demonstration shows: the pages' figures are wrong whatever the strategy.
+        return Verdict(
+            "BROKEN: the running totals disagree with the records",
+            expected_to_break=expected_to_break(breaks, server_processes),
+            ok=False,
+        )
     if expected_to_break(breaks, server_processes):
         raced = [label for label, count in lifecycle_races(result) if count > 0]
         if lifecycle(result) and not raced:

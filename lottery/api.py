@@ -151,6 +151,7 @@ class PoolAuditOut(Schema):
     stock_not_negative: bool
     prizes: list[PrizeAuditOut]
     holds: HoldCountsOut = Field(description="draws whose prize is held, claimed (or drawn with none), forfeited")
+    totals_agree: bool = Field(description="the running totals the pages show agree with the draws")
     ok: bool
 
 

@@ -7,15 +7,16 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from django.db.models import Count, F, Prefetch, Q, QuerySet, Sum
+from django.db.models import Count, Prefetch, Q, QuerySet
 from django.shortcuts import get_object_or_404
 from django.utils import timezone
 
 from inventory.audits import Audit, HoldCounts, record_totals
 from inventory.items import items_live, record_get, records_of_user, reservation_takes
-from inventory.models import Strategy
+from inventory.models import Stock, Strategy
 from inventory.product import product_of
 from inventory.records import SETTLED
+from inventory.totals import ItemMarks
 
 from .models import Draw, Pool, Prize
 
@@ -25,17 +26,10 @@ def pool_list() -> QuerySet[Pool]:
     return Pool.objects.filter(listed=True).order_by("begin_at", "id")
 
 
-def pool_list_with_totals() -> QuerySet[Pool]:
-    """The pools with ``prizes_left`` and ``prizes_supplied``: their prizes' stock summed."""
-    return pool_list().annotate(
-        prizes_left=Sum("prizes__stock__quantity"), prizes_supplied=Sum("prizes__stock__initial_quantity")
-    )
-
-
 def pool_get(*, pool_id: int) -> Pool:
     """The pool with its prizes and their stock; raises ``Http404`` when there is none."""
     prizes = Prefetch("prizes", queryset=Prize.objects.select_related("stock").order_by("id"))
-    return get_object_or_404(Pool.objects.prefetch_related(prizes), pk=pool_id)
+    return get_object_or_404(Pool.objects.select_related("group").prefetch_related(prizes), pk=pool_id)
 
 
 def prize_get(*, prize_id: int) -> Prize:
@@ -140,6 +134,8 @@ class PoolAudit(Audit):
     # Draws whose prize is held for its claim, claimed (a draw of no prize included: settled
     # when drawn), forfeited (the prize back in the pool).
     holds: HoldCounts = HoldCounts()
+    # Whether the running totals the pages read (inventory.totals) say what the draws say.
+    totals_agree: bool = True
 
     @property
     def ok(self) -> bool:
@@ -149,6 +145,7 @@ class PoolAudit(Audit):
             and self.conserved
             and self.stock_not_negative
             and self.holds.ok
+            and self.totals_agree
         )
 
 
@@ -160,7 +157,7 @@ def pool_audit(*, pool_id: int) -> PoolAudit:
     counts users with more draws recorded than the pool allows (``draws_over_limit``
     the draws beyond it).
     """
-    pool = Pool.objects.get(pk=pool_id)
+    pool = Pool.objects.select_related("group").get(pk=pool_id)
     prizes = list(_prizes_awarded().filter(pool_id=pool_id))
     totals = Draw.objects.filter(pool_id=pool_id).aggregate(**_DRAW_TOTALS)
     per_user = Draw.objects.filter(pool_id=pool_id).values("user_id").annotate(n=Count("id"))
@@ -184,9 +181,9 @@ _DRAW_TOTALS = {
 
 
 def _pool_audit(pool: Pool, prizes: list[Prize], totals: dict[str, int], over: list[int]) -> PoolAudit:
-    """The audit from the counts, one definition for ``pool_audit`` and the audited list:
-    ``prizes`` from ``_prizes_awarded``, ``totals`` as ``_DRAW_TOTALS`` counts them, and
-    ``over`` the draws beyond the limit of each user who has gone over it."""
+    """The audit from the counts: ``prizes`` from ``_prizes_awarded``, ``totals`` as
+    ``_DRAW_TOTALS`` counts them, and ``over`` the draws beyond the limit of each user who
+    has gone over it; ``pool`` read with its group."""
     per_prize = [
         PrizeAudit(
             prize_id=prize.pk,
@@ -218,39 +215,30 @@ def _pool_audit(pool: Pool, prizes: list[Prize], totals: dict[str, int], over: l
         stock_not_negative=all(p.stock >= 0 for p in per_prize),
         prizes=per_prize,
         holds=HoldCounts.of(totals),
+        totals_agree=all(prize.stock.taken == prize.awarded for prize in prizes)
+        and (pool.group.over_takes, pool.group.over_takers) == (sum(over), len(over)),
     )
 
 
-def pool_list_audited() -> list[Pool]:
-    """The pools of ``pool_list_with_totals``, each with ``audit``: its ``PoolAudit``.
+def pool_list_marked() -> list[Pool]:
+    """The pools of ``pool_list``, each with ``marks``: what its running totals say
+    (``inventory.totals``), and ``prizes_left`` and ``prizes_supplied`` from them.
 
-    Four queries for the whole list, however long (the pools, then their prizes, draw
-    totals and users over the limit, each counted for every listed pool at once), so
-    that the list page, polled every few seconds, marks an over-awarded pool without
-    an audit per row.
-    """
-    pools = list(pool_list_with_totals())
-    ids = [pool.pk for pool in pools]
-    prizes: dict[int, list[Prize]] = defaultdict(list)
-    for prize in _prizes_awarded().filter(pool_id__in=ids):
-        prizes[prize.pool_id].append(prize)
-    totals: dict[int, dict[str, int]] = {}
-    for row in Draw.objects.filter(pool_id__in=ids).order_by().values("pool_id").annotate(**_DRAW_TOTALS):
-        totals[row.pop("pool_id")] = row
-    over: dict[int, list[int]] = defaultdict(list)
-    per_user = (
-        Draw.objects.filter(pool_id__in=ids)
-        .order_by()
-        .values("pool_id", "user_id", "pool__draws_per_user")
-        .annotate(n=Count("id"))
-        .filter(n__gt=F("pool__draws_per_user"))
-    )
-    for row in per_user:
-        over[row["pool_id"]].append(row["n"] - row["pool__draws_per_user"])
-    no_draws = dict.fromkeys(_DRAW_TOTALS, 0)
+    Two queries whatever the pools' draws: the pools with their groups, then their prizes'
+    stock rows. The list page polls this every few seconds per open tab: it counts no draw."""
+    pools = list(pool_list().select_related("group"))
+    stocks: dict[int, list[Stock]] = defaultdict(list)
+    for stock in Stock.objects.filter(group_id__in=[pool.group_id for pool in pools]).order_by("pk"):
+        stocks[stock.group_id].append(stock)
     for pool in pools:
-        pool.audit = _pool_audit(pool, prizes[pool.pk], totals.get(pool.pk, no_draws), over[pool.pk])
+        pool.marks = ItemMarks.of(stocks[pool.group_id], pool.group)
+        pool.prizes_left, pool.prizes_supplied = pool.marks.stock, pool.marks.supplied
     return pools
+
+
+def pool_marks(*, pool: Pool) -> ItemMarks:
+    """What the pool's running totals say, from its prizes as ``pool_get`` read them."""
+    return ItemMarks.of([prize.stock for prize in pool.prizes.all()], pool.group)
 
 
 def pool_draw_refusal(*, pool: Pool, draws_left: int | None, empty: bool, now: datetime | None = None) -> str | None:

@@ -20,6 +20,7 @@ from inventory.item_fields import item_changes_clean, item_changes_save, item_cr
 from inventory.item_states import item_update
 from inventory.services import stock_create, stock_group_create, stock_restock
 from inventory.take import item_take
+from inventory.totals import over_recount
 from inventory.validators import whole
 
 from .models import Draw, Pool, Prize
@@ -77,7 +78,9 @@ def pool_update(
         checked["no_prize_weight"] = whole(
             no_prize_weight, name="no_prize_weight", minimum=0, maximum=MAX_NO_PRIZE_WEIGHT
         )
-    item_changes_save(POOL, pool, checked)
+    # Who is over the limit depends on the limit: its running totals are counted again.
+    then = (lambda: over_recount(POOL, pool) or {}) if "draws_per_user" in checked else None
+    item_changes_save(POOL, pool, checked, then=then)
     return pool
 
 

@@ -7,6 +7,7 @@ from accounts.permissions import staff_holds
 from core.errors import Unavailable
 from inventory.forms import StrategyForm
 from inventory.pages import TakePages, live_view
+from inventory.totals import StockMarks
 
 from .product import pool_for_draw
 from .selectors import (
@@ -14,25 +15,23 @@ from .selectors import (
     draw_list,
     draw_list_all,
     draws_used,
-    pool_audit,
     pool_draw_refusal,
     pool_get,
-    pool_list_audited,
+    pool_list_marked,
+    pool_marks,
     pool_odds,
 )
 from .services import draw_claim, pool_draw, pool_update
 
 # The list page and its live rows, polled by it.
-pool_list_page = live_view("lottery/pool_list.html", lambda request: {"pools": pool_list_audited()})
-pool_rows_partial = live_view("lottery/_pool_rows.html", lambda request: {"pools": pool_list_audited()})
+pool_list_page = live_view("lottery/pool_list.html", lambda request: {"pools": pool_list_marked()})
+pool_rows_partial = live_view("lottery/_pool_rows.html", lambda request: {"pools": pool_list_marked()})
 
 
 def _odds_context(pool) -> dict:
     odds = pool_odds(pool=pool)
-    audit = pool_audit(pool_id=pool.pk)
-    prize_audits = {prize.prize_id: prize for prize in audit.prizes}
     prizes = [
-        {"prize": prize, "percent": odds.by_prize[prize.pk] * 100, "audit": prize_audits.get(prize.pk)}
+        {"prize": prize, "percent": odds.by_prize[prize.pk] * 100, "marks": StockMarks.of(prize.stock)}
         for prize in pool.prizes.all()
     ]
     return {
@@ -40,7 +39,7 @@ def _odds_context(pool) -> dict:
         "prizes": prizes,
         "no_prize_percent": odds.no_prize * 100,
         "empty": odds.empty,
-        "audit": audit,
+        "marks": pool_marks(pool=pool),
     }
 
 

@@ -176,6 +176,7 @@ class AuditOut(Schema):
     conserved: bool
     stock_not_negative: bool
     holds: HoldCountsOut = Field(description="orders held for payment, paid (or paid when made), released")
+    totals_agree: bool = Field(description="the running totals the pages show agree with the orders")
     ok: bool
 
 

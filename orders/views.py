@@ -13,18 +13,18 @@ from .selectors import (
     order_list_all,
     order_paying,
     order_refund,
-    voucher_audit,
     voucher_buy_refusal,
     voucher_get,
     voucher_held,
-    voucher_list_audited,
+    voucher_list_marked,
+    voucher_marks,
 )
 from .services import order_cancel, order_purchase, voucher_update
 
 
 def _list_context(request) -> dict:
-    """The vouchers with their audit's marks: the list page, and its live rows that it polls."""
-    return {"vouchers": voucher_list_audited()}
+    """The vouchers with their running totals' marks: the list page, and the rows it polls."""
+    return {"vouchers": voucher_list_marked()}
 
 
 voucher_list_page = live_view("pages/voucher_list.html", _list_context)
@@ -32,14 +32,15 @@ voucher_stock_partial = live_view("pages/_voucher_rows.html", _list_context)
 
 
 def _live_context(request, voucher_id: int) -> dict:
-    """The stock left, the audit's marks and the Buy button's state, polled by the voucher page."""
+    """The stock left, the running totals' marks and the Buy button's state, polled by the
+    voucher page."""
     voucher = voucher_get(voucher_id=voucher_id)
     # A reservation still being written counts as bought: a second purchase would be refused.
     held = voucher_held(voucher=voucher, user=request.user) if request.user.is_authenticated else None
     return {
         "voucher": voucher,
         "held": held,
-        "audit": voucher_audit(voucher_id=voucher.pk),
+        "marks": voucher_marks(voucher=voucher),
         "refusal": voucher_buy_refusal(voucher=voucher, bought=held is not None),
     }
 

@@ -58,6 +58,7 @@ def test_queueing_strategies_sell_exactly_the_stock_once_per_user(strategy, make
     voucher = make_voucher(stock=STOCK, strategy=strategy)
     outcome = buy_concurrently(voucher_id=voucher.pk, plan=crowd, race_ms=RACE_MS)
     audit = voucher_audit(voucher_id=voucher.pk)
+    assert audit.totals_agree, audit  # the pages' running totals, whatever the strategy
     assert audit.ok, audit
     assert (audit.orders, audit.stock, audit.oversold, audit.duplicates) == (STOCK, 0, 0, 0)
     assert_every_confirmed_purchase_is_one_order(voucher, outcome)
@@ -70,6 +71,7 @@ def test_load_shedding_strategies_never_oversell_and_refuse_the_rest(strategy, m
     voucher = make_voucher(stock=STOCK, strategy=strategy)
     outcome = buy_concurrently(voucher_id=voucher.pk, plan=crowd, race_ms=RACE_MS)
     audit = voucher_audit(voucher_id=voucher.pk)
+    assert audit.totals_agree, audit  # the pages' running totals, whatever the strategy
     assert audit.ok, audit
     assert 1 <= audit.orders <= STOCK
     assert audit.stock + audit.orders == STOCK
@@ -80,6 +82,7 @@ def test_none_oversells_and_duplicates(make_voucher, crowd):
     voucher = make_voucher(stock=STOCK, strategy="none")
     outcome = buy_concurrently(voucher_id=voucher.pk, plan=crowd, race_ms=RACE_MS)
     audit = voucher_audit(voucher_id=voucher.pk)
+    assert audit.totals_agree, audit  # the pages' running totals, whatever the strategy
     # Invariants 1 and 3 break: more orders than stock, and the repeaters bought twice.
     assert audit.oversold > 0, audit
     assert not audit.conserved, audit
@@ -94,6 +97,7 @@ def test_local_holds_within_one_process(make_voucher, make_user):
     plan = [users + users[:4]]  # one process, 16 threads, 4 users twice
     outcome = buy_concurrently(voucher_id=voucher.pk, plan=plan, race_ms=RACE_MS)
     audit = voucher_audit(voucher_id=voucher.pk)
+    assert audit.totals_agree, audit  # the pages' running totals, whatever the strategy
     assert audit.ok, audit
     assert (audit.orders, audit.stock) == (STOCK, 0)
     assert_every_confirmed_purchase_is_one_order(voucher, outcome)
@@ -103,6 +107,7 @@ def test_local_oversells_across_processes(make_voucher, crowd):
     voucher = make_voucher(stock=STOCK, strategy="local")
     outcome = buy_concurrently(voucher_id=voucher.pk, plan=crowd, race_ms=RACE_MS)
     audit = voucher_audit(voucher_id=voucher.pk)
+    assert audit.totals_agree, audit  # the pages' running totals, whatever the strategy
     # Invariant 1 breaks: each process's lock admits its own buyer at the same time.
     assert audit.oversold > 0, audit
     assert not audit.conserved, audit
@@ -118,6 +123,7 @@ def test_local_lets_one_user_buy_once_per_process(make_voucher, make_user):
     user = make_user().pk
     outcome = buy_concurrently(voucher_id=voucher.pk, plan=[[user]] * PROCESSES, race_ms=RACE_MS)
     audit = voucher_audit(voucher_id=voucher.pk)
+    assert audit.totals_agree, audit  # the pages' running totals, whatever the strategy
     # Invariant 3 breaks: one buyer, several orders, one per process.
     assert audit.duplicates > 0, audit
     assert_every_confirmed_purchase_is_one_order(voucher, outcome)
@@ -129,6 +135,7 @@ def test_safe_strategies_give_one_user_one_order_across_processes(strategy, make
     user = make_user().pk
     outcome = buy_concurrently(voucher_id=voucher.pk, plan=[[user]] * PROCESSES, race_ms=RACE_MS)
     audit = voucher_audit(voucher_id=voucher.pk)
+    assert audit.totals_agree, audit  # the pages' running totals, whatever the strategy
     assert audit.ok, audit
     assert audit.orders == 1
     assert_every_confirmed_purchase_is_one_order(voucher, outcome)

@@ -90,6 +90,7 @@ def test_a_held_order_cancelled_returns_its_unit_once_and_its_buyer_may_buy_agai
     with pytest.raises(AlreadyPurchased):
         buy(voucher, first)
     audit = voucher_audit(voucher_id=voucher.pk)
+    assert audit.totals_agree, audit  # the pages' running totals, whatever the strategy
     assert (audit.holds.held, audit.holds.released, audit.holds.returned_twice, audit.conserved, audit.ok) == (
         1,
         1,
@@ -118,6 +119,7 @@ def test_a_payment_settles_a_held_order_before_its_deadline_and_not_after(make_v
     assert Order.objects.get(pk=order.pk).status == Order.Status.EXPIRED
     assert stock_of(voucher) == 1
     audit = voucher_audit(voucher_id=voucher.pk)
+    assert audit.totals_agree, audit  # the pages' running totals, whatever the strategy
     assert (audit.holds.settled, audit.holds.held, audit.holds.released, audit.ok) == (1, 0, 1, True)
 
 
@@ -164,6 +166,7 @@ def test_payments_cancels_and_expiries_racing_change_each_order_once(make_vouche
     assert len(outcome.confirmed) == len(orders)
     assert set(outcome.refusals) <= {"already_paid", "expired", "cancelled", "busy"}
     audit = voucher_audit(voucher_id=voucher.pk)
+    assert audit.totals_agree, audit  # the pages' running totals, whatever the strategy
     holds = audit.holds
     assert holds.held == 0 and holds.settled + holds.released == len(orders)
     assert (holds.returned_twice, holds.settled_and_released, audit.conserved, audit.ok) == (0, 0, True, True)
@@ -183,6 +186,7 @@ def test_the_naive_strategies_pay_and_release_one_order_or_release_it_twice(make
 
     assert outcome.errors == []
     audit = voucher_audit(voucher_id=voucher.pk)
+    assert audit.totals_agree, audit  # the pages' running totals, whatever the strategy
     assert audit.holds.returned_twice + audit.holds.settled_and_released > 0, audit
     assert not audit.conserved and not audit.ok
 
@@ -205,6 +209,7 @@ def test_sweeps_run_at_once_by_many_processes_release_each_due_hold_once(make_vo
     assert outcome.errors == [] and sum(outcome.confirmed) == 20
     assert stock_of(voucher) == 20
     audit = voucher_audit(voucher_id=voucher.pk)
+    assert audit.totals_agree, audit  # the pages' running totals, whatever the strategy
     assert (audit.holds.held, audit.holds.released, audit.holds.returned_twice, audit.ok) == (4, 20, 0, True)
     if strategy == "redis_lua":
         assert reservations_client().stock(group_id=voucher.stock.group_id) == {voucher.stock_id: 20}
@@ -222,6 +227,7 @@ def test_sweeps_racing_under_none_release_one_hold_twice(make_voucher, make_user
 
     assert outcome.errors == [] and sum(outcome.confirmed) > 4
     audit = voucher_audit(voucher_id=voucher.pk)
+    assert audit.totals_agree, audit  # the pages' running totals, whatever the strategy
     assert audit.holds.returned_twice > 0 and stock_of(voucher) > 4 and not audit.ok
 
 
@@ -258,6 +264,7 @@ def test_a_won_prize_is_held_until_claimed_and_forfeited_after(make_pool, make_u
     with pytest.raises(DrawLimit):
         draw(pool, sleeper)
     audit = pool_audit(pool_id=pool.pk)
+    assert audit.totals_agree, audit  # the pages' running totals, whatever the strategy
     assert (audit.holds.settled, audit.holds.released, audit.stock, audit.awarded, audit.ok) == (1, 1, 1, 1, True)
     if strategy == "redis_lua":
         assert not item_reservations_check(POOL, item=pool_get(pool_id=pool.pk)).drifted
@@ -285,6 +292,7 @@ def test_due_prizes_are_forfeited_once_by_the_sweep(make_pool, make_user, strate
 
     assert released == 6
     audit = pool_audit(pool_id=pool.pk)
+    assert audit.totals_agree, audit  # the pages' running totals, whatever the strategy
     assert (audit.stock, audit.awarded, audit.holds.released, audit.holds.returned_twice, audit.ok) == (
         6,
         0,

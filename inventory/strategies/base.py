@@ -65,13 +65,16 @@ from core.ratelimit import RateCount
 from locking.lease import LeasedLock
 
 from ..errors import InvalidQuantity, LockBusy, SoldOut
-from ..models import Stock
-from ..records import Record
+from ..models import Stock, StockGroup
+from ..records import SETTLED, Record
 from ..reservation_types import Reserved, group_tag
 
 R = TypeVar("R")
 
 STOCK_NOT_NEGATIVE = "stock_quantity_not_negative"
+
+# The statuses of a record that holds its unit: the stock row's ``taken`` counts them.
+TAKING = (Record.Status.HELD, *SETTLED)
 
 Chooser = Callable[[Mapping[int, int]], "int | None"]
 
@@ -114,6 +117,11 @@ class Take(Generic[R]):
         reserved: the answer, given the reservation: the record as it will be, pending.
         rand: the weighted choice's uniform number in [0, 1), called only to reserve; a
             system random one when None.
+
+    What an unguarded strategy (``none``, ``local``) reads to keep the running totals of
+    takes past the per-user rule (``over_counted``), since only its writes make them:
+        counted: the user's records of the item that count against the rule, now.
+        allowed: how many the rule allows (1 a voucher, the draw limit of a pool).
     """
 
     group_id: int
@@ -130,6 +138,8 @@ class Take(Generic[R]):
     over_limit: Callable[[], DomainError] | None = None
     reserved: Callable[[Reserved], R] | None = None
     rand: Callable[[], float] | None = None
+    counted: Callable[[], int] | None = None
+    allowed: int = 1
 
 
 @dataclass(frozen=True)
@@ -150,6 +160,9 @@ class Change:
             outside the database (``redis_lua`` returns the unit there too).
         frees_take: whether a release gives the user the take back (a voucher's buyer
             may buy again; a forfeited draw still counts).
+        unit_field: the record's lookup of the stock row it took, read by an unguarded
+            write, which may change a record that is not held any more.
+        counted, allowed: as a ``Take``'s, for the running totals of an unguarded write.
     """
 
     records: QuerySet
@@ -163,6 +176,9 @@ class Change:
     record_id: int = 0
     user_id: int = 0
     frees_take: bool = False
+    unit_field: str = ""
+    counted: Callable[[], int] | None = None
+    allowed: int = 1
 
     @property
     def releases(self) -> bool:
@@ -180,7 +196,13 @@ class Returned(NamedTuple):
 def change_write(change: Change, *, guarded: bool) -> bool:
     """Write ``change``: the record's new status and, for a release, its unit back in the
     stock, in the caller's transaction. Guarded, only a record still held changes, so one
-    change of many racing writes; unguarded, whatever was read is written."""
+    change of many racing writes; unguarded, whatever was read is written.
+
+    The stock row's running total of units taken follows what the record became: a record
+    that stops holding its unit gives it back to ``taken``, one that holds it again (an
+    unguarded pay of a record released meanwhile) takes it again. A guarded write changes
+    only a held record, so only its release moves the total; an unguarded one reads, under
+    the record's row lock, what it is about to overwrite."""
     records = change.records
     if guarded:
         records = records.filter(status=Record.Status.HELD)
@@ -194,11 +216,62 @@ def change_write(change: Change, *, guarded: bool) -> bool:
     # lock the two in opposite orders deadlock (a cancel against a purchase of the unit).
     if returns:
         lock_rows([change.stock_id])
+    if guarded:
+        was, unit = Record.Status.HELD, change.stock_id
+    else:
+        was, unit = _read_overwritten(change)
     if not records.update(status=change.target, **fields):
         return False
+    # +1: the record holds its unit again; -1: it gave it back; 0: no change.
+    taken = int(change.target in TAKING) - int(was in TAKING)
     if returns:
-        Stock.objects.filter(pk=change.stock_id).update(quantity=F("quantity") + 1, version=F("version") + 1)
+        Stock.objects.filter(pk=change.stock_id).update(**units_back(1, taken=-taken))
+    elif unit is not None and taken:
+        Stock.objects.filter(pk=unit).update(taken=F("taken") + taken)
+    if not guarded and change.frees_take and change.counted is not None:
+        over_counted(change, delta=taken)
     return True
+
+
+def _read_overwritten(change: Change) -> tuple[str | None, int | None]:
+    """The status an unguarded write is about to overwrite, and the stock row the record
+    holds, read under the record's row lock so that racing writes read one another's. The
+    stock row is locked before the record, as every take and release locks them."""
+    unit = change.records.values_list(change.unit_field, flat=True).first() if change.unit_field else change.stock_id
+    if unit is not None and unit != change.stock_id:
+        lock_rows([unit])
+    return change.records.select_for_update().values_list("status", flat=True).first(), unit
+
+
+def units_out(units: int) -> dict[str, Any]:
+    """The fields of a stock row's UPDATE when ``units`` leave it for records: its running
+    total of units taken moves with the stock, in the same statement."""
+    return {"quantity": F("quantity") - units, "taken": F("taken") + units, "version": F("version") + 1}
+
+
+def units_back(units: int, *, taken: int | None = None) -> dict[str, Any]:
+    """The fields of a stock row's UPDATE when ``units`` come back to it from records that
+    held ``taken`` of them (all, unless an unguarded write returns one twice)."""
+    taken = units if taken is None else taken
+    return {"quantity": F("quantity") + units, "taken": F("taken") - taken, "version": F("version") + 1}
+
+
+def over_counted(guarded_by: Take | Change, *, delta: int) -> None:
+    """Keep the group's running totals of takes beyond the per-user rule, after an
+    unguarded write moved the user's count of records that count against it by ``delta``.
+    The group's row is locked before the count, so the writes of one item count in turn,
+    each seeing those committed before it: an exact total however they race."""
+    if delta == 0:
+        return
+    list(StockGroup.objects.select_for_update().filter(pk=guarded_by.group_id).values_list("pk", flat=True))
+    counted = guarded_by.counted()
+    allowed, before = guarded_by.allowed, counted - delta
+    takes = max(0, counted - allowed) - max(0, before - allowed)
+    takers = int(counted > allowed) - int(before > allowed)
+    if takes or takers:
+        StockGroup.objects.filter(pk=guarded_by.group_id).update(
+            over_takes=F("over_takes") + takes, over_takers=F("over_takers") + takers
+        )
 
 
 def lock_rows(stock_ids: list[int]) -> None:
@@ -336,7 +409,10 @@ class StockStrategy:
                     race_window()
                 with self.writing(take, held):
                     if chosen is None or self.write(take, held, chosen, remaining):
-                        return take.record(chosen, self.guarded)
+                        record = take.record(chosen, self.guarded)
+                        if not self.guarded and take.counted is not None:
+                            over_counted(take, delta=1)
+                        return record
                 self.before_retry(attempt)
             raise LockBusy()
 

@@ -20,10 +20,18 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 
 from django.conf import settings
-from django.db.models import F
 
 from ..models import Stock, Strategy
-from .base import Change, Held, StockStrategy, Take, in_transaction, read_remaining, sold_out_on_negative_stock
+from .base import (
+    Change,
+    Held,
+    StockStrategy,
+    Take,
+    in_transaction,
+    read_remaining,
+    sold_out_on_negative_stock,
+    units_out,
+)
 
 
 class AtomicStrategy(StockStrategy):
@@ -42,9 +50,7 @@ class AtomicStrategy(StockStrategy):
 
     def write(self, take: Take, held: Held, stock_id: int, remaining: Mapping[int, int]) -> bool:
         with sold_out_on_negative_stock():
-            taken = Stock.objects.filter(pk=stock_id, quantity__gte=take.quantity).update(
-                quantity=F("quantity") - take.quantity, version=F("version") + 1
-            )
+            taken = Stock.objects.filter(pk=stock_id, quantity__gte=take.quantity).update(**units_out(take.quantity))
         return bool(taken)
 
     def change_read(self, change: Change, held: Held) -> bool:

@@ -17,7 +17,7 @@ from django.conf import settings
 from django.db.models import F
 
 from ..models import Stock, StockGroup, Strategy
-from .base import Held, StockStrategy, Take, in_transaction, sold_out_on_negative_stock
+from .base import Held, StockStrategy, Take, in_transaction, sold_out_on_negative_stock, units_out
 
 
 class OptimisticStrategy(StockStrategy):
@@ -42,7 +42,7 @@ class OptimisticStrategy(StockStrategy):
         if not won:
             return False
         with sold_out_on_negative_stock():
-            Stock.objects.filter(pk=stock_id).update(quantity=F("quantity") - take.quantity, version=F("version") + 1)
+            Stock.objects.filter(pk=stock_id).update(**units_out(take.quantity))
         return True
 
     def before_retry(self, attempt: int) -> None:

@@ -15,11 +15,9 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 
-from django.db.models import F
-
 from ..models import Stock, Strategy
 from ..records import Record
-from .base import Change, Held, StockStrategy, Take, in_transaction, lock_rows, sold_out_on_negative_stock
+from .base import Change, Held, StockStrategy, Take, in_transaction, lock_rows, sold_out_on_negative_stock, units_out
 
 
 class PessimisticStrategy(StockStrategy):
@@ -34,7 +32,7 @@ class PessimisticStrategy(StockStrategy):
 
     def write(self, take: Take, held: Held, stock_id: int, remaining: Mapping[int, int]) -> bool:
         with sold_out_on_negative_stock():
-            Stock.objects.filter(pk=stock_id).update(quantity=F("quantity") - take.quantity, version=F("version") + 1)
+            Stock.objects.filter(pk=stock_id).update(**units_out(take.quantity))
         return True
 
     def change_read(self, change: Change, held: Held) -> bool:

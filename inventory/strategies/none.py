@@ -13,10 +13,9 @@ from collections.abc import Iterator, Mapping
 from contextlib import AbstractContextManager, nullcontext
 
 from django.db import transaction
-from django.db.models import F
 
 from ..models import Stock, Strategy
-from .base import Held, StockStrategy, Take, read_remaining
+from .base import Held, StockStrategy, Take, read_remaining, units_out
 
 
 class NaiveStrategy(StockStrategy):
@@ -35,5 +34,9 @@ class NaiveStrategy(StockStrategy):
 
     def write(self, take: Take, held: Held, stock_id: int, remaining: Mapping[int, int]) -> bool:
         # An absolute write: a concurrent buyer's decrement is silently lost.
-        Stock.objects.filter(pk=stock_id).update(quantity=remaining[stock_id] - take.quantity, version=F("version") + 1)
+        # The running total of units taken is relative, as in every strategy: the audit's
+        # count of records, which the lost update does not touch.
+        Stock.objects.filter(pk=stock_id).update(
+            **{**units_out(take.quantity), "quantity": remaining[stock_id] - take.quantity}
+        )
         return True

@@ -21,7 +21,6 @@ from functools import lru_cache
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import F
 
 from core.faultpoints import fault_point
 from core.namespace import key_prefix
@@ -31,7 +30,7 @@ from locking.lease import LeasedLock
 
 from ..errors import LockBusy
 from ..models import Stock, Strategy
-from .base import Held, StockStrategy, Take, read_remaining, sold_out_on_negative_stock
+from .base import Held, StockStrategy, Take, read_remaining, sold_out_on_negative_stock, units_out
 
 
 @lru_cache(maxsize=4096)
@@ -44,8 +43,7 @@ def fenced_decrement(stock_id: int, quantity: int) -> FencedUpdate:
     """
     return FencedUpdate(
         Stock.objects.filter(pk=stock_id, quantity__gte=quantity),
-        quantity=F("quantity") - quantity,
-        version=F("version") + 1,
+        **units_out(quantity),
     )
 
 

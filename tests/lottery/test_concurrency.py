@@ -57,6 +57,7 @@ def test_safe_strategies_keep_every_pool_invariant(strategy, make_pool, crowd):
     pool = make_pool(prizes=PRIZES, draws_per_user=LIMIT, strategy=strategy)
     outcome = draw_concurrently(pool_id=pool.pk, plan=crowd, race_ms=RACE_MS)
     audit = pool_audit(pool_id=pool.pk)
+    assert audit.totals_agree, audit  # the pages' running totals, whatever the strategy
     print(summary(strategy, audit))
     assert audit.ok, audit
     assert (audit.over_awarded, audit.users_over_limit, audit.stock + audit.awarded) == (0, 0, SUPPLY)
@@ -69,6 +70,7 @@ def test_none_over_awards(make_pool, crowd):
     pool = make_pool(prizes=PRIZES, draws_per_user=LIMIT, strategy="none")
     outcome = draw_concurrently(pool_id=pool.pk, plan=crowd, race_ms=RACE_MS)
     audit = pool_audit(pool_id=pool.pk)
+    assert audit.totals_agree, audit  # the pages' running totals, whatever the strategy
     print(summary("none", audit))
     # More prizes awarded than supplied, and units lost from the count.
     assert audit.over_awarded > 0, audit
@@ -80,6 +82,7 @@ def test_local_over_awards_across_processes(make_pool, crowd):
     pool = make_pool(prizes=PRIZES, draws_per_user=LIMIT, strategy="local")
     outcome = draw_concurrently(pool_id=pool.pk, plan=crowd, race_ms=RACE_MS)
     audit = pool_audit(pool_id=pool.pk)
+    assert audit.totals_agree, audit  # the pages' running totals, whatever the strategy
     print(summary("local", audit))
     # Each process's lock admits its own drawer at the same moment.
     assert audit.over_awarded > 0, audit
@@ -94,6 +97,7 @@ def test_naive_strategies_let_one_user_exceed_the_limit_across_processes(strateg
     user = make_user().pk
     outcome = draw_concurrently(pool_id=pool.pk, plan=[[user]] * PROCESSES, race_ms=RACE_MS)
     audit = pool_audit(pool_id=pool.pk)
+    assert audit.totals_agree, audit  # the pages' running totals, whatever the strategy
     print(summary(f"{strategy}, one user in {PROCESSES} processes", audit))
     assert audit.users_over_limit == 1, audit
     assert audit.draws_over_limit > 0, audit
@@ -105,6 +109,7 @@ def test_local_holds_within_one_process(make_pool, make_user):
     users = [make_user().pk for _ in range(6)]
     outcome = draw_concurrently(pool_id=pool.pk, plan=[users * 3], race_ms=RACE_MS)  # 18 threads
     audit = pool_audit(pool_id=pool.pk)
+    assert audit.totals_agree, audit  # the pages' running totals, whatever the strategy
     assert (audit.over_awarded, audit.awarded, audit.stock) == (0, SUPPLY, 0), audit
     assert audit.conserved
     assert_every_confirmed_draw_is_recorded_once_with_its_prize(pool, outcome)
@@ -116,6 +121,7 @@ def test_safe_strategies_hold_one_user_to_the_limit_across_processes(strategy, m
     user = make_user().pk
     outcome = draw_concurrently(pool_id=pool.pk, plan=[[user]] * PROCESSES, race_ms=RACE_MS)
     audit = pool_audit(pool_id=pool.pk)
+    assert audit.totals_agree, audit  # the pages' running totals, whatever the strategy
     assert audit.ok, audit
     assert 1 <= audit.draws <= LIMIT
     assert_every_confirmed_draw_is_recorded_once_with_its_prize(pool, outcome)

@@ -1,0 +1,169 @@
+"""Running totals of an item's takes (docs/design.md, "Running totals"): what the shop's
+pages show and flag, kept in step with the takes instead of counted from the records.
+
+Two totals, each written in the transaction of the write that changes it:
+
+- ``Stock.taken``: the units of a stock row that records hold (held, or settled). Every
+  take writes it in the same UPDATE as the row's ``quantity`` (``units_out``), every return
+  of a unit that a record held gives it back (``units_back``): the pages read "sold" and
+  "stock + taken == supply" from the row, whatever the strategy, ``none`` included (its
+  absolute write of ``quantity`` loses updates; its relative ``taken`` does not).
+- ``StockGroup.over_takes`` and ``over_takers``: the takes users hold beyond the per-user
+  rule (a second order of a voucher, draws past the limit), and the users who hold any.
+  Only an unguarded strategy writes past the rule, so only its writes count them
+  (``over_counted``), under the group's row lock.
+
+A page then costs one small read whatever the site's history. The audits still count the
+records, as an independent check, and say whether these totals agree with them.
+
+:func:`totals_recount` sets the totals from the records: for data written around the
+takes (a bulk import, a database built for a benchmark), or a repair. A change of the draw
+limit recounts the users past it (:func:`over_recount`): who is over a limit depends on it.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from django.db import transaction
+from django.db.models import Count
+
+from .models import Stock, StockGroup
+from .product import Product
+from .strategies.base import TAKING, lock_rows
+
+
+@dataclass(frozen=True)
+class StockMarks:
+    """What one stock row's totals say: units beyond its supply, and whether stock and the
+    units taken add up to the supply (a lost update makes them not)."""
+
+    supplied: int
+    stock: int
+    taken: int
+
+    @classmethod
+    def of(cls, stock: Stock) -> StockMarks:
+        return cls(supplied=stock.initial_quantity, stock=stock.quantity, taken=stock.taken)
+
+    @property
+    def over(self) -> int:
+        return max(0, self.taken - self.supplied)
+
+    @property
+    def conserved(self) -> bool:
+        return self.stock + self.taken == self.supplied
+
+
+@dataclass(frozen=True)
+class ItemMarks:
+    """What an item's totals say, for its pages: its rows' marks summed, and the takes and
+    users beyond the per-user rule."""
+
+    rows: tuple[StockMarks, ...]
+    over_takes: int
+    over_takers: int
+
+    @classmethod
+    def of(cls, stocks: Iterable[Stock], group: StockGroup) -> ItemMarks:
+        return cls(
+            rows=tuple(StockMarks.of(stock) for stock in stocks),
+            over_takes=group.over_takes,
+            over_takers=group.over_takers,
+        )
+
+    @property
+    def supplied(self) -> int:
+        return sum(row.supplied for row in self.rows)
+
+    @property
+    def stock(self) -> int:
+        return sum(row.stock for row in self.rows)
+
+    @property
+    def taken(self) -> int:
+        return sum(row.taken for row in self.rows)
+
+    @property
+    def over(self) -> int:
+        return sum(row.over for row in self.rows)
+
+    @property
+    def conserved(self) -> bool:
+        return all(row.conserved for row in self.rows)
+
+    @property
+    def stock_not_negative(self) -> bool:
+        return all(row.stock >= 0 for row in self.rows)
+
+    @property
+    def ok(self) -> bool:
+        return self.over == 0 and self.over_takes == 0 and self.conserved and self.stock_not_negative
+
+
+def totals_counted(product: Product, item: Any) -> tuple[dict[int, int], int, int]:
+    """The totals as the records say they should be: ``{stock id: units taken}`` of the
+    item's rows, and the takes and users beyond the per-user rule."""
+    records = product.records(item.pk)
+    taken = dict(
+        records.filter(status__in=TAKING, **{f"{product.unit_field}__isnull": False})
+        .order_by()
+        .values(product.unit_field)
+        .annotate(n=Count("id"))
+        .values_list(product.unit_field, "n")
+    )
+    allowed = product.rules(item).limit
+    over = list(
+        product.taking(records)
+        .order_by()
+        .values("user_id")
+        .annotate(n=Count("id"))
+        .filter(n__gt=allowed)
+        .values_list("n", flat=True)
+    )
+    return taken, sum(n - allowed for n in over), len(over)
+
+
+@transaction.atomic
+def totals_recount(product: Product, *, item_ids: Iterable[int] | None = None) -> int:
+    """Set the running totals of the product's items (of ``item_ids``, or every one) from
+    their records; the number of items whose totals changed.
+
+    Each item's stock rows and group are locked first, as every take and return locks
+    them, so that a write in flight is counted once it commits, never half."""
+    items = product.items()
+    if item_ids is not None:
+        items = items.filter(pk__in=list(item_ids))
+    changed = 0
+    for item in items.order_by("pk"):
+        group_id = product.group_of(item)
+        stock_ids = list(Stock.objects.filter(group_id=group_id).order_by("pk").values_list("pk", flat=True))
+        lock_rows(stock_ids)
+        list(StockGroup.objects.select_for_update().filter(pk=group_id).values_list("pk", flat=True))
+        taken, over_takes, over_takers = totals_counted(product, item)
+        before = dict(Stock.objects.filter(pk__in=stock_ids).values_list("pk", "taken"))
+        wanted = {stock_id: taken.get(stock_id, 0) for stock_id in stock_ids}
+        moved = {stock_id: n for stock_id, n in wanted.items() if before[stock_id] != n}
+        by_value: dict[int, list[int]] = defaultdict(list)
+        for stock_id, n in moved.items():
+            by_value[n].append(stock_id)
+        for n, ids in by_value.items():
+            Stock.objects.filter(pk__in=ids).update(taken=n)
+        group_changed = (
+            StockGroup.objects.filter(pk=group_id)
+            .exclude(over_takes=over_takes, over_takers=over_takers)
+            .update(over_takes=over_takes, over_takers=over_takers)
+        )
+        changed += bool(moved or group_changed)
+    return changed
+
+
+def over_recount(product: Product, item: Any) -> None:
+    """Set the item's totals of takes beyond the per-user rule from its records, in the
+    caller's transaction: after a change of the rule itself (the draw limit)."""
+    list(StockGroup.objects.select_for_update().filter(pk=product.group_of(item)).values_list("pk", flat=True))
+    _, over_takes, over_takers = totals_counted(product, item)
+    StockGroup.objects.filter(pk=product.group_of(item)).update(over_takes=over_takes, over_takers=over_takers)
