@@ -80,7 +80,8 @@ def expire_run(strategy: str, expired: int, sweepers: int) -> tuple[float, objec
             )
             for n in range(min(10_000, expired - first))
         )
-    Stock.objects.filter(pk=voucher.stock_id).update(quantity=0)
+    # Every unit held by an order, as the takes would have left the stock and its running total.
+    Stock.objects.filter(pk=voucher.stock_id).update(quantity=0, taken=expired)
     Voucher.objects.filter(pk=voucher.pk).update(hold_seconds=600)
     if strategy != "db_atomic":
         voucher_update(voucher=Voucher.objects.get(pk=voucher.pk), strategy=strategy)
