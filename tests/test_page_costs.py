@@ -7,10 +7,12 @@ from __future__ import annotations
 
 import pytest
 from django.db import connection
+from django.db.migrations.executor import MigrationExecutor
 from django.test import Client
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
+from inventory.models import Stock
 from inventory.totals import totals_recount
 from lottery.models import Draw
 from lottery.product import POOL
@@ -18,6 +20,7 @@ from lottery.selectors import pool_audit
 from lottery.services import pool_draw, pool_update
 from orders.models import Order
 from orders.product import VOUCHER
+from orders.selectors import voucher_audit
 
 pytestmark = pytest.mark.django_db
 
@@ -143,3 +146,27 @@ def test_a_new_draw_limit_recounts_the_users_over_it(make_user, make_pool):
     assert audit.totals_agree, audit
     pool.group.refresh_from_db()
     assert (pool.group.over_takers, pool.group.over_takes) == (2, 3)
+
+
+def test_the_migration_counts_the_totals_of_the_records_already_written(
+    transactional_db, make_user, make_voucher, make_pool
+):
+    """A site upgraded with records in place gets the totals its records say."""
+    voucher = make_voucher(stock=5, strategy="none")
+    ann, bob = make_user(), make_user()
+    statuses = (Order.Status.CONFIRMED, Order.Status.PAID, Order.Status.CANCELLED)
+    Order.objects.bulk_create(Order(user=ann, voucher=voucher, status=status) for status in statuses)
+    pool = make_pool(prizes=(("Gold", 5),), draws_per_user=1, strategy="none")
+    gold = pool.prizes.get()
+    Draw.objects.bulk_create(Draw(user=bob, pool=pool, prize=gold, seq=n) for n in (1, 2))
+    executor = MigrationExecutor(connection)
+    executor.migrate([("inventory", "0005_voucher_moved_to_orders")])
+    executor = MigrationExecutor(connection)
+    executor.migrate(executor.loader.graph.leaf_nodes())
+
+    voucher_totals, pool_totals = voucher_audit(voucher_id=voucher.pk), pool_audit(pool_id=pool.pk)
+    assert voucher_totals.totals_agree and pool_totals.totals_agree
+    stock = Stock.objects.select_related("group").get(pk=voucher.stock_id)
+    assert (stock.taken, stock.group.over_takes, stock.group.over_takers) == (2, 1, 1)
+    gold_stock = Stock.objects.select_related("group").get(pk=gold.stock_id)
+    assert (gold_stock.taken, gold_stock.group.over_takes, gold_stock.group.over_takers) == (2, 1, 1)
