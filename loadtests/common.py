@@ -49,6 +49,9 @@ ERROR = "error"  # any undocumented answer
 PENDING = "pending"
 # A dependency down (503): documented, and accepted only under LOADTEST_UNAVAILABLE_OK.
 UNAVAILABLE = "unavailable"
+# The prefix of the request names of open tabs polling the pages (``watched.py``): the
+# runner leaves them out of the take's figures.
+WATCH = "watch"
 # Nothing left to take: a purchase's refusal, and a draw's.
 OUT_OF_STOCK = {"sold_out", "pool_empty"}
 # How often a process writes down that it was told nothing was left; the margin the audit

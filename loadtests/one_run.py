@@ -29,7 +29,7 @@ from harness.server import ROOT, Server
 from inventory.strategies import STRATEGIES
 
 from . import lifecycle
-from .common import ERROR, accepted, crowd_exhausted, read_outcomes
+from .common import ERROR, WATCH, accepted, crowd_exhausted, read_outcomes
 from .console import say
 from .products import PRODUCTS, Product, Sample, Supply, Target
 from .scenarios import LOCUSTFILES, Scenario
@@ -62,7 +62,7 @@ def run_locust(
     users: int,
     stop: threading.Event | None = None,
 ) -> dict:
-    """Run Locust headless; return the stats row of the busiest endpoint. Once ``stop`` is
+    """Run Locust headless; return the stats row of the busiest take endpoint. Once ``stop`` is
     set Locust is told to stop (as Ctrl-C would): its crowd stops, it writes its stats."""
     command = [
         sys.executable, "-m", "locust", "-f", str(locustfile), "--headless",
@@ -88,7 +88,8 @@ def run_locust(
             raise LoadRunFailed(f"Locust failed ({returncode}):\n{errors.read().decode(errors='replace')[-3000:]}")
     with open(f"{prefix}_stats.csv") as stats:
         rows = list(csv.DictReader(stats))
-    endpoints = [row for row in rows if row["Name"] != "Aggregated"]
+    # The take's endpoint: not the total, nor the open tabs' polls (``watched.py``).
+    endpoints = [row for row in rows if row["Name"] != "Aggregated" and not row["Name"].startswith(WATCH)]
     if endpoints:
         return max(endpoints, key=lambda row: int(row["Request Count"]))
     # A run of a second or so can end before any request was counted: Locust then lists
@@ -243,6 +244,7 @@ def one_run(
         LOADTEST_STAFF_TOKEN=staff_token,
         LOADTEST_WORKERS=str(args.locust_processes),
         LOADTEST_BUYERS=str(args.hammer_buyers),
+        LOADTEST_WATCHERS=str(scenario.watchers),
         PYTHONPATH=str(ROOT),
     )
     deferred = STRATEGIES[strategy].deferred
@@ -252,7 +254,8 @@ def one_run(
     sampler.start()
     try:
         cpu_before, worker_cpu_before = server.cpu_seconds(), server.worker_cpu_seconds()
-        stats = run_locust(args, scenario.path, server.host, run_dir / "locust", env, args.users, stop)
+        users = args.users + scenario.watchers
+        stats = run_locust(args, scenario.path, server.host, run_dir / "locust", env, users, stop)
         cpu_used = server.cpu_seconds() - cpu_before
         # The database restarted under the load (the fault runner) left this thread's
         # connection dead: checked, and opened again, before the audit reads through it.

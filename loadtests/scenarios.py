@@ -55,6 +55,9 @@ class Scenario:
     # Whether its items hold each unit taken for a payment or a claim (``--hold-seconds``),
     # its run drains those holds before the audit, and it is judged on the lifecycle too.
     lifecycle: bool = False
+    # Open tabs polling the item's pages beside its crowd (``watched.py``): Locust users
+    # added to the run's, whose answers stay out of the take's figures.
+    watchers: int = 0
 
     @property
     def path(self) -> Path:
@@ -74,6 +77,13 @@ SCENARIOS: dict[str, Scenario] = {
             repeats=True,
         ),
         Scenario("restock", "restock.py", VOUCHER, "restocks under purchases: every unit supplied is sold or left"),
+        Scenario(
+            "watched",
+            "watched.py",
+            VOUCHER,
+            "a crowd buying once each while 200 open tabs poll the sale: the pages cost the take nothing",
+            watchers=200,
+        ),
         Scenario(
             "draw-crowd",
             "draw_crowd.py",

@@ -12,7 +12,7 @@ from loadtests.scenarios import ALL, DEFAULT, LIFECYCLE, SCENARIOS, scenarios_na
 
 def test_all_runs_both_products_scenarios_and_the_default_stays_the_crowd():
     assert [s.name for s in scenarios_named("all")] == [
-        "crowd", "hammer", "restock", "draw-crowd", "draw-hammer",
+        "crowd", "hammer", "restock", "watched", "draw-crowd", "draw-hammer",
         "abandon", "pay-race", "cancel-storm", "draw-abandon", "claim-race",
     ]  # fmt: skip
     assert {s.product for s in scenarios_named("all")} == {"voucher", "pool"}

@@ -1,0 +1,35 @@
+"""Watched: the crowd of ``crowd.py`` while open tabs watch the sale, as a flash sale's page
+is watched by far more people than buy at any moment.
+
+What it shows: the pages a tab polls (the voucher's live part and the shop's rows, every
+2 s each, as their htmx does) cost the take nothing that grows with the site: they read
+the running totals, not the orders. The verdict is the crowd's; the tabs' answers are in
+Locust's report, named ``watch ...``, and kept out of the run's p50/p95/p99, which stay the
+take's.
+
+``LOADTEST_WATCHERS`` tabs (default 200), anonymous, each polling both parts every 2 s;
+the rest of Locust's users are the crowd's tills.
+
+    LOADTEST_TOKENS=var/tokens.txt LOADTEST_VOUCHER=1 LOADTEST_WATCHERS=200 \\
+        locust -f loadtests/locustfiles/watched.py -u 216 --host http://127.0.0.1:8000
+"""
+
+import os
+
+from locust import HttpUser, constant, task
+
+from loadtests.common import WATCH, env_id
+from loadtests.locustfiles.crowd import Buyer  # noqa: F401 - the crowd's tills run beside the tabs
+
+
+class Watcher(HttpUser):
+    fixed_count = int(os.environ.get("LOADTEST_WATCHERS", "200"))
+    wait_time = constant(2)
+
+    def on_start(self) -> None:
+        self.voucher = env_id("LOADTEST_VOUCHER", "the voucher to watch")
+
+    @task
+    def poll_as_an_open_tab(self) -> None:
+        self.client.get(f"/vouchers/{self.voucher}/live", name=f"{WATCH} /vouchers/[id]/live")
+        self.client.get("/vouchers/stock", name=f"{WATCH} /vouchers/stock")
