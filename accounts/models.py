@@ -34,3 +34,23 @@ class RevokedToken(models.Model):
 
     def __str__(self) -> str:
         return f"revoked token {self.key_hash[:8]}..."
+
+
+class ActiveChange(models.Model):
+    """A change that decides whether a user's tokens work, written by the database itself
+    (``accounts.triggers``) whichever way it was made, a ``QuerySet.update`` included: a user
+    who held a live token deactivated, any user reactivated, a token issued to an inactive
+    user. Each process reads the changes since its last read (``accounts.tokens``), with the
+    user's ``is_active`` as it is now, rather than every token of every inactive user.
+
+    Kept while the user's tokens live (``expires_at``: the latest end among them, or the
+    change's own moment for a reactivation), and ``CHANGES_KEPT`` after: a process that
+    starts reads those that have not ended, and learns every inactive user holding a token."""
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    # The database's clock (UTC), not a process's: the triggers stamp it.
+    changed_at = models.DateTimeField(db_index=True)
+    expires_at = models.DateTimeField(db_index=True)
+
+    def __str__(self) -> str:
+        return f"active change of {self.user_id} at {self.changed_at:%Y-%m-%d %H:%M:%S}"

@@ -43,7 +43,7 @@ def user_for_token(*, raw: str) -> TokenUser | None:
     """The user holding this bearer token, while it is signed by us, has not ended and was
     not revoked; or None. No query (``accounts.tokens``)."""
     claims = token_claims(raw)
-    if claims is None or revocations.revoked(claims.key_hash):
+    if claims is None or revocations.revoked(claims):
         return None
     return TokenUser(claims.user_id)
 

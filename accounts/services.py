@@ -15,9 +15,9 @@ from django.utils import timezone
 from core.errors import DomainError
 
 from .crowd import crowd_join, crowd_leave
-from .models import ApiToken, RevokedToken, token_expiry
+from .models import ActiveChange, ApiToken, RevokedToken, token_expiry
 from .permissions import permissions_named
-from .tokens import revocations, token_hash, token_new
+from .tokens import CHANGES_KEPT, revocations, token_hash, token_new
 
 
 class TokenNotFound(DomainError):
@@ -43,7 +43,8 @@ def token_issue(*, user, ttl: timedelta | None = None) -> str:
 
     The user's expired tokens go, and the oldest beyond ``API_TOKENS_PER_USER`` with them:
     every login issues a token, and a client that logs in on every run would otherwise
-    leave a trail of tokens that all still work.
+    leave a trail of tokens that all still work. So do the revocations and the changes of
+    ``is_active`` that no process needs any longer (``accounts.tokens``).
     """
     expires_at = _expiry(ttl)
     raw, digest = _new_token(user_id=user.pk, expires_at=expires_at)
@@ -51,6 +52,7 @@ def token_issue(*, user, ttl: timedelta | None = None) -> str:
     now = timezone.now()
     ApiToken.objects.filter(user=user, expires_at__lte=now).delete()
     RevokedToken.objects.filter(expires_at__lte=now).delete()
+    ActiveChange.objects.filter(expires_at__lte=now - CHANGES_KEPT).delete()
     kept = ApiToken.objects.filter(user=user).order_by("-created_at", "-pk").values_list("pk", flat=True)
     surplus = list(kept[max(settings.API_TOKENS_PER_USER, 1) :])
     if surplus:

@@ -13,9 +13,12 @@ deactivated or deleted, revoked by its owner, dropped for a newer one) is record
 ``RevokedToken`` until that end. Every process reads the revocations recorded since its
 last read at most ``API_TOKEN_REVOCATIONS_REFRESH_SECONDS`` before it trusts a token, and
 at once after a revocation of its own: a revocation holds everywhere within that bound.
-The same read takes the tokens of inactive users as revoked, so a user deactivated by a
-``QuerySet.update`` (no signal, nothing revoked) is refused within that bound too, and gets
-its tokens back if reactivated the same way, as Django's sessions do.
+The same read takes the changes of users' ``is_active`` since the last one (``ActiveChange``,
+written by database triggers: ``accounts.triggers``), and refuses every token of a user
+inactive now: a user deactivated by a ``QuerySet.update`` (no signal, nothing revoked) is
+refused within that bound too, and gets its tokens back if reactivated the same way, as
+Django's sessions do. A read costs what changed since the last, never the tokens or users
+the site holds.
 A process that has not managed to read them for ``API_TOKEN_REVOCATIONS_STALE_SECONDS``
 refuses every token with a 503 rather than trust one that may have been revoked.
 """
@@ -28,12 +31,11 @@ import secrets
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 
 from django.conf import settings
 from django.core import signing
 from django.db import DatabaseError
-from django.utils import timezone
 
 from core.errors import Unavailable
 
@@ -42,9 +44,15 @@ SALT = "accounts.tokens"
 # not worth a signature's work.
 MAX_LENGTH = 200
 # How far back each read of the revocations looks beyond the last one: a revocation is
-# stamped by the clock of the process that made it, and may commit a little after that.
+# stamped by the clock of the process that made it (a change of is_active by the database's),
+# and may commit a little after that.
 OVERLAP = timedelta(seconds=60)
-# The wall clock that decides whether a token has ended: replaceable in tests.
+# A change of is_active is deleted this long after its end (``token_issue`` does so). A
+# process whose last read is older than half of it may have missed some that are gone, and
+# reads again every change that has not ended, as it does at its first read.
+CHANGES_KEPT = timedelta(hours=1)
+# The wall clock that decides whether a token has ended, and what the revocations read
+# since: replaceable in tests.
 wall_clock: Callable[[], float] = time.time
 
 
@@ -103,20 +111,16 @@ def token_claims(raw: str, *, now: float | None = None) -> Claims | None:
 
 class Revocations:
     """The hashes of the revoked tokens that have not ended yet, as this process last read
-    them (one per process: see :data:`revocations`), and those of the users inactive then.
-    ``clock`` is monotonic, replaceable in tests."""
+    them (one per process: see :data:`revocations`), and the users inactive then whose
+    tokens are refused. ``clock`` is monotonic, replaceable in tests."""
 
     def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
         self.clock = clock
-        self._ends: dict[str, float] = {}
-        self._inactive: frozenset[str] = frozenset()
-        self._read_at: float | None = None  # by ``clock``
-        self._since: datetime | None = None  # the wall time the last read started
-        self._pruned_at: datetime | None = None
+        self.forget()
 
-    def revoked(self, key_hash: str) -> bool:
-        """Whether the token of ``key_hash`` was revoked, reading the revocations first when
-        the last read is older than the refresh interval."""
+    def revoked(self, claims: Claims) -> bool:
+        """Whether the token of ``claims`` was revoked or its user is inactive, reading the
+        revocations first when the last read is older than the refresh interval."""
         age = None if self._read_at is None else self.clock() - self._read_at
         if age is None or age >= settings.API_TOKEN_REVOCATIONS_REFRESH_SECONDS:
             try:
@@ -124,7 +128,15 @@ class Revocations:
             except DatabaseError as exc:
                 if age is None or age >= settings.API_TOKEN_REVOCATIONS_STALE_SECONDS:
                     raise RevocationsUnknown() from exc
-        return key_hash in self._ends or key_hash in self._inactive
+        return claims.key_hash in self._ends or claims.user_id in self._inactive
+
+    def forget(self) -> None:
+        """Forget what was read: the next check reads it all again, as a process just started."""
+        self._ends: dict[str, float] = {}
+        self._inactive: frozenset[int] = frozenset()
+        self._read_at: float | None = None  # by ``clock``
+        self._since: datetime | None = None  # the wall time the last read started
+        self._pruned_at: datetime | None = None
 
     def read_soon(self) -> None:
         """Read again before the next check (this process has just revoked a token: the
@@ -132,9 +144,9 @@ class Revocations:
         self._read_at = None
 
     def _read(self) -> None:
-        from .models import ApiToken, RevokedToken
+        from .models import RevokedToken
 
-        started = timezone.now()
+        started = datetime.fromtimestamp(wall_clock(), tz=UTC)
         rows = RevokedToken.objects.filter(expires_at__gt=started)
         if self._since is not None:
             rows = rows.filter(revoked_at__gte=self._since - OVERLAP)
@@ -145,13 +157,27 @@ class Revocations:
             cutoff = started.timestamp()
             self._ends = {key: end for key, end in self._ends.items() if end > cutoff}
             self._pruned_at = started
-        # Read whole each time, not since the last read: a deactivation leaves no trace but
-        # the flag. A deactivation by save() revokes the tokens, so this is empty but for
-        # users deactivated by an update.
-        inactive = ApiToken.objects.filter(user__is_active=False, expires_at__gt=started)
-        self._inactive = frozenset(inactive.values_list("key_hash", flat=True))
+        self._inactive_read(started)
         self._since = started
         self._read_at = self.clock()
+
+    def _inactive_read(self, started: datetime) -> None:
+        from .models import ActiveChange
+
+        # Each change comes with its user's is_active as it is now, so the order the changes
+        # are read in does not matter; a user deleted since has no row to join, and its
+        # tokens were revoked as they went.
+        whole = self._since is None or started - self._since > CHANGES_KEPT / 2
+        if whole:
+            changes, inactive = ActiveChange.objects.filter(expires_at__gt=started), set()
+        else:
+            changes, inactive = ActiveChange.objects.filter(changed_at__gte=self._since - OVERLAP), None
+        for user_id, active in changes.values_list("user_id", "user__is_active"):
+            if inactive is None:
+                inactive = set(self._inactive)
+            (inactive.discard if active else inactive.add)(user_id)
+        if inactive is not None:
+            self._inactive = frozenset(inactive)
 
 
 revocations = Revocations()

@@ -14,10 +14,11 @@ from django.core.management import call_command
 from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
 from django.test import Client
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from accounts import tokens
-from accounts.models import ApiToken, RevokedToken
+from accounts.models import ActiveChange, ApiToken, RevokedToken
 from accounts.selectors import user_for_token
 from accounts.services import token_hash, token_issue, users_with_tokens_create
 from accounts.tokens import Revocations, RevocationsUnknown, revocations, token_claims
@@ -178,15 +179,15 @@ def test_a_revocation_reaches_another_process_within_the_refresh_interval(transa
     clock = Clock(100.0)
     elsewhere = Revocations(clock=clock)
     raw = token_issue(user=make_user())
-    digest = token_hash(raw)
-    assert not elsewhere.revoked(digest)
-    ApiToken.objects.filter(key_hash=digest).delete()
-    assert revocations.revoked(digest)  # at once in the process that revoked it
-    assert not elsewhere.revoked(digest)  # the other has not read since
+    claims = token_claims(raw)
+    assert not elsewhere.revoked(claims)
+    ApiToken.objects.filter(key_hash=claims.key_hash).delete()
+    assert revocations.revoked(claims)  # at once in the process that revoked it
+    assert not elsewhere.revoked(claims)  # the other has not read since
     clock.now += 0.49
-    assert not elsewhere.revoked(digest)
+    assert not elsewhere.revoked(claims)
     clock.now += 0.01
-    assert elsewhere.revoked(digest)
+    assert elsewhere.revoked(claims)
 
 
 def test_a_process_that_cannot_read_the_revocations_refuses_tokens_once_its_copy_is_stale(
@@ -197,21 +198,155 @@ def test_a_process_that_cannot_read_the_revocations_refuses_tokens_once_its_copy
     clock = Clock(100.0)
     elsewhere = Revocations(clock=clock)
     raw = token_issue(user=make_user())
-    digest = token_hash(raw)
-    assert not elsewhere.revoked(digest)
+    claims = token_claims(raw)
+    assert not elsewhere.revoked(claims)
     connection.close()
     port = connection.settings_dict["PORT"]
     connection.settings_dict["PORT"] = free_port()  # nothing listens there: refused
     try:
         clock.now += 0.29
-        assert not elsewhere.revoked(digest)  # a recent copy is trusted for a moment
+        assert not elsewhere.revoked(claims)  # a recent copy is trusted for a moment
         clock.now += 0.01
         with pytest.raises(RevocationsUnknown):
-            elsewhere.revoked(digest)
+            elsewhere.revoked(claims)
     finally:
         connection.close()
         connection.settings_dict["PORT"] = port
-    assert not elsewhere.revoked(digest)
+    assert not elsewhere.revoked(claims)
+
+
+# --- deactivations however made: what a read of the revocations costs ------------------------------
+
+
+def users_update(*users, **fields) -> None:
+    """A ``QuerySet.update``: no signal, nothing revoked, only the database's triggers see it."""
+    get_user_model().objects.filter(pk__in=[user.pk for user in users]).update(**fields)
+
+
+def test_a_user_deactivated_by_an_update_is_refused_by_every_process_within_the_bound_and_gets_its_tokens_back(
+    settings, make_user
+):
+    settings.API_TOKEN_REVOCATIONS_REFRESH_SECONDS = 1
+    clock = Clock(100.0)
+    elsewhere = Revocations(clock=clock)  # another process, which read before the update
+    user, other = make_user(), make_user()
+    mine, others = token_claims(token_issue(user=user)), token_claims(token_issue(user=other))
+    assert not elsewhere.revoked(mine)
+    users_update(user, is_active=False)
+    clock.now += 0.99
+    assert not elsewhere.revoked(mine)  # the refresh interval has not passed
+    clock.now += 0.01
+    assert elsewhere.revoked(mine)
+    assert not elsewhere.revoked(others)
+    assert Revocations().revoked(mine)  # a process started since learns it at its first read
+    users_update(user, is_active=True)
+    clock.now += 1
+    assert not elsewhere.revoked(mine)
+    assert not Revocations().revoked(mine)
+
+
+def test_every_user_of_a_bulk_deactivation_is_refused_and_one_holding_no_token_costs_nothing(make_user):
+    pairs = users_with_tokens_create(count=3, prefix="bulk", crowd=False)
+    idle = make_user()
+    get_user_model().objects.filter(username__startswith="bulk-").update(is_active=False)
+    users_update(idle, is_active=False)
+    process = Revocations()
+    assert all(process.revoked(token_claims(raw)) for _, raw in pairs)
+    # A change is recorded only for the users whose tokens it refuses.
+    assert ActiveChange.objects.count() == 3
+    assert not ActiveChange.objects.filter(user=idle).exists()
+
+
+def test_a_token_issued_to_an_inactive_user_is_refused(make_user):
+    user = make_user()
+    users_update(user, is_active=False)  # holding no token: nothing recorded
+    raw = token_issue(user=user)
+    assert Revocations().revoked(token_claims(raw))
+    revocations.read_soon()
+    assert not works(raw)
+
+
+def test_a_process_that_has_not_read_for_long_reads_every_change_again(settings, make_user, monkeypatch):
+    # The changes a process missed may be deleted meanwhile (CHANGES_KEPT after their end):
+    # after a long pause it reads those that have not ended, not those since its last read.
+    wall = Clock(time.time())
+    monkeypatch.setattr(tokens, "wall_clock", wall)
+    clock = Clock(100.0)
+    elsewhere = Revocations(clock=clock)
+    user = make_user()
+    mine = token_claims(token_issue(user=user))
+    users_update(user, is_active=False)
+    assert elsewhere.revoked(mine)
+    users_update(user, is_active=True)
+    ActiveChange.objects.all().delete()  # the reactivation's change, deleted once old enough
+    clock.now += 1
+    wall.now += (tokens.CHANGES_KEPT / 2).total_seconds() + 1
+    assert not elsewhere.revoked(mine)
+
+
+def test_issuing_a_token_deletes_the_changes_no_process_needs(make_user):
+    user, other = make_user(), make_user()
+    token_issue(user=user)
+    users_update(user, is_active=False)
+    users_update(user, is_active=True)
+    ended, live = ActiveChange.objects.order_by("pk")
+    ActiveChange.objects.filter(pk=ended.pk).update(expires_at=timezone.now() - tokens.CHANGES_KEPT)
+    token_issue(user=other)
+    assert list(ActiveChange.objects.values_list("pk", flat=True)) == [live.pk]
+
+
+def test_a_bearer_call_and_a_read_of_the_revocations_cost_the_same_queries_for_10_and_1000_inactive_users(
+    make_user,
+):
+    raw = token_issue(user=make_user())
+    clock = Clock(100.0)
+    costs = []
+    for count in (10, 990):
+        prefix = f"gone{count}"
+        pairs = users_with_tokens_create(count=count, prefix=prefix, crowd=False)
+        get_user_model().objects.filter(username__startswith=f"{prefix}-").update(is_active=False)
+        ApiToken.objects.filter(key_hash__in=[token_hash(raw) for _, raw in pairs[: count // 2]]).delete()
+        revocations.read_soon()
+        with CaptureQueriesContext(connection) as call:
+            assert works(raw)
+        elsewhere = Revocations(clock=clock)
+        with CaptureQueriesContext(connection) as first:
+            elsewhere.revoked(token_claims(raw))
+        clock.now += 1
+        with CaptureQueriesContext(connection) as refresh:
+            elsewhere.revoked(token_claims(raw))
+        costs.append((len(call), len(first), len(refresh)))
+    assert costs[0] == costs[1]
+
+
+def test_a_read_of_the_revocations_scans_no_table_whole(make_user, monkeypatch):
+    if connection.vendor != "mysql":
+        pytest.skip("EXPLAIN's plan is MariaDB's or MySQL's")
+    # A site with history: thousands of users and tokens, deactivations and revocations,
+    # all of them hours old for the process reading (its clock moved on, rather than their
+    # stamps moved back: an update leaves the index entries it replaced until InnoDB purges
+    # them, and the plan would count those).
+    users_with_tokens_create(count=3000, prefix="history", crowd=False)
+    history = get_user_model().objects.filter(username__startswith="history-").order_by("pk")
+    get_user_model().objects.filter(pk__in=list(history.values_list("pk", flat=True)[:1000])).update(is_active=False)
+    RevokedToken.objects.bulk_create(
+        [RevokedToken(key_hash=f"{n:064x}", expires_at=timezone.now() + timedelta(days=1)) for n in range(3000)]
+    )
+    claims = token_claims(token_issue(user=make_user()))
+    monkeypatch.setattr(tokens, "wall_clock", Clock(time.time() + 2 * 3600))
+    clock = Clock(100.0)
+    process = Revocations(clock=clock)
+    process.revoked(claims)
+    clock.now += 1
+    with CaptureQueriesContext(connection) as refresh:
+        assert not process.revoked(claims)
+    assert len(refresh.captured_queries) == 2
+    for query in refresh.captured_queries:
+        with connection.cursor() as cursor:
+            cursor.execute("EXPLAIN " + query["sql"])
+            columns = [column[0] for column in cursor.description]
+            plan = [dict(zip(columns, row, strict=True)) for row in cursor.fetchall()]
+        assert not [step for step in plan if step["type"] == "ALL"], (query["sql"], plan)
 
 
 @pytest.mark.django_db(transaction=True)
