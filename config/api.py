@@ -39,12 +39,14 @@ Flash sales and prize draws that never oversell.
 **Vouchers and purchases.** `GET /api/vouchers` lists vouchers with their stock, sale
 window, stock-control strategy and state (`upcoming`, `live`, `ended`).
 `POST /api/vouchers/{id}/purchase` (no body) buys one for the caller: one order per
-buyer, never more orders than stock. `GET /api/orders` lists the caller's orders.
+buyer, never more orders than stock. `GET /api/orders` lists the caller's orders, newest
+first, a page at a time (`limit`, 50 by default, at most 100; the next page is the answer's
+`Link` header, `rel="next"`, absent on the last page).
 
 **Pools and draws.** `GET /api/pools/{id}` shows a prize pool with each prize's stock and
 its probability now: `stock / (sum of stock + no_prize_weight)`. `POST /api/pools/{id}/draw`
 (no body) draws once for the caller, up to the pool's draws per user; "no prize" counts as
-a draw. `GET /api/draws` lists the caller's draws.
+a draw. `GET /api/draws` lists the caller's draws, a page at a time as the orders.
 
 **Holds.** A voucher with a payment window (`payment_window_seconds`) sells each unit `held`
 for its buyer until `pay_by`, and a pool with a claim window (`claim_window_seconds`) holds

@@ -127,6 +127,7 @@ def answers(
     staff: bool = False,
     item: bool = False,
     body: str | None = None,
+    query: bool = False,
     refusals: Iterable[int] = (),
     limited: bool = False,
     stores: bool = True,
@@ -143,6 +144,8 @@ def answers(
     - ``body``: ``"json"`` reads a JSON body: 400 (not JSON), 413 (too large), 415 (not sent as
       JSON), 422 (fields wrong, missing or not taken); ``"none"`` takes no input and refuses
       any (400), reading it first (413);
+    - ``query``: takes query parameters: 422 (a value of the wrong type, out of range or not
+      of its pattern);
     - ``refusals``: the domain's own refusals, such as 403 ``not_started`` or 409 ``sold_out``;
     - ``limited``: rate limited: 429 ``rate_limited`` with ``Retry-After``;
     - ``stores``: reads or writes the database or Redis, either of which may be out of reach:
@@ -165,6 +168,8 @@ def answers(
         statuses |= {400, 413}
     elif body is not None:
         raise ValueError(f"body is 'json', 'none' or None, not {body!r}")
+    if query:
+        statuses.add(422)
     if limited:
         statuses.add(429)
     if stores:

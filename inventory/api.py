@@ -15,11 +15,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Annotated, Any
+from urllib.parse import urlencode
 
 from django.http import HttpResponse
 from ninja import Schema
-from pydantic import Field
+from pydantic import Field, WithJsonSchema
 
 from core.api import json_answer, refuse_body
 from core.idempotency import PARAMETER, idempotency_claim
@@ -28,6 +29,7 @@ from core.schemas import answers, whole
 
 from .holds import hold_change_counted
 from .items import item_for_take
+from .paging import CURSOR_PATTERN, PAGE_SIZE, PAGE_SIZE_MAX, Cursor, Page
 from .product import Product
 from .records import MAX_HOLD_SECONDS, Record
 from .take import item_take
@@ -68,6 +70,44 @@ def change_answers(schema: type) -> dict[int, Any]:
     caller's; 409 the record's state (``inventory.errors.HoldClosed``) or
     ``idempotency_in_progress``, 422 an ``Idempotency-Key`` malformed or reused."""
     return answers({200: schema}, unsafe=True, item=True, body="none", refusals=(409, 422), limited=True)
+
+
+class PageIn(Schema):
+    """The query of a list of the caller's own records, a page at a time (``inventory.paging``)."""
+
+    limit: int = Field(PAGE_SIZE, ge=1, le=PAGE_SIZE_MAX, description="How many records a page holds at most.")
+    # Said as a string alone: a query has no null, and a client leaves the cursor out instead.
+    cursor: Annotated[str | None, WithJsonSchema({"type": "string", "pattern": CURSOR_PATTERN})] = Field(
+        None,
+        pattern=CURSOR_PATTERN,
+        description="Where the page starts: the cursor of the Link header's `next` of the page before, "
+        "as it was given. Left out: the newest records.",
+    )
+
+    @property
+    def after(self) -> Cursor | None:
+        return None if self.cursor is None else Cursor.parse(self.cursor)
+
+
+# The answer's header that leads to the next page (RFC 8288), absent on the last page.
+NEXT_LINK = {
+    "description": 'The next page, older records: `<URL>; rel="next"`. Absent on the last page.',
+    "required": False,
+    "schema": {"type": "string"},
+}
+
+
+def paged_openapi(links: dict | None = None) -> dict:
+    """The ``openapi_extra`` of a list of the caller's records: the 200's ``Link`` header."""
+    return {**(links or {}), "responses": {200: {"headers": {"Link": NEXT_LINK}}}}
+
+
+def page_answer(request, response: HttpResponse, paging: PageIn, page: Page) -> list:
+    """The page's records as the answer's body, and its ``Link`` to the next page if any."""
+    if page.next is not None:
+        query = urlencode({"limit": paging.limit, "cursor": str(page.next)})
+        response["Link"] = f'<{request.build_absolute_uri(request.path)}?{query}>; rel="next"'
+    return page.records
 
 
 def keyed_openapi(links: dict) -> dict:

@@ -13,6 +13,7 @@ from django.utils import timezone
 from core.memo import ProcessMemo
 
 from .models import Strategy
+from .paging import Cursor, Page
 from .product import Product
 from .reservation_types import Failed, Pending, reservation_group, reservation_moment
 from .reservations import REACHABLE, reservations_client
@@ -61,21 +62,54 @@ def record_of(product: Product, found: Pending | Failed, item: Any) -> Model:
     return record
 
 
-def records_of_user(product: Product, *, user_id: int, rows: QuerySet, items: QuerySet | None = None) -> list:
-    """The user's records, newest first: ``rows`` (read after Redis), and under ``redis_lua``
-    those still pending or failed in the live ``items`` (all of them by default), read from
-    Redis as unsaved records under their reservation's id."""
+def records_of_user(
+    product: Product,
+    *,
+    user_id: int,
+    rows: QuerySet,
+    items: QuerySet | None = None,
+    after: Cursor | None = None,
+    size: int | None = None,
+    reserved: bool = True,
+) -> Page:
+    """A page of the user's records, newest first (``inventory.paging``): ``rows`` (the user's)
+    after the cursor ``after``, at most ``size`` (all by default), and with ``reserved``, under
+    ``redis_lua``, those still pending or failed in the live ``items`` (all of them by
+    default), read from Redis as unsaved records under their reservation's id.
+
+    Its cost is the page's, whatever the user's history: the page's rows read along the
+    index on (user, created_at, id), and in Redis one round trip per live ``redis_lua`` item
+    (what waits there to be written, and what failed, while the item's sale lasts)."""
+    unsaved = _reserved_of_user(product, user_id=user_id, rows=rows, items=items) if reserved else []
+    if after is not None:
+        rows = after.rows_after(rows)
+        unsaved = [record for record in unsaved if Cursor.of(record) < after]
+    rows = rows.order_by("-created_at", "-pk")
+    # One row more than the page tells whether another page follows.
+    written = list(rows if size is None else rows[: size + 1])
+    records = sorted([*unsaved, *written], key=Cursor.of, reverse=True)
+    if size is None or len(records) <= size:
+        return Page(records, None)
+    return Page(records[:size], Cursor.of(records[size - 1]))
+
+
+def _reserved_of_user(product: Product, *, user_id: int, rows: QuerySet, items: QuerySet | None) -> list:
+    """The user's records still pending or failed in the live ``items``, as unsaved records."""
     by_group = {product.group_of(item): item for item in (items_live(product) if items is None else items)}
     found = reservations_of_user(group_ids=list(by_group), user_id=user_id)
-    written = list(rows)
+    if not found:
+        return []
     # Read after Redis: one persisted in between is in both, and the row tells the truth.
-    ids = {record.reservation for record in written}
-    unsaved = [
+    persisted = set(
+        rows.prefetch_related(None)
+        .filter(reservation__in=[one.reservation_id for one in found])
+        .values_list("reservation", flat=True)
+    )
+    return [
         record_of(product, one, by_group[reservation_group(one.reservation_id)])
         for one in found
-        if one.reservation_id not in ids
+        if one.reservation_id not in persisted
     ]
-    return sorted([*unsaved, *written], key=lambda record: record.created_at, reverse=True)
 
 
 def record_get(product: Product, *, record_id: int, user_id: int, rows: QuerySet) -> Model:

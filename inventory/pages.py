@@ -1,7 +1,7 @@
 """What the products' pages share about takes: the item's page and the parts it polls, the Buy
 or Draw button's view and the outcome fragment it answers with, that fragment's polling of a
 record still pending under ``redis_lua``, the buttons of a record held for its user (Pay,
-Cancel, Claim: docs/design.md, "Lifecycle") and their answers, the page of the user's own
+Cancel, Claim: docs/design.md, "Lifecycle") and their answers, the pages of the user's own
 records, and the staff's strategy switch. Each product describes its takes once
 (``TakePages``), makes its views of it with its own selectors and services, and serves them
 where it places them (``TakePages.urls``)."""
@@ -21,10 +21,11 @@ from django.utils import timezone
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_POST
 
-from core.errors import DomainError, Unavailable
+from core.errors import DomainError, InvalidInput, Unavailable
 from core.ratelimit import client_address, rate_count
 
 from .holds import hold_change_counted
+from .paging import PAGE_SIZE, Cursor, Page
 from .product import Product, product_of
 from .records import Record
 from .views import strategy_switch_view
@@ -276,22 +277,38 @@ class TakePages:
             self._serve(self.record_route(verb), f"{self.record}_{verb}", view)
         return view
 
-    def list_view(
-        self, template: str, *, read_all: Callable[..., Iterable[Record]], read_written: Callable[..., Iterable[Record]]
-    ):
-        """The page of the user's records (``template``): ``read_all(user=)`` with those still
-        pending or failed under ``redis_lua``; with Redis out of reach, ``read_written(user=)``
-        and a word that others may be missing. Each that was held is shown as its fragment
-        (:meth:`states`), with its buttons while it is held."""
+    def list_view(self, template: str, *, read: Callable[..., Page]):
+        """The page of the user's records (``template``), newest first, a page at a time
+        (``inventory.paging``): ``read(user=, after=, size=)`` with those still pending or
+        failed under ``redis_lua``; with Redis out of reach, the written ones (``reserved=False``)
+        and a word that others may be missing. The page after is at ``?cursor=`` (its Older
+        link); a cursor not of its form is answered 400, with a link to the newest. Each that
+        was held is shown as its fragment (:meth:`states`), with its buttons while it is held."""
 
         @never_cache
         @login_required
         @require_GET
         def view(request) -> HttpResponse:
+            records = f"{self.record}s"
+            cursor = request.GET.get("cursor")
             try:
-                records, unread = read_all(user=request.user), False
+                after = None if cursor is None else Cursor.parse(cursor)
+            except InvalidInput:
+                return render(request, template, {records: [], "bad_cursor": True, "newest": request.path}, status=400)
+            try:
+                page, unread = read(user=request.user, after=after, size=PAGE_SIZE), False
             except Unavailable:
-                records, unread = read_written(user=request.user), True
-            return render(request, template, {f"{self.record}s": self.states(records), "unread": unread})
+                page, unread = read(user=request.user, after=after, size=PAGE_SIZE, reserved=False), True
+            return render(
+                request,
+                template,
+                {
+                    records: self.states(page.records),
+                    "unread": unread,
+                    "after": after,
+                    "next_cursor": page.next,
+                    "newest": request.path,
+                },
+            )
 
         return self._serve(f"{self.record}s/", f"{self.record}_list", view)

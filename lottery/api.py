@@ -8,7 +8,7 @@ from decimal import Decimal
 
 from django.conf import settings
 from django.http import HttpResponse
-from ninja import Router, Schema, Status
+from ninja import Query, Router, Schema, Status
 from pydantic import Field
 
 from accounts.auth import optional_auth, require_permission
@@ -19,10 +19,13 @@ from inventory.api import (
     ChangeCall,
     HoldCountsOut,
     HoldWindow,
+    PageIn,
     TakeCall,
     change_answers,
     hold_window,
     keyed_openapi,
+    page_answer,
+    paged_openapi,
     take_answers,
 )
 from inventory.models import Strategy
@@ -33,7 +36,7 @@ from .models import Draw, Pool, Prize
 from .product import POOL
 from .selectors import (
     draw_get,
-    draw_list_all,
+    draw_page,
     draws_used,
     pool_audit,
     pool_get,
@@ -278,9 +281,14 @@ def _draw_out(draw: Draw) -> dict:
     }
 
 
-@router.get("/draws", response=answers({200: list[DrawListOut]}), tags=["draws"])
-def draws_list(request):
-    return [_draw_out(draw) for draw in draw_list_all(user=request.auth)]
+@router.get(
+    "/draws", response=answers({200: list[DrawListOut]}, query=True), tags=["draws"], openapi_extra=paged_openapi()
+)
+def draws_list(request, response: HttpResponse, paging: Query[PageIn]):
+    """The caller's draws, newest first, a page at a time: the next page is the answer's
+    `Link` header's `next`, absent on the last page."""
+    page = draw_page(user=request.auth, after=paging.after, size=paging.limit)
+    return [_draw_out(draw) for draw in page_answer(request, response, paging, page)]
 
 
 @router.get("/draws/{int:draw_id}", response=answers({200: DrawListOut}, item=True), tags=["draws"])

@@ -73,6 +73,8 @@ class Draw(Record):
             models.Index(fields=["pool", "user"], name="draw_pool_user"),
             # The holds due, per pool, read from the index alone (inventory.holds).
             models.Index(fields=["status", "hold_until", "pool"], name="draw_hold_due"),
+            # A user's draws newest first, a page read from the index alone (inventory.paging).
+            models.Index(fields=["user", "created_at", "id"], name="draw_user_created"),
         ]
 
     # Not columns: on a draw just made, the user's draws in the pool counting this one and

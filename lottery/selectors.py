@@ -14,6 +14,7 @@ from django.utils import timezone
 from inventory.audits import Audit, HoldCounts, record_totals
 from inventory.items import items_live, record_get, records_of_user, reservation_takes
 from inventory.models import Stock, Strategy
+from inventory.paging import PAGE_SIZE, Cursor, Page
 from inventory.product import product_of
 from inventory.records import SETTLED
 from inventory.totals import ItemMarks
@@ -85,14 +86,34 @@ def draw_list(*, user, pool: Pool | None = None) -> QuerySet[Draw]:
     return draws.select_related("prize", "pool").order_by("-created_at", "-id")
 
 
-def draw_list_all(*, user, pool: Pool | None = None) -> list[Draw]:
-    """The user's draws (in ``pool`` only, if given), newest first: the rows, and under
-    ``redis_lua`` those still pending or failed, read from Redis (unsaved draws with
-    their reservation's id)."""
+def draw_page(
+    *, user, pool: Pool | None = None, after: Cursor | None = None, size: int | None = PAGE_SIZE, reserved: bool = True
+) -> Page[Draw]:
+    """A page of the user's draws (in ``pool`` only, if given), newest first
+    (``inventory.paging``): the rows, and with ``reserved``, under ``redis_lua``, those still
+    pending or failed, read from Redis (unsaved draws with their reservation's id). The page's
+    pools and prizes come in one read each."""
     pools = pools_with_reservations()
     if pool is not None:
         pools = pools.filter(pk=pool.pk)
-    return records_of_user(product_of("pool"), user_id=user.pk, rows=draw_list(user=user, pool=pool), items=pools)
+    # Not joined: with the pools in the query, MariaDB may start from the (small) pool table and
+    # sort every draw of the user, where alone it reads the page from the index.
+    rows = draw_list(user=user, pool=pool).select_related(None).prefetch_related("pool", "prize")
+    return records_of_user(
+        product_of("pool"),
+        user_id=user.pk,
+        rows=rows,
+        items=pools,
+        after=after,
+        size=size,
+        reserved=reserved,
+    )
+
+
+def draw_list_all(*, user, pool: Pool) -> list[Draw]:
+    """The user's draws in ``pool``, newest first, with those still pending or failed under
+    ``redis_lua``: all of them, which the pool's draws per user bound."""
+    return draw_page(user=user, pool=pool, size=None).records
 
 
 def draw_get(*, user, draw_id: int) -> Draw:

@@ -14,6 +14,7 @@ from .selectors import (
     draw_get,
     draw_list,
     draw_list_all,
+    draw_page,
     draws_used,
     pool_draw_refusal,
     pool_get,
@@ -106,8 +107,8 @@ pool_standing_partial = DRAWS.item_view(
 pool_draw_view = DRAWS.take_view(find=pool_for_draw, take=pool_draw)
 # A draw's fragment, and a won prize's Claim before its claim_by.
 draw_status_partial = DRAWS.status_view(read=draw_get, changes={"claim": draw_claim})
-# The user's draws in every pool, with those still pending or failed under ``redis_lua``.
-draw_list_page = DRAWS.list_view("lottery/draw_list.html", read_all=draw_list_all, read_written=draw_list)
+# The user's draws in every pool, a page at a time, with those still pending or failed under ``redis_lua``.
+draw_list_page = DRAWS.list_view("lottery/draw_list.html", read=draw_page)
 
 # Staff switch the pool's strategy from its page, through the same service as the API.
 pool_strategy_switch = DRAWS.switch_view(

@@ -5,7 +5,7 @@ from datetime import datetime
 
 from django.conf import settings
 from django.http import HttpResponse
-from ninja import Router, Schema, Status
+from ninja import Query, Router, Schema, Status
 from pydantic import Field
 
 from accounts.auth import require_permission
@@ -16,10 +16,13 @@ from inventory.api import (
     ChangeCall,
     HoldCountsOut,
     HoldWindow,
+    PageIn,
     TakeCall,
     change_answers,
     hold_window,
     keyed_openapi,
+    page_answer,
+    paged_openapi,
     take_answers,
 )
 from inventory.models import Strategy
@@ -28,7 +31,7 @@ from inventory.services import MAX_UNITS
 from . import links
 from .models import Voucher
 from .product import VOUCHER
-from .selectors import order_get, order_list_all, order_refund, voucher_audit, voucher_get, voucher_list
+from .selectors import order_get, order_page, order_refund, voucher_audit, voucher_get, voucher_list
 from .services import order_cancel, voucher_create, voucher_update
 
 router = Router(tags=["vouchers"])
@@ -199,9 +202,13 @@ def vouchers_purchase(request, voucher_id: int, response: HttpResponse):
     )
 
 
-@router.get("/orders", response=answers({200: list[OrderOut]}), tags=["orders"])
-def orders_list(request):
-    return order_list_all(user=request.auth)
+@router.get(
+    "/orders", response=answers({200: list[OrderOut]}, query=True), tags=["orders"], openapi_extra=paged_openapi()
+)
+def orders_list(request, response: HttpResponse, paging: Query[PageIn]):
+    """The caller's orders, newest first, a page at a time: the next page is the answer's
+    `Link` header's `next`, absent on the last page."""
+    return page_answer(request, response, paging, order_page(user=request.auth, after=paging.after, size=paging.limit))
 
 
 @router.get("/orders/{int:order_id}", response=answers({200: OrderOut}, item=True), tags=["orders"])

@@ -45,6 +45,8 @@ class Order(Record):
             models.Index(fields=["voucher", "user"], name="order_voucher_user"),
             # The holds due, per voucher, read from the index alone (inventory.holds).
             models.Index(fields=["status", "hold_until", "voucher"], name="order_hold_due"),
+            # A user's orders newest first, a page read from the index alone (inventory.paging).
+            models.Index(fields=["user", "created_at", "id"], name="order_user_created"),
         ]
 
     def __str__(self) -> str:

@@ -9,8 +9,7 @@ from inventory.pages import TakePages, live_view
 from .models import Order
 from .selectors import (
     order_get,
-    order_list,
-    order_list_all,
+    order_page,
     order_paying,
     order_refund,
     voucher_buy_refusal,
@@ -84,8 +83,8 @@ voucher_live_partial = PURCHASES.item_view("pages/_voucher_live.html", _live_con
 voucher_buy = PURCHASES.take_view(find=voucher_get, take=order_purchase)
 # An order's fragment, and a held one's Cancel; its Pay is the payments' (payments.views).
 order_status_partial = PURCHASES.status_view(read=order_get, changes={"cancel": order_cancel})
-# The user's orders, with those still pending or failed under ``redis_lua``.
-order_list_page = PURCHASES.list_view("pages/order_list.html", read_all=order_list_all, read_written=order_list)
+# The user's orders, a page at a time, with those still pending or failed under ``redis_lua``.
+order_list_page = PURCHASES.list_view("pages/order_list.html", read=order_page)
 
 # Staff switch the voucher's strategy from its page, through the same service as the API.
 voucher_strategy_switch = PURCHASES.switch_view(

@@ -4,9 +4,10 @@ each error in the one error shape, and links that lead somewhere.
 The rules follow what the code does (core.schemas.answers names it per operation): a call that
 needs a login can answer 401; one whose method is unsafe takes a session, whose CSRF check
 reads the body (400 for too many fields, 413) and may refuse (403); a staff call 403; an id in
-the path 404; a JSON body 400, 413, 415 and 422; the purchase, the draw, the cancel, the claim
-and the login 429; and everything that reads the database or Redis 503. 429 and 503 say when
-to come back (Retry-After). A new operation that forgets one fails here, before any client meets it.
+the path 404; a JSON body 400, 413, 415 and 422; query parameters 422; the purchase, the draw,
+the cancel, the claim and the login 429; and everything that reads the database or Redis 503.
+429 and 503 say when to come back (Retry-After). A new operation that forgets one fails here,
+before any client meets it.
 """
 
 from __future__ import annotations
@@ -60,6 +61,8 @@ def expected_errors(method: str, path: str, operation) -> set[int]:
         statuses.add(404)
     if "requestBody" in operation:
         statuses |= {400, 413, 415, 422}
+    if any(parameter["in"] == "query" for parameter in operation.get("parameters", ())):
+        statuses.add(422)
     if (method, path) in RATE_LIMITED:
         statuses.add(429)
     if (method, path) not in NO_STORE:

@@ -208,3 +208,26 @@ def test_claim_from_the_list_in_the_standing(page, live_server, make_user, make_
     page.goto(f"{live_server.url}/draws/")
     expect(page.get_by_test_id(f"draw-{draw.pk}").locator("[data-outcome=claimed]")).to_be_visible()
     assert_clean(page)
+
+
+@browser_test
+def test_my_orders_go_a_page_at_a_time_by_their_links(page, live_server, make_user, make_voucher):
+    from inventory.paging import PAGE_SIZE
+
+    user = make_user("pia")
+    voucher = make_voucher(stock=100, title="Paged coffee")
+    # Bought by a naive strategy (no one-per-user key): many orders of one voucher.
+    orders = Order.objects.bulk_create(Order(user=user, voucher=voucher) for _ in range(PAGE_SIZE + 3))
+    log_in(page, live_server, "pia")
+    page.goto(f"{live_server.url}/orders/")
+    pages = page.get_by_role("navigation", name="Pages of my orders")
+    expect(page.locator("[data-testid^=order-status-]")).to_have_count(PAGE_SIZE)
+    expect(pages.get_by_role("link")).to_have_text(["Older orders"])
+    assert_clean(page)
+    pages.get_by_role("link", name="Older orders").click()
+    expect(page.locator("[data-testid^=order-status-]")).to_have_count(3)
+    expect(page.get_by_test_id(f"order-{min(order.pk for order in orders)}")).to_be_visible()
+    expect(pages.get_by_role("link")).to_have_text(["Newest orders"])
+    assert_clean(page)
+    pages.get_by_role("link", name="Newest orders").click()
+    expect(page.get_by_test_id(f"order-{max(order.pk for order in orders)}")).to_be_visible()
