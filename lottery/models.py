@@ -73,6 +73,8 @@ class Draw(Record):
             models.Index(fields=["pool", "user"], name="draw_pool_user"),
             # The holds due, per pool, read from the index alone (inventory.holds).
             models.Index(fields=["status", "hold_until", "pool"], name="draw_hold_due"),
+            # The admin's list, newest first (Record.Meta.ordering): it reads its page from here.
+            models.Index(fields=["-created_at", "-id"], name="draw_created"),
         ]
 
     # Not columns: on a draw just made, the user's draws in the pool counting this one and

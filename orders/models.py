@@ -45,6 +45,8 @@ class Order(Record):
             models.Index(fields=["voucher", "user"], name="order_voucher_user"),
             # The holds due, per voucher, read from the index alone (inventory.holds).
             models.Index(fields=["status", "hold_until", "voucher"], name="order_hold_due"),
+            # The admin's list, newest first (Record.Meta.ordering): it reads its page from here.
+            models.Index(fields=["-created_at", "-id"], name="order_created"),
         ]
 
     def __str__(self) -> str:
