@@ -224,12 +224,27 @@ def _pool_audit(pool: Pool, prizes: list[Prize], totals: dict[str, int], over: l
 def pool_list_audited() -> list[Pool]:
     """The pools of ``pool_list_with_totals``, each with ``audit``: its ``PoolAudit``.
 
-    Four queries for the whole list, however long (the pools, then their prizes, draw
-    totals and users over the limit, each counted for every listed pool at once), so
-    that the list page, polled every few seconds, marks an over-awarded pool without
-    an audit per row.
+    Four queries for the whole list, however long (``_pool_audits``), so that the list
+    page, polled every few seconds, marks an over-awarded pool without an audit per row.
     """
     pools = list(pool_list_with_totals())
+    audits = _pool_audits(pools)
+    for pool in pools:
+        pool.audit = audits[pool.pk]
+    return pools
+
+
+def pool_audits(*, pool_ids: list[int]) -> list[PoolAudit]:
+    """``pool_audit`` of each pool of ``pool_ids``, in that order, in four queries whatever
+    their number (``manage.py audit``)."""
+    pools = Pool.objects.in_bulk(pool_ids)
+    audits = _pool_audits(list(pools.values()))
+    return [audits[pool_id] for pool_id in pool_ids]
+
+
+def _pool_audits(pools: list[Pool]) -> dict[int, PoolAudit]:
+    """The audits of ``pools`` by id: the pools given, then their prizes, draw totals and
+    users over the limit, each counted for every pool at once."""
     ids = [pool.pk for pool in pools]
     prizes: dict[int, list[Prize]] = defaultdict(list)
     for prize in _prizes_awarded().filter(pool_id__in=ids):
@@ -248,9 +263,7 @@ def pool_list_audited() -> list[Pool]:
     for row in per_user:
         over[row["pool_id"]].append(row["n"] - row["pool__draws_per_user"])
     no_draws = dict.fromkeys(_DRAW_TOTALS, 0)
-    for pool in pools:
-        pool.audit = _pool_audit(pool, prizes[pool.pk], totals.get(pool.pk, no_draws), over[pool.pk])
-    return pools
+    return {pool.pk: _pool_audit(pool, prizes[pool.pk], totals.get(pool.pk, no_draws), over[pool.pk]) for pool in pools}
 
 
 def pool_draw_refusal(*, pool: Pool, draws_left: int | None, empty: bool, now: datetime | None = None) -> str | None:
