@@ -10,13 +10,14 @@ from typing import ClassVar
 from django import forms
 from django.contrib import admin, messages
 from django.contrib.admin import ModelAdmin
-from django.db.models import Count, Model, Q
+from django.contrib.admin.views.main import ChangeList
+from django.db.models import Count, Model
 from django.http import HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import path
 from django.utils.html import format_html, format_html_join
 
-from core.admin import CreatedColumn
+from core.admin import CappedPaginator, CreatedColumn
 from core.errors import DomainError, InvalidInput
 
 from .models import Stock
@@ -136,25 +137,73 @@ def audit_line(result, figures: list[tuple[str, object]], details: str = "", *, 
     )
 
 
+class PageCountedChangeList(ChangeList):
+    """A changelist whose rows get figures read for its page alone, once the page is known:
+    its admin's ``page_count(items)`` sets them on the page's items, in one query each
+    whatever the page's length, where an annotation of the list's query counted the
+    records of every item of the list in a join."""
+
+    def get_results(self, request):
+        super().get_results(request)
+        self.result_list = list(self.result_list)
+        self.model_admin.page_count(self.result_list)
+
+
 class HeldColumn:
     """A ``held`` column in an item's list: its records holding a unit for a payment or a
-    claim now (docs/design.md, "Lifecycle"), counted in the list's one query. ``records`` is
-    the item's reverse name of its records (``"orders"``)."""
+    claim now (docs/design.md, "Lifecycle"), counted for the page's items in one grouped
+    query over the hold index's range ``status = held`` (``order_hold_due``,
+    ``draw_hold_due``), which holds the live holds only, not the records of every take
+    ever. ``records`` is the item's reverse name of its records (``"orders"``)."""
 
     records: str
 
-    def get_queryset(self, request):
-        held = Count(self.records, filter=Q(**{f"{self.records}__status": Record.Status.HELD}))
-        return super().get_queryset(request).annotate(held_count=held)
+    def get_changelist(self, request, **kwargs):
+        return PageCountedChangeList
 
-    @admin.display(description="held", ordering="held_count")
+    def page_count(self, items: list[Model]) -> None:
+        relation = self.model._meta.get_field(self.records)
+        item_id = relation.field.attname
+        page = {f"{item_id}__in": [item.pk for item in items]}
+        held = dict(
+            relation.related_model.objects.filter(status=Record.Status.HELD, **page)
+            .order_by()
+            .values_list(item_id)
+            .annotate(n=Count("pk"))
+        )
+        for item in items:
+            item.held_count = held.get(item.pk, 0)
+
+    @admin.display(description="held")
     def held(self, obj) -> int:
         return obj.held_count
 
 
 class RecordAdmin(CreatedColumn, ModelAdmin):
     """The records of takes (orders, draws), read only: they come from takes alone, and one
-    typed in by hand would skip the stock."""
+    typed in by hand would skip the stock.
+
+    A list that grows with every take, so that a page costs what it shows: the newest
+    records read from the ordering's index (``order_created``, ``draw_created``), and the
+    rows they name (``list_prefetch``: the item, the user) in one lookup each for the page.
+    Joined in the list's query instead, they let MariaDB start from the item's table and
+    sort every record. The count stops at ``CappedPaginator.cap``, and neither the full
+    count nor the filters' facets (a count per choice over every record) are offered.
+
+    The search finds a user's records by the start of their username, through its index;
+    the item's filter finds an item's. A search for any part of the name, or of the item's
+    name too, read every record joined to its user and item to find a few."""
+
+    search_fields = ["^user__username"]
+    search_help_text = "A username, or its beginning; the filter picks an item."
+    list_select_related = ()
+    list_prefetch: ClassVar[tuple[str, ...]] = ()
+    paginator = CappedPaginator
+    show_full_result_count = False
+    show_facets = admin.ShowFacets.NEVER
+
+    def get_queryset(self, request):
+        return super().get_queryset(request).prefetch_related(*self.list_prefetch)
 
     def has_add_permission(self, request):
         return False

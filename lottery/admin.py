@@ -223,6 +223,5 @@ class PoolAdmin(HeldColumn, RestockUrl, SaleWindowColumns, admin.ModelAdmin):
 class DrawAdmin(RecordAdmin):
     list_display = ["id", "pool", "user", "prize", "status", "created"]
     list_filter = ["status", "pool"]
-    list_select_related = ["pool", "user", "prize"]
-    search_fields = ["user__username", "pool__name"]
+    list_prefetch = ("pool", "user", "prize")
     readonly_fields = ["user", "pool", "prize", "status", "created_at"]

@@ -75,6 +75,8 @@ class Draw(Record):
             models.Index(fields=["status", "hold_until", "pool"], name="draw_hold_due"),
             # A user's draws newest first, a page read from the index alone (inventory.paging).
             models.Index(fields=["user", "created_at", "id"], name="draw_user_created"),
+            # The admin's list, newest first (Record.Meta.ordering): it reads its page from here.
+            models.Index(fields=["-created_at", "-id"], name="draw_created"),
         ]
 
     # Not columns: on a draw just made, the user's draws in the pool counting this one and

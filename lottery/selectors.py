@@ -7,7 +7,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from django.db.models import Count, Prefetch, Q, QuerySet
+from django.db.models import Count, F, Prefetch, Q, QuerySet
 from django.shortcuts import get_object_or_404
 from django.utils import timezone
 
@@ -255,6 +255,38 @@ def pool_list_marked() -> list[Pool]:
         pool.marks = ItemMarks.of(stocks[pool.group_id], pool.group)
         pool.prizes_left, pool.prizes_supplied = pool.marks.stock, pool.marks.supplied
     return pools
+
+
+def pool_audits(*, pool_ids: list[int]) -> list[PoolAudit]:
+    """``pool_audit`` of each pool of ``pool_ids``, in that order, in four queries whatever
+    their number (``manage.py audit``)."""
+    pools = Pool.objects.select_related("group").in_bulk(pool_ids)
+    audits = _pool_audits(list(pools.values()))
+    return [audits[pool_id] for pool_id in pool_ids]
+
+
+def _pool_audits(pools: list[Pool]) -> dict[int, PoolAudit]:
+    """The audits of ``pools`` by id: the pools given, then their prizes, draw totals and
+    users over the limit, each counted for every pool at once."""
+    ids = [pool.pk for pool in pools]
+    prizes: dict[int, list[Prize]] = defaultdict(list)
+    for prize in _prizes_awarded().filter(pool_id__in=ids):
+        prizes[prize.pool_id].append(prize)
+    totals: dict[int, dict[str, int]] = {}
+    for row in Draw.objects.filter(pool_id__in=ids).order_by().values("pool_id").annotate(**_DRAW_TOTALS):
+        totals[row.pop("pool_id")] = row
+    over: dict[int, list[int]] = defaultdict(list)
+    per_user = (
+        Draw.objects.filter(pool_id__in=ids)
+        .order_by()
+        .values("pool_id", "user_id", "pool__draws_per_user")
+        .annotate(n=Count("id"))
+        .filter(n__gt=F("pool__draws_per_user"))
+    )
+    for row in per_user:
+        over[row["pool_id"]].append(row["n"] - row["pool__draws_per_user"])
+    no_draws = dict.fromkeys(_DRAW_TOTALS, 0)
+    return {pool.pk: _pool_audit(pool, prizes[pool.pk], totals.get(pool.pk, no_draws), over[pool.pk]) for pool in pools}
 
 
 def pool_marks(*, pool: Pool) -> ItemMarks:

@@ -47,6 +47,8 @@ class Order(Record):
             models.Index(fields=["status", "hold_until", "voucher"], name="order_hold_due"),
             # A user's orders newest first, a page read from the index alone (inventory.paging).
             models.Index(fields=["user", "created_at", "id"], name="order_user_created"),
+            # The admin's list, newest first (Record.Meta.ordering): it reads its page from here.
+            models.Index(fields=["-created_at", "-id"], name="order_created"),
         ]
 
     def __str__(self) -> str:

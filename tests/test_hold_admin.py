@@ -9,6 +9,8 @@ from datetime import timedelta
 
 import pytest
 from django.core.management import call_command
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from lottery.models import Pool
@@ -103,12 +105,32 @@ def test_manage_audit_counts_a_vouchers_payments(make_user, make_voucher, paymen
     assert "BROKEN" in capsys.readouterr().out
 
 
-def test_the_vouchers_admin_page_shows_its_payments_audit(admin_client_, make_user, make_voucher, payment_provider):
+def test_the_vouchers_admin_page_links_its_payments_audit_which_runs_on_demand(
+    admin_client_, make_user, make_voucher, payment_provider
+):
     voucher = paid_and_refunded(make_user, make_voucher, payment_provider)
-    page = admin_client_.get(f"/admin/orders/voucher/{voucher.pk}/change/").content.decode()
+    change = f"/admin/orders/voucher/{voucher.pk}/change/"
+    audit = f"/admin/orders/voucher/{voucher.pk}/payments-audit/"
+    with CaptureQueriesContext(connection) as captured:
+        page = admin_client_.get(change).content.decode()
+    assert "held 0" in page  # the orders' audit is on the page
+    assert f'<a href="{audit}">Audit the payments</a>' in page
+    assert not [q for q in captured.captured_queries if "payments_" in q["sql"]]
+    page = admin_client_.get(audit).content.decode()
     assert "payments: confirmations 2 · paid 1 · refunded 1 · waiting 0" in page
-    assert "held 0" in page  # the orders' audit is still there, above it
-    assert "<strong>OK</strong></div>" in page
+    assert "<strong>OK</strong>" in page
+    assert f'href="{change}">{voucher.title}</a>' in page  # the breadcrumbs lead back
     plain = make_voucher(title="Not paid through the provider")
-    page = admin_client_.get(f"/admin/orders/voucher/{plain.pk}/change/").content.decode()
+    page = admin_client_.get(f"/admin/orders/voucher/{plain.pk}/payments-audit/").content.decode()
     assert "payments: confirmations 0" in page and "<strong>none yet</strong>" in page
+
+
+def test_the_payments_audit_is_for_staff_who_may_see_the_voucher(client, make_user, make_voucher):
+    voucher = make_voucher()
+    audit = f"/admin/orders/voucher/{voucher.pk}/payments-audit/"
+    client.force_login(make_user())
+    assert client.get(audit).status_code == 302  # to the admin's login
+    client.force_login(make_user(staff=True, permissions=()))
+    assert client.get(audit).status_code == 403
+    client.force_login(make_user(staff=True, permissions=("orders.view_voucher",)))
+    assert client.get(audit).status_code == 200
