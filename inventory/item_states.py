@@ -19,7 +19,7 @@ from .groups import group_open, group_rebuild, group_retire, persist_options, wi
 from .models import Stock, Strategy
 from .persist import Persisted, reservations_persist
 from .product import Product
-from .reconcile import GroupCheck, group_check, group_reconcile, takes_by_user
+from .reconcile import GroupCheck, group_check, group_reconcile
 from .reservations import Pending, Reservations, reservations_client
 from .take import hold_expire_later
 
@@ -66,14 +66,15 @@ def _load(product: Product, item: Any, reservations: Reservations) -> bool:
     if item.strategy != Strategy.REDIS_LUA:
         return False
     records = product.taking(product.records(item.pk))
+    takers, numbers = product.takes(records)
     seqs: dict[int, list[int]] = {}
-    for user_id, seq in product.seqs(records):
+    for user_id, seq in numbers:
         seqs.setdefault(user_id, []).append(seq)
     return reservations.load(
         group_id=product.group_of(item),
         rules=product.rules(item),
         stock=_group_stock(product.group_of(item)),
-        takers=takes_by_user(records),
+        takers=takers,
         seqs=seqs,
         last_reservation=records.aggregate(last=Max("reservation"))["last"] or 0,
     )
@@ -164,27 +165,39 @@ def item_reservations_change(
 
 
 def item_reservations_check(
-    product: Product, *, item: Any, reservations: Reservations | None = None, repair: bool = False
+    product: Product,
+    *,
+    item: Any,
+    reservations: Reservations | None = None,
+    repair: bool = False,
+    totals_first: bool = False,
 ) -> GroupCheck:
     """The item's Redis state against the database (``inventory.reconcile``), repaired with
-    ``repair``."""
+    ``repair``; with ``totals_first``, each user compared only when the totals differ (or the
+    last such comparison is old)."""
     group_id = product.group_of(item)
+    records = product.taking(product.records(item.pk))
     return group_check(
         group_id=group_id,
         reservations=reservations or reservations_client(),
         database_stock=lambda: _group_stock(group_id),
-        database_takers=lambda: takes_by_user(product.taking(product.records(item.pk))),
-        database_seqs=lambda: product.seqs(product.taking(product.records(item.pk))),
+        database_takes=lambda: product.takes(records),
+        database_takes_total=records.count,
         repair=repair,
+        totals_first=totals_first,
     )
 
 
-def item_reservations_reconcile(product: Product, *, item: Any, reservations: Reservations | None = None) -> GroupCheck:
-    """Check and repair the item's state; rebuild it from the database when it is missing and
-    the item is ``redis_lua``."""
+def item_reservations_reconcile(
+    product: Product, *, item: Any, reservations: Reservations | None = None, totals_first: bool = False
+) -> GroupCheck:
+    """Check and repair the item's state (``totals_first``: as ``item_reservations_check``);
+    rebuild it from the database when it is missing and the item is ``redis_lua``."""
     reservations = reservations or reservations_client()
     return group_reconcile(
-        check=lambda: item_reservations_check(product, item=item, reservations=reservations, repair=True),
+        check=lambda: item_reservations_check(
+            product, item=item, reservations=reservations, repair=True, totals_first=totals_first
+        ),
         rebuild=lambda: item_reservations_load(product, item=item, reservations=reservations),
         live=item.strategy == Strategy.REDIS_LUA,
     )

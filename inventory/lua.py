@@ -11,7 +11,11 @@ single Cluster slot:
 - ``...:takers``, a hash: user id -> takes so far (its keys are a voucher's buyer set);
 - ``...:seqs``, a hash with a field ``<user>:<n>`` for every take number n in use: a take
   gets the user's lowest free number, so that one undone frees its number for the next
-  (a draw's number is its per-user backstop in the database, and must not repeat);
+  (a draw's number is its per-user backstop in the database, and must not repeat). Every
+  script keeps one mark per take counted in ``takers``, which reconciliation's first
+  comparison counts on (``inventory.reconcile``);
+- ``...:checked``, a flag that expires: set by a reconciliation that compared each user's
+  takes and found them whole;
 - ``...:pending``, a stream: one entry per reservation not yet persisted, read by the
   persisting worker through the consumer group ``persist``. An entry's id is
   ``<n>-0``, n the reservation's number, so that a reservation's state is found by its
@@ -215,16 +219,18 @@ return 1
 
 # Repair a live state by relative amounts, where it is loaded: reconciliation computes the
 # amounts under the group's lock, and a reservation running meanwhile changes the state
-# and the stream alike, so the amounts still hold when they are applied.
+# and the stream alike, so the amounts still hold when they are applied. The numbers marked
+# that no take used when they were read are dropped: no reservation since can have taken one
+# (a take marks a number that was free), and the marks count the takes again.
 # KEYS[1] state, KEYS[2] takers, KEYS[3] take numbers in use
-# ARGV[1] the number of stock changes s, ARGV[2] the number of taker changes t, then s
-# stock id/units pairs, then t user/takes pairs, then the take numbers missing as
-# "<user>:<n>"
+# ARGV[1] the number of stock changes s, ARGV[2] the number of taker changes t, ARGV[3] the
+# number of unused take numbers u, then s stock id/units pairs, then t user/takes pairs,
+# then u unused take numbers, then the take numbers missing, each as "<user>:<n>"
 # Returns 1 when repaired, 0 when no state is loaded.
 REPAIR = """
 if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
-local s, t = tonumber(ARGV[1]), tonumber(ARGV[2])
-local i = 3
+local s, t, u = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
+local i = 4
 for _ = 1, s do
     redis.call('HINCRBY', KEYS[1], 'stock:' .. ARGV[i], ARGV[i + 1])
     i = i + 2
@@ -232,6 +238,10 @@ end
 for _ = 1, t do
     if redis.call('HINCRBY', KEYS[2], ARGV[i], ARGV[i + 1]) <= 0 then redis.call('HDEL', KEYS[2], ARGV[i]) end
     i = i + 2
+end
+for _ = 1, u do
+    redis.call('HDEL', KEYS[3], ARGV[i])
+    i = i + 1
 end
 while i <= #ARGV do
     redis.call('HSET', KEYS[3], ARGV[i], 1)

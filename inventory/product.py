@@ -116,10 +116,11 @@ class Product(ABC):
         """The item's records."""
         return self.record_model.objects.filter(**{f"{self.item_field}_id": item_id})
 
-    def seqs(self, records: QuerySet) -> Iterable[tuple[int, int]]:
-        """``(user id, take number)`` of every record: by default 1 to each user's records."""
-        takes = records.values("user_id").annotate(n=Count("id")).values_list("user_id", "n")
-        return [(user_id, n) for user_id, count in takes for n in range(1, count + 1)]
+    def takes(self, records: QuerySet) -> tuple[dict[int, int], Iterable[tuple[int, int]]]:
+        """Each user's records, and the ``(user id, take number)`` of every record, in one
+        read of ``records``: by default the numbers are 1 to each user's records."""
+        takers = dict(records.values("user_id").annotate(n=Count("id")).values_list("user_id", "n"))
+        return takers, [(user_id, n) for user_id, count in takers.items() for n in range(1, count + 1)]
 
     def user_key(self, item_id: int, user_id: int) -> str:
         """The scope of the per-user rule, which lock-based strategies lock."""

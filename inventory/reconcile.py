@@ -11,8 +11,31 @@ between its reads), so a difference is drift, not a race.
 A repair adds the differences as relative amounts, under the same hold of the lock: a
 reservation that runs between the read and the repair changes the Redis stock and the
 stream alike (one unit out of the stock, one entry in), so the difference it leaves is the
-one that was read. Take numbers are only ever added: one marked in use that is not (an
-undone take's) costs nothing, one missing would give two takes the same number.
+one that was read. A take number missing is marked (one missing would give two takes the
+same number), and one marked that no take uses is dropped, so that the marks count the
+takes again.
+
+Totals first. Comparing each user's takes reads every record of the item and every user's
+count in Redis, which grows with the item's history; the beat (``totals_first``) compares
+totals first and each user only when they differ:
+
+- each stock row, as above (a handful of rows);
+- the number of take numbers marked in Redis (``HLEN``) against the records that count
+  against the limit (one ``COUNT`` through the item's index) + the reservations pending.
+  Every script keeps the marks equal to the takes in Redis: a take marks one new number, an
+  undone or returned take unmarks its own, a load marks one per record, a repair marks the
+  missing and drops the unused. So a record written, lost or released on one side only, a
+  take or a mark lost in Redis, all change one total and not the other.
+
+What the totals cannot see is a change that keeps them: a user's count in Redis changed with
+no mark (no script does that; a hand or a bug), or in the database one user's record gone
+and another's added between two runs. So the comparison per user still runs, whatever the
+totals say, once ``RESERVATIONS_RECONCILE_FULL_SECONDS`` have passed since the last one that
+found the group whole (a key in Redis with that expiry, ``GroupKeys.checked``), and always
+under ``manage.py reconcile`` and ``audit``: such a drift is found within that period. A
+pool whose database holds two draws of one user under one number (written by an unguarded
+strategy before ``redis_lua``) has fewer marks than takes for good: it is compared per user
+on every run, as before.
 """
 
 from __future__ import annotations
@@ -23,11 +46,14 @@ from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field, replace
 
-from django.db.models import Count
+from django.conf import settings
 
 from .groups import with_group_lock
 from .metrics import drift_counted
 from .reservations import GroupKeys, Pending, Reservations, stock_of, takers_of
+
+# Each user's takes, and the (user id, take number) of every take: the database's side.
+Takes = tuple[dict[int, int], Iterable[tuple[int, int]]]
 
 logger = logging.getLogger(__name__)
 
@@ -42,10 +68,12 @@ class GroupCheck:
         stock: {stock id: (units in Redis, units expected)} of the rows that differ.
         takers: {user id: (takes in Redis, takes expected)} of the users that differ.
         seqs_missing: take numbers in use that Redis did not mark.
+        seqs_unused: take numbers marked that no take uses (no drift: a repair drops them).
         pending: reservations waiting in the stream.
         oldest_pending_seconds: how long the oldest of them has waited (0 with none).
         repaired: whether the differences were repaired (``repair=True`` and drift).
         rebuilt: whether a missing state was rebuilt from the database.
+        per_user: whether each user's takes were compared (False: the totals agreed).
     """
 
     group_id: int
@@ -53,10 +81,12 @@ class GroupCheck:
     stock: dict[int, tuple[int, int]] = field(default_factory=dict)
     takers: dict[int, tuple[int, int]] = field(default_factory=dict)
     seqs_missing: int = 0
+    seqs_unused: int = 0
     pending: int = 0
     oldest_pending_seconds: float = 0.0
     repaired: bool = False
     rebuilt: bool = False
+    per_user: bool = True
 
     @property
     def drifted(self) -> bool:
@@ -71,21 +101,48 @@ def group_check(
     group_id: int,
     reservations: Reservations,
     database_stock: Callable[[], dict[int, int]],
-    database_takers: Callable[[], dict[int, int]],
-    database_seqs: Callable[[], Iterable[tuple[int, int]]],
+    database_takes: Callable[[], Takes],
+    database_takes_total: Callable[[], int],
     repair: bool = False,
+    totals_first: bool = False,
     wait_seconds: float = 30,
 ) -> GroupCheck:
     """Compare the group's Redis state with the database and, with ``repair``, set it right.
+    With ``totals_first``, each user's takes are compared only when the totals differ or the
+    last comparison per user is older than ``RESERVATIONS_RECONCILE_FULL_SECONDS``.
 
     Arguments:
         database_stock: returns ``{stock id: units}`` from the database.
-        database_takers: returns ``{user id: records}`` from the database.
-        database_seqs: returns the ``(user id, take number)`` of every record.
+        database_takes: returns ``{user id: records}`` and the ``(user id, take number)`` of
+            every record.
+        database_takes_total: returns the number of records.
     """
+    keys = GroupKeys.of(group_id)
 
-    def run() -> GroupCheck:
-        keys = GroupKeys.of(group_id)
+    def totals_agree() -> GroupCheck | None:
+        pipe = reservations.client.pipeline(transaction=True)
+        pipe.hgetall(keys.state)
+        pipe.xrange(keys.pending)
+        pipe.hlen(keys.seqs)
+        pipe.exists(keys.checked)
+        state, entries, marks, checked = pipe.execute()
+        pending = [Pending.from_entry(group_id, entry_id, fields) for entry_id, fields in entries]
+        redis_stock = stock_of(state)
+        if redis_stock is None:
+            return GroupCheck(group_id=group_id, state=False, pending=len(pending))
+        if not checked or _stock_drift(redis_stock, database_stock(), pending):
+            return None
+        if marks != database_takes_total() + len(pending):
+            return None
+        return GroupCheck(
+            group_id=group_id,
+            state=True,
+            pending=len(pending),
+            oldest_pending_seconds=_oldest_seconds(pending),
+            per_user=False,
+        )
+
+    def per_user() -> GroupCheck:
         pipe = reservations.client.pipeline(transaction=True)  # one MULTI: no reservation in between
         pipe.hgetall(keys.state)
         pipe.hgetall(keys.takers)
@@ -96,27 +153,50 @@ def group_check(
         redis_stock = stock_of(state)
         if redis_stock is None:
             return GroupCheck(group_id=group_id, state=False, pending=len(pending))
-        check, missing = _compare(
+        takers, seqs = database_takes()
+        check, missing, unused = _compare(
             group_id,
             pending,
             redis_stock=redis_stock,
             redis_takers=takers_of(redis_takers),
             redis_seqs={_seq(name) for name in redis_seqs},
             stock=database_stock(),
-            takers=database_takers(),
-            seqs=set(database_seqs()),
+            takers=takers,
+            seqs=set(seqs),
         )
-        if repair and check.drifted:
+        if repair and (check.drifted or unused):
             repaired = reservations.repair(
                 group_id=group_id,
                 stock={stock_id: want - have for stock_id, (have, want) in check.stock.items()},
                 takers={user: want - have for user, (have, want) in check.takers.items()},
                 seqs=missing,
+                unused=unused,
             )
-            check = replace(check, repaired=repaired)
+            check = replace(check, repaired=repaired and check.drifted)
+        if not check.drifted or check.repaired:
+            # Whole now: the totals may stand in for this comparison until the key expires.
+            reservations.client.set(keys.checked, 1, ex=settings.RESERVATIONS_RECONCILE_FULL_SECONDS)
         return check
 
+    def run() -> GroupCheck:
+        return (totals_first and totals_agree()) or per_user()
+
     return with_group_lock(group_id, run, wait_seconds=wait_seconds)
+
+
+def _stock_drift(redis_stock: dict[int, int], stock: dict[int, int], pending: list[Pending]) -> dict:
+    """{stock id: (units in Redis, units expected)} of the rows that differ."""
+    units_pending = Counter(one.stock_id for one in pending if one.stock_id is not None)
+    return {
+        stock_id: (redis_stock.get(stock_id, 0), units - units_pending[stock_id])
+        for stock_id, units in stock.items()
+        if redis_stock.get(stock_id, 0) != units - units_pending[stock_id]
+    }
+
+
+def _oldest_seconds(pending: list[Pending]) -> float:
+    oldest = min((one.at_ms for one in pending), default=None)
+    return 0.0 if oldest is None else max(0.0, time.time() - oldest / 1000)
 
 
 def _compare(
@@ -129,33 +209,30 @@ def _compare(
     stock: dict[int, int],
     takers: dict[int, int],
     seqs: set[tuple[int, int]],
-) -> tuple[GroupCheck, list[tuple[int, int]]]:
-    """The comparison, and the take numbers in use that Redis did not mark."""
-    units_pending = Counter(one.stock_id for one in pending if one.stock_id is not None)
+) -> tuple[GroupCheck, list[tuple[int, int]], list[tuple[int, int]]]:
+    """The comparison, the take numbers in use that Redis did not mark, and those it marked
+    that no take uses."""
     takes_pending = Counter(one.user_id for one in pending)
-    stock_drift = {
-        stock_id: (redis_stock.get(stock_id, 0), units - units_pending[stock_id])
-        for stock_id, units in stock.items()
-        if redis_stock.get(stock_id, 0) != units - units_pending[stock_id]
-    }
     users = set(redis_takers) | set(takers) | set(takes_pending)
     takers_drift = {
         user: (redis_takers.get(user, 0), takers.get(user, 0) + takes_pending[user])
-        for user in sorted(users)
+        for user in users
         if redis_takers.get(user, 0) != takers.get(user, 0) + takes_pending[user]
     }
-    missing = sorted((seqs | {(one.user_id, one.seq) for one in pending}) - redis_seqs)
-    oldest = min((one.at_ms for one in pending), default=None)
+    in_use = seqs | {(one.user_id, one.seq) for one in pending}
+    missing = sorted(in_use - redis_seqs)
+    unused = sorted(redis_seqs - in_use)
     check = GroupCheck(
         group_id=group_id,
         state=True,
-        stock=stock_drift,
-        takers=takers_drift,
+        stock=_stock_drift(redis_stock, stock, pending),
+        takers=dict(sorted(takers_drift.items())),
         seqs_missing=len(missing),
+        seqs_unused=len(unused),
         pending=len(pending),
-        oldest_pending_seconds=0.0 if oldest is None else max(0.0, time.time() - oldest / 1000),
+        oldest_pending_seconds=_oldest_seconds(pending),
     )
-    return check, missing
+    return check, missing, unused
 
 
 def group_reconcile(*, check: Callable[[], GroupCheck], rebuild: Callable[[], bool], live: bool) -> GroupCheck:
@@ -166,12 +243,6 @@ def group_reconcile(*, check: Callable[[], GroupCheck], rebuild: Callable[[], bo
         return checked
     rebuilt = rebuild()
     return GroupCheck(group_id=checked.group_id, state=rebuilt, pending=checked.pending, rebuilt=rebuilt)
-
-
-def takes_by_user(records) -> dict[int, int]:
-    """User id -> records, of a product's queryset of orders or draws: the database's side
-    of each user's takes."""
-    return dict(records.values("user_id").annotate(n=Count("id")).values_list("user_id", "n"))
 
 
 def _seq(name) -> tuple[int, int]:

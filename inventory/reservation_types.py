@@ -60,6 +60,9 @@ class GroupKeys:
     seqs: str
     kick: str
     rebuild: str
+    # Set, with an expiry, by a reconciliation that compared each user's takes and found the
+    # group whole: until it expires the beat's may compare totals only (``inventory.reconcile``).
+    checked: str
 
     @classmethod
     @functools.lru_cache(maxsize=1024)  # every reservation names them: built once per group
@@ -74,10 +77,21 @@ class GroupKeys:
             seqs=f"{tag}:seqs",
             kick=f"{tag}:kick",
             rebuild=f"{tag}:rebuild",
+            checked=f"{tag}:checked",
         )
 
     def all(self) -> list[str]:
-        return [self.state, self.takers, self.pending, self.ids, self.failed, self.seqs, self.kick, self.rebuild]
+        return [
+            self.state,
+            self.takers,
+            self.pending,
+            self.ids,
+            self.failed,
+            self.seqs,
+            self.kick,
+            self.rebuild,
+            self.checked,
+        ]
 
 
 @dataclass(frozen=True)

@@ -285,16 +285,18 @@ class Reservations:
         stock: Mapping[int, int],
         takers: Mapping[int, int],
         seqs: Iterable[tuple[int, int]] = (),
+        unused: list[tuple[int, int]] | tuple[()] = (),
     ) -> bool:
         """Add ``stock`` units per row and ``takers`` takes per user (either may be negative),
-        and mark the ``(user, n)`` take numbers in use, where the state is loaded; False
-        when none is."""
+        mark the ``(user, n)`` take numbers in use and drop the ``unused`` ones, where the
+        state is loaded; False when none is."""
         keys = GroupKeys.of(group_id)
-        args: list = [len(stock), len(takers)]
+        args: list = [len(stock), len(takers), len(unused)]
         for stock_id, units in stock.items():
             args += [stock_id, units]
         for user_id, takes in takers.items():
             args += [user_id, takes]
+        args += [f"{user_id}:{n}" for user_id, n in unused]
         args += [f"{user_id}:{n}" for user_id, n in seqs]
         return bool(self._repair(keys=[keys.state, keys.takers, keys.seqs], args=args))
 

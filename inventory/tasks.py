@@ -40,7 +40,7 @@ def reservations_sweep(kind: str) -> int:
     script, or a broker that was down); the number asked for."""
     product = product_of(kind)
     reservations = reservations_client()
-    groups = [(item.pk, product.group_of(item)) for item in items_live(product)]
+    groups = [(item.pk, product.group_of(item)) for item in items_live(product).order_by()]
     waiting = [(item_id, group_id) for item_id, group_id in groups if reservations.waiting(group_id=group_id)]
     for item_id, group_id in waiting:
         reservations_drain.delay(kind, item_id, group_id)
@@ -50,12 +50,14 @@ def reservations_sweep(kind: str) -> int:
 @shared_task(**TEND_TASK_OPTIONS)
 def reservations_reconcile(kind: str) -> int:
     """Beat: check and repair the state of every ``redis_lua`` item of the kind, rebuilding a
-    missing one; the number that drifted or were rebuilt (each logged)."""
+    missing one; the number that drifted or were rebuilt (each logged). The totals first: each
+    user's takes are compared on a difference, or once per ``RESERVATIONS_RECONCILE_FULL_SECONDS``
+    (``inventory.reconcile``)."""
     product = product_of(kind)
     reservations = reservations_client()
     checks: list[tuple[int, GroupCheck]] = [
-        (item.pk, item_reservations_reconcile(product, item=item, reservations=reservations))
-        for item in items_live(product)
+        (item.pk, item_reservations_reconcile(product, item=item, reservations=reservations, totals_first=True))
+        for item in items_live(product).order_by()
     ]
     return report_drift(kind, checks)
 

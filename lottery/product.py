@@ -5,6 +5,7 @@ record is a draw, numbered among the user's draws (``seq``) under the limit's gu
 from __future__ import annotations
 
 import secrets
+from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
@@ -224,8 +225,11 @@ class PoolProduct(Product):
             begin_at=item.begin_at, end_at=item.end_at, limit=item.draws_per_user, no_take=item.no_prize_weight
         )
 
-    def seqs(self, records: QuerySet) -> QuerySet:
-        return records.values_list("user_id", "seq")
+    def takes(self, records: QuerySet) -> tuple[dict[int, int], list[tuple[int, int]]]:
+        """A draw keeps its number (``seq``): each user's draws are counted from them. In no
+        order: the records' default (newest first) would sort every draw of the pool."""
+        seqs = list(records.order_by().values_list("user_id", "seq"))
+        return dict(Counter(user_id for user_id, _ in seqs)), seqs
 
     def rows(self, item_id: int, fresh: list[Pending]) -> list[Draw]:
         prize_of = dict(Prize.objects.filter(pool_id=item_id).values_list("stock_id", "id"))

@@ -42,7 +42,9 @@ class Order(Record):
             models.UniqueConstraint(fields=["voucher", "buyer_guard"], name="order_one_per_user"),
         ]
         indexes = [
-            models.Index(fields=["voucher", "user"], name="order_voucher_user"),
+            # With the status, a voucher's orders that count against the limit are counted (the
+            # beat's reconciliation), and a buyer's found (the take's check), from the index alone.
+            models.Index(fields=["voucher", "user", "status"], name="order_voucher_user_status"),
             # The holds due, per voucher, read from the index alone (inventory.holds).
             models.Index(fields=["status", "hold_until", "voucher"], name="order_hold_due"),
             # A user's orders newest first, a page read from the index alone (inventory.paging).

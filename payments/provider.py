@@ -8,7 +8,8 @@ time with probability ``PAYMENT_PROVIDER_DUPLICATE_RATE``, or never with probabi
 ``PAYMENT_PROVIDER_LOSS_RATE``. A callback the site did not acknowledge (lost, refused,
 answered busy or 503) is sent again by the beat (``provider_resend_due``) once
 ``PAYMENT_PROVIDER_RESEND_SECONDS`` have passed, as providers retry their webhooks, so that
-every charge is resolved in the end. Resends are never dropped.
+every charge is resolved in the end. Resends are never dropped; they go in batches, two
+queries each, at most ``RESEND_BATCHES`` of ``RESEND_BATCH`` per run.
 
 With no delay the provider answers the charge at once: the caller applies the confirmation
 itself, and the callback still comes, as a duplicate.
@@ -26,7 +27,7 @@ from datetime import datetime, timedelta
 from celery import current_app
 from django.conf import settings
 from django.db import transaction
-from django.db.models import F
+from django.db.models import F, QuerySet
 from django.utils import timezone
 
 from .models import ProviderCharge
@@ -36,8 +37,10 @@ logger = logging.getLogger(__name__)
 
 # Sent by name: the tasks (payments.tasks) stand on this module.
 CALLBACK_TASK = "payments.tasks.provider_callback"
-# Charges sent again per beat run.
-RESEND_BATCH = 1000
+# Charges sent again per batch (two queries), and batches per beat run: a run sends at most
+# 1,000, the rest waits for the next.
+RESEND_BATCH = 200
+RESEND_BATCHES = 5
 
 
 def _happens(rate: float) -> bool:
@@ -112,10 +115,13 @@ def provider_callback_post(*, reference: str) -> bool:
     return acknowledged
 
 
-def provider_resend_due(*, now: datetime | None = None) -> int:
+def provider_resend_due(
+    *, now: datetime | None = None, batch: int = RESEND_BATCH, batches: int = RESEND_BATCHES
+) -> int:
     """Send again the callbacks of the charges nobody acknowledged for
-    ``PAYMENT_PROVIDER_RESEND_SECONDS``; the number sent. Each is claimed by moving its
-    ``sent_at`` on, so that two runs at once send it once."""
+    ``PAYMENT_PROVIDER_RESEND_SECONDS``, oldest first, ``batch`` at a time and at most
+    ``batches`` batches (the rest the next run); the number sent. Each batch costs two queries
+    however many are due (``_resend_claim``)."""
     if not settings.PAYMENT_CALLBACK_URL:
         return 0
     now = now or timezone.now()
@@ -123,11 +129,27 @@ def provider_resend_due(*, now: datetime | None = None) -> int:
         acknowledged_at__isnull=True, sent_at__lte=now - timedelta(seconds=settings.PAYMENT_PROVIDER_RESEND_SECONDS)
     )
     sent = 0
-    for pk, reference, sent_at in due.order_by("sent_at").values_list("pk", "reference", "sent_at")[:RESEND_BATCH]:
-        claimed = ProviderCharge.objects.filter(pk=pk, sent_at=sent_at, acknowledged_at__isnull=True).update(
-            sent_at=now, callbacks=F("callbacks") + 1
+    for _ in range(batches):
+        references = _resend_claim(due, now=now, size=batch)
+        for reference in references:
+            _send(reference, countdown=0, copies=1)
+        sent += len(references)
+        if len(references) < batch:
+            break
+    return sent
+
+
+def _resend_claim(due: QuerySet, *, now: datetime, size: int) -> list[str]:
+    """The references of up to ``size`` charges of ``due``, claimed in one transaction: read
+    through the resend index and locked, skipping those another run holds, then moved on
+    (``sent_at``) and counted in one UPDATE, so that two runs at once send each once. Their
+    callbacks leave after the commit."""
+    with transaction.atomic():
+        claimed = list(
+            due.select_for_update(skip_locked=True).order_by("sent_at").values_list("pk", "reference")[:size]
         )
         if claimed:
-            _send(reference, countdown=0, copies=1)
-            sent += 1
-    return sent
+            ProviderCharge.objects.filter(pk__in=[pk for pk, _ in claimed]).update(
+                sent_at=now, callbacks=F("callbacks") + 1
+            )
+    return [reference for _, reference in claimed]
