@@ -44,7 +44,7 @@ faults: $(VENV)/.dev
 	bash scripts/ensure-services.sh
 	$(PY) -m loadtests.faults $(ARGS)
 
-## Benchmarks (they print their figures and the machine): locks, purchase throughput, draw throughput by pool size, the redis_lua script, redis_lua over HTTP, what the metrics cost.
+## Benchmarks (they print their figures and the machine): locks, purchase throughput, draw throughput by pool size, the redis_lua script, redis_lua over HTTP, what the metrics cost, every request and beat task on a big site against a small one.
 bench: $(VENV)/.dev
 	bash scripts/ensure-services.sh
 	$(PY) -m benchmarks.locks
@@ -53,6 +53,7 @@ bench: $(VENV)/.dev
 	$(PY) -m benchmarks.reservations
 	$(PY) -m benchmarks.http
 	$(PY) -m benchmarks.metrics
+	$(PY) -m benchmarks.history
 
 lint: $(VENV)/.dev
 	$(PY) -m ruff check .
