@@ -44,7 +44,7 @@ faults: $(VENV)/.dev
 	bash scripts/ensure-services.sh
 	$(PY) -m loadtests.faults $(ARGS)
 
-## Benchmarks (they print their figures and the machine): locks, purchase throughput, draw throughput by pool size, the redis_lua script, redis_lua over HTTP, what the metrics cost, what a read of the token revocations costs.
+## Benchmarks (they print their figures and the machine): locks, purchase throughput, draw throughput by pool size, the redis_lua script, redis_lua over HTTP, what the metrics cost, what a read of the token revocations costs, every request and beat task on a big site against a small one.
 bench: $(VENV)/.dev
 	bash scripts/ensure-services.sh
 	$(PY) -m benchmarks.locks
@@ -54,6 +54,7 @@ bench: $(VENV)/.dev
 	$(PY) -m benchmarks.http
 	$(PY) -m benchmarks.metrics
 	$(PY) -m benchmarks.revocations
+	$(PY) -m benchmarks.history
 
 lint: $(VENV)/.dev
 	$(PY) -m ruff check .
