@@ -17,6 +17,7 @@ from lottery.models import Pool
 from orders.models import Order, Voucher
 from orders.services import order_cancel, order_purchase
 from payments.models import Payment
+from payments.selectors import payments_audit
 from payments.services import order_pay, payment_confirm
 from tests.lottery.test_admin import pool_form
 from tests.test_admin import window_form
@@ -134,3 +135,19 @@ def test_the_payments_audit_is_for_staff_who_may_see_the_voucher(client, make_us
     assert client.get(audit).status_code == 403
     client.force_login(make_user(staff=True, permissions=("orders.view_voucher",)))
     assert client.get(audit).status_code == 200
+
+
+def test_manage_audit_keeps_each_vouchers_payments_apart(make_user, make_voucher, payment_provider, capsys):
+    """The payments of every voucher are counted in one grouped pass: a break in one voucher
+    shows on its row alone, and the audit of all orders is the sum of the vouchers'."""
+    first = paid_and_refunded(make_user, make_voucher, payment_provider)
+    payment_provider.PAYMENT_PROVIDER_DELAY_MS = 0
+    second = paid_and_refunded(make_user, make_voucher, payment_provider)
+    Order.objects.filter(voucher=second, status=Order.Status.PAID).update(status=Order.Status.HELD)
+    with pytest.raises(SystemExit):
+        call_command("audit", "--json")
+    vouchers = {v["voucher_id"]: v for v in json.loads(capsys.readouterr().out)["vouchers"]}
+    assert (vouchers[first.pk]["payments"]["paid_unsold"], vouchers[first.pk]["ok"]) == (0, True)
+    assert (vouchers[second.pk]["payments"]["paid_unsold"], vouchers[second.pk]["ok"]) == (1, False)
+    every = payments_audit()
+    assert (every.confirmations, every.paid, every.refunded, every.paid_unsold) == (4, 2, 2, 1)
