@@ -3,7 +3,6 @@ same guarded service as purchases, so it cannot race the buyers."""
 
 from django import forms
 from django.contrib import admin
-from django.db.models import Count
 from django.shortcuts import get_object_or_404
 from django.urls import reverse
 from django.utils.html import format_html
@@ -38,7 +37,7 @@ class VoucherAdmin(HeldColumn, RestockUrl, SaleWindowColumns, admin.ModelAdmin):
     records = "orders"
     restock_route = "<int:voucher_id>/restock/"
     restock_name = "orders_voucher_restock"
-    list_display = ["title", "stock_left_of_supplied", "orders", "held", "window", "strategy_name", "restock_link"]
+    list_display = ["title", "stock_left_of_supplied", "sold", "held", "window", "strategy_name", "restock_link"]
     list_filter = ["strategy", "listed"]
     search_fields = ["title"]
     list_select_related = ["stock"]
@@ -57,27 +56,15 @@ class VoucherAdmin(HeldColumn, RestockUrl, SaleWindowColumns, admin.ModelAdmin):
     add_fields = ["title", "description", "begin_at", "end_at", "strategy", "hold_seconds", "initial_stock"]
     readonly_fields = ["stock_left", "supplied", "audit"]
 
-    def page_count(self, items: list[Voucher]) -> None:
-        super().page_count(items)
-        # Read from the (voucher, user) index alone, and for the page's vouchers only; still
-        # every order of theirs: the units sold are where an oversell first shows.
-        orders = dict(
-            Order.objects.filter(voucher_id__in=[voucher.pk for voucher in items])
-            .order_by()
-            .values_list("voucher_id")
-            .annotate(n=Count("pk"))
-        )
-        for voucher in items:
-            voucher.order_count = orders.get(voucher.pk, 0)
-
-    @admin.display(description="orders")
-    def orders(self, obj):
-        """The orders written, marked when they pass the units supplied: an oversell shows in
-        the list, not only in each voucher's audit."""
-        beyond = obj.order_count - obj.stock.initial_quantity
+    @admin.display(description="sold")
+    def sold(self, obj):
+        """The units orders hold (held or paid), from the stock's running total
+        (``inventory.totals``), marked when they pass the units supplied: an oversell shows
+        in the list, not only in each voucher's audit, and the list counts no order."""
+        beyond = obj.stock.taken - obj.stock.initial_quantity
         if beyond > 0:
-            return format_html("{} <strong>oversold {}</strong>", obj.order_count, beyond)
-        return obj.order_count
+            return format_html("{} <strong>oversold {}</strong>", obj.stock.taken, beyond)
+        return obj.stock.taken
 
     @admin.display(description="stock left")
     def stock_left(self, obj):
