@@ -45,7 +45,7 @@ from .product import Product
 from .records import Record
 from .reservation_types import group_tag
 from .strategies import STRATEGIES
-from .strategies.base import Change, Returned, lock_rows, units_back
+from .strategies.changes import Change, Returned, lock_rows, units_back
 
 logger = logging.getLogger(__name__)
 

@@ -33,7 +33,7 @@ from django.db.models import Count
 
 from .models import Stock, StockGroup
 from .product import Product
-from .strategies.base import TAKING, lock_rows
+from .strategies.changes import TAKING, lock_rows
 
 
 @dataclass(frozen=True)

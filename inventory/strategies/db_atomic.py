@@ -23,7 +23,6 @@ from django.conf import settings
 
 from ..models import Stock, Strategy
 from .base import (
-    Change,
     Held,
     StockStrategy,
     Take,
@@ -32,6 +31,7 @@ from .base import (
     sold_out_on_negative_stock,
     units_out,
 )
+from .changes import Change
 
 
 class AtomicStrategy(StockStrategy):

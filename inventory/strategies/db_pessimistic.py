@@ -17,7 +17,8 @@ from collections.abc import Iterator, Mapping
 
 from ..models import Stock, Strategy
 from ..records import Record
-from .base import Change, Held, StockStrategy, Take, in_transaction, lock_rows, sold_out_on_negative_stock, units_out
+from .base import Held, StockStrategy, Take, in_transaction, sold_out_on_negative_stock, units_out
+from .changes import Change, lock_rows
 
 
 class PessimisticStrategy(StockStrategy):

@@ -38,7 +38,8 @@ from ..errors import SoldOut, StateMissing
 from ..groups import with_group_lock
 from ..models import Strategy
 from ..reservations import REACHABLE, reservations_client
-from .base import Change, R, Returned, StockStrategy, Take, change_write
+from .base import R, StockStrategy, Take
+from .changes import Change, Returned, change_write
 
 logger = logging.getLogger(__name__)
 
