@@ -236,6 +236,8 @@ def one_run(
     if outcomes_dir.exists():
         raise LoadRunFailed(f"{outcomes_dir} exists: each run needs a folder of its own")
     outcomes_dir.mkdir(parents=True)
+    # The lab's runs and the fault runner name no --watchers: the scenario's own then.
+    watchers = scenario.watchers if getattr(args, "watchers", None) is None or not scenario.watchers else args.watchers
     env = dict(os.environ)
     env.update(
         product.locust_env(target),
@@ -244,7 +246,7 @@ def one_run(
         LOADTEST_STAFF_TOKEN=staff_token,
         LOADTEST_WORKERS=str(args.locust_processes),
         LOADTEST_BUYERS=str(args.hammer_buyers),
-        LOADTEST_WATCHERS=str(scenario.watchers),
+        LOADTEST_WATCHERS=str(watchers),
         PYTHONPATH=str(ROOT),
     )
     deferred = STRATEGIES[strategy].deferred
@@ -254,7 +256,7 @@ def one_run(
     sampler.start()
     try:
         cpu_before, worker_cpu_before = server.cpu_seconds(), server.worker_cpu_seconds()
-        users = args.users + scenario.watchers
+        users = args.users + watchers
         stats = run_locust(args, scenario.path, server.host, run_dir / "locust", env, users, stop)
         cpu_used = server.cpu_seconds() - cpu_before
         # The database restarted under the load (the fault runner) left this thread's

@@ -72,6 +72,9 @@ def parse_args(argv):
     parser.add_argument("--users", type=int, default=50, help="Locust users: the concurrency")
     # A crowd that runs out mid-run leaves Locust idle and req/s measures the crowd, not the server.
     parser.add_argument("--buyers", type=int, default=20000, help="distinct buyers (tokens) in the crowd")
+    parser.add_argument(
+        "--watchers", type=int, default=None, help="open tabs polling the pages in the watched scenario (default 200)"
+    )
     parser.add_argument("--spawn-rate", type=float, default=50)
     parser.add_argument("--duration", type=int, default=15, help="seconds of load per run")
     # Large enough that selling, not answering sold-out buyers, fills a good part of the run:
