@@ -1,7 +1,8 @@
-"""What the shop's public pages and the fragments they poll cost does not grow with the
-records a site has written (docs/design.md, "Running totals"): the same queries for an item
-with ten records as for one with a thousand, none of them over the records for a visitor,
-and on MariaDB no plan that scans the records table for a signed-in user's own state."""
+"""What the shop's public pages, the fragments they poll and the API's calls cost does not
+grow with the records a site has written (docs/design.md, "Running totals"): the same
+queries for an item with ten records as for one with a thousand, none of them over the
+records for a visitor, and on MariaDB no plan that scans the records table for a signed-in
+user's own state."""
 
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ from lottery.services import pool_draw, pool_update
 from orders.models import Order
 from orders.product import VOUCHER
 from orders.selectors import voucher_audit
+from orders.services import voucher_update
 
 pytestmark = pytest.mark.django_db
 
@@ -172,3 +174,66 @@ def test_the_migration_counts_the_totals_of_the_records_already_written(
     assert (stock.taken, stock.group.over_takes, stock.group.over_takers) == (2, 1, 1)
     gold_stock = Stock.objects.select_related("group").get(pk=gold.stock_id)
     assert (gold_stock.taken, gold_stock.group.over_takes, gold_stock.group.over_takers) == (2, 1, 1)
+
+
+# --- the API --------------------------------------------------------------------------------------
+
+
+def api_queries(client: Client, method: str, url: str) -> tuple[int, int]:
+    with CaptureQueriesContext(connection) as captured:
+        status = getattr(client, method)(url, content_type="application/json").status_code
+    return status, len(captured.captured_queries)
+
+
+@pytest.fixture
+def sites(make_voucher, make_pool, django_user_model):
+    """Two of each item, with a payment or claim window, one with 10 records and one with
+    1,000 of other users'."""
+    made = {}
+    for name, count in (("few", 10), ("many", 1_000)):
+        voucher = make_voucher(stock=10_000, strategy="db_atomic", title=name)
+        voucher_update(voucher=voucher, hold_seconds=600)
+        pool = make_pool(prizes=(("Gold", 10_000),), draws_per_user=3, name=name)
+        pool_update(pool=pool, hold_seconds=600)
+        user_ids = users_bulk(django_user_model, count, name)
+        orders_bulk(voucher, user_ids)
+        draws_bulk(pool, user_ids)
+        made[name] = (voucher, pool)
+    return made
+
+
+def test_every_api_call_costs_the_same_with_ten_records_as_with_a_thousand(
+    sites, api_client, settings, payment_provider
+):
+    # The token check reads the revocations once a second in whichever call comes then: once an
+    # hour here, read by the first call, so that each call counts its own queries only.
+    settings.API_TOKEN_REVOCATIONS_REFRESH_SECONDS = 3600
+    counted = {}
+    for name, (voucher, pool) in sites.items():
+        buyer = api_client()
+        buyer.get("/api/orders")
+        calls = [
+            ("get", "/api/vouchers"),
+            ("get", f"/api/vouchers/{voucher.pk}"),
+            ("get", "/api/pools"),
+            ("get", f"/api/pools/{pool.pk}"),
+            ("post", f"/api/vouchers/{voucher.pk}/purchase"),
+            ("post", f"/api/pools/{pool.pk}/draw"),
+        ]
+        answers = [api_queries(buyer, method, url) for method, url in calls]
+        order = Order.objects.get(voucher=voucher, user=buyer.user)
+        draw = Draw.objects.get(pool=pool, user=buyer.user)
+        answers.append(api_queries(buyer, "post", f"/api/orders/{order.pk}/pay"))
+        answers.append(api_queries(buyer, "get", f"/api/orders/{order.pk}"))
+        second = api_client()
+        second.get("/api/orders")
+        api_queries(second, "post", f"/api/vouchers/{voucher.pk}/purchase")
+        answers.append(
+            api_queries(second, "post", f"/api/orders/{Order.objects.get(voucher=voucher, user=second.user).pk}/cancel")
+        )
+        if draw.prize_id is not None:
+            answers.append(api_queries(buyer, "post", f"/api/draws/{draw.pk}/claim"))
+        counted[name] = answers
+    statuses = [status for status, _ in counted["many"]]
+    assert all(status in (200, 201) for status in statuses), statuses
+    assert [queries for _, queries in counted["few"]] == [queries for _, queries in counted["many"]]
