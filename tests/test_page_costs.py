@@ -6,6 +6,8 @@ user's own state."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
@@ -22,7 +24,7 @@ from lottery.services import pool_draw, pool_update
 from orders.models import Order
 from orders.product import VOUCHER
 from orders.selectors import voucher_audit
-from orders.services import voucher_update
+from orders.services import order_purchase, voucher_update
 
 pytestmark = pytest.mark.django_db
 
@@ -237,3 +239,22 @@ def test_every_api_call_costs_the_same_with_ten_records_as_with_a_thousand(
     statuses = [status for status, _ in counted["many"]]
     assert all(status in (200, 201) for status in statuses), statuses
     assert [queries for _, queries in counted["few"]] == [queries for _, queries in counted["many"]]
+
+
+def test_a_rendered_row_is_kept_only_while_what_it_shows_stays(client, make_user, make_voucher, make_pool):
+    """The lists' rows are rendered once per process for what they show (the "fragments"
+    cache): a sale, a draw, a strategy switch show at the next poll."""
+    voucher = make_voucher(stock=3)
+    pool = make_pool(prizes=(("Gold", 2),), draws_per_user=3)
+
+    def cell(url: str, testid: str) -> str:
+        return re.search(rf'data-testid="{testid}">(.*?)</td>', client.get(url).content.decode(), re.S).group(1)
+
+    assert cell(reverse("pages:voucher_stock"), f"stock-{voucher.pk}") == "3 / 3"
+    order_purchase(user=make_user(), voucher=voucher)
+    assert cell(reverse("pages:voucher_stock"), f"stock-{voucher.pk}") == "2 / 3"
+    voucher_update(voucher=voucher, strategy="redis_lock")
+    assert "redis_lock" in client.get(reverse("pages:voucher_stock")).content.decode()
+    assert cell(reverse("lottery:pool_rows"), f"pool-left-{pool.pk}") == "2 of 2"
+    pool_draw(user=make_user(), pool=pool)
+    assert cell(reverse("lottery:pool_rows"), f"pool-left-{pool.pk}") == "1 of 2"

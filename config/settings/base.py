@@ -176,7 +176,17 @@ CACHES = {
             "SOCKET_CONNECT_TIMEOUT": 2,
             "SOCKET_TIMEOUT": 2,
         },
-    }
+    },
+    # Rendered rows of the shop's lists, in each process, keyed by everything a row shows
+    # (templates/pages/_voucher_rows.html): every open tab polls the list every 2 s, and of
+    # its rows only those whose figures moved are rendered again. In the process, so no round
+    # trip per row; a minute at most, as a moment's text names the year only when not this one.
+    "fragments": {
+        "BACKEND": "django.core.cache.backends.locmem.LocMemCache",
+        "LOCATION": "fragments",
+        "TIMEOUT": 60,
+        "OPTIONS": {"MAX_ENTRIES": 5000},
+    },
 }
 
 CELERY_BROKER_URL = os.environ.get("CELERY_BROKER_URL", REDIS_URL)
