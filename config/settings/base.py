@@ -177,16 +177,8 @@ CACHES = {
             "SOCKET_TIMEOUT": 2,
         },
     },
-    # Rendered rows of the shop's lists, in each process, keyed by everything a row shows
-    # (templates/pages/_voucher_rows.html): every open tab polls the list every 2 s, and of
-    # its rows only those whose figures moved are rendered again. In the process, so no round
-    # trip per row; a minute at most, as a moment's text names the year only when not this one.
-    "fragments": {
-        "BACKEND": "django.core.cache.backends.locmem.LocMemCache",
-        "LOCATION": "fragments",
-        "TIMEOUT": 60,
-        "OPTIONS": {"MAX_ENTRIES": 5000},
-    },
+    # The shop's list rows, rendered once per process for all they show (docs/design.md, "The pages").
+    "fragments": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache", "LOCATION": "fragments", "TIMEOUT": 60},
 }
 
 CELERY_BROKER_URL = os.environ.get("CELERY_BROKER_URL", REDIS_URL)
