@@ -40,12 +40,12 @@ from .errors import (
     HoldPending,
     NothingHeld,
 )
-from .models import Stock
+from .models import Stock, StockGroup
 from .product import Product
 from .records import Record
 from .reservation_types import group_tag
 from .strategies import STRATEGIES
-from .strategies.changes import Change, Returned, lock_rows, units_back
+from .strategies.changes import Change, Returned, lock_group, lock_rows, over_counted, units_back
 
 logger = logging.getLogger(__name__)
 
@@ -131,8 +131,15 @@ def _change(product: Product, item: Any, record: Model, *, target: str, now: dat
         frees_take=product.release_frees_take,
         unit_field=product.unit_field,
         counted=partial(product.counted, item.pk, record.user_id),
-        allowed=product.rules(item).limit,
+        allowed=partial(product.limit_of, item.pk),
+        over_rule=product.release_frees_take and _over_rule(product, item),
     )
+
+
+def _over_rule(product: Product, item: Any) -> bool:
+    """Whether the item holds takes past the per-user rule now (an unguarded strategy made
+    them): a release under any strategy then keeps their running totals too."""
+    return StockGroup.objects.filter(pk=product.group_of(item), over_takes__gt=0).exists()
 
 
 def _release_fields(product: Product, now: datetime) -> dict:
@@ -204,12 +211,12 @@ def holds_expire_due(
         elif strategy.deferred:
             released += strategy.units_returned(
                 product.group_of(item),
-                lambda of_item=of_item, left=left: _expire(product, of_item, now=now, batch=left),
+                lambda of_item=of_item, left=left, item=item: _expire(product, item, of_item, now=now, batch=left),
                 kind=product.kind,
                 frees_take=product.release_frees_take,
             )
         else:
-            released += len(_expire(product, of_item, now=now, batch=left))
+            released += len(_expire(product, item, of_item, now=now, batch=left))
     return released
 
 
@@ -222,12 +229,16 @@ def holds_expire_all(product: Product, *, item_id: int | None = None) -> int:
     return released
 
 
-def _expire(product: Product, due, *, now: datetime, batch: int) -> list[Returned]:
-    """Release up to ``batch`` of ``due`` in one transaction: their rows locked (``SKIP
-    LOCKED``: a record being paid this instant is left for the next sweep), changed only
-    while still held, and their units returned with one UPDATE per stock row; what each
-    returned."""
+def _expire(product: Product, item: Any, due, *, now: datetime, batch: int) -> list[Returned]:
+    """Release up to ``batch`` of ``due`` (the item's) in one transaction: their rows locked
+    (``SKIP LOCKED``: a record being paid this instant is left for the next sweep), changed
+    only while still held, and their units returned with one UPDATE per stock row; what each
+    returned. Where the item holds takes past the per-user rule, their running totals
+    follow each user's releases."""
+    over_rule = product.release_frees_take and _over_rule(product, item)
     with transaction.atomic():
+        if over_rule:
+            lock_group(product.group_of(item))  # before the stock rows, as every writer of both
         # The stock rows first, then the records, as a take and a single release lock them:
         # the other order deadlocks against a purchase. Only the records' own rows are
         # locked (a join's would be too: MariaDB has no ``OF``).
@@ -246,4 +257,12 @@ def _expire(product: Product, due, *, now: datetime, batch: int) -> list[Returne
         units = Counter(row.stock_id for row in rows if row.stock_id is not None)
         for stock_id, count in sorted(units.items()):
             Stock.objects.filter(pk=stock_id).update(**units_back(count))
+        if over_rule:
+            for user_id, count in Counter(row.user_id for row in rows).items():
+                over_counted(
+                    product.group_of(item),
+                    counted=partial(product.counted, item.pk, user_id),
+                    allowed=partial(product.limit_of, item.pk),
+                    delta=-count,
+                )
     return rows

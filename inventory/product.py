@@ -130,6 +130,10 @@ class Product(ABC):
         """The stock row a record took its unit from; None when it took nothing."""
         return type(record).objects.filter(pk=record.pk).values_list(self.unit_field, flat=True).first()
 
+    def limit_of(self, item_id: int) -> int:
+        """The per-user rule's limit as the item stands now (read again: it may change)."""
+        return self.rules(self.items().get(pk=item_id)).limit
+
     def counted(self, item_id: int, user_id: int) -> int:
         """How many of the user's records of the item count against the per-user rule."""
         return self.taking(self.records(item_id).filter(user_id=user_id)).count()

@@ -106,7 +106,7 @@ def _rule_counted(product: Product, item: Any, user_id: int) -> dict[str, Any]:
     running totals of takes past it (``over_counted``); a guarded one never writes past it."""
     if STRATEGIES[item.strategy].guarded:
         return {}
-    return {"counted": partial(product.counted, item.pk, user_id), "allowed": product.rules(item).limit}
+    return {"counted": partial(product.counted, item.pk, user_id), "allowed": partial(product.limit_of, item.pk)}
 
 
 def hold_until(seconds: int, start: datetime) -> datetime | None:

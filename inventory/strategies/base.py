@@ -67,7 +67,7 @@ from ..errors import InvalidQuantity, LockBusy, SoldOut
 from ..models import Stock
 from ..records import Record
 from ..reservation_types import Reserved, group_tag
-from .changes import Change, change_write, over_counted
+from .changes import Change, change_write, lock_group, over_counted
 
 R = TypeVar("R")
 
@@ -118,7 +118,8 @@ class Take(Generic[R]):
     What an unguarded strategy (``none``, ``local``) reads to keep the running totals of
     takes past the per-user rule (``over_counted``), since only its writes make them:
         counted: the user's records of the item that count against the rule, now.
-        allowed: how many the rule allows (1 a voucher, the draw limit of a pool).
+        allowed: how many the rule allows (1 a voucher, the draw limit of a pool), read
+            under the group's lock.
     """
 
     group_id: int
@@ -136,7 +137,7 @@ class Take(Generic[R]):
     reserved: Callable[[Reserved], R] | None = None
     rand: Callable[[], float] | None = None
     counted: Callable[[], int] | None = None
-    allowed: int = 1
+    allowed: Callable[[], int] | None = None
 
 
 def units_out(units: int) -> dict[str, Any]:
@@ -252,6 +253,8 @@ class StockStrategy:
         """Settle or release one held record (the module docstring); False when it was no
         longer held, and nothing is written."""
         with self.guard(change) as held:
+            if change.counts_over(guarded=self.guarded) and self.guarded:
+                lock_group(change.group_id)  # before the stock row its read may lock
             if not self.change_read(change, held):
                 return False
             race_window()
@@ -273,10 +276,13 @@ class StockStrategy:
                 if attempt == 0:
                     race_window()
                 with self.writing(take, held):
+                    counts_over = not self.guarded and take.counted is not None
+                    if counts_over:
+                        lock_group(take.group_id)  # before the stock row, as every writer of both
                     if chosen is None or self.write(take, held, chosen, remaining):
                         record = take.record(chosen, self.guarded)
-                        if not self.guarded and take.counted is not None:
-                            over_counted(take, delta=1)
+                        if counts_over:
+                            over_counted(take.group_id, counted=take.counted, allowed=take.allowed, delta=1)
                         return record
                 self.before_retry(attempt)
             raise LockBusy()

@@ -19,7 +19,7 @@ from ..models import Stock, StockGroup
 from ..records import SETTLED, Record
 
 if TYPE_CHECKING:
-    from .base import Take
+    pass
 
 # The statuses of a record that holds its unit: the stock row's ``taken`` counts them.
 TAKING = (Record.Status.HELD, *SETTLED)
@@ -45,7 +45,10 @@ class Change:
             may buy again; a forfeited draw still counts).
         unit_field: the record's lookup of the stock row it took, read by an unguarded
             write, which may change a record that is not held any more.
-        counted, allowed: as a ``Take``'s, for the running totals of an unguarded write.
+        counted, allowed: as a ``Take``'s, for the running totals of takes past the per-user
+            rule.
+        over_rule: whether the item had takes past the rule when the change was read: a
+            guarded release then counts them too, since it may release one of them.
     """
 
     records: QuerySet
@@ -61,11 +64,17 @@ class Change:
     frees_take: bool = False
     unit_field: str = ""
     counted: Callable[[], int] | None = None
-    allowed: int = 1
+    allowed: Callable[[], int] | None = None
+    over_rule: bool = False
 
     @property
     def releases(self) -> bool:
         return "released_at" in self.fields
+
+    def counts_over(self, *, guarded: bool) -> bool:
+        """Whether this change keeps the totals of takes past the per-user rule: an
+        unguarded write can make them, and any release of a take may end one."""
+        return self.frees_take and self.counted is not None and (not guarded or self.over_rule)
 
 
 class Returned(NamedTuple):
@@ -95,8 +104,11 @@ def change_write(change: Change, *, guarded: bool) -> bool:
     returns = change.releases and change.stock_id is not None
     if change.releases:
         fields["releases"] = F("releases") + 1
-    # The stock row first, as a take writes it before its record: two transactions that
-    # lock the two in opposite orders deadlock (a cancel against a purchase of the unit).
+    # The group's row first when the per-user totals move, as a restock and db_optimistic
+    # lock it before a stock row; then the stock row, as a take writes it before its record:
+    # two transactions that lock two rows in opposite orders deadlock.
+    if change.counts_over(guarded=guarded):
+        lock_group(change.group_id)
     if returns:
         lock_rows([change.stock_id])
     if guarded:
@@ -111,8 +123,8 @@ def change_write(change: Change, *, guarded: bool) -> bool:
         Stock.objects.filter(pk=change.stock_id).update(**units_back(1, taken=-taken))
     elif unit is not None and taken:
         Stock.objects.filter(pk=unit).update(taken=F("taken") + taken)
-    if not guarded and change.frees_take and change.counted is not None:
-        over_counted(change, delta=taken)
+    if change.counts_over(guarded=guarded):
+        over_counted(change.group_id, counted=change.counted, allowed=change.allowed, delta=taken)
     return True
 
 
@@ -133,22 +145,30 @@ def units_back(units: int, *, taken: int | None = None) -> dict[str, Any]:
     return {"quantity": F("quantity") + units, "taken": F("taken") - taken, "version": F("version") + 1}
 
 
-def over_counted(guarded_by: Take | Change, *, delta: int) -> None:
-    """Keep the group's running totals of takes beyond the per-user rule, after an
-    unguarded write moved the user's count of records that count against it by ``delta``.
-    The group's row is locked before the count, so the writes of one item count in turn,
-    each seeing those committed before it: an exact total however they race."""
+def over_counted(group_id: int, *, counted: Callable[[], int], allowed: Callable[[], int], delta: int) -> None:
+    """Keep the group's running totals of takes beyond the per-user rule, after a write
+    moved the user's count of records that count against it (``counted()``, now) by
+    ``delta``. The group's row is locked before the count (the caller locked it first, in
+    the order every writer locks it), so the writes of one item count in turn, each seeing
+    those committed before it; the rule's limit is read under the same lock, as a change of
+    the limit recounts under it (``inventory.totals.over_recount``)."""
     if delta == 0:
         return
-    list(StockGroup.objects.select_for_update().filter(pk=guarded_by.group_id).values_list("pk", flat=True))
-    counted = guarded_by.counted()
-    allowed, before = guarded_by.allowed, counted - delta
-    takes = max(0, counted - allowed) - max(0, before - allowed)
-    takers = int(counted > allowed) - int(before > allowed)
+    lock_group(group_id)
+    now, limit = counted(), allowed()
+    before = now - delta
+    takes = max(0, now - limit) - max(0, before - limit)
+    takers = int(now > limit) - int(before > limit)
     if takes or takers:
-        StockGroup.objects.filter(pk=guarded_by.group_id).update(
+        StockGroup.objects.filter(pk=group_id).update(
             over_takes=F("over_takes") + takes, over_takers=F("over_takers") + takers
         )
+
+
+def lock_group(group_id: int) -> None:
+    """Lock a stock group's row for the caller's transaction: before its stock rows, as a
+    restock and db_optimistic lock it."""
+    list(StockGroup.objects.select_for_update().filter(pk=group_id).values_list("pk", flat=True))
 
 
 def lock_rows(stock_ids: list[int]) -> None:

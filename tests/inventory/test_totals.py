@@ -1,0 +1,57 @@
+"""The running totals of takes past the per-user rule (``inventory.totals``) stay what the
+records say when the takes ``none`` left behind are released under a safe strategy, whether
+by their buyer or by the sweep, and when the rule itself changes."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from inventory.holds import holds_expire_all
+from inventory.models import Stock, StockGroup
+from inventory.totals import totals_recount
+from orders.models import Order
+from orders.product import VOUCHER
+from orders.selectors import voucher_audit, voucher_get
+from orders.services import order_cancel, voucher_update
+
+pytestmark = pytest.mark.django_db
+
+
+def duplicated(make_voucher, make_user, *, due: bool = False):
+    """A voucher with a payment window, and a buyer holding two orders of it, as ``none``
+    leaves a buyer whose two purchases raced, its running totals with them."""
+    voucher = make_voucher(stock=5, strategy="none")
+    voucher_update(voucher=voucher, hold_seconds=600)
+    buyer = make_user()
+    until = timezone.now() + (-timedelta(seconds=1) if due else timedelta(minutes=10))
+    Order.objects.bulk_create(
+        Order(user=buyer, voucher=voucher, status=Order.Status.HELD, hold_until=until) for _ in range(2)
+    )
+    Stock.objects.filter(pk=voucher.stock_id).update(quantity=3)
+    totals_recount(VOUCHER, item_ids=[voucher.pk])
+    group = StockGroup.objects.get(pk=voucher.stock.group_id)
+    assert (group.over_takes, group.over_takers) == (1, 1)
+    return voucher_get(voucher_id=voucher.pk), buyer
+
+
+@pytest.mark.parametrize("strategy", ["none", "db_atomic", "db_pessimistic", "db_optimistic", "redis_lock"])
+def test_a_duplicate_cancelled_under_any_strategy_leaves_the_totals_true(strategy, make_voucher, make_user):
+    voucher, buyer = duplicated(make_voucher, make_user)
+    voucher_update(voucher=voucher, strategy=strategy)
+    order_cancel(user=buyer, order_id=Order.objects.filter(user=buyer).first().pk)
+    audit = voucher_audit(voucher_id=voucher.pk)
+    assert (audit.duplicates, audit.totals_agree) == (0, True), audit
+    group = StockGroup.objects.get(pk=voucher.stock.group_id)
+    assert (group.over_takes, group.over_takers) == (0, 0)
+
+
+@pytest.mark.parametrize("strategy", ["db_atomic", "redis_lock"])
+def test_duplicates_expired_by_the_sweep_leave_the_totals_true(strategy, make_voucher, make_user):
+    voucher, _ = duplicated(make_voucher, make_user, due=True)
+    voucher_update(voucher=voucher, strategy=strategy)
+    assert holds_expire_all(VOUCHER, item_id=voucher.pk) == 2
+    audit = voucher_audit(voucher_id=voucher.pk)
+    assert (audit.duplicates, audit.holds.released, audit.totals_agree) == (0, 2, True), audit
