@@ -4,9 +4,11 @@ by their buyer or by the sweep, and when the rule itself changes."""
 
 from __future__ import annotations
 
+import io
 from datetime import timedelta
 
 import pytest
+from django.core.management import call_command
 from django.utils import timezone
 
 from inventory.holds import holds_expire_all
@@ -55,3 +57,17 @@ def test_duplicates_expired_by_the_sweep_leave_the_totals_true(strategy, make_vo
     assert holds_expire_all(VOUCHER, item_id=voucher.pk) == 2
     audit = voucher_audit(voucher_id=voucher.pk)
     assert (audit.duplicates, audit.holds.released, audit.totals_agree) == (0, 2, True), audit
+
+
+def test_the_recount_command_sets_drifted_totals_right_and_names_how_many(make_voucher, make_pool, make_user):
+    voucher, _ = duplicated(make_voucher, make_user)
+    pool = make_pool(prizes=(("Gold", 3),))
+    StockGroup.objects.filter(pk=voucher.stock.group_id).update(over_takes=7, over_takers=7)
+    Stock.objects.filter(pk=voucher.stock_id).update(taken=0)
+    assert not voucher_audit(voucher_id=voucher.pk).totals_agree
+    out = io.StringIO()
+    call_command("totals_recount", "--voucher", str(voucher.pk), "--pool", str(pool.pk), stdout=out)
+    assert out.getvalue().strip() == "1 item had totals to set right."
+    assert voucher_audit(voucher_id=voucher.pk).totals_agree
+    call_command("totals_recount", stdout=out)
+    assert out.getvalue().strip().endswith("0 items had totals to set right.")
