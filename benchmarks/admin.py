@@ -57,7 +57,9 @@ def _seed_users(users: int) -> int:
 
 
 def _seed_orders(orders: int, users: int, first_user: int) -> None:
+    from inventory.totals import totals_recount
     from orders.models import Order, Voucher
+    from orders.product import VOUCHER
     from orders.services import voucher_create
 
     now = _now()
@@ -112,10 +114,14 @@ def _seed_orders(orders: int, users: int, first_user: int) -> None:
             "UPDATE inventory_stock SET initial_quantity = %s, quantity = 1000 WHERE id = %s",
             [taking + 1000, voucher.stock_id],
         )
+    # The running totals, as the takes that wrote those orders would have kept them.
+    totals_recount(VOUCHER, item_ids=[voucher.pk for voucher in vouchers])
 
 
 def _seed_draws(draws: int, users: int, first_user: int) -> None:
+    from inventory.totals import totals_recount
     from lottery.models import Draw, Prize
+    from lottery.product import POOL
     from lottery.services import pool_create, prize_create
 
     now = _now()
@@ -154,6 +160,7 @@ def _seed_draws(draws: int, users: int, first_user: int) -> None:
             "UPDATE inventory_stock SET initial_quantity = %s, quantity = 100 WHERE id = %s",
             [awarded + 100, prize.stock_id],
         )
+    totals_recount(POOL, item_ids=[pool.pk for pool in pools])
 
 
 def _now():

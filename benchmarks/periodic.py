@@ -68,7 +68,9 @@ def _voucher(records: int):
     from django.utils import timezone
 
     from inventory.models import Stock
+    from inventory.totals import totals_recount
     from orders.models import Voucher
+    from orders.product import VOUCHER
     from orders.services import voucher_create, voucher_update
 
     title = f"{TITLE} {records}"
@@ -97,6 +99,8 @@ def _voucher(records: int):
     )
     taking = records - records // 10 * 2
     Stock.objects.filter(pk=voucher.stock_id).update(quantity=1000, initial_quantity=taking + 1000)
+    # The running totals, as the takes that wrote those orders would have kept them.
+    totals_recount(VOUCHER, item_ids=[voucher.pk])
     return voucher_update(voucher=voucher, strategy="redis_lua")
 
 
@@ -108,7 +112,9 @@ def _pool(records: int):
     from django.utils import timezone
 
     from inventory.models import Stock
+    from inventory.totals import totals_recount
     from lottery.models import Pool
+    from lottery.product import POOL
     from lottery.services import pool_create, pool_update, prize_create
 
     name = f"{TITLE} {records}"
@@ -141,6 +147,7 @@ def _pool(records: int):
     )
     for prize in (gold, silver):
         Stock.objects.filter(pk=prize.stock_id).update(quantity=1000, initial_quantity=records)
+    totals_recount(POOL, item_ids=[pool.pk])
     return pool_update(pool=pool, strategy="redis_lua")
 
 
