@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass
 from datetime import datetime
 
-from django.db.models import QuerySet
+from django.db.models import Count, QuerySet
 from django.shortcuts import get_object_or_404
 from django.utils import timezone
 
@@ -146,26 +147,47 @@ def voucher_audit(*, voucher_id: int) -> VoucherAudit:
     voucher = Voucher.objects.get(pk=voucher_id)
     stock = Stock.objects.select_related("group").get(pk=voucher.stock_id)
     totals = Order.objects.filter(voucher_id=voucher_id).aggregate(**record_totals())
-    return _voucher_audit(voucher, stock, totals)
+    return _voucher_audit(voucher, stock, totals, _repeaters([voucher_id]).get(voucher_id, 0))
 
 
 def voucher_audits(*, voucher_ids: list[int]) -> list[VoucherAudit]:
-    """``voucher_audit`` of each voucher of ``voucher_ids``, in that order, in two queries
+    """``voucher_audit`` of each voucher of ``voucher_ids``, in that order, in three queries
     whatever their number: the vouchers with their stock, and their orders counted in one
-    pass grouped by voucher (``manage.py audit``)."""
+    pass grouped by voucher, and by voucher and user (``manage.py audit``)."""
     vouchers = Voucher.objects.select_related("stock__group").in_bulk(voucher_ids)
     counted = Order.objects.filter(voucher_id__in=voucher_ids).order_by().values("voucher_id")
     totals = {row.pop("voucher_id"): row for row in counted.annotate(**record_totals())}
     no_orders = dict.fromkeys(record_totals(), 0)
+    repeaters = _repeaters(voucher_ids)
     return [
-        _voucher_audit(vouchers[voucher_id], vouchers[voucher_id].stock, totals.get(voucher_id, no_orders))
+        _voucher_audit(
+            vouchers[voucher_id],
+            vouchers[voucher_id].stock,
+            totals.get(voucher_id, no_orders),
+            repeaters.get(voucher_id, 0),
+        )
         for voucher_id in voucher_ids
     ]
 
 
-def _voucher_audit(voucher: Voucher, stock: Stock, totals: dict) -> VoucherAudit:
-    """The audit from the counts (``record_totals``) and the stock row with its group, one
-    definition for ``voucher_audit`` and ``voucher_audits``."""
+def _repeaters(voucher_ids: list[int]) -> dict[int, int]:
+    """{voucher id: users holding more than one of its orders}: what the running total of
+    users past the one-per-user rule must say (``StockGroup.over_takers``)."""
+    per_user = (
+        Order.objects.filter(voucher_id__in=voucher_ids)
+        .exclude(status__in=RELEASED)
+        .order_by()
+        .values("voucher_id", "user_id")
+        .annotate(n=Count("id"))
+        .filter(n__gt=1)
+    )
+    return dict(Counter(row["voucher_id"] for row in per_user))
+
+
+def _voucher_audit(voucher: Voucher, stock: Stock, totals: dict, repeaters: int) -> VoucherAudit:
+    """The audit from the counts (``record_totals``), the users holding more than one order,
+    and the stock row with its group: one definition for ``voucher_audit`` and
+    ``voucher_audits``."""
     taking = totals["held"] + totals["settled"]
     return VoucherAudit(
         voucher_id=voucher.pk,
@@ -181,7 +203,8 @@ def _voucher_audit(voucher: Voucher, stock: Stock, totals: dict) -> VoucherAudit
         conserved=stock.quantity + taking == stock.initial_quantity,
         stock_not_negative=stock.quantity >= 0,
         holds=HoldCounts.of(totals),
-        totals_agree=stock.taken == taking and stock.group.over_takes == taking - totals["takers"],
+        totals_agree=(stock.taken, stock.group.over_takes, stock.group.over_takers)
+        == (taking, taking - totals["takers"], repeaters),
     )
 
 
