@@ -320,7 +320,9 @@ def test_a_database_out_of_reach_for_too_long_undoes_the_reservation_and_tells_t
     def undone() -> bool:
         reservations_drain.delay("voucher", voucher.pk, group)  # as the sweep sends it
         time.sleep(0.5)
-        return buyer.get(f"/api/orders/{order_id}").json()["status"] == "failed"
+        answer = buyer.get(f"/api/orders/{order_id}")
+        assert answer.status_code == 200, (answer.status_code, answer.content)  # pending, then failed: never missing
+        return answer.json()["status"] == "failed"
 
     wait_for(undone, timeout=60)
     assert "unreachable" in buyer.get(f"/api/orders/{order_id}").json()["reason"]
