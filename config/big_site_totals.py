@@ -6,14 +6,12 @@ from __future__ import annotations
 from django.db.models import Count, F
 
 from inventory.models import Stock
-from inventory.records import SETTLED, Record
+from inventory.records import TAKING
 from inventory.totals import totals_recount
 from lottery.models import Draw, Pool
 from lottery.product import POOL
 from orders.models import Order, Voucher
 from orders.product import VOUCHER
-
-HOLDING = (Record.Status.HELD, *SETTLED)
 
 
 def stock_recount_from_records(*, vouchers: list[Voucher], pools: list[Pool]) -> None:
@@ -22,12 +20,12 @@ def stock_recount_from_records(*, vouchers: list[Voucher], pools: list[Pool]) ->
     records holding a unit (held, paid, claimed, or settled when taken). Everything the stock
     tables keep of their records is set here, one grouped query per product."""
     orders = (
-        Order.objects.filter(voucher__in=vouchers, status__in=HOLDING)
+        Order.objects.filter(voucher__in=vouchers, status__in=TAKING)
         .values_list("voucher__stock_id")
         .annotate(n=Count("id"))
     )
     draws = (
-        Draw.objects.filter(pool__in=pools, prize__isnull=False, status__in=HOLDING)
+        Draw.objects.filter(pool__in=pools, prize__isnull=False, status__in=TAKING)
         .values_list("prize__stock_id")
         .annotate(n=Count("id"))
     )

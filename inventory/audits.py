@@ -8,7 +8,7 @@ from dataclasses import asdict, dataclass
 from django.db.models import Count, Q, Sum
 from django.db.models.functions import Coalesce
 
-from .records import SETTLED, Record
+from .records import SETTLED, TAKING, Record
 
 
 @dataclass(frozen=True)
@@ -56,7 +56,7 @@ def record_totals(prefix: str = "") -> dict:
     of their units (a guarded strategy returns each at most once); those both settled and
     released; and the users whose records still hold a take (a released one does not)."""
     pk, status = f"{prefix}id", f"{prefix}status"
-    taking = Q(**{f"{status}__in": (Record.Status.HELD, *SETTLED)})
+    taking = Q(**{f"{status}__in": TAKING})
     return {
         "records": Count(pk),
         "pending": Count(pk, filter=Q(**{status: Record.Status.PENDING})),

@@ -132,7 +132,7 @@ def _change(product: Product, item: Any, record: Model, *, target: str, now: dat
         unit_field=product.unit_field,
         counted=partial(product.counted, item.pk, record.user_id),
         allowed=partial(product.limit_of, item.pk),
-        over_rule=product.release_frees_take and _over_rule(product, item),
+        over_rule=target != product.settled and product.release_frees_take and _over_rule(product, item),
     )
 
 

@@ -109,3 +109,6 @@ class Record(models.Model):
 # The statuses of a record whose unit went back to the stock, and of one settled.
 RELEASED = (Record.Status.CANCELLED, Record.Status.EXPIRED, Record.Status.FORFEITED)
 SETTLED = (Record.Status.CONFIRMED, Record.Status.PAID, Record.Status.CLAIMED)
+# The statuses of a record that holds its unit: the stock row's running total ``taken``
+# counts them (inventory.totals), and the audits count them.
+TAKING = (Record.Status.HELD, *SETTLED)

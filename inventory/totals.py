@@ -23,7 +23,6 @@ limit recounts the users past it (:func:`over_recount`): who is over a limit dep
 
 from __future__ import annotations
 
-from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -33,7 +32,8 @@ from django.db.models import Count
 
 from .models import Stock, StockGroup
 from .product import Product
-from .strategies.changes import TAKING, lock_rows
+from .records import TAKING
+from .strategies.changes import lock_group, lock_rows
 
 
 @dataclass(frozen=True)
@@ -132,7 +132,7 @@ def totals_recount(product: Product, *, item_ids: Iterable[int] | None = None) -
     """Set the running totals of the product's items (of ``item_ids``, or every one) from
     their records; the number of items whose totals changed.
 
-    Each item's stock rows and group are locked first, as every take and return locks
+    Each item's group and stock rows are locked first, in the order every writer locks
     them, so that a write in flight is counted once it commits, never half."""
     items = product.items()
     if item_ids is not None:
@@ -140,18 +140,13 @@ def totals_recount(product: Product, *, item_ids: Iterable[int] | None = None) -
     changed = 0
     for item in items.order_by("pk"):
         group_id = product.group_of(item)
-        stock_ids = list(Stock.objects.filter(group_id=group_id).order_by("pk").values_list("pk", flat=True))
-        lock_rows(stock_ids)
-        list(StockGroup.objects.select_for_update().filter(pk=group_id).values_list("pk", flat=True))
+        lock_group(group_id)
+        before = dict(Stock.objects.filter(group_id=group_id).order_by("pk").values_list("pk", "taken"))
+        lock_rows(list(before))
         taken, over_takes, over_takers = totals_counted(product, item)
-        before = dict(Stock.objects.filter(pk__in=stock_ids).values_list("pk", "taken"))
-        wanted = {stock_id: taken.get(stock_id, 0) for stock_id in stock_ids}
-        moved = {stock_id: n for stock_id, n in wanted.items() if before[stock_id] != n}
-        by_value: dict[int, list[int]] = defaultdict(list)
-        for stock_id, n in moved.items():
-            by_value[n].append(stock_id)
-        for n, ids in by_value.items():
-            Stock.objects.filter(pk__in=ids).update(taken=n)
+        moved = [stock_id for stock_id, n in before.items() if n != taken.get(stock_id, 0)]
+        for stock_id in moved:  # an item's few rows
+            Stock.objects.filter(pk=stock_id).update(taken=taken.get(stock_id, 0))
         group_changed = (
             StockGroup.objects.filter(pk=group_id)
             .exclude(over_takes=over_takes, over_takers=over_takers)
@@ -164,6 +159,6 @@ def totals_recount(product: Product, *, item_ids: Iterable[int] | None = None) -
 def over_recount(product: Product, item: Any) -> None:
     """Set the item's totals of takes beyond the per-user rule from its records, in the
     caller's transaction: after a change of the rule itself (the draw limit)."""
-    list(StockGroup.objects.select_for_update().filter(pk=product.group_of(item)).values_list("pk", flat=True))
+    lock_group(product.group_of(item))
     _, over_takes, over_takers = totals_counted(product, item)
     StockGroup.objects.filter(pk=product.group_of(item)).update(over_takes=over_takes, over_takers=over_takers)

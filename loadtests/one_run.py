@@ -236,8 +236,10 @@ def one_run(
     if outcomes_dir.exists():
         raise LoadRunFailed(f"{outcomes_dir} exists: each run needs a folder of its own")
     outcomes_dir.mkdir(parents=True)
-    # The lab's runs and the fault runner name no --watchers: the scenario's own then.
-    watchers = scenario.watchers if getattr(args, "watchers", None) is None or not scenario.watchers else args.watchers
+    # --watchers for a scenario with tabs; the lab's runs and the fault runner name none.
+    watchers = scenario.watchers
+    if watchers and getattr(args, "watchers", None) is not None:
+        watchers = args.watchers
     env = dict(os.environ)
     env.update(
         product.locust_env(target),

@@ -243,7 +243,7 @@ def _pool_audit(pool: Pool, prizes: list[Prize], totals: dict[str, int], over: l
 
 def pool_list_marked() -> list[Pool]:
     """The pools of ``pool_list``, each with ``marks``: what its running totals say
-    (``inventory.totals``), and ``prizes_left`` and ``prizes_supplied`` from them.
+    (``inventory.totals``), its prizes left and supplied among them.
 
     Two queries whatever the pools' draws: the pools with their groups, then their prizes'
     stock rows. The list page polls this every few seconds per open tab: it counts no draw."""
@@ -253,7 +253,6 @@ def pool_list_marked() -> list[Pool]:
         stocks[stock.group_id].append(stock)
     for pool in pools:
         pool.marks = ItemMarks.of(stocks[pool.group_id], pool.group)
-        pool.prizes_left, pool.prizes_supplied = pool.marks.stock, pool.marks.supplied
     return pools
 
 

@@ -253,7 +253,7 @@ class StockStrategy:
         """Settle or release one held record (the module docstring); False when it was no
         longer held, and nothing is written."""
         with self.guard(change) as held:
-            if change.counts_over(guarded=self.guarded) and self.guarded:
+            if self.guarded and change.counts_over(guarded=True):
                 lock_group(change.group_id)  # before the stock row its read may lock
             if not self.change_read(change, held):
                 return False

@@ -16,13 +16,10 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from django.db.models import F, QuerySet
 
 from ..models import Stock, StockGroup
-from ..records import SETTLED, Record
+from ..records import TAKING, Record
 
 if TYPE_CHECKING:
     pass
-
-# The statuses of a record that holds its unit: the stock row's ``taken`` counts them.
-TAKING = (Record.Status.HELD, *SETTLED)
 
 
 @dataclass(frozen=True)
