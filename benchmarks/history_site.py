@@ -117,14 +117,14 @@ class Site:
 
     def drift(self, kind: str) -> None:
         """The redis_lua item's units in Redis three too many (reconciliation repairs them)."""
-        from inventory.reservations import GroupKeys, reservations_client
+        from inventory.reservations import reservations_client
         from lottery.models import Prize
 
         if kind == "voucher":
             group_id, stock_id = self.lua_voucher.stock.group_id, self.lua_voucher.stock_id
         else:
             group_id, stock_id = self.lua_pool.group_id, Prize.objects.filter(pool=self.lua_pool).first().stock_id
-        reservations_client().client.hincrby(GroupKeys.of(group_id).state, f"stock:{stock_id}", 3)
+        reservations_client().add_units(group_id=group_id, stock_id=stock_id, units=3)
 
     def charges_due(self) -> list[int]:
         """``RESEND_WORK`` acknowledged charges made unacknowledged and due again."""

@@ -223,7 +223,7 @@ def main(argv=None) -> int:
     from django.conf import settings
 
     from inventory.item_states import item_reservations_load
-    from inventory.reservations import GroupKeys, reservations_client
+    from inventory.reservations import reservations_client
     from inventory.tasks import holds_sweep, reservations_reconcile, reservations_sweep
     from lottery.product import POOL
     from orders.product import VOUCHER
@@ -241,8 +241,7 @@ def main(argv=None) -> int:
     print(f"{args.charges:,} charges due and {args.charges:,} acknowledged; {args.runs} runs each")
 
     def drift() -> None:
-        keys = GroupKeys.of(voucher.stock.group_id)
-        reservations.client.hincrby(keys.state, f"stock:{voucher.stock_id}", 1)
+        reservations.add_units(group_id=voucher.stock.group_id, stock_id=voucher.stock_id, units=1)
 
     logging.getLogger("inventory.reconcile").setLevel(logging.ERROR)  # the drift made on purpose
     settings.PAYMENT_CALLBACK_URL = settings.PAYMENT_CALLBACK_URL or "http://127.0.0.1:9/api/payments/callback"

@@ -2,218 +2,325 @@
 
 A stock group's state lives in Redis under one hash tag (``<ns>:res:{group:<id>}:...``,
 ``<ns>`` the instance namespace of ``core.namespace``), so that every script touches a
-single Cluster slot:
+single Cluster slot (``docs/design.md``, "A reservation in Redis"):
 
-- ``...:state``, a hash: ``begin_ms`` and ``end_ms`` (the sale window), ``limit`` (takes
-  per user: 1 for a voucher, the draw limit for a pool), ``no_take`` (the weight of
-  taking nothing: a pool's "no prize"), and ``stock:<stock_id>`` (units left) for every
-  row of the group;
-- ``...:takers``, a hash: user id -> takes so far (its keys are a voucher's buyer set);
-- ``...:seqs``, a hash with a field ``<user>:<n>`` for every take number n in use: a take
-  gets the user's lowest free number, so that one undone frees its number for the next
-  (a draw's number is its per-user backstop in the database, and must not repeat). Every
-  script keeps one mark per take counted in ``takers``, which reconciliation's first
-  comparison counts on (``inventory.reconcile``);
-- ``...:checked``, a flag that expires: set by a reconciliation that compared each user's
-  takes and found them whole;
+- ``...:state``, a hash laid out so that RESERVE reads it with one ``HMGET`` and writes it
+  with one ``HSET`` (layout 2). ``rules``: ``2 <begin_ms> <end_ms> <limit> <no_take>``, the
+  layout, the sale window, the takes per user (1 for a voucher, the draw limit for a pool)
+  and the weight of taking nothing (a pool's "no prize"). ``live``: ``<n> <takes> <left>
+  <kick_at>`` and `` <stock id>:<units>`` per row, ascending: the group's last reservation
+  number, every user's takes together (reconciliation's total), the units of the rows that
+  have some, the Redis time (ms) until which the kick flag stands, the units per row.
+  ``<user id>``: the user's takes and the take numbers they use, ``<k>`` for k takes
+  numbered 1 to k, else ``<k>:<n>,<n>,...`` (a number freed by an undone take, or takes
+  that share one in the database); none for no take. A take gets the user's lowest free
+  number: one undone frees its number (a draw's number is its per-user backstop in the
+  database, and must not repeat). A state is loaded while it has ``live``: one of an
+  earlier layout (``stock:<id>`` fields; ``...:takers``, ``...:seqs``, ``...:kick`` beside)
+  is none: RESERVE answers ``unavailable`` (the caller asks for a rebuild), LOAD replaces it;
+- ``...:checked``, a flag that expires: set by a reconciliation that found each user whole;
 - ``...:pending``, a stream: one entry per reservation not yet persisted, read by the
-  persisting worker through the consumer group ``persist``. An entry's id is
-  ``<n>-0``, n the reservation's number, so that a reservation's state is found by its
-  id in one lookup (``XRANGE`` of that id); its fields are the user, the row taken (or
-  "" for nothing), the take's number, ``at`` (Redis time in ms) and ``rid``, the id of
-  the request that made it ("" for none), which the worker's line for its row carries;
-- ``...:ids``, a counter: the group's reservations are numbered 1, 2, ... (the
-  reservation's id is made from the group and this number, ``reservations.reservation_id``);
+  persisting worker through the consumer group ``persist``, its id ``<n>-0`` (n the
+  reservation's number: found in one ``XRANGE``), its fields the user, the row taken (""
+  for nothing), the take's number, ``at`` (Redis ms) and ``rid`` (the request's id, or "");
+- ``...:ids``, the reservation counter while no state is loaded: DROP leaves the state's
+  there (a reservation's id is made of its group and number, ``reservation_id``);
 - ``...:failed``, a hash: reservation number -> ``<user>:<stock id or "">:<ms>:<why>`` for a
-  reservation that could not be persisted (it was undone: the record never existed,
-  and the user is told so);
-- ``...:kick``, a flag with a short expiry: set by the reservation that found it unset,
-  whose caller then asks a worker to persist the group's stream. So a crowd enqueues one
-  persisting task per flag period rather than one per request; a drain holds the flag
-  while it paces through the stream, then clears it and reads once more, so a
-  reservation it did not read sets it again.
+  reservation that could not be persisted (undone: the record never existed).
 
-One take, any product, as in ``inventory.strategies``: a voucher is a group of one row with a
-limit of 1 and no weight of taking nothing, so RESERVE's weighted choice always lands on
-its row; a pool's choice is weighted by the stock left, at the moment of the script.
+The kick flag: set by the reservation that found it lapsed, whose caller asks a worker to
+persist the stream: one task per flag period, not per request. A drain holds it while it
+paces through the stream, then clears it and reads once more.
 
-The rate limits of a reservation's request count in RESERVE's own round trip: their
-counters (``core.ratelimit``) are keys of the group's hash tag, ``<ns>:rate:{group:<id>}:...``.
+One take, any product (``inventory.strategies``): a voucher is a group of one row, a limit
+of 1 and no weight of taking nothing; a pool's choice is weighted by the stock left. The
+rate limits of a request count in RESERVE's round trip: their counters (``core.ratelimit``)
+are keys of the group's hash tag, ``<ns>:rate:{group:<id>}:...``.
 """
 
 from core.ratelimit import RATE_WAIT
 
 # Reserve one unit for a user: count the request's rate limits; check the window (Redis
 # time), the user's takes and the stock; choose a row weighted by its stock (or nothing,
-# by the weight of taking nothing); append the pending reservation, decrement the row and
-# count the take. The append comes before every other write: should it fail (an entry id
-# not above the stream's last), nothing has been taken.
-# KEYS[1] state, KEYS[2] takers, KEYS[3] pending stream, KEYS[4] reservation counter,
-# KEYS[5] take numbers in use, KEYS[6] the kick flag, KEYS[7...] the request's rate-limit
-#         counters (none when the limits are off)
+# by the weight of taking nothing); append the pending reservation, then write the state
+# (the row's units, the counters, the user's take numbers) with one HSET. The append
+# comes first: should it fail (an entry id not above the stream's last), nothing is taken.
+# Every purchase and draw pays its cost, so it is written for it (docs/design.md): numbers
+# made text with %d (Lua's tostring formats floats), text answered, one row spliced.
+# KEYS[1] state, KEYS[2] pending stream, KEYS[3...] the request's rate-limit counters (none
+#         when the limits are off)
 # ARGV[1] user id, ARGV[2] a uniform random number in [0, 1) drawn by the caller (so that
 #         tests can seed it), ARGV[3] the kick flag's lifetime in ms, ARGV[4] the request's
 #         id ("" for none), stored in the stream entry for the worker's log line,
 #         ARGV[5...] each rate-limit counter's limit and window in ms, in pairs
-# Returns {"ok", stock id or "", seq, n, takes, kick, limit}, where seq is this take's number
-# among the user's takes (the database's per-user backstop), n the reservation's number in
-# the group, takes the user's takes now, kick 1 when the caller should ask for the
-# stream to be persisted, and limit the limit of takes it checked; or {"rate_limited", ms
-# to wait}; or {refusal}: "unavailable" (no state: never sell from nothing), "not_started",
-# "ended", "limit", "sold_out".
+# Returns "ok <stock id or ''> <seq> <n> <marks> <kick> <limit>", where seq is this take's
+# number among the user's takes (the database's per-user backstop), n the reservation's
+# number in the group, marks the user's field after it (its takes first), kick 1 when the
+# caller should ask for the stream to be persisted, and limit the limit of takes it
+# checked; or "rate_limited <ms to wait>"; or a refusal: "unavailable" (no state: never
+# sell from nothing), "not_started", "ended", "limit", "sold_out".
 RESERVE = (
-    RATE_WAIT
+    "if #KEYS > 2 then\n"
+    + RATE_WAIT
     + """
-local wait = rate_wait(7, 5)
-if wait > 0 then return {'rate_limited', wait} end
-local fields = redis.call('HGETALL', KEYS[1])
-if #fields == 0 then return {'unavailable'} end
-local rules, ids, left = {}, {}, {}
-for i = 1, #fields, 2 do
-    local name, value = fields[i], fields[i + 1]
-    if string.sub(name, 1, 6) == 'stock:' then
-        local units = tonumber(value)
-        if units > 0 then
-            local id = tonumber(string.sub(name, 7))
-            ids[#ids + 1] = id
-            left[id] = units
-        end
+    local wait = rate_wait(3, 5)
+    if wait > 0 then return string.format('rate_limited %d', wait) end
+end
+local find, sub, format = string.find, string.sub, string.format
+local user = ARGV[1]
+local got = redis.call('HMGET', KEYS[1], 'rules', 'live', user)
+local live, marks = got[2], got[3]
+if not live then return 'unavailable' end
+local _, _, begin_ms, end_ms, limit, no_take = find(got[1], '^2 (%-?%d+) (%-?%d+) (%d+) (%d+)$')
+local _, head, n, total, left, kick_at = find(live, '^(%d+) (%d+) (%d+) (%d+)')
+local now = redis.call('TIME')
+local now_ms = now[1] * 1000 + math.floor(now[2] / 1000)
+if now_ms < begin_ms + 0 then return 'not_started' end
+if now_ms >= end_ms + 0 then return 'ended' end
+local seq, value = '1', '1'
+if marks then
+    local takes, listed = string.match(marks, '^(%d+)(.*)$')
+    if takes + 0 >= limit + 0 then return 'limit' end
+    value = format('%d', takes + 1)
+    if listed == '' then
+        seq = value
     else
-        rules[name] = tonumber(value)
+        local used, count, top, free = {}, 0, 0, 1
+        for m in string.gmatch(listed, '%d+') do
+            m = m + 0
+            used[m] = true
+            count = count + 1
+            if m > top then top = m end
+        end
+        while used[free] do free = free + 1 end
+        seq = format('%d', free)
+        if free > top then top = free end
+        if takes + 0 ~= count or top ~= count + 1 then
+            value = value .. ':' .. sub(listed, 2) .. (listed == ':' and '' or ',') .. seq
+        end
     end
 end
-local now = redis.call('TIME')
-local now_ms = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
-if now_ms < rules['begin_ms'] then return {'not_started'} end
-if now_ms >= rules['end_ms'] then return {'ended'} end
-local taken = tonumber(redis.call('HGET', KEYS[2], ARGV[1]) or '0')
-if taken >= rules['limit'] then return {'limit'} end
-if #ids == 0 then return {'sold_out'} end
-table.sort(ids)
-local total = rules['no_take'] or 0
-for _, id in ipairs(ids) do total = total + left[id] end
-local point = tonumber(ARGV[2]) * total
-local chosen = ''
-for _, id in ipairs(ids) do
-    if point < left[id] then chosen = id break end
-    point = point - left[id]
+if left == '0' then return 'sold_out' end
+local point = ARGV[2] * (left + no_take)
+local chosen, rows, at = '', sub(live, head + 1), 1
+while true do
+    local _, e, id, units = find(rows, '^ (%d+):(%-?%d+)', at)
+    if not e then break end
+    local u = units + 0
+    if u > 0 then
+        if point < u then
+            chosen = id
+            rows = sub(rows, 1, e - #units) .. format('%d', u - 1) .. sub(rows, e + 1)
+            left = format('%d', left - 1)
+            break
+        end
+        point = point - u
+    end
+    at = e + 1
 end
-local seq = 1
-while redis.call('HEXISTS', KEYS[5], ARGV[1] .. ':' .. seq) == 1 do seq = seq + 1 end
-local n = redis.call('INCR', KEYS[4])
-redis.call('XADD', KEYS[3], n .. '-0', 'user', ARGV[1], 'stock', tostring(chosen), 'seq', seq, 'at', now_ms,
+local number = format('%d', n + 1)
+redis.call('XADD', KEYS[2], number .. '-0', 'user', user, 'stock', chosen, 'seq', seq, 'at', format('%d', now_ms),
            'rid', ARGV[4])
-if chosen ~= '' then redis.call('HINCRBY', KEYS[1], 'stock:' .. chosen, -1) end
-local takes = redis.call('HINCRBY', KEYS[2], ARGV[1], 1)
-redis.call('HSET', KEYS[5], ARGV[1] .. ':' .. seq, 1)
-local kick = 0
-if redis.call('SET', KEYS[6], 1, 'NX', 'PX', ARGV[3]) then kick = 1 end
-return {'ok', tostring(chosen), seq, n, takes, kick, rules['limit']}
+local kick = '0'
+if now_ms >= kick_at + 0 then
+    kick = '1'
+    kick_at = format('%d', now_ms + ARGV[3])
+end
+redis.call('HSET', KEYS[1], 'live', number .. ' ' .. format('%d', total + 1) .. ' ' .. left .. ' ' .. kick_at .. rows,
+           user, value)
+return 'ok ' .. chosen .. ' ' .. seq .. ' ' .. number .. ' ' .. value .. ' ' .. kick .. ' ' .. limit
 """
 )
 
-# Undo a reservation that could not be persisted for good, once: only while its stream
-# entry is still unacknowledged by the persisting group (so that neither a second
-# compensation nor one after a successful persist can run).
-# KEYS[1] state, KEYS[2] takers, KEYS[3] pending stream, KEYS[4] failed reservations,
-# KEYS[5] take numbers in use
+# What the scripts other than RESERVE share: ``live`` read into a table (nil: no state) and
+# written back, rows sorted and ``left`` summed again; a user's takes and numbers read and
+# written back, the total of takes following.
+STATE = """
+local function state_read(key)
+    local live = redis.call('HGET', key, 'live')
+    if not live then return nil end
+    local n, takes, _, kick_at, rest = string.match(live, '^(%d+) (%d+) (%d+) (%d+)(.*)$')
+    local rows = {}
+    for id, units in string.gmatch(rest, ' (%d+):(%-?%d+)') do rows[tonumber(id)] = tonumber(units) end
+    return {n = tonumber(n), takes = tonumber(takes), kick_at = kick_at, rows = rows}
+end
+
+local function state_write(key, state)
+    local ids, parts, left = {}, {}, 0
+    for id in pairs(state.rows) do ids[#ids + 1] = id end
+    table.sort(ids)
+    for i, id in ipairs(ids) do
+        local units = state.rows[id]
+        if units > 0 then left = left + units end
+        parts[i] = string.format(' %d:%d', id, units)
+    end
+    local head = string.format('%d %d %d %s', state.n, state.takes, left, state.kick_at)
+    redis.call('HSET', key, 'live', head .. table.concat(parts))
+end
+
+local function rows_add(state, id, units)
+    id = tonumber(id)
+    state.rows[id] = (state.rows[id] or 0) + tonumber(units)
+    return state.rows[id]
+end
+
+local function marks_read(key, user)
+    local value = redis.call('HGET', key, user)
+    local used = {}
+    if not value then return 0, used end
+    local takes, listed = string.match(value, '^(%d+)(.*)$')
+    takes = tonumber(takes)
+    if listed == '' then
+        for n = 1, takes do used[n] = true end
+    else
+        for n in string.gmatch(listed, '%d+') do used[tonumber(n)] = true end
+    end
+    return takes, used
+end
+
+local function marks_write(key, state, user, before, takes, used)
+    if takes < 0 then takes = 0 end
+    state.takes = state.takes + takes - before
+    local numbers = {}
+    for n in pairs(used) do numbers[#numbers + 1] = n end
+    table.sort(numbers)
+    if takes == 0 and #numbers == 0 then
+        redis.call('HDEL', key, user)
+    elseif #numbers == takes and numbers[takes] == takes then
+        redis.call('HSET', key, user, string.format('%d', takes))
+    else
+        for i, n in ipairs(numbers) do numbers[i] = string.format('%d', n) end
+        redis.call('HSET', key, user, string.format('%d:', takes) .. table.concat(numbers, ','))
+    end
+end
+"""
+
+# Undo a reservation that could not be persisted for good, once: only while its stream entry
+# is unacknowledged by the persisting group (no second undo, none after a persist).
+# KEYS[1] state, KEYS[2] pending stream, KEYS[3] failed reservations
 # ARGV[1] stream entry id, ARGV[2] consumer group, ARGV[3] user id,
 # ARGV[4] stock id or "" (a take of nothing), ARGV[5] reservation number, ARGV[6] why,
 # ARGV[7] the take's number, ARGV[8] when it was reserved (ms)
 # Returns 1 when compensated, 0 when there was nothing to undo.
-RELEASE = """
-if redis.call('XACK', KEYS[3], ARGV[2], ARGV[1]) == 0 then return 0 end
-redis.call('XDEL', KEYS[3], ARGV[1])
-redis.call('HSET', KEYS[4], ARGV[5], ARGV[3] .. ':' .. ARGV[4] .. ':' .. ARGV[8] .. ':' .. ARGV[6])
-if ARGV[4] ~= '' and redis.call('EXISTS', KEYS[1]) == 1 then
-    redis.call('HINCRBY', KEYS[1], 'stock:' .. ARGV[4], 1)
+RELEASE = (
+    STATE
+    + """
+if redis.call('XACK', KEYS[2], ARGV[2], ARGV[1]) == 0 then return 0 end
+redis.call('XDEL', KEYS[2], ARGV[1])
+redis.call('HSET', KEYS[3], ARGV[5], ARGV[3] .. ':' .. ARGV[4] .. ':' .. ARGV[8] .. ':' .. ARGV[6])
+local state = state_read(KEYS[1])
+if state then
+    if ARGV[4] ~= '' then rows_add(state, ARGV[4], 1) end
+    local takes, used = marks_read(KEYS[1], ARGV[3])
+    used[tonumber(ARGV[7])] = nil
+    marks_write(KEYS[1], state, ARGV[3], takes, takes - 1, used)
+    state_write(KEYS[1], state)
 end
-local taken = redis.call('HINCRBY', KEYS[2], ARGV[3], -1)
-if taken <= 0 then redis.call('HDEL', KEYS[2], ARGV[3]) end
-redis.call('HDEL', KEYS[5], ARGV[3] .. ':' .. ARGV[7])
 return 1
 """
+)
 
 # How far past the database's highest reservation number a counter that Redis lost starts
-# again: more reservations than can wait unwritten at once (they are bounded by a sale's
-# stock and its draws), and 2**30 numbers per stock group leave room for a thousand such
-# restarts.
+# again: more reservations than can wait unwritten at once (bounded by a sale's stock and
+# draws); 2**30 numbers per stock group leave room for a thousand such restarts.
 LOST_NUMBERS_GAP = 1 << 20
 
 # Load a group's state built from the database, unless a state is already there: live
-# Redis state is never overwritten blindly (reconciliation repairs it field by field).
-# Refused while reservations wait in the stream: the database does not hold them yet, so
-# a state built from it would sell their units again (persist them first).
-# The persisting consumer group is created from the stream's start, so that no entry
-# appended before it existed is skipped.
-# The reservation counter is raised to at least the highest number the database holds
-# and the stream's last entry, so that a Redis that lost its keys never hands out an id
-# that the database holds, and a new entry's id is always above the stream's last. With
-# neither the counter nor the stream, nothing tells how far a lost Redis had counted past
-# the database (its waiting reservations were answered 202 with their ids, and are gone
-# with it): the counter starts LOST_NUMBERS_GAP above, so that no id names two reservations.
-# KEYS[1] state, KEYS[2] takers, KEYS[3] pending stream, KEYS[4] reservation counter,
-# KEYS[5] take numbers in use
-# ARGV[1] consumer group, ARGV[2] the counter's floor, ARGV[3] the number of state
-# fields s, ARGV[4] the number of takers t, then s name/value pairs of the state, then t
-# user/takes pairs, then the take numbers in use as "<user>:<n>"
+# Redis state is never overwritten blindly (reconciliation repairs it field by field); what
+# an earlier layout left is none, and is replaced. Refused while reservations wait in the
+# stream: the database does not hold them yet, so a state built from it would sell their
+# units again (persist them first). The persisting consumer group is created from the
+# stream's start, so that no entry appended before it existed is skipped.
+# The counter starts at the highest of the database's last number, the one a dropped state
+# left (``...:ids``) and the stream's last entry: no id the database holds is handed out
+# again, and a new entry's id is above the stream's last. With neither ``...:ids`` nor the
+# stream, nothing tells how far a lost Redis had counted past the database (its waiting
+# reservations were answered 202 with their ids, and are gone with it): the counter starts
+# LOST_NUMBERS_GAP above, so that no id names two reservations.
+# KEYS[1] state, KEYS[2] pending stream, KEYS[3] the kept counter, KEYS[4] takers, KEYS[5]
+# take numbers and KEYS[6] kick flag of the earlier layout
+# ARGV[1] consumer group, ARGV[2] the counter's floor, ARGV[3] the rules field, ARGV[4] the
+# rows of ``live`` (" <id>:<units>", ascending), ARGV[5] the takes of every user together,
+# ARGV[6] the units left, then user/field pairs (the users' takes and numbers)
 # Returns 1 when loaded, 0 when a state was already there, -1 while reservations wait.
 LOAD = """
-if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
-if redis.call('EXISTS', KEYS[3]) == 1 and redis.call('XLEN', KEYS[3]) > 0 then return -1 end
-local s, t = tonumber(ARGV[3]), tonumber(ARGV[4])
-local i = 5
-for _ = 1, s do
-    redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1])
-    i = i + 2
-end
-redis.call('DEL', KEYS[2], KEYS[5])
-for _ = 1, t do
-    redis.call('HSET', KEYS[2], ARGV[i], ARGV[i + 1])
-    i = i + 2
-end
-while i <= #ARGV do
-    redis.call('HSET', KEYS[5], ARGV[i], 1)
-    i = i + 1
-end
+if redis.call('HEXISTS', KEYS[1], 'live') == 1 then return 0 end
+if redis.call('EXISTS', KEYS[2]) == 1 and redis.call('XLEN', KEYS[2]) > 0 then return -1 end
+redis.call('DEL', KEYS[1], KEYS[4], KEYS[5], KEYS[6])
 local floor = tonumber(ARGV[2])
-if redis.call('EXISTS', KEYS[3]) == 0 then
-    if redis.call('EXISTS', KEYS[4]) == 0 then floor = floor + LOST_NUMBERS_GAP end
-    redis.call('XGROUP', 'CREATE', KEYS[3], ARGV[1], '0', 'MKSTREAM')
+local kept = redis.call('GET', KEYS[3])
+if redis.call('EXISTS', KEYS[2]) == 0 then
+    if not kept then floor = floor + LOST_NUMBERS_GAP end
+    redis.call('XGROUP', 'CREATE', KEYS[2], ARGV[1], '0', 'MKSTREAM')
 else
-    redis.pcall('XGROUP', 'CREATE', KEYS[3], ARGV[1], '0')
-    local info = redis.call('XINFO', 'STREAM', KEYS[3])
+    redis.pcall('XGROUP', 'CREATE', KEYS[2], ARGV[1], '0')
+    local info = redis.call('XINFO', 'STREAM', KEYS[2])
     for i = 1, #info, 2 do
         if info[i] == 'last-generated-id' then
             floor = math.max(floor, tonumber(string.match(info[i + 1], '^(%d+)')))
         end
     end
 end
-if tonumber(redis.call('GET', KEYS[4]) or '0') < floor then
-    redis.call('SET', KEYS[4], floor)
+floor = math.max(floor, tonumber(kept or '0'))
+local live = string.format('%d %s %s 0', floor, ARGV[5], ARGV[6]) .. ARGV[4]
+redis.call('HSET', KEYS[1], 'rules', ARGV[3], 'live', live)
+for i = 7, #ARGV, 1000 do
+    redis.call('HSET', KEYS[1], unpack(ARGV, i, math.min(i + 999, #ARGV)))
 end
 return 1
 """.replace("LOST_NUMBERS_GAP", str(LOST_NUMBERS_GAP))
 
-# Add units to one row (a restock), only where the state is loaded: a missing state is
-# rebuilt from the database, which already holds the restock.
-# KEYS[1] state
-# ARGV[1] stock id, ARGV[2] units (may be negative for a correction)
-# Returns the units left after, or false when no state is loaded.
-ADD_UNITS = """
-if redis.call('EXISTS', KEYS[1]) == 0 then return false end
-return redis.call('HINCRBY', KEYS[1], 'stock:' .. ARGV[1], ARGV[2])
+# Remove the group's state (RESERVE answers ``unavailable`` from then on), with what an
+# earlier layout left, keeping its reservation counter in ``...:ids`` for the next LOAD.
+# KEYS[1] state, KEYS[2] the kept counter, KEYS[3] takers, KEYS[4] take numbers and KEYS[5]
+# kick flag of the earlier layout
+DROP = """
+local live = redis.call('HGET', KEYS[1], 'live')
+if live then
+    local n = tonumber(string.match(live, '^(%d+)'))
+    if n > tonumber(redis.call('GET', KEYS[2]) or '0') then redis.call('SET', KEYS[2], string.format('%d', n)) end
+end
+redis.call('DEL', KEYS[1], KEYS[3], KEYS[4], KEYS[5])
+return 1
 """
+
+# Hold the kick flag for ARGV[1] ms from now, or clear it (ARGV[1] ""), where a state is
+# loaded. KEYS[1] state. Returns 1 when set, 0 when no state is loaded.
+KICK = """
+local live = redis.call('HGET', KEYS[1], 'live')
+if not live then return 0 end
+local until_ms = '0'
+if ARGV[1] ~= '' then
+    local now = redis.call('TIME')
+    until_ms = string.format('%d', now[1] * 1000 + math.floor(now[2] / 1000) + ARGV[1])
+end
+local head, rest = string.match(live, '^(%d+ %d+ %d+) %d+(.*)$')
+redis.call('HSET', KEYS[1], 'live', head .. ' ' .. until_ms .. rest)
+return 1
+"""
+
+# Add units to one row (a restock, or a new row), only where the state is loaded: a
+# missing state is rebuilt from the database, which already holds the restock.
+# KEYS[1] state; ARGV[1] stock id, ARGV[2] units (may be negative for a correction)
+# Returns the units left after, or false when no state is loaded.
+ADD_UNITS = (
+    STATE
+    + """
+local state = state_read(KEYS[1])
+if not state then return false end
+local left = rows_add(state, ARGV[1], ARGV[2])
+state_write(KEYS[1], state)
+return left
+"""
+)
 
 # Change the rules of a loaded state (a new window, draw limit or weight of taking
 # nothing), only where the state is loaded: a missing state is rebuilt from the database,
-# which already holds the change.
-# KEYS[1] state
-# ARGV: name/value pairs of the rules (begin_ms, end_ms, limit, no_take)
+# which already holds the change. KEYS[1] state, ARGV[1] the rules field.
 # Returns 1 when changed, 0 when no state is loaded.
 SET_RULES = """
-if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
-redis.call('HSET', KEYS[1], unpack(ARGV))
+if redis.call('HEXISTS', KEYS[1], 'live') == 0 then return 0 end
+redis.call('HSET', KEYS[1], 'rules', ARGV[1])
 return 1
 """
 
@@ -221,56 +328,73 @@ return 1
 # amounts under the group's lock, and a reservation running meanwhile changes the state
 # and the stream alike, so the amounts still hold when they are applied. The numbers marked
 # that no take used when they were read are dropped: no reservation since can have taken one
-# (a take marks a number that was free), and the marks count the takes again.
-# KEYS[1] state, KEYS[2] takers, KEYS[3] take numbers in use
+# (a take marks a number that was free).
+# KEYS[1] state
 # ARGV[1] the number of stock changes s, ARGV[2] the number of taker changes t, ARGV[3] the
 # number of unused take numbers u, then s stock id/units pairs, then t user/takes pairs,
 # then u unused take numbers, then the take numbers missing, each as "<user>:<n>"
 # Returns 1 when repaired, 0 when no state is loaded.
-REPAIR = """
-if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
+REPAIR = (
+    STATE
+    + """
+local state = state_read(KEYS[1])
+if not state then return 0 end
 local s, t, u = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
 local i = 4
 for _ = 1, s do
-    redis.call('HINCRBY', KEYS[1], 'stock:' .. ARGV[i], ARGV[i + 1])
+    rows_add(state, ARGV[i], ARGV[i + 1])
     i = i + 2
+end
+local users = {}
+local function user_of(user)
+    if not users[user] then
+        local takes, used = marks_read(KEYS[1], user)
+        users[user] = {before = takes, takes = takes, used = used}
+    end
+    return users[user]
 end
 for _ = 1, t do
-    if redis.call('HINCRBY', KEYS[2], ARGV[i], ARGV[i + 1]) <= 0 then redis.call('HDEL', KEYS[2], ARGV[i]) end
+    local one = user_of(ARGV[i])
+    one.takes = one.takes + tonumber(ARGV[i + 1])
     i = i + 2
 end
-for _ = 1, u do
-    redis.call('HDEL', KEYS[3], ARGV[i])
-    i = i + 1
+for j = i, #ARGV do
+    local user, n = string.match(ARGV[j], '^(%d+):(%d+)$')
+    user_of(user).used[tonumber(n)] = j >= i + u or nil  -- the unused dropped, the missing marked
 end
-while i <= #ARGV do
-    redis.call('HSET', KEYS[3], ARGV[i], 1)
-    i = i + 1
-end
+for user, one in pairs(users) do marks_write(KEYS[1], state, user, one.before, one.takes, one.used) end
+state_write(KEYS[1], state)
 return 1
 """
+)
 
 # Return released records' units to a loaded state, and their takes to users whose release
 # frees them (a voucher's buyer may buy again: number 1 is the only take such a product
 # has): called once per batch of releases, after the database committed them, under the
 # group's lock, so that reconciliation never reads one side changed and the other not. A
 # missing state is rebuilt from the database, which holds the releases.
-# KEYS[1] state, KEYS[2] takers, KEYS[3] take numbers in use
+# KEYS[1] state
 # ARGV[1] the number of stock rows s, then s stock id/units pairs, then the users whose
 #         take is freed, one each time a take of theirs is
 # Returns 1 when returned, 0 when no state is loaded.
-RETURN = """
-if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
+RETURN = (
+    STATE
+    + """
+local state = state_read(KEYS[1])
+if not state then return 0 end
 local s = tonumber(ARGV[1])
 local i = 2
 for _ = 1, s do
-    redis.call('HINCRBY', KEYS[1], 'stock:' .. ARGV[i], ARGV[i + 1])
+    rows_add(state, ARGV[i], ARGV[i + 1])
     i = i + 2
 end
 while i <= #ARGV do
-    if redis.call('HINCRBY', KEYS[2], ARGV[i], -1) <= 0 then redis.call('HDEL', KEYS[2], ARGV[i]) end
-    redis.call('HDEL', KEYS[3], ARGV[i] .. ':1')
+    local takes, used = marks_read(KEYS[1], ARGV[i])
+    used[1] = nil
+    marks_write(KEYS[1], state, ARGV[i], takes, takes - 1, used)
     i = i + 1
 end
+state_write(KEYS[1], state)
 return 1
 """
+)

@@ -20,22 +20,22 @@ count in Redis, which grows with the item's history; the beat (``totals_first``)
 totals first and each user only when they differ:
 
 - each stock row, as above (a handful of rows);
-- the number of take numbers marked in Redis (``HLEN``) against the records that count
-  against the limit (one ``COUNT`` through the item's index) + the reservations pending.
-  Every script keeps the marks equal to the takes in Redis: a take marks one new number, an
-  undone or returned take unmarks its own, a load marks one per record, a repair marks the
-  missing and drops the unused. So a record written, lost or released on one side only, a
-  take or a mark lost in Redis, all change one total and not the other.
+- the takes of every user together, which the state keeps beside its rows (``live``),
+  against the records that count against the limit (one ``COUNT`` through the item's index)
+  + the reservations pending. Every script keeps that total equal to the users' takes in
+  Redis: a take adds one, an undone or returned take removes its own, a load counts one per
+  record, a repair adds what it changed. So a record written, lost or released on one side
+  only, or a take lost in Redis with its state, all change one total and not the other.
 
-What the totals cannot see is a change that keeps them: a user's count in Redis changed with
-no mark (no script does that; a hand or a bug), or in the database one user's record gone
+What the totals cannot see is a change that keeps them: a user's field in Redis changed or
+lost alone (no script does that; a hand or a bug), or in the database one user's record gone
 and another's added between two runs. So the comparison per user still runs, whatever the
 totals say, once ``RESERVATIONS_RECONCILE_FULL_SECONDS`` have passed since the last one that
 found the group whole (a key in Redis with that expiry, ``GroupKeys.checked``), and always
 under ``manage.py reconcile`` and ``audit``: such a drift is found within that period. A
 pool whose database holds two draws of one user under one number (written by an unguarded
-strategy before ``redis_lua``) has fewer marks than takes for good: it is compared per user
-on every run, as before.
+strategy before ``redis_lua``) keeps both takes and the one number in that user's field
+(``2:1``, ``inventory.lua``), and agrees with it.
 """
 
 from __future__ import annotations
@@ -50,7 +50,7 @@ from django.conf import settings
 
 from .groups import with_group_lock
 from .metrics import drift_counted
-from .reservations import GroupKeys, Pending, Reservations, stock_of, takers_of
+from .reservations import GroupKeys, Pending, Reservations, live_of, users_of
 
 # Each user's takes, and the (user id, take number) of every take: the database's side.
 Takes = tuple[dict[int, int], Iterable[tuple[int, int]]]
@@ -121,18 +121,18 @@ def group_check(
 
     def totals_agree() -> GroupCheck | None:
         pipe = reservations.client.pipeline(transaction=True)
-        pipe.hgetall(keys.state)
+        pipe.hget(keys.state, "live")
         pipe.xrange(keys.pending)
-        pipe.hlen(keys.seqs)
         pipe.exists(keys.checked)
-        state, entries, marks, checked = pipe.execute()
+        live, entries, checked = pipe.execute()
         pending = [Pending.from_entry(group_id, entry_id, fields) for entry_id, fields in entries]
-        redis_stock = stock_of(state)
-        if redis_stock is None:
+        found = live_of(live)
+        if found is None:
             return GroupCheck(group_id=group_id, state=False, pending=len(pending))
+        takes, redis_stock = found
         if not checked or _stock_drift(redis_stock, database_stock(), pending):
             return None
-        if marks != database_takes_total() + len(pending):
+        if takes != database_takes_total() + len(pending):
             return None
         return GroupCheck(
             group_id=group_id,
@@ -145,21 +145,20 @@ def group_check(
     def per_user() -> GroupCheck:
         pipe = reservations.client.pipeline(transaction=True)  # one MULTI: no reservation in between
         pipe.hgetall(keys.state)
-        pipe.hgetall(keys.takers)
         pipe.xrange(keys.pending)
-        pipe.hkeys(keys.seqs)
-        state, redis_takers, entries, redis_seqs = pipe.execute()
+        state, entries = pipe.execute()
         pending = [Pending.from_entry(group_id, entry_id, fields) for entry_id, fields in entries]
-        redis_stock = stock_of(state)
-        if redis_stock is None:
+        found = live_of(next((value for name, value in state.items() if name in (b"live", "live")), None))
+        if found is None:
             return GroupCheck(group_id=group_id, state=False, pending=len(pending))
+        users = users_of(state)
         takers, seqs = database_takes()
         check, missing, unused = _compare(
             group_id,
             pending,
-            redis_stock=redis_stock,
-            redis_takers=takers_of(redis_takers),
-            redis_seqs={_seq(name) for name in redis_seqs},
+            redis_stock=found[1],
+            redis_takers={user: takes for user, (takes, _) in users.items() if takes > 0},
+            redis_seqs={(user, n) for user, (_, numbers) in users.items() for n in numbers},
             stock=database_stock(),
             takers=takers,
             seqs=set(seqs),
@@ -243,11 +242,6 @@ def group_reconcile(*, check: Callable[[], GroupCheck], rebuild: Callable[[], bo
         return checked
     rebuilt = rebuild()
     return GroupCheck(group_id=checked.group_id, state=rebuilt, pending=checked.pending, rebuilt=rebuilt)
-
-
-def _seq(name) -> tuple[int, int]:
-    user, n = (name.decode() if isinstance(name, bytes) else str(name)).split(":")
-    return int(user), int(n)
 
 
 def report_drift(kind: str, checks: list[tuple[int, GroupCheck]]) -> int:

@@ -9,7 +9,7 @@ Plain Python: of the settings only the instance namespace, which every key start
 from __future__ import annotations
 
 import functools
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
@@ -199,33 +199,65 @@ def _ms(moment: datetime) -> int:
     return int(moment.timestamp() * 1000)
 
 
-def rule_fields(rules: Rules) -> list:
-    return [
-        "begin_ms",
-        _ms(rules.begin_at),
-        "end_ms",
-        _ms(rules.end_at),
-        "limit",
-        rules.limit,
-        "no_take",
-        rules.no_take,
-    ]
+# The layout of a group's state hash that the scripts read (``inventory.lua``): the first
+# word of its ``rules`` field.
+STATE_LAYOUT = 2
+
+
+def rules_value(rules: Rules) -> str:
+    """The state's ``rules`` field (``inventory.lua``)."""
+    return f"{STATE_LAYOUT} {_ms(rules.begin_at)} {_ms(rules.end_at)} {rules.limit} {rules.no_take}"
+
+
+def rows_value(stock: Mapping[int, int]) -> str:
+    """The rows of the state's ``live`` field: `` <stock id>:<units>``, ascending."""
+    return "".join(f" {stock_id}:{units}" for stock_id, units in sorted(stock.items()))
+
+
+def marks_value(takes: int, numbers: Iterable[int]) -> str:
+    """A user's field of the state: ``<k>`` for k takes numbered 1 to k, else
+    ``<k>:<n>,<n>,...``."""
+    numbers = sorted(set(numbers))
+    if numbers == list(range(1, takes + 1)):
+        return str(takes)
+    return f"{takes}:" + ",".join(map(str, numbers))
+
+
+def marks_of(value) -> tuple[int, list[int]]:
+    """A user's takes and the take numbers they use, from their field of the state."""
+    takes, _, listed = text_of(value).partition(":")
+    if not _:
+        return int(takes), list(range(1, int(takes) + 1))
+    return int(takes), [int(n) for n in listed.split(",") if n]
+
+
+def live_of(live) -> tuple[int, dict[int, int]] | None:
+    """The takes of every user together and the units per row, from the state's ``live``
+    field; None for no state."""
+    if live is None:
+        return None
+    _, takes, _, _, *rows = text_of(live).split(" ")
+    return int(takes), {int(stock_id): int(units) for stock_id, units in (row.split(":") for row in rows)}
+
+
+def stock_of(live) -> dict[int, int] | None:
+    """The units per row, from the state's ``live`` field; None for no state."""
+    found = live_of(live)
+    return None if found is None else found[1]
+
+
+def users_of(state: Mapping) -> dict[int, tuple[int, list[int]]]:
+    """User id -> (takes, take numbers in use), from the state hash as HGETALL answers it."""
+    return {int(name): marks_of(value) for name, value in state.items() if text_of(name).isdigit()}
+
+
+def takers_of(state: Mapping) -> dict[int, int]:
+    """User id -> takes, of the users with any, from the state hash as HGETALL answers it."""
+    return {user: takes for user, (takes, _) in users_of(state).items() if takes > 0}
 
 
 def text_of(value) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
-
-
-def stock_of(state: Mapping) -> dict[int, int] | None:
-    """The units per row of a state hash as HGETALL answers it; None for no state."""
-    if not state:
-        return None
-    return {int(text_of(name)[6:]): int(value) for name, value in state.items() if text_of(name).startswith("stock:")}
-
-
-def takers_of(takers: Mapping) -> dict[int, int]:
-    """User id -> takes, from the takers hash as HGETALL answers it."""
-    return {int(user): int(takes) for user, takes in takers.items()}
 
 
 def reservation_moment(found: Pending | Failed) -> datetime:

@@ -32,12 +32,17 @@ from .reservation_types import (
     Reserved,
     Rules,
     group_tag,
+    live_of,
+    marks_of,
+    marks_value,
     reservation_group,
     reservation_id,
-    rule_fields,
+    rows_value,
+    rules_value,
     stock_of,
     takers_of,
     text_of,
+    users_of,
 )
 
 if TYPE_CHECKING:
@@ -58,11 +63,13 @@ __all__ = [
     "Reserved",
     "Rules",
     "group_tag",
+    "live_of",
     "reservation_group",
     "reservation_id",
     "reservations_client",
     "stock_of",
     "takers_of",
+    "users_of",
 ]
 
 
@@ -75,6 +82,8 @@ class Reservations:
         self._reserve = script_on_own_connections(client, lua.RESERVE)
         self._release = client.register_script(lua.RELEASE)
         self._load = client.register_script(lua.LOAD)
+        self._drop = client.register_script(lua.DROP)
+        self._kick = client.register_script(lua.KICK)
         self._add_units = client.register_script(lua.ADD_UNITS)
         self._set_rules = client.register_script(lua.SET_RULES)
         self._repair = client.register_script(lua.REPAIR)
@@ -107,34 +116,33 @@ class Reservations:
         keys = GroupKeys.of(group_id)
         rate_keys, rate_args = ([], []) if rate is None else (rate.keys(tag=group_tag(group_id)), rate.args())
         answer = self._reserve(
-            keys=[keys.state, keys.takers, keys.pending, keys.ids, keys.seqs, keys.kick, *rate_keys],
-            args=[user_id, repr(rand), kick_ms, request_id, *rate_args],
+            keys=[keys.state, keys.pending, *rate_keys], args=[user_id, repr(rand), kick_ms, request_id, *rate_args]
         )
-        status = text_of(answer[0])
+        status, *said = text_of(answer).split(" ")
         if status == "rate_limited":
-            return Reserved(refusal=status, wait_ms=int(answer[1]))
+            return Reserved(refusal=status, wait_ms=int(said[0]))
         if status != "ok":
             return Reserved(refusal=status)
-        chosen = text_of(answer[1])
+        chosen, seq, number, marks, kick, limit = said
         return Reserved(
             refusal=None,
             stock_id=int(chosen) if chosen else None,
-            seq=int(answer[2]),
-            reservation_id=reservation_id(group_id, int(answer[3])),
-            takes=int(answer[4]),
-            kick=bool(answer[5]),
-            limit=int(answer[6]),
+            seq=int(seq),
+            reservation_id=reservation_id(group_id, int(number)),
+            takes=marks_of(marks)[0],
+            kick=kick == "1",
+            limit=int(limit),
         )
 
     def hold_kick(self, *, group_id: int, ms: int) -> None:
         """Set the group's kick flag for ``ms``: a drain that is reading the stream takes
         what arrives, so no reservation meanwhile asks for another."""
-        self.client.set(GroupKeys.of(group_id).kick, 1, px=ms)
+        self._kick(keys=[GroupKeys.of(group_id).state], args=[ms])
 
     def rearm(self, *, group_id: int) -> None:
         """Clear the group's kick flag: call before reading the stream to persist it, so
         that any reservation the read misses asks for persisting again."""
-        self.client.delete(GroupKeys.of(group_id).kick)
+        self._kick(keys=[GroupKeys.of(group_id).state], args=[""])
 
     def claim_rebuild(self, *, group_id: int, ms: int = 1000) -> bool:
         """True for the first caller in ``ms`` to find the group's state missing: that one
@@ -179,7 +187,7 @@ class Reservations:
         number = pending.reservation_id - reservation_id(group_id, 1) + 1
         stock = "" if pending.stock_id is None else pending.stock_id
         args = [pending.entry_id, PERSIST_GROUP, pending.user_id, stock, number, why, pending.seq, pending.at_ms]
-        return bool(self._release(keys=[keys.state, keys.takers, keys.pending, keys.failed, keys.seqs], args=args))
+        return bool(self._release(keys=[keys.state, keys.pending, keys.failed], args=args))
 
     def failed(self, *, reservation: int) -> Failed | None:
         """The reservation as undone, or None when it was not."""
@@ -250,21 +258,15 @@ class Reservations:
                 so that numbering goes on above it.
         """
         floor = 0 if not last_reservation else last_reservation - reservation_id(group_id, 1) + 1
-        fields = rule_fields(rules)
-        state = dict(zip(fields[::2], fields[1::2], strict=True)) | {
-            f"stock:{stock_id}": units for stock_id, units in stock.items()
-        }
         takers = dict(takers or {})
-        if seqs is None:
-            seqs = {user_id: range(1, takes + 1) for user_id, takes in takers.items()}
-        args: list = [PERSIST_GROUP, floor, len(state), len(takers)]
-        for name, value in state.items():
-            args += [name, value]
-        for user_id, takes in takers.items():
-            args += [user_id, takes]
-        args += [f"{user_id}:{n}" for user_id, numbers in seqs.items() for n in numbers]
+        seqs = {user_id: range(1, takes + 1) for user_id, takes in takers.items()} if seqs is None else seqs
+        left = sum(units for units in stock.values() if units > 0)
+        args: list = [PERSIST_GROUP, floor, rules_value(rules), rows_value(stock), sum(takers.values()), left]
+        for user_id in takers.keys() | seqs.keys():
+            if takers.get(user_id) or seqs.get(user_id):
+                args += [user_id, marks_value(takers.get(user_id, 0), seqs.get(user_id, ()))]
         keys = GroupKeys.of(group_id)
-        loaded = self._load(keys=[keys.state, keys.takers, keys.pending, keys.ids, keys.seqs], args=args)
+        loaded = self._load(keys=[keys.state, keys.pending, keys.ids, keys.takers, keys.seqs, keys.kick], args=args)
         if loaded == -1:
             raise PendingReservations(f"group {group_id} has reservations waiting to be persisted")
         return bool(loaded)
@@ -276,7 +278,7 @@ class Reservations:
 
     def set_rules(self, *, group_id: int, rules: Rules) -> bool:
         """Change the rules of a loaded state; False when none is loaded."""
-        return bool(self._set_rules(keys=[GroupKeys.of(group_id).state], args=rule_fields(rules)))
+        return bool(self._set_rules(keys=[GroupKeys.of(group_id).state], args=[rules_value(rules)]))
 
     def repair(
         self,
@@ -298,7 +300,7 @@ class Reservations:
             args += [user_id, takes]
         args += [f"{user_id}:{n}" for user_id, n in unused]
         args += [f"{user_id}:{n}" for user_id, n in seqs]
-        return bool(self._repair(keys=[keys.state, keys.takers, keys.seqs], args=args))
+        return bool(self._repair(keys=[keys.state], args=args))
 
     def units_return(self, *, group_id: int, units: Mapping[int, int], takes_freed: Iterable[int]) -> bool:
         """Return released records' ``units`` (per stock row) and a take to each user of
@@ -308,7 +310,7 @@ class Reservations:
         for stock_id, count in units.items():
             args += [stock_id, count]
         args += list(takes_freed)
-        return bool(self._return(keys=[keys.state, keys.takers, keys.seqs], args=args))
+        return bool(self._return(keys=[keys.state], args=args))
 
     def forget(self, *, group_id: int) -> None:
         """Remove every key of the group, its stream, numbering and undone reservations too:
@@ -320,7 +322,7 @@ class Reservations:
         """Remove the group's state (RESERVE answers ``unavailable`` from now on), keeping the
         stream, the numbering and the undone reservations: persist the stream after."""
         keys = GroupKeys.of(group_id)
-        self.client.delete(keys.state, keys.takers, keys.seqs, keys.kick)
+        self._drop(keys=[keys.state, keys.ids, keys.takers, keys.seqs, keys.kick])
 
     def waiting(self, *, group_id: int) -> int:
         """How many reservations wait in the group's stream."""
@@ -352,15 +354,17 @@ class Reservations:
 
     def stock(self, *, group_id: int) -> dict[int, int] | None:
         """The units left per row, or None when no state is loaded."""
-        return stock_of(self.client.hgetall(GroupKeys.of(group_id).state))
+        return stock_of(self.client.hget(GroupKeys.of(group_id).state, "live"))
 
     def takers(self, *, group_id: int) -> dict[int, int]:
-        return takers_of(self.client.hgetall(GroupKeys.of(group_id).takers))
+        """User id -> takes, of the users with any."""
+        return takers_of(self.client.hgetall(GroupKeys.of(group_id).state))
 
     def takes(self, *, group_id: int, user_id: int) -> int:
         """One user's takes (written and pending; an undone one given back): one HGET, 0
         with no state."""
-        return int(self.client.hget(GroupKeys.of(group_id).takers, user_id) or 0)
+        marks = self.client.hget(GroupKeys.of(group_id).state, user_id)
+        return 0 if marks is None else marks_of(marks)[0]
 
 
 class _Reachable:

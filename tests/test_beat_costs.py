@@ -15,7 +15,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from inventory.reservations import GroupKeys, reservations_client
+from inventory.reservations import reservations_client
 from inventory.tasks import holds_sweep, reservations_reconcile, reservations_sweep
 from lottery.services import pool_update
 from orders.services import voucher_update
@@ -80,8 +80,7 @@ class Site:
     def drift(self) -> None:
         """A unit too many in the voucher's Redis state: the next reconciliation compares
         each user and repairs it."""
-        keys = GroupKeys.of(self.voucher.stock.group_id)
-        reservations_client().client.hincrby(keys.state, f"stock:{self.voucher.stock_id}", 1)
+        reservations_client().add_units(group_id=self.voucher.stock.group_id, stock_id=self.voucher.stock_id, units=1)
 
     def tasks(self) -> dict[str, Callable[[], object]]:
         return {

@@ -18,7 +18,7 @@ from accounts.services import token_issue
 from core.idempotency import idempotency_answered, idempotency_claim, idempotency_client, idempotency_key
 from core.namespace import instance_key
 from inventory.models import Stock
-from inventory.reservations import GroupKeys
+from inventory.reservations import Reservations
 from orders.models import Order
 from orders.services import voucher_update
 
@@ -72,14 +72,13 @@ class Sale:
     def taken(self, user) -> int:
         """The takes ``user`` made: rows written, or reservations under redis_lua."""
         if self.strategy == "redis_lua":
-            return int(self.reservations.hget(GroupKeys.of(self.group_id).takers, user.pk) or 0)
+            return Reservations(self.reservations).takes(group_id=self.group_id, user_id=user.pk)
         records = Order.objects.filter(voucher=self.item) if self.product == "purchase" else self.item.draws
         return records.filter(user=user).count()
 
     def stock(self) -> int:
         if self.strategy == "redis_lua":
-            state = self.reservations.hgetall(GroupKeys.of(self.group_id).state)
-            return sum(int(value) for field, value in state.items() if field.startswith(b"stock:"))
+            return sum(Reservations(self.reservations).stock(group_id=self.group_id).values())
         return sum(Stock.objects.filter(group_id=self.group_id).values_list("quantity", flat=True))
 
 

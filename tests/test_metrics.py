@@ -12,7 +12,7 @@ import pytest
 from django.test import Client
 from prometheus_client.parser import text_string_to_metric_families
 
-from inventory.reservations import GroupKeys, reservations_client
+from inventory.reservations import reservations_client
 from inventory.tasks import reservations_reconcile
 from locking import Lock
 from locking.integration import locks_redis
@@ -104,8 +104,7 @@ def test_the_oldest_pending_reservation_ages_and_drift_is_counted_where_reconcil
     assert value(before, "flashsale_reservations_pending", kind="voucher") == 2
     assert value(before, "flashsale_reservations_oldest_pending_seconds", kind="voucher") >= 1.0
 
-    keys = GroupKeys.of(voucher.stock.group_id)
-    reservations_redis.hincrby(keys.state, f"stock:{voucher.stock_id}", 3)  # drifted
+    reservations_client().add_units(group_id=voucher.stock.group_id, stock_id=voucher.stock_id, units=3)  # drifted
     assert reservations_reconcile("voucher") == 1  # the beat's task, run here
     after = scrape()
     assert grew(before, after, "flashsale_reconcile_drift_total", kind="voucher") == 1

@@ -11,7 +11,7 @@ from django.test import Client
 from core.namespace import instance_key
 from core.ratelimit import RateLimited, rate_count
 from inventory.models import Stock
-from inventory.reservations import GroupKeys
+from inventory.reservations import GroupKeys, Reservations
 from lottery.models import Draw
 from orders.models import Order
 
@@ -114,7 +114,7 @@ def test_under_redis_lua_the_limit_is_counted_by_the_reserving_script_and_reserv
     buyers = [api_client() for _ in range(4)]
     answers = [buyer.post(f"/api/vouchers/{voucher.pk}/purchase").status_code for buyer in buyers]
     assert answers == [202, 202, 202, 429]  # one address: the test client's
-    assert int(reservations_redis.hget(keys.state, f"stock:{voucher.stock.pk}")) == 7
+    assert Reservations(reservations_redis).stock(group_id=voucher.stock.group_id) == {voucher.stock.pk: 7}
     assert reservations_redis.xlen(keys.pending) == 3
     # The counter is the voucher's own key, in the reservations' Redis, beside its state.
     counter = instance_key(f"rate:{{group:{voucher.stock.group_id}}}:purchase:address:127.0.0.1")
@@ -126,6 +126,6 @@ def test_under_redis_lua_the_limit_is_counted_by_the_reserving_script_and_reserv
     assert answers == [202, 202, 429]
     refused = drawer.post(f"/api/pools/{pool.pk}/draw")
     assert refused.json()["code"] == "rate_limited" and int(refused["Retry-After"]) >= 1
-    assert reservations_redis.hget(GroupKeys.of(pool.group_id).takers, drawer.user.pk) == b"2"
+    assert Reservations(reservations_redis).takes(group_id=pool.group_id, user_id=drawer.user.pk) == 2
     assert not Draw.objects.exists() and not Order.objects.exists()
     assert Stock.objects.get(pk=voucher.stock.pk).quantity == 10  # nothing written yet either way

@@ -120,6 +120,27 @@ def test_a_missing_state_answers_503_and_reconciliation_rebuilds_it(api_client, 
     assert purchase(api_client(), voucher).status_code == 202
 
 
+def test_a_state_of_the_earlier_layout_is_rebuilt_in_the_new_one(api_client, make_voucher, reservations_redis):
+    """What Redis held before the state's second layout: no state to the new code, which
+    asks for a rebuild; the rebuild loads the new layout and removes the earlier keys."""
+    voucher = make_voucher(stock=3, strategy="redis_lua")
+    first = api_client()
+    assert purchase(first, voucher).status_code == 202
+    persist_voucher(voucher)
+    keys = GroupKeys.of(voucher.stock.group_id)
+    reservations_redis.delete(keys.state)
+    earlier = {"begin_ms": 0, "end_ms": 10**14, "limit": 1, "no_take": 0, f"stock:{voucher.stock_id}": 2}
+    reservations_redis.hset(keys.state, mapping=earlier)
+    reservations_redis.hset(keys.takers, first.user.pk, 1)
+    reservations_redis.hset(keys.seqs, f"{first.user.pk}:1", 1)
+    assert_error(purchase(api_client(), voucher), 503, "unavailable")
+    assert item_reservations_reconcile(VOUCHER, item=voucher, reservations=reservations_client()).rebuilt
+    assert not reservations_redis.exists(keys.takers, keys.seqs)
+    assert redis_stock(voucher.stock.group_id) == {voucher.stock_id: 2}
+    assert_error(purchase(first, voucher), 409, "already_purchased")
+    assert purchase(api_client(), voucher).status_code == 202
+
+
 def test_switching_to_redis_lua_and_back_keeps_every_unit_and_buyer(api_client, make_voucher):
     voucher = make_voucher(stock=5, strategy="db_atomic")
     early = api_client()
@@ -176,8 +197,8 @@ def test_reconciliation_repairs_drift_while_reservations_wait(api_client, make_v
     for buyer in buyers:
         assert purchase(buyer, voucher).status_code == 202
     keys = GroupKeys.of(voucher.stock.group_id)
-    reservations_redis.hincrby(keys.state, f"stock:{voucher.stock_id}", 4)  # drifted: 4 units too many
-    reservations_redis.hdel(keys.takers, buyers[0].user.pk)  # and a buyer forgotten
+    reservations_client().add_units(group_id=voucher.stock.group_id, stock_id=voucher.stock_id, units=4)  # drifted
+    reservations_redis.hdel(keys.state, buyers[0].user.pk)  # and a buyer forgotten
     drift = item_reservations_check(VOUCHER, item=voucher, reservations=reservations_client())
     assert drift.stock == {voucher.stock_id: (11, 7)}
     assert drift.takers == {buyers[0].user.pk: (0, 1)}

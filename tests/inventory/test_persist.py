@@ -348,8 +348,8 @@ def test_reconcile_counts_waiting_reservations_and_reports_drift(reservations, m
     )
     assert not item_reservations_check(VOUCHER, item=voucher, reservations=reservations).drifted
 
-    reservations.client.hincrby(GroupKeys.of(group).state, f"stock:{voucher.stock_id}", -1)  # a unit lost in Redis
-    reservations.client.hdel(GroupKeys.of(group).takers, buyer.pk)  # and a buyer forgotten
+    reservations.add_units(group_id=group, stock_id=voucher.stock_id, units=-1)  # a unit lost in Redis
+    reservations.client.hdel(GroupKeys.of(group).state, buyer.pk)  # and a buyer forgotten
     check = item_reservations_check(VOUCHER, item=voucher, reservations=reservations)
     assert check.stock == {voucher.stock_id: (3, 4)}
     assert check.takers == {buyer.pk: (0, 1)}

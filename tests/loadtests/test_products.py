@@ -163,5 +163,5 @@ def test_a_redis_lua_pools_202s_are_found_by_reservation_with_the_prize_they_ann
     check = pool_product.reservations_check(target)
     assert check.state and not check.drifted
     # A user's takes in Redis that the database does not hold.
-    reservations_client().client.hincrby(GroupKeys.of(target.group_id).takers, user.pk, 1)
+    reservations_client().client.hset(GroupKeys.of(target.group_id).state, user.pk, "3:1,2")  # 2 before
     assert pool_product.reservations_check(target).takers == {user.pk: (3, 2)}
