@@ -39,20 +39,21 @@ logger = logging.getLogger(__name__)
 # latest-resetting one that is over its limit resets: 0 when every counter is within its
 # limit, else the ms to wait. Each counter's limit and window (ms) are in ARGV, in pairs
 # from ARGV[first_arg] on, in the counters' order. Shared by COUNT and by the scripts that
-# count in their own round trip.
+# count in their own round trip, so written for RESERVE's cost (inventory.lua): the window
+# goes to PEXPIRE as the text it came as (a Lua number would be formatted as a float).
 RATE_WAIT = """
 local function rate_wait(first_key, first_arg)
     local wait = 0
     for i = first_key, #KEYS do
         local at = first_arg + 2 * (i - first_key)
-        local limit, window = tonumber(ARGV[at]), tonumber(ARGV[at + 1])
+        local window = ARGV[at + 1]
         local count = redis.call('INCR', KEYS[i])
         if count == 1 then redis.call('PEXPIRE', KEYS[i], window) end
-        if count > limit then
+        if count > ARGV[at] + 0 then
             local ttl = redis.call('PTTL', KEYS[i])
             if ttl < 0 then
                 redis.call('PEXPIRE', KEYS[i], window)
-                ttl = window
+                ttl = window + 0
             end
             if ttl > wait then wait = ttl end
         end

@@ -119,7 +119,7 @@ while true do
     at = e + 1
 end
 local number = format('%d', n + 1)
-redis.call('XADD', KEYS[2], number .. '-0', 'user', user, 'stock', chosen, 'seq', seq, 'at', format('%d', now_ms),
+redis.call('XADD', KEYS[2], number, 'user', user, 'stock', chosen, 'seq', seq, 'at', format('%d', now_ms),
            'rid', ARGV[4])
 local kick = '0'
 if now_ms >= kick_at + 0 then

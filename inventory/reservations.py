@@ -15,7 +15,7 @@ import redis
 from django.conf import settings
 
 from core.errors import Unavailable
-from core.redis_script import script_on_own_connections
+from core.redis_script import function_on_own_connections
 from locking.integration import locks_redis
 
 from . import lua
@@ -78,8 +78,9 @@ class Reservations:
 
     def __init__(self, client: redis.Redis) -> None:
         self.client = client
-        # Every purchase and draw calls it: over the thread's own connection (core.redis_script).
-        self._reserve = script_on_own_connections(client, lua.RESERVE)
+        # Every purchase and draw calls it: as a Redis function, over the thread's own
+        # connection (core.redis_script).
+        self._reserve = function_on_own_connections(client, lua.RESERVE, prefix="flashsale_reserve")
         self._release = client.register_script(lua.RELEASE)
         self._load = client.register_script(lua.LOAD)
         self._drop = client.register_script(lua.DROP)

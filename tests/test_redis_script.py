@@ -14,7 +14,12 @@ import threading
 import pytest
 import redis
 
-from core.redis_script import OwnConnectionScript, script_on_own_connections
+from core.redis_script import (
+    OwnConnectionFunction,
+    OwnConnectionScript,
+    function_on_own_connections,
+    script_on_own_connections,
+)
 from locking.testing import RedisServer
 
 from .waiting import wait_until
@@ -187,3 +192,54 @@ def test_closing_the_client_closes_the_kept_connections(server):
     assert echo(args=["again"]) == b"again"  # as a closed client does, it connects again on use
     named.close()
     watcher.close()
+
+
+def test_a_function_runs_the_scripts_text_and_is_loaded_where_the_server_lacks_it(client):
+    count = OwnConnectionFunction(client, COUNT, prefix="test_count")
+    assert count(keys=["n"]) == 1
+    assert [c["cmd"] for c in client.client_list() if c["cmd"] == "fcall"] == ["fcall"]
+    client.function_flush()  # as a server restarted without it
+    assert count(keys=["n"]) == 2
+    assert int(client.get("n")) == 2
+    libraries = {dict(zip(one[::2], one[1::2], strict=True))[b"library_name"] for one in client.function_list()}
+    assert libraries == {count.name.encode()}
+
+
+def test_each_text_is_a_library_of_its_own_and_loading_it_again_changes_nothing(client):
+    echo = OwnConnectionFunction(client, ECHO, prefix="test")
+    count = OwnConnectionFunction(client, COUNT, prefix="test")
+    again = OwnConnectionFunction(client, COUNT, prefix="test")  # another process's, say
+    assert echo.name != count.name == again.name
+    assert (echo(args=["a"]), count(keys=["m"]), again(keys=["m"])) == (b"a", 1, 2)
+    client.function_delete(count.name)
+    assert again(keys=["m"]) == 3 and count(keys=["m"]) == 4
+
+
+def test_a_functions_error_reply_is_raised_and_the_connection_kept_in_step(client):
+    fails = OwnConnectionFunction(client, "return redis.error_reply('refused here')", prefix="test")
+    echo = OwnConnectionFunction(client, ECHO, prefix="test")
+    with pytest.raises(redis.ResponseError, match="refused here"):
+        fails()
+    assert echo(args=["then"]) == b"then"
+
+
+def test_a_cluster_client_runs_the_function_as_the_librarys_script(redis_cluster):
+    script = function_on_own_connections(redis_cluster, COUNT, prefix="test")
+    assert not isinstance(script, OwnConnectionScript)
+    redis_cluster.delete("function-test:{n}")
+    assert script(keys=["function-test:{n}"]) == 1
+
+
+def test_a_server_without_functions_runs_the_script_by_its_sha():
+    """A Redis before 7 (``make run``'s embedded one) answers FCALL as an unknown command."""
+    server = RedisServer(None, "--rename-command", "FCALL", '""').start()
+    client = redis.Redis.from_url(server.url)
+    count = OwnConnectionFunction(client, COUNT, prefix="test")
+    try:
+        assert (count(keys=["n"]), count(keys=["n"])) == (1, 2)
+        assert count.by_sha and _connections_calling(client) == 1
+        client.script_flush()
+        assert count(keys=["n"]) == 3
+    finally:
+        client.close()
+        server.close()
