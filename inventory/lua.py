@@ -5,12 +5,12 @@ A stock group's state lives in Redis under one hash tag (``<ns>:res:{group:<id>}
 single Cluster slot (``docs/design.md``, "A reservation in Redis"):
 
 - ``...:state``, a hash laid out so that RESERVE reads it with one ``HMGET`` and writes it
-  with one ``HSET`` (layout 2). ``rules``: ``2 <begin_ms> <end_ms> <limit> <no_take>``, the
-  layout, the sale window, the takes per user (1 for a voucher, the draw limit for a pool)
-  and the weight of taking nothing (a pool's "no prize"). ``live``: ``<n> <takes> <left>
-  <kick_at>`` and `` <stock id>:<units>`` per row, ascending: the group's last reservation
-  number, every user's takes together (reconciliation's total), the units of the rows that
-  have some, the Redis time (ms) until which the kick flag stands, the units per row.
+  with one ``HSET``; its numbers are big-endian doubles (``struct``: no text to parse or
+  format). ``rules``: the layout (2), the sale window (ms), the takes per user (1 for a
+  voucher, the draw limit for a pool) and the weight of taking nothing (a pool's "no
+  prize"). ``live``: the group's last reservation number, every user's takes together
+  (reconciliation's total), the units of the rows that have some, the Redis time (ms) until
+  which the kick flag stands, then each row's stock id and units, ascending by id.
   ``<user id>``: the user's takes and the take numbers they use, ``<k>`` for k takes
   numbered 1 to k, else ``<k>:<n>,<n>,...`` (a number freed by an undone take, or takes
   that share one in the database); none for no take. A take gets the user's lowest free
@@ -46,7 +46,7 @@ from core.ratelimit import RATE_WAIT
 # (the row's units, the counters, the user's take numbers) with one HSET. The append
 # comes first: should it fail (an entry id not above the stream's last), nothing is taken.
 # Every purchase and draw pays its cost, so it is written for it (docs/design.md): numbers
-# made text with %d (Lua's tostring formats floats), text answered, one row spliced.
+# packed, or made text with %d (tostring formats floats), text answered, one row spliced.
 # KEYS[1] state, KEYS[2] pending stream, KEYS[3...] the request's rate-limit counters (none
 #         when the limits are off)
 # ARGV[1] user id, ARGV[2] a uniform random number in [0, 1) drawn by the caller (so that
@@ -66,21 +66,21 @@ RESERVE = (
     local wait = rate_wait(3, 5)
     if wait > 0 then return string.format('rate_limited %d', wait) end
 end
-local find, sub, format = string.find, string.sub, string.format
+local sub, format, pack, unpack = string.sub, string.format, struct.pack, struct.unpack
 local user = ARGV[1]
 local got = redis.call('HMGET', KEYS[1], 'rules', 'live', user)
 local live, marks = got[2], got[3]
 if not live then return 'unavailable' end
-local _, _, begin_ms, end_ms, limit, no_take = find(got[1], '^2 (%-?%d+) (%-?%d+) (%d+) (%d+)$')
-local _, head, n, total, left, kick_at = find(live, '^(%d+) (%d+) (%d+) (%d+)')
+local _, begin_ms, end_ms, limit, no_take = unpack('>ddddd', got[1])
+local n, total, left, kick_at = unpack('>dddd', live)
 local now = redis.call('TIME')
 local now_ms = now[1] * 1000 + math.floor(now[2] / 1000)
-if now_ms < begin_ms + 0 then return 'not_started' end
-if now_ms >= end_ms + 0 then return 'ended' end
+if now_ms < begin_ms then return 'not_started' end
+if now_ms >= end_ms then return 'ended' end
 local seq, value = '1', '1'
 if marks then
     local takes, listed = string.match(marks, '^(%d+)(.*)$')
-    if takes + 0 >= limit + 0 then return 'limit' end
+    if takes + 0 >= limit then return 'limit' end
     value = format('%d', takes + 1)
     if listed == '' then
         seq = value
@@ -100,35 +100,31 @@ if marks then
         end
     end
 end
-if left == '0' then return 'sold_out' end
+if left <= 0 then return 'sold_out' end
 local point = ARGV[2] * (left + no_take)
-local chosen, rows, at = '', sub(live, head + 1), 1
-while true do
-    local _, e, id, units = find(rows, '^ (%d+):(%-?%d+)', at)
-    if not e then break end
-    local u = units + 0
-    if u > 0 then
-        if point < u then
-            chosen = id
-            rows = sub(rows, 1, e - #units) .. format('%d', u - 1) .. sub(rows, e + 1)
-            left = format('%d', left - 1)
+local chosen, rows = '', sub(live, 33)
+for at = 33, #live, 16 do
+    local id, units = unpack('>dd', live, at)
+    if units > 0 then
+        if point < units then
+            chosen = format('%d', id)
+            rows = sub(live, 33, at - 1) .. pack('>dd', id, units - 1) .. sub(live, at + 16)
+            left = left - 1
             break
         end
-        point = point - u
+        point = point - units
     end
-    at = e + 1
 end
 local number = format('%d', n + 1)
 redis.call('XADD', KEYS[2], number, 'user', user, 'stock', chosen, 'seq', seq, 'at', format('%d', now_ms),
            'rid', ARGV[4])
 local kick = '0'
-if now_ms >= kick_at + 0 then
+if now_ms >= kick_at then
     kick = '1'
-    kick_at = format('%d', now_ms + ARGV[3])
+    kick_at = now_ms + ARGV[3]
 end
-redis.call('HSET', KEYS[1], 'live', number .. ' ' .. format('%d', total + 1) .. ' ' .. left .. ' ' .. kick_at .. rows,
-           user, value)
-return 'ok ' .. chosen .. ' ' .. seq .. ' ' .. number .. ' ' .. value .. ' ' .. kick .. ' ' .. limit
+redis.call('HSET', KEYS[1], 'live', pack('>dddd', n + 1, total + 1, left, kick_at) .. rows, user, value)
+return 'ok ' .. chosen .. ' ' .. seq .. ' ' .. number .. ' ' .. value .. ' ' .. kick .. ' ' .. format('%d', limit)
 """
 )
 
@@ -139,10 +135,13 @@ STATE = """
 local function state_read(key)
     local live = redis.call('HGET', key, 'live')
     if not live then return nil end
-    local n, takes, _, kick_at, rest = string.match(live, '^(%d+) (%d+) (%d+) (%d+)(.*)$')
+    local n, takes, _, kick_at = struct.unpack('>dddd', live)
     local rows = {}
-    for id, units in string.gmatch(rest, ' (%d+):(%-?%d+)') do rows[tonumber(id)] = tonumber(units) end
-    return {n = tonumber(n), takes = tonumber(takes), kick_at = kick_at, rows = rows}
+    for at = 33, #live, 16 do
+        local id, units = struct.unpack('>dd', live, at)
+        rows[id] = units
+    end
+    return {n = n, takes = takes, kick_at = kick_at, rows = rows}
 end
 
 local function state_write(key, state)
@@ -152,9 +151,9 @@ local function state_write(key, state)
     for i, id in ipairs(ids) do
         local units = state.rows[id]
         if units > 0 then left = left + units end
-        parts[i] = string.format(' %d:%d', id, units)
+        parts[i] = struct.pack('>dd', id, units)
     end
-    local head = string.format('%d %d %d %s', state.n, state.takes, left, state.kick_at)
+    local head = struct.pack('>dddd', state.n, state.takes, left, state.kick_at)
     redis.call('HSET', key, 'live', head .. table.concat(parts))
 end
 
@@ -240,8 +239,8 @@ LOST_NUMBERS_GAP = 1 << 20
 # KEYS[1] state, KEYS[2] pending stream, KEYS[3] the kept counter, KEYS[4] takers, KEYS[5]
 # take numbers and KEYS[6] kick flag of the earlier layout
 # ARGV[1] consumer group, ARGV[2] the counter's floor, ARGV[3] the rules field, ARGV[4] the
-# rows of ``live`` (" <id>:<units>", ascending), ARGV[5] the takes of every user together,
-# ARGV[6] the units left, then user/field pairs (the users' takes and numbers)
+# rows of ``live`` (packed, ascending), ARGV[5] the takes of every user together, ARGV[6]
+# the units left, then user/field pairs (the users' takes and numbers)
 # Returns 1 when loaded, 0 when a state was already there, -1 while reservations wait.
 LOAD = """
 if redis.call('HEXISTS', KEYS[1], 'live') == 1 then return 0 end
@@ -262,7 +261,7 @@ else
     end
 end
 floor = math.max(floor, tonumber(kept or '0'))
-local live = string.format('%d %s %s 0', floor, ARGV[5], ARGV[6]) .. ARGV[4]
+local live = struct.pack('>dddd', floor, tonumber(ARGV[5]), tonumber(ARGV[6]), 0) .. ARGV[4]
 redis.call('HSET', KEYS[1], 'rules', ARGV[3], 'live', live)
 for i = 7, #ARGV, 1000 do
     redis.call('HSET', KEYS[1], unpack(ARGV, i, math.min(i + 999, #ARGV)))
@@ -277,7 +276,7 @@ return 1
 DROP = """
 local live = redis.call('HGET', KEYS[1], 'live')
 if live then
-    local n = tonumber(string.match(live, '^(%d+)'))
+    local n = struct.unpack('>d', live)
     if n > tonumber(redis.call('GET', KEYS[2]) or '0') then redis.call('SET', KEYS[2], string.format('%d', n)) end
 end
 redis.call('DEL', KEYS[1], KEYS[3], KEYS[4], KEYS[5])
@@ -289,13 +288,13 @@ return 1
 KICK = """
 local live = redis.call('HGET', KEYS[1], 'live')
 if not live then return 0 end
-local until_ms = '0'
+local until_ms = 0
 if ARGV[1] ~= '' then
     local now = redis.call('TIME')
-    until_ms = string.format('%d', now[1] * 1000 + math.floor(now[2] / 1000) + ARGV[1])
+    until_ms = now[1] * 1000 + math.floor(now[2] / 1000) + ARGV[1]
 end
-local head, rest = string.match(live, '^(%d+ %d+ %d+) %d+(.*)$')
-redis.call('HSET', KEYS[1], 'live', head .. ' ' .. until_ms .. rest)
+local n, takes, left = struct.unpack('>ddd', live)
+redis.call('HSET', KEYS[1], 'live', struct.pack('>dddd', n, takes, left, until_ms) .. string.sub(live, 33))
 return 1
 """
 

@@ -9,6 +9,7 @@ Plain Python: of the settings only the instance namespace, which every key start
 from __future__ import annotations
 
 import functools
+import struct
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -200,18 +201,20 @@ def _ms(moment: datetime) -> int:
 
 
 # The layout of a group's state hash that the scripts read (``inventory.lua``): the first
-# word of its ``rules`` field.
+# number of its ``rules`` field. Its numbers are big-endian doubles: ``rules`` five, ``live``
+# four, then two per row.
 STATE_LAYOUT = 2
+_RULES, _LIVE, _ROW = struct.Struct(">ddddd"), struct.Struct(">dddd"), struct.Struct(">dd")
 
 
-def rules_value(rules: Rules) -> str:
-    """The state's ``rules`` field (``inventory.lua``)."""
-    return f"{STATE_LAYOUT} {_ms(rules.begin_at)} {_ms(rules.end_at)} {rules.limit} {rules.no_take}"
+def rules_value(rules: Rules) -> bytes:
+    """The state's ``rules`` field: the layout, the window, the limit, the weight of nothing."""
+    return _RULES.pack(STATE_LAYOUT, _ms(rules.begin_at), _ms(rules.end_at), rules.limit, rules.no_take)
 
 
-def rows_value(stock: Mapping[int, int]) -> str:
-    """The rows of the state's ``live`` field: `` <stock id>:<units>``, ascending."""
-    return "".join(f" {stock_id}:{units}" for stock_id, units in sorted(stock.items()))
+def rows_value(stock: Mapping[int, int]) -> bytes:
+    """The rows of the state's ``live`` field: each row's stock id and units, ascending."""
+    return b"".join(_ROW.pack(stock_id, units) for stock_id, units in sorted(stock.items()))
 
 
 def marks_value(takes: int, numbers: Iterable[int]) -> str:
@@ -231,13 +234,14 @@ def marks_of(value) -> tuple[int, list[int]]:
     return int(takes), [int(n) for n in listed.split(",") if n]
 
 
-def live_of(live) -> tuple[int, dict[int, int]] | None:
+def live_of(live: bytes | None) -> tuple[int, dict[int, int]] | None:
     """The takes of every user together and the units per row, from the state's ``live``
     field; None for no state."""
     if live is None:
         return None
-    _, takes, _, _, *rows = text_of(live).split(" ")
-    return int(takes), {int(stock_id): int(units) for stock_id, units in (row.split(":") for row in rows)}
+    _, takes, _, _ = _LIVE.unpack_from(live)
+    rows = (_ROW.unpack_from(live, at) for at in range(_LIVE.size, len(live), _ROW.size))
+    return int(takes), {int(stock_id): int(units) for stock_id, units in rows}
 
 
 def stock_of(live) -> dict[int, int] | None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 import multiprocessing
 import random
+import struct
 from datetime import timedelta
 
 import pytest
@@ -348,8 +349,8 @@ def test_one_reservation_per_kick_period_asks_for_persisting_until_a_worker_rear
 
 
 def kick_left_ms(client, group: int) -> int:
-    """How long the group's kick flag stands yet, by Redis' clock (``live``'s fourth word)."""
-    kick_at = int(client.hget(GroupKeys.of(group).state, "live").split()[3])
+    """How long the group's kick flag stands yet, by Redis' clock (``live``'s fourth number)."""
+    kick_at = struct.unpack_from(">dddd", client.hget(GroupKeys.of(group).state, "live"))[3]
     seconds, micros = client.time()
     return kick_at - (seconds * 1000 + micros // 1000)
 
