@@ -25,7 +25,7 @@ totals first and each user only when they differ:
   + the reservations pending. Every script keeps that total equal to the users' takes in
   Redis: a take adds one, an undone or returned take removes its own, a load counts one per
   record, a repair adds what it changed. So a record written, lost or released on one side
-  only, or a take lost in Redis with its state, all change one total and not the other.
+  only changes one total and not the other.
 
 What the totals cannot see is a change that keeps them: a user's field in Redis changed or
 lost alone (no script does that; a hand or a bug), or in the database one user's record gone

@@ -51,7 +51,8 @@ def group_tag(group_id: int) -> str:
 
 @dataclass(frozen=True)
 class GroupKeys:
-    """The keys of one stock group, under one hash tag (one Cluster slot)."""
+    """The keys of one stock group, under one hash tag (one Cluster slot). ``takers``,
+    ``seqs`` and ``kick`` are the earlier layout's, which LOAD and DROP remove."""
 
     state: str
     takers: str
@@ -228,8 +229,8 @@ def marks_value(takes: int, numbers: Iterable[int]) -> str:
 
 def marks_of(value) -> tuple[int, list[int]]:
     """A user's takes and the take numbers they use, from their field of the state."""
-    takes, _, listed = text_of(value).partition(":")
-    if not _:
+    takes, colon, listed = text_of(value).partition(":")
+    if not colon:
         return int(takes), list(range(1, int(takes) + 1))
     return int(takes), [int(n) for n in listed.split(",") if n]
 
