@@ -223,7 +223,8 @@ def main(argv=None) -> int:
     from django.conf import settings
 
     from inventory.item_states import item_reservations_load
-    from inventory.reservations import GroupKeys, reservations_client
+    from inventory.redis_lua.client import reservations_client
+    from inventory.redis_lua.values import GroupKeys
     from inventory.tasks import holds_sweep, reservations_reconcile, reservations_sweep
     from lottery.product import POOL
     from orders.product import VOUCHER

@@ -25,7 +25,7 @@ from locking.lease import LeasedLock
 
 from .errors import LockBusy
 from .persist import Persisted
-from .reservations import Reservations, reservations_client
+from .redis_lua.client import Reservations, reservations_client
 
 R = TypeVar("R")
 

@@ -3,7 +3,7 @@ loaded into Redis from the database, kept in step with the item's changes, recon
 and its reservations persisted as the product's records (``inventory.persist``).
 
 Every function takes the product's adapter and one of its items; ``reservations`` is the
-process's client (``inventory.reservations.reservations_client``) unless given.
+process's client (``inventory.redis_lua.client.reservations_client``) unless given.
 """
 
 from __future__ import annotations
@@ -20,7 +20,8 @@ from .models import Stock, Strategy
 from .persist import Persisted, reservations_persist
 from .product import Product
 from .reconcile import GroupCheck, group_check, group_reconcile
-from .reservations import Pending, Reservations, reservations_client
+from .redis_lua.client import Reservations, reservations_client
+from .redis_lua.values import Pending
 from .take import hold_expire_later
 
 R = TypeVar("R")

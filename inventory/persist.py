@@ -26,7 +26,8 @@ from django.db import DatabaseError, IntegrityError, InterfaceError, Operational
 from redis import RedisError
 
 from .models import Stock
-from .reservations import Pending, Reservations
+from .redis_lua.client import Reservations
+from .redis_lua.values import Pending
 from .strategies.base import units_out
 
 logger = logging.getLogger(__name__)

@@ -28,7 +28,7 @@ from core.errors import DomainError
 
 from .errors import SoldOut
 from .records import RELEASED
-from .reservation_types import Failed, Pending, Reserved, Rules
+from .redis_lua.values import Failed, Pending, Reserved, Rules
 
 if TYPE_CHECKING:
     from .strategies.base import Take

@@ -15,7 +15,7 @@ from .item_states import item_reservations_persist, item_reservations_reconcile
 from .items import items_live
 from .product import product_of
 from .reconcile import GroupCheck, report_drift
-from .reservations import reservations_client
+from .redis_lua.client import reservations_client
 
 
 @shared_task(**DRAIN_TASK_OPTIONS)

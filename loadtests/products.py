@@ -29,7 +29,8 @@ from inventory.models import Stock
 from inventory.product import product_of
 from inventory.reconcile import GroupCheck
 from inventory.records import RELEASED
-from inventory.reservations import reservation_group, reservations_client
+from inventory.redis_lua.client import reservations_client
+from inventory.redis_lua.values import reservation_group
 from lottery.models import Draw
 from lottery.selectors import pool_audit
 from lottery.services import pool_create, prize_create

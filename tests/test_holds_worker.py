@@ -7,7 +7,7 @@ import pytest
 
 from inventory.item_states import item_reservations_check
 from inventory.models import Stock
-from inventory.reservations import reservations_client
+from inventory.redis_lua.client import reservations_client
 from orders.models import Order, Voucher
 from orders.product import VOUCHER
 from orders.selectors import voucher_audit, voucher_get

@@ -290,7 +290,7 @@ def test_under_redis_lua_the_records_still_in_redis_take_their_place_in_the_page
     paged with the rows, each once, newest first."""
     from inventory.groups import persist_all
     from inventory.item_states import item_reservations_persist
-    from inventory.reservations import reservations_client
+    from inventory.redis_lua.client import reservations_client
     from orders.product import VOUCHER
 
     user = make_user()

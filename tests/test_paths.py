@@ -118,7 +118,7 @@ def test_a_redis_lua_draw_crosses_at_most_eight_files_and_never_comes_back(api_c
     drawer = api_client()
     trace = Trace(start="pools_draw", strategy="redis_lua", adapter="lottery/product.py")
     trace.run(lambda: drawer.post(f"/api/pools/{pool.pk}/draw"))
-    assert "inventory/reservations.py" in trace.entered  # traced to the script's answer
+    assert "inventory/redis_lua/client.py" in trace.entered  # traced to the script's answer
     assert len(trace.files) <= MOST_FILES, trace.files
     assert trace.callbacks == []
     # The first draw of a second reads the pool through its adapter before the take.

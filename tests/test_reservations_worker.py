@@ -19,7 +19,8 @@ from django.conf import settings
 from accounts.services import users_with_tokens_create
 from core.namespace import instance_key
 from inventory.models import Stock
-from inventory.reservations import GroupKeys, Rules, reservations_client
+from inventory.redis_lua.client import reservations_client
+from inventory.redis_lua.values import GroupKeys, Rules
 from inventory.tasks import reservations_drain
 from lottery.models import Draw
 from orders.models import Order

@@ -1,10 +1,11 @@
 """One Lua script checks and reserves in Redis; a Celery worker writes the records.
 
-None of the base sequence runs in the request: one script call (``inventory.lua.RESERVE``,
-through ``Reservations.reserve``) counts the request's rate limits, checks the window by
-Redis' clock, the user's takes and the stock, chooses by weight, decrements and appends
-the pending reservation, atomically; the take answers with the record as it will be,
-pending (the API's 202). Nothing here reads the database.
+None of the base sequence runs in the request: one script call
+(``inventory.redis_lua.scripts.RESERVE``, through ``Reservations.reserve``) counts the
+request's rate limits, checks the window by Redis' clock, the user's takes and the stock,
+chooses by weight, decrements and appends the pending reservation, atomically; the take
+answers with the record as it will be, pending (the API's 202). Nothing here reads the
+database.
 
 A worker writes the records and the stock rows' decrement in batches
 (``inventory.persist``), asked by the script's answer about once per
@@ -37,7 +38,7 @@ from core.window import Ended, NotStarted
 from ..errors import SoldOut, StateMissing
 from ..groups import with_group_lock
 from ..models import Strategy
-from ..reservations import REACHABLE, reservations_client
+from ..redis_lua.client import REACHABLE, reservations_client
 from .base import R, StockStrategy, Take
 from .changes import Change, Returned, change_write
 

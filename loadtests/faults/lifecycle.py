@@ -122,7 +122,7 @@ def returns_repaired(product: str, target: Target) -> int:
     back; 0 when nothing was missed or Redis differed otherwise."""
     from inventory.item_states import item_reservations_reconcile
     from inventory.product import product_of
-    from inventory.reservations import reservations_client
+    from inventory.redis_lua.client import reservations_client
 
     missed = returns_missed(product, target)
     if not missed:

@@ -16,10 +16,11 @@ from inventory.item_states import (
     item_reservations_load,
     item_reservations_persist,
 )
-from inventory.lua import LOST_NUMBERS_GAP
 from inventory.models import Stock
 from inventory.persist import reservations_persist
-from inventory.reservations import GroupKeys, Reservations, Rules, reservation_id
+from inventory.redis_lua.client import Reservations
+from inventory.redis_lua.scripts import LOST_NUMBERS_GAP
+from inventory.redis_lua.values import GroupKeys, Rules, reservation_id
 from lottery.models import Draw
 from lottery.product import POOL
 from orders.models import Order

@@ -9,7 +9,8 @@ import pytest
 from django.conf import settings
 
 from inventory.item_states import item_reservations_check, item_reservations_reconcile
-from inventory.reservations import GroupKeys, reservations_client
+from inventory.redis_lua.client import reservations_client
+from inventory.redis_lua.values import GroupKeys
 from lottery.models import Draw
 from lottery.product import POOL
 from lottery.services import pool_update

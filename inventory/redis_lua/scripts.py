@@ -23,7 +23,7 @@ single Cluster slot:
   "" for nothing), the take's number, ``at`` (Redis time in ms) and ``rid``, the id of
   the request that made it ("" for none), which the worker's line for its row carries;
 - ``...:ids``, a counter: the group's reservations are numbered 1, 2, ... (the
-  reservation's id is made from the group and this number, ``reservations.reservation_id``);
+  reservation's id is made from the group and this number, ``values.reservation_id``);
 - ``...:failed``, a hash: reservation number -> ``<user>:<stock id or "">:<ms>:<why>`` for a
   reservation that could not be persisted (it was undone: the record never existed,
   and the user is told so);
