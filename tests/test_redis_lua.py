@@ -2,8 +2,8 @@
 or draw pending then confirmed or failed, 503 while the state is missing, and the state
 kept in step with the switch of strategy, the window, the rules and every restock.
 
-Persisting runs here in the test's process (``inventory.persist``); the worker process is
-tested in ``tests/test_reservations_worker.py``.
+Persisting runs here in the test's process (``inventory.redis_lua.persist``); the worker
+process is tested in ``tests/test_reservations_worker.py``.
 """
 
 from __future__ import annotations
@@ -15,10 +15,14 @@ from django.test import Client
 from django.utils import timezone
 
 from core.window import NotStarted
-from inventory.groups import persist_all
-from inventory.item_states import item_reservations_check, item_reservations_persist, item_reservations_reconcile
 from inventory.models import Stock, StockGroup
 from inventory.redis_lua.client import reservations_client
+from inventory.redis_lua.drain import persist_all
+from inventory.redis_lua.item_states import (
+    item_reservations_check,
+    item_reservations_persist,
+    item_reservations_reconcile,
+)
 from inventory.redis_lua.values import GroupKeys, reservation_group
 from inventory.strategies import STRATEGIES
 from inventory.strategies.base import Take

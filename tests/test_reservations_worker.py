@@ -203,7 +203,7 @@ def test_many_processes_buying_and_drawing_then_every_invariant_holds(app_worker
     """8 processes x 8 threads buy a voucher of 20 and draw in a pool of 2 + 10 (limit 2)
     through the services, which send their drain tasks to a real worker. Once drained: the
     stock sold once, one order per buyer, every 202 one row, Redis and the database agree."""
-    from inventory.item_states import item_reservations_check
+    from inventory.redis_lua.item_states import item_reservations_check
     from lottery.product import POOL
     from lottery.selectors import pool_audit
     from orders.product import VOUCHER

@@ -13,7 +13,7 @@ single Cluster slot:
   gets the user's lowest free number, so that one undone frees its number for the next
   (a draw's number is its per-user backstop in the database, and must not repeat). Every
   script keeps one mark per take counted in ``takers``, which reconciliation's first
-  comparison counts on (``inventory.reconcile``);
+  comparison counts on (``inventory.redis_lua.reconcile``);
 - ``...:checked``, a flag that expires: set by a reconciliation that compared each user's
   takes and found them whole;
 - ``...:pending``, a stream: one entry per reservation not yet persisted, read by the

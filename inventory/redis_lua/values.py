@@ -61,7 +61,8 @@ class GroupKeys:
     kick: str
     rebuild: str
     # Set, with an expiry, by a reconciliation that compared each user's takes and found the
-    # group whole: until it expires the beat's may compare totals only (``inventory.reconcile``).
+    # group whole: until it expires the beat's may compare totals only
+    # (``inventory.redis_lua.reconcile``).
     checked: str
 
     @classmethod

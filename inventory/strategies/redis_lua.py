@@ -8,7 +8,7 @@ answers with the record as it will be, pending (the API's 202). Nothing here rea
 database.
 
 A worker writes the records and the stock rows' decrement in batches
-(``inventory.persist``), asked by the script's answer about once per
+(``inventory.redis_lua.persist``), asked by the script's answer about once per
 ``RESERVATIONS_KICK_MS`` in a crowd; an ask that fails (the broker down) is logged, not
 raised, and the beat's sweep catches up. A held record is settled or released by one
 UPDATE conditional on its status, as ``db_atomic`` does; a release returns its unit to
@@ -36,9 +36,9 @@ from core.ratelimit import rate_refuse
 from core.window import Ended, NotStarted
 
 from ..errors import SoldOut, StateMissing
-from ..groups import with_group_lock
 from ..models import Strategy
 from ..redis_lua.client import REACHABLE, reservations_client
+from ..redis_lua.drain import with_group_lock
 from .base import R, StockStrategy, Take
 from .changes import Change, Returned, change_write
 
