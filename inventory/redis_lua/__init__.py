@@ -1,5 +1,5 @@
-"""The machinery under the ``redis_lua`` strategy (``inventory.strategies.redis_lua``), one
-module per concern, each importing only those above it here:
+"""The machinery under the ``redis_lua`` strategy (``inventory.strategies.redis_lua``): one
+module per concern, each standing only on those listed before it.
 
 - ``scripts``: the Lua scripts, and the keys of a stock group they use;
 - ``values``: the reservations' ids, the group's keys, the rules and the values the scripts
