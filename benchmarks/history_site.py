@@ -117,7 +117,8 @@ class Site:
 
     def drift(self, kind: str) -> None:
         """The redis_lua item's units in Redis three too many (reconciliation repairs them)."""
-        from inventory.reservations import GroupKeys, reservations_client
+        from inventory.redis_lua.client import reservations_client
+        from inventory.redis_lua.values import GroupKeys
         from lottery.models import Prize
 
         if kind == "voucher":

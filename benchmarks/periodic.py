@@ -222,8 +222,9 @@ def main(argv=None) -> int:
     from celery import current_app
     from django.conf import settings
 
-    from inventory.item_states import item_reservations_load
-    from inventory.reservations import GroupKeys, reservations_client
+    from inventory.redis_lua.client import reservations_client
+    from inventory.redis_lua.item_states import item_reservations_load
+    from inventory.redis_lua.values import GroupKeys
     from inventory.tasks import holds_sweep, reservations_reconcile, reservations_sweep
     from lottery.product import POOL
     from orders.product import VOUCHER
@@ -244,7 +245,7 @@ def main(argv=None) -> int:
         keys = GroupKeys.of(voucher.stock.group_id)
         reservations.client.hincrby(keys.state, f"stock:{voucher.stock_id}", 1)
 
-    logging.getLogger("inventory.reconcile").setLevel(logging.ERROR)  # the drift made on purpose
+    logging.getLogger("inventory.redis_lua.reconcile").setLevel(logging.ERROR)  # the drift made on purpose
     settings.PAYMENT_CALLBACK_URL = settings.PAYMENT_CALLBACK_URL or "http://127.0.0.1:9/api/payments/callback"
     rows = []
     for kind in ("voucher", "pool"):

@@ -79,7 +79,7 @@ class Items:
         return pool.pk
 
     def drop(self) -> None:
-        from inventory.reservations import reservations_client
+        from inventory.redis_lua.client import reservations_client
 
         reservations = reservations_client()
         for group_id in self.groups:

@@ -5,8 +5,8 @@ item's hash tag ``{group:<stock group>}``: ``<ns>:rate:{group:7}:purchase:user:4
 the instance namespace, ``core.namespace``). So they
 share a Redis Cluster slot with the item's own keys, and the ``redis_lua`` script that
 reserves a unit counts them in its own round trip (``RATE_WAIT`` inside
-``inventory.lua.RESERVE``): the limit costs that strategy nothing more on the wire. The
-other strategies count them in one script call (``COUNT``) before they take. A limit
+``inventory.redis_lua.scripts.RESERVE``): the limit costs that strategy nothing more on the
+wire. The other strategies count them in one script call (``COUNT``) before they take. A limit
 therefore holds per item: a user or an address hammering one sale is refused there, and
 one spreading over several sales meets each one's limit.
 

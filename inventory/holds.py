@@ -43,7 +43,7 @@ from .errors import (
 from .models import Stock, StockGroup
 from .product import Product
 from .records import Record
-from .reservation_types import group_tag
+from .redis_lua.values import group_tag
 from .strategies import STRATEGIES
 from .strategies.changes import Change, Returned, lock_group, lock_rows, over_counted, units_back
 

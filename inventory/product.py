@@ -3,10 +3,11 @@ draw's pools) tells the core once, and the registry the core finds it in by its 
 
 The core owns everything both products do alike: the take's one entry point under every
 strategy and its refusals (``inventory.take``), the item's ``redis_lua`` state through its
-life (load, start, open, change, retire, check, reconcile: ``inventory.item_states``),
-persisting its reservations as records and the tasks that do so (``inventory.tasks``), the
-memo of the item a take reads and the reads of the records still pending or failed
-(``inventory.items``). A product supplies only what makes it different, below.
+life (load, start, open, change, retire, check, reconcile:
+``inventory.redis_lua.item_states``), persisting its reservations as records and the tasks
+that do so (``inventory.tasks``), the memo of the item a take reads and the reads of the
+records still pending or failed (``inventory.items``). A product supplies only what makes it
+different, below.
 
 The products stand a tier above ``inventory`` (``tests/test_layers.py``): the core never
 imports them. Each registers its adapter from its ``AppConfig.ready()``
@@ -28,7 +29,7 @@ from core.errors import DomainError
 
 from .errors import SoldOut
 from .records import RELEASED
-from .reservation_types import Failed, Pending, Reserved, Rules
+from .redis_lua.values import Failed, Pending, Reserved, Rules
 
 if TYPE_CHECKING:
     from .strategies.base import Take

@@ -24,12 +24,13 @@ from django.db.models import Model, Q, QuerySet, Sum
 from django.utils import timezone
 
 from inventory.audits import HoldCounts
-from inventory.item_states import item_reservations_check
 from inventory.models import Stock
 from inventory.product import product_of
-from inventory.reconcile import GroupCheck
 from inventory.records import RELEASED
-from inventory.reservations import reservation_group, reservations_client
+from inventory.redis_lua.client import reservations_client
+from inventory.redis_lua.item_states import item_reservations_check
+from inventory.redis_lua.reconcile import GroupCheck
+from inventory.redis_lua.values import reservation_group
 from lottery.models import Draw
 from lottery.selectors import pool_audit
 from lottery.services import pool_create, prize_create

@@ -22,7 +22,7 @@ from accounts.crowd import crowd_member
 from core.memo import ProcessMemo
 from inventory.models import Stock
 from inventory.product import Product
-from inventory.reservation_types import Failed, Pending, Reserved, Rules, reservation_moment
+from inventory.redis_lua.values import Failed, Pending, Reserved, Rules, reservation_moment
 from inventory.strategies.base import Take
 from inventory.take import hold_until
 

@@ -17,7 +17,7 @@ from core.names import name_clean
 from core.ratelimit import RateCount
 from inventory.holds import hold_settle
 from inventory.item_fields import item_changes_clean, item_changes_save, item_create, item_fields_clean
-from inventory.item_states import item_update
+from inventory.redis_lua.item_states import item_update
 from inventory.services import stock_create, stock_group_create, stock_restock
 from inventory.take import item_take
 from inventory.totals import over_recount
@@ -86,7 +86,8 @@ def pool_update(
 
 def _pool_change(pool: Pool, change: Callable[[], R], *, units: Callable[[R], dict[int, int]]) -> R:
     """``change()`` (database writes that commit), with the pool's Redis state in step
-    (``inventory.item_states.item_update``); ``units(done)`` says the units added per stock row."""
+    (``inventory.redis_lua.item_states.item_update``); ``units(done)`` says the units added
+    per stock row."""
     return item_update(POOL, pool, change, units=units)
 
 

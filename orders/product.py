@@ -12,7 +12,7 @@ from accounts.crowd import crowd_member
 from inventory.errors import SoldOut
 from inventory.product import Product
 from inventory.records import RELEASED
-from inventory.reservation_types import Failed, Pending, Reserved, Rules, reservation_moment
+from inventory.redis_lua.values import Failed, Pending, Reserved, Rules, reservation_moment
 from inventory.strategies.base import Take, choose_only
 from inventory.take import hold_until
 

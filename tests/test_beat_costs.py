@@ -15,7 +15,8 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from inventory.reservations import GroupKeys, reservations_client
+from inventory.redis_lua.client import reservations_client
+from inventory.redis_lua.values import GroupKeys
 from inventory.tasks import holds_sweep, reservations_reconcile, reservations_sweep
 from lottery.services import pool_update
 from orders.services import voucher_update

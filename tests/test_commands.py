@@ -182,7 +182,7 @@ def test_audit_refuses_an_unknown_pool(capsys):
 @pytest.mark.django_db(transaction=True)
 def test_audit_compares_a_redis_lua_vouchers_redis_state_with_the_database(make_voucher, reservations_redis, capsys):
     """Invariant 5: Redis stock + orders == supply, the Redis buyers the buyers."""
-    from inventory.reservations import GroupKeys
+    from inventory.redis_lua.values import GroupKeys
 
     voucher = make_voucher(stock=3, strategy="redis_lua")
     call_command("audit", "--voucher", str(voucher.pk))

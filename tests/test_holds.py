@@ -17,9 +17,9 @@ from django.utils import timezone
 
 from inventory.errors import AlreadyClaimed, AlreadyPaid, HoldCancelled, HoldExpired, HoldForfeited, HoldPending
 from inventory.holds import hold_release, hold_settle, holds_expire_due
-from inventory.item_states import item_reservations_check, item_reservations_reconcile
 from inventory.models import Stock
-from inventory.reservations import reservations_client
+from inventory.redis_lua.client import reservations_client
+from inventory.redis_lua.item_states import item_reservations_check, item_reservations_reconcile
 from inventory.strategies import STRATEGIES, strategy_names
 from lottery.errors import DrawLimit
 from lottery.models import Draw, Pool

@@ -18,7 +18,7 @@ from django.utils import timezone
 
 from inventory.holds import hold_settle, holds_expire_due
 from inventory.models import Stock
-from inventory.reservations import reservations_client
+from inventory.redis_lua.client import reservations_client
 from lottery.models import Draw, Pool
 from lottery.product import POOL
 from orders.models import Order, Voucher

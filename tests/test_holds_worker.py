@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from inventory.item_states import item_reservations_check
 from inventory.models import Stock
-from inventory.reservations import reservations_client
+from inventory.redis_lua.client import reservations_client
+from inventory.redis_lua.item_states import item_reservations_check
 from orders.models import Order, Voucher
 from orders.product import VOUCHER
 from orders.selectors import voucher_audit, voucher_get

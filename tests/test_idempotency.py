@@ -18,7 +18,7 @@ from accounts.services import token_issue
 from core.idempotency import idempotency_answered, idempotency_claim, idempotency_client, idempotency_key
 from core.namespace import instance_key
 from inventory.models import Stock
-from inventory.reservations import GroupKeys
+from inventory.redis_lua.values import GroupKeys
 from orders.models import Order
 from orders.services import voucher_update
 

@@ -12,7 +12,8 @@ import pytest
 from django.test import Client
 from prometheus_client.parser import text_string_to_metric_families
 
-from inventory.reservations import GroupKeys, reservations_client
+from inventory.redis_lua.client import reservations_client
+from inventory.redis_lua.values import GroupKeys
 from inventory.tasks import reservations_reconcile
 from locking import Lock
 from locking.integration import locks_redis

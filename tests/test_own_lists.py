@@ -288,9 +288,9 @@ def test_a_page_reads_only_its_rows_along_the_user_s_index(make_user, items):
 def test_under_redis_lua_the_records_still_in_redis_take_their_place_in_the_pages(make_user, make_voucher):
     """Pending orders (reserved, not written) and a failed one (undone) are read from Redis and
     paged with the rows, each once, newest first."""
-    from inventory.groups import persist_all
-    from inventory.item_states import item_reservations_persist
-    from inventory.reservations import reservations_client
+    from inventory.redis_lua.client import reservations_client
+    from inventory.redis_lua.drain import persist_all
+    from inventory.redis_lua.item_states import item_reservations_persist
     from orders.product import VOUCHER
 
     user = make_user()

@@ -27,10 +27,11 @@ from django.urls import reverse
 from playwright.sync_api import expect
 
 from core.namespace import instance_key
-from inventory.groups import persist_options
-from inventory.item_states import item_reservations_persist
 from inventory.models import StockGroup
-from inventory.reservations import Pending, reservations_client
+from inventory.redis_lua.client import reservations_client
+from inventory.redis_lua.drain import persist_options
+from inventory.redis_lua.item_states import item_reservations_persist
+from inventory.redis_lua.values import Pending
 from inventory.tasks import reservations_drain
 from lottery.models import Draw
 from lottery.product import POOL

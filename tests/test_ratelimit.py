@@ -11,7 +11,7 @@ from django.test import Client
 from core.namespace import instance_key
 from core.ratelimit import RateLimited, rate_count
 from inventory.models import Stock
-from inventory.reservations import GroupKeys
+from inventory.redis_lua.values import GroupKeys
 from lottery.models import Draw
 from orders.models import Order
 

@@ -2,8 +2,8 @@
 or draw pending then confirmed or failed, 503 while the state is missing, and the state
 kept in step with the switch of strategy, the window, the rules and every restock.
 
-Persisting runs here in the test's process (``inventory.persist``); the worker process is
-tested in ``tests/test_reservations_worker.py``.
+Persisting runs here in the test's process (``inventory.redis_lua.persist``); the worker
+process is tested in ``tests/test_reservations_worker.py``.
 """
 
 from __future__ import annotations
@@ -15,10 +15,15 @@ from django.test import Client
 from django.utils import timezone
 
 from core.window import NotStarted
-from inventory.groups import persist_all
-from inventory.item_states import item_reservations_check, item_reservations_persist, item_reservations_reconcile
 from inventory.models import Stock, StockGroup
-from inventory.reservations import GroupKeys, reservation_group, reservations_client
+from inventory.redis_lua.client import reservations_client
+from inventory.redis_lua.drain import persist_all
+from inventory.redis_lua.item_states import (
+    item_reservations_check,
+    item_reservations_persist,
+    item_reservations_reconcile,
+)
+from inventory.redis_lua.values import GroupKeys, reservation_group
 from inventory.strategies import STRATEGIES
 from inventory.strategies.base import Take
 from lottery.models import Draw
@@ -249,7 +254,8 @@ def test_a_new_item_forgets_what_redis_kept_for_a_group_of_the_same_id(api_clien
     """A database made afresh beside a Redis that kept its keys hands out the same group ids:
     the old group's waiting reservations (of rows the new pool does not have) and numbering
     must not become the new pool's."""
-    from inventory.reservations import Reservations, Rules
+    from inventory.redis_lua.client import Reservations
+    from inventory.redis_lua.values import Rules
 
     next_group = StockGroup.objects.create().pk + 1  # the id the pool's group will get
     stale = Reservations(reservations_redis)

@@ -112,7 +112,7 @@ def test_the_formats_carry_the_id_and_the_fields():
     assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}\+00:00", line["time"])
     assert " INFO orders.purchase [rid-1] bought it" in Text().format(record)
     # A line given an id of its own keeps it (the worker's line per reservation).
-    own = logging.LogRecord("inventory.persist", logging.INFO, __file__, 1, "written", (), None)
+    own = logging.LogRecord("inventory.redis_lua.persist", logging.INFO, __file__, 1, "written", (), None)
     own.request_id = "the-reservations-own"
     RequestId().filter(own)
     assert json.loads(Json().format(own))["request_id"] == "the-reservations-own"
@@ -321,7 +321,7 @@ def test_under_redis_lua_the_worker_line_that_writes_a_reservation_carries_its_r
     ):
         line = lines[reservation[key]]
         assert line["request_id"] == asked[key], line
-        assert (line["logger"], line["level"], line["outcome"]) == ("inventory.persist", "INFO", "written")
+        assert (line["logger"], line["level"], line["outcome"]) == ("inventory.redis_lua.persist", "INFO", "written")
         assert (line["kind"], line["item_id"], line["user_id"]) == (kind, item, user)
         assert line["time"] and str(reservation[key]) in line["message"]
 

@@ -19,7 +19,8 @@ from django.conf import settings
 from accounts.services import users_with_tokens_create
 from core.namespace import instance_key
 from inventory.models import Stock
-from inventory.reservations import GroupKeys, Rules, reservations_client
+from inventory.redis_lua.client import reservations_client
+from inventory.redis_lua.values import GroupKeys, Rules
 from inventory.tasks import reservations_drain
 from lottery.models import Draw
 from orders.models import Order
@@ -202,7 +203,7 @@ def test_many_processes_buying_and_drawing_then_every_invariant_holds(app_worker
     """8 processes x 8 threads buy a voucher of 20 and draw in a pool of 2 + 10 (limit 2)
     through the services, which send their drain tasks to a real worker. Once drained: the
     stock sold once, one order per buyer, every 202 one row, Redis and the database agree."""
-    from inventory.item_states import item_reservations_check
+    from inventory.redis_lua.item_states import item_reservations_check
     from lottery.product import POOL
     from lottery.selectors import pool_audit
     from orders.product import VOUCHER

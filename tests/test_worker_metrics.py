@@ -10,7 +10,7 @@ import urllib.request
 import pytest
 import redis
 
-from inventory.reservations import GroupKeys
+from inventory.redis_lua.values import GroupKeys
 from inventory.tasks import reservations_reconcile
 from locking.testing import free_port
 

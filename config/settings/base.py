@@ -223,7 +223,7 @@ RESERVATIONS_SWEEP_SECONDS = env_int("RESERVATIONS_SWEEP_SECONDS", 2)
 RESERVATIONS_RECONCILE_SECONDS = env_int("RESERVATIONS_RECONCILE_SECONDS", 15)
 # It compares totals first (cheap whatever the records), and each user's takes on a
 # difference, or once this long after the last such comparison found the item whole: a drift
-# that keeps the totals is found within it (inventory.reconcile).
+# that keeps the totals is found within it (inventory.redis_lua.reconcile).
 RESERVATIONS_RECONCILE_FULL_SECONDS = env_int("RESERVATIONS_RECONCILE_FULL_SECONDS", 300)
 
 # Holds (inventory.holds): a worker releases each item's holds at their deadline; the beat

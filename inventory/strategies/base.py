@@ -66,7 +66,7 @@ from locking.lease import LeasedLock
 from ..errors import InvalidQuantity, LockBusy, SoldOut
 from ..models import Stock
 from ..records import Record
-from ..reservation_types import Reserved, group_tag
+from ..redis_lua.values import Reserved, group_tag
 from .changes import Change, change_write, lock_group, over_counted
 
 R = TypeVar("R")

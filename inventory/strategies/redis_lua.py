@@ -1,13 +1,14 @@
 """One Lua script checks and reserves in Redis; a Celery worker writes the records.
 
-None of the base sequence runs in the request: one script call (``inventory.lua.RESERVE``,
-through ``Reservations.reserve``) counts the request's rate limits, checks the window by
-Redis' clock, the user's takes and the stock, chooses by weight, decrements and appends
-the pending reservation, atomically; the take answers with the record as it will be,
-pending (the API's 202). Nothing here reads the database.
+None of the base sequence runs in the request: one script call
+(``inventory.redis_lua.scripts.RESERVE``, through ``Reservations.reserve``) counts the
+request's rate limits, checks the window by Redis' clock, the user's takes and the stock,
+chooses by weight, decrements and appends the pending reservation, atomically; the take
+answers with the record as it will be, pending (the API's 202). Nothing here reads the
+database.
 
 A worker writes the records and the stock rows' decrement in batches
-(``inventory.persist``), asked by the script's answer about once per
+(``inventory.redis_lua.persist``), asked by the script's answer about once per
 ``RESERVATIONS_KICK_MS`` in a crowd; an ask that fails (the broker down) is logged, not
 raised, and the beat's sweep catches up. A held record is settled or released by one
 UPDATE conditional on its status, as ``db_atomic`` does; a release returns its unit to
@@ -35,9 +36,9 @@ from core.ratelimit import rate_refuse
 from core.window import Ended, NotStarted
 
 from ..errors import SoldOut, StateMissing
-from ..groups import with_group_lock
 from ..models import Strategy
-from ..reservations import REACHABLE, reservations_client
+from ..redis_lua.client import REACHABLE, reservations_client
+from ..redis_lua.drain import with_group_lock
 from .base import R, StockStrategy, Take
 from .changes import Change, Returned, change_write
 

@@ -148,7 +148,7 @@ class RedisRestart(Fault):
     def _waiting(url: str, group_id: int) -> set[int]:
         """The reservations of the group waiting in Redis, read with every write paused, so
         that none is made between this read and the kill that follows it."""
-        from inventory.reservations import GroupKeys, reservation_id
+        from inventory.redis_lua.values import GroupKeys, reservation_id
 
         client = redis.Redis.from_url(url, socket_timeout=5)
         try:

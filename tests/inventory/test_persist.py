@@ -11,15 +11,12 @@ import redis
 from django.conf import settings
 from django.db import InterfaceError, OperationalError
 
-from inventory.item_states import (
-    item_reservations_check,
-    item_reservations_load,
-    item_reservations_persist,
-)
-from inventory.lua import LOST_NUMBERS_GAP
 from inventory.models import Stock
-from inventory.persist import reservations_persist
-from inventory.reservations import GroupKeys, Reservations, Rules, reservation_id
+from inventory.redis_lua.client import Reservations
+from inventory.redis_lua.item_states import item_reservations_check, item_reservations_load, item_reservations_persist
+from inventory.redis_lua.persist import reservations_persist
+from inventory.redis_lua.scripts import LOST_NUMBERS_GAP
+from inventory.redis_lua.values import GroupKeys, Rules, reservation_id
 from lottery.models import Draw
 from lottery.product import POOL
 from orders.models import Order
@@ -154,7 +151,7 @@ def test_each_reservation_is_logged_with_the_id_of_the_request_that_made_it(
     ]
     # The last one's row is there already (a consumer that died before acknowledging).
     Order.objects.create(user=buyers[2], voucher=voucher, buyer_guard=buyers[2].pk, reservation=made[2].reservation_id)
-    caplog.set_level("INFO", logger="inventory.persist")
+    caplog.set_level("INFO", logger="inventory.redis_lua.persist")
     item_reservations_persist(
         VOUCHER, item_id=voucher.pk, group_id=voucher.stock.group_id, reservations=reservations, consumer="w1"
     )
@@ -297,7 +294,7 @@ def test_a_rebuild_waits_for_the_batch_being_persisted(reservations, make_vouche
     holds while it writes, so it never reads the stock between a batch's rows and its
     decrement's commit."""
     from inventory.errors import LockBusy
-    from inventory.groups import drain_group, group_lock
+    from inventory.redis_lua.drain import drain_group, group_lock
 
     voucher = make_voucher(stock=5, strategy="redis_lua")
     group = voucher.stock.group_id
@@ -320,7 +317,7 @@ def test_a_rebuild_waits_for_the_batch_being_persisted(reservations, make_vouche
 
 def test_only_a_database_out_of_reach_counts_as_unreachable():
     """A deadlock or a lock wait is retried, never a reason to undo a reservation."""
-    from inventory.persist import unreachable
+    from inventory.redis_lua.persist import unreachable
 
     assert unreachable(OperationalError(2006, "MySQL server has gone away"))
     assert unreachable(OperationalError(2013, "Lost connection to MySQL server during query"))
@@ -391,7 +388,7 @@ def test_a_drain_stays_while_reservations_arrive_and_no_request_asks_for_another
     arrives within a pace is the test's to say, not the scheduler's."""
     import threading
 
-    from inventory.groups import drain_group
+    from inventory.redis_lua.drain import drain_group
 
     voucher = make_voucher(stock=100, strategy="db_atomic")
     group = reservations.load_from(voucher, limit=1)
@@ -429,7 +426,7 @@ def test_a_drain_stays_while_reservations_arrive_and_no_request_asks_for_another
 def test_the_drain_reads_at_the_pace_of_reservations_kick_ms(reservations, make_voucher, make_user, settings):
     """The drain stays while reservations arrive, reading once per RESERVATIONS_KICK_MS:
     the pace at which a crowd asks for drains when no drain is there."""
-    from inventory.groups import drain_group
+    from inventory.redis_lua.drain import drain_group
 
     settings.RESERVATIONS_KICK_MS = 300
     voucher = make_voucher(stock=10, strategy="db_atomic")

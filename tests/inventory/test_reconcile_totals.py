@@ -1,15 +1,17 @@
-"""The beat's reconciliation compares totals first (``inventory.reconcile``): each stock row,
-and the take numbers marked in Redis against the records + the reservations pending; each
-user's takes only on a difference, or once the last comparison per user is older than
-``RESERVATIONS_RECONCILE_FULL_SECONDS``. ``manage.py reconcile`` always compares each user."""
+"""The beat's reconciliation compares totals first (``inventory.redis_lua.reconcile``): each
+stock row, and the take numbers marked in Redis against the records + the reservations
+pending; each user's takes only on a difference, or once the last comparison per user is
+older than ``RESERVATIONS_RECONCILE_FULL_SECONDS``. ``manage.py reconcile`` always compares
+each user."""
 
 from __future__ import annotations
 
 import pytest
 from django.conf import settings
 
-from inventory.item_states import item_reservations_check, item_reservations_reconcile
-from inventory.reservations import GroupKeys, reservations_client
+from inventory.redis_lua.client import reservations_client
+from inventory.redis_lua.item_states import item_reservations_check, item_reservations_reconcile
+from inventory.redis_lua.values import GroupKeys
 from lottery.models import Draw
 from lottery.product import POOL
 from lottery.services import pool_update

@@ -6,10 +6,11 @@ from __future__ import annotations
 
 import pytest
 
-from inventory.groups import persist_all
-from inventory.item_states import item_reservations_persist
 from inventory.product import product_of
-from inventory.reservations import GroupKeys, reservations_client
+from inventory.redis_lua.client import reservations_client
+from inventory.redis_lua.drain import persist_all
+from inventory.redis_lua.item_states import item_reservations_persist
+from inventory.redis_lua.values import GroupKeys
 from loadtests.products import PRODUCTS, Supply, split_stock
 from loadtests.verdict import Result
 from lottery.models import Pool

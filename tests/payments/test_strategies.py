@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from inventory.models import Stock
-from inventory.reservations import reservations_client
+from inventory.redis_lua.client import reservations_client
 from payments.models import Payment
 from payments.selectors import payments_audit
 

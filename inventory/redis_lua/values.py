@@ -1,6 +1,6 @@
 """What the reservations of ``redis_lua`` are made of in Redis: their ids, the keys of a stock
 group, the rules a reservation is checked against, and the values the scripts answer and
-the stream holds (``inventory.reservations`` runs the scripts over them).
+the stream holds (``inventory.redis_lua.client`` runs the scripts over them).
 
 Plain Python: of the settings only the instance namespace, which every key starts with
 (``core.namespace``).
@@ -61,7 +61,8 @@ class GroupKeys:
     kick: str
     rebuild: str
     # Set, with an expiry, by a reconciliation that compared each user's takes and found the
-    # group whole: until it expires the beat's may compare totals only (``inventory.reconcile``).
+    # group whole: until it expires the beat's may compare totals only
+    # (``inventory.redis_lua.reconcile``).
     checked: str
 
     @classmethod
@@ -118,7 +119,7 @@ class Reserved:
     ``takes`` the user's takes now, ``limit`` the limit of takes it was checked against
     (the state's, which a memo of the item may not know yet), ``reservation_id`` the id its record will have once
     persisted, and ``kick`` whether the caller should ask a worker to persist the
-    group's reservations (see ``inventory.lua``, the kick flag)."""
+    group's reservations (see ``inventory.redis_lua.scripts``, the kick flag)."""
 
     refusal: str | None
     stock_id: int | None = None

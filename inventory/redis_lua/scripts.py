@@ -13,7 +13,7 @@ single Cluster slot:
   gets the user's lowest free number, so that one undone frees its number for the next
   (a draw's number is its per-user backstop in the database, and must not repeat). Every
   script keeps one mark per take counted in ``takers``, which reconciliation's first
-  comparison counts on (``inventory.reconcile``);
+  comparison counts on (``inventory.redis_lua.reconcile``);
 - ``...:checked``, a flag that expires: set by a reconciliation that compared each user's
   takes and found them whole;
 - ``...:pending``, a stream: one entry per reservation not yet persisted, read by the
@@ -23,7 +23,7 @@ single Cluster slot:
   "" for nothing), the take's number, ``at`` (Redis time in ms) and ``rid``, the id of
   the request that made it ("" for none), which the worker's line for its row carries;
 - ``...:ids``, a counter: the group's reservations are numbered 1, 2, ... (the
-  reservation's id is made from the group and this number, ``reservations.reservation_id``);
+  reservation's id is made from the group and this number, ``values.reservation_id``);
 - ``...:failed``, a hash: reservation number -> ``<user>:<stock id or "">:<ms>:<why>`` for a
   reservation that could not be persisted (it was undone: the record never existed,
   and the user is told so);

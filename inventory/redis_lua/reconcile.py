@@ -48,9 +48,10 @@ from dataclasses import asdict, dataclass, field, replace
 
 from django.conf import settings
 
-from .groups import with_group_lock
-from .metrics import drift_counted
-from .reservations import GroupKeys, Pending, Reservations, stock_of, takers_of
+from ..metrics import drift_counted
+from .client import Reservations
+from .drain import with_group_lock
+from .values import GroupKeys, Pending, stock_of, takers_of
 
 # Each user's takes, and the (user id, take number) of every take: the database's side.
 Takes = tuple[dict[int, int], Iterable[tuple[int, int]]]

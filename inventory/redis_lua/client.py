@@ -3,7 +3,7 @@ client every process runs them over (:func:`reservations_client`).
 
 Plain redis-py: a client (``redis.Redis`` or ``redis.cluster.RedisCluster``) and a stock
 group's id are all it needs. The scripts and the keys they use are described in
-``inventory.lua``; the ids, keys and values in ``inventory.reservation_types``.
+``inventory.redis_lua.scripts``; the ids, keys and values in ``inventory.redis_lua.values``.
 """
 
 from __future__ import annotations
@@ -18,12 +18,10 @@ from core.errors import Unavailable
 from core.redis_script import script_on_own_connections
 from locking.integration import locks_redis
 
-from . import lua
-from .reservation_types import (
+from . import scripts
+from .values import (
     HANDED_BACK_IDLE_MS,
     PERSIST_GROUP,
-    REFUSALS,
-    RESERVATION_BASE,
     SETTLED,
     Failed,
     GroupKeys,
@@ -43,42 +41,20 @@ from .reservation_types import (
 if TYPE_CHECKING:
     from core.ratelimit import RateCount
 
-# What the callers of this module knew it for before the ids, keys and values had a module
-# of their own.
-__all__ = [
-    "PERSIST_GROUP",
-    "REFUSALS",
-    "RESERVATION_BASE",
-    "SETTLED",
-    "Failed",
-    "GroupKeys",
-    "Pending",
-    "PendingReservations",
-    "Reservations",
-    "Reserved",
-    "Rules",
-    "group_tag",
-    "reservation_group",
-    "reservation_id",
-    "reservations_client",
-    "stock_of",
-    "takers_of",
-]
-
 
 class Reservations:
-    """The scripts of ``inventory.lua`` bound to one Redis client."""
+    """The scripts of ``inventory.redis_lua.scripts`` bound to one Redis client."""
 
     def __init__(self, client: redis.Redis) -> None:
         self.client = client
         # Every purchase and draw calls it: over the thread's own connection (core.redis_script).
-        self._reserve = script_on_own_connections(client, lua.RESERVE)
-        self._release = client.register_script(lua.RELEASE)
-        self._load = client.register_script(lua.LOAD)
-        self._add_units = client.register_script(lua.ADD_UNITS)
-        self._set_rules = client.register_script(lua.SET_RULES)
-        self._repair = client.register_script(lua.REPAIR)
-        self._return = client.register_script(lua.RETURN)
+        self._reserve = script_on_own_connections(client, scripts.RESERVE)
+        self._release = client.register_script(scripts.RELEASE)
+        self._load = client.register_script(scripts.LOAD)
+        self._add_units = client.register_script(scripts.ADD_UNITS)
+        self._set_rules = client.register_script(scripts.SET_RULES)
+        self._repair = client.register_script(scripts.REPAIR)
+        self._return = client.register_script(scripts.RETURN)
 
     def reserve(
         self,
