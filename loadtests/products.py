@@ -30,6 +30,7 @@ from inventory.product import product_of
 from inventory.reconcile import GroupCheck
 from inventory.records import RELEASED
 from inventory.reservations import reservation_group, reservations_client
+from inventory.totals import group_marks
 from lottery.models import Draw
 from lottery.selectors import pool_audit
 from lottery.services import pool_create, prize_create
@@ -173,12 +174,10 @@ class Product:
     def sample(self, target: Target) -> Sample:
         """The stock left, the units supplied so far, the records that took one and the
         reservations waiting to be written, now."""
-        totals = Stock.objects.filter(group_id=target.group_id).aggregate(
-            stock=Sum("quantity"), supplied=Sum("initial_quantity")
-        )
+        marks = group_marks(group_id=target.group_id)
         return Sample(
-            stock=totals["stock"] or 0,
-            supplied=totals["supplied"] or 0,
+            stock=marks.stock,
+            supplied=marks.supplied,
             taken=self.taken(target).count(),
             waiting=self.waiting(target),
             took=self.took(target).count(),
@@ -242,7 +241,7 @@ class VoucherProduct(Product):
             hold_seconds=supply.hold_seconds,
             **sale_window(),
         )
-        return Target(pk=voucher.pk, group_id=voucher.stock.group_id)
+        return Target(pk=voucher.pk, group_id=voucher.group_id)
 
     def records(self, target: Target) -> QuerySet:
         return Order.objects.filter(voucher_id=target.pk)
