@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.db import transaction
-from django.db.models import Count, Model
+from django.db.models import Count, IntegerField, Model
 from django.db.models.expressions import RawSQL
 
 from .models import Stock, StockGroup
@@ -133,8 +133,11 @@ def stock_sums(model: type[Model], *names: str, group: str = "group_id") -> dict
     (``items.annotate(**SUMS)``), so that a take's read calls nothing here."""
     outer = f"{model._meta.db_table}.{group}"
     return {
+        # Read as a whole number (MariaDB sums into a decimal).
         name: RawSQL(
-            f"SELECT COALESCE(SUM(s.{column}), 0) FROM {Stock._meta.db_table} s WHERE s.group_id = {outer}", ()
+            f"SELECT COALESCE(SUM(s.{column}), 0) FROM {Stock._meta.db_table} s WHERE s.group_id = {outer}",
+            (),
+            output_field=IntegerField(),
         )
         for name, column in STOCK_SUMS.items()
         if not names or name in names

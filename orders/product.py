@@ -48,11 +48,12 @@ class VoucherProduct(Product):
         **carried,
     ) -> Take[Order]:
         """``voucher.stock_left`` is the stock as read with the voucher, its group's rows summed
-        (``voucher_get``). Once it reads zero the buyer is told ``sold_out`` from that read,
-        whatever the strategy: in a flash sale nearly everyone arrives after the sell-out, and
-        none of them needs a lock, a transaction or a stock row. The read never sells
-        anything; only the strategy's guarded write decides a sale, and the strategy reads the
-        rows it chooses among itself (``admit`` has no snapshot of them).
+        (``voucher_get``; a voucher read without it is left to the strategy). Once it reads
+        zero the buyer is told ``sold_out`` from that read, whatever the strategy: in a flash
+        sale nearly everyone arrives after the sell-out, and none of them needs a lock, a
+        transaction or a stock row. The read never sells anything; only the strategy's guarded
+        write decides a sale, and the strategy reads the rows it chooses among itself
+        (``admit`` has no snapshot of them).
 
         An unlisted voucher (a load run's own) is sold only to the load crowd
         (``accounts.crowd``): ``NotForSale`` for anyone else, who would skew its audit."""
@@ -66,7 +67,7 @@ class VoucherProduct(Product):
 
         def admit() -> None:
             voucher.window_check(now or timezone.now())
-            if voucher.stock_left < 1:
+            if getattr(voucher, "stock_left", 1) < 1:
                 check()  # a buyer who has an order hears so, not sold_out
                 raise SoldOut()
 
