@@ -67,7 +67,8 @@ class VoucherProduct(Product):
 
         def admit() -> None:
             voucher.window_check(now or timezone.now())
-            if getattr(voucher, "stock_left", 1) < 1:
+            left = getattr(voucher, "stock_left", None)
+            if left is not None and left < 1:
                 check()  # a buyer who has an order hears so, not sold_out
                 raise SoldOut()
 
