@@ -66,7 +66,7 @@ _CLOSED: dict[str, type[HoldClosed]] = {
 def closed(product: Product, record: Model) -> HoldClosed:
     """The refusal of a settle or release of a record that is not held."""
     if record.status == Status.CONFIRMED:
-        return NothingHeld() if product.unit_of(record) is None else _CLOSED[product.settled]()
+        return NothingHeld() if getattr(record, product.unit_field) is None else _CLOSED[product.settled]()
     return _CLOSED[record.status]()
 
 
@@ -116,7 +116,7 @@ def _change(product: Product, item: Any, record: Model, *, target: str, now: dat
     else:
         fields = _release_fields(product, now)
         still_before = None
-        stock_id = product.unit_of(record)
+        stock_id = getattr(record, product.unit_field)
     return Change(
         records=type(record).objects.filter(pk=record.pk),
         target=target,

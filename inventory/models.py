@@ -35,9 +35,11 @@ def default_strategy() -> str:
 
 
 class StockGroup(models.Model):
-    """The stock rows that one take chooses among: a voucher's single row, or every
-    prize of a pool. It is the unit of concurrency control: ``db_pessimistic`` locks
-    its rows, ``db_optimistic`` compares its version, ``redis_lock`` locks its name.
+    """The stock rows that one take chooses among: a voucher's (one today), or every
+    prize of a pool; the item owns it (``Voucher.group``, ``Pool.group``), and each record
+    says which row it took (``Order.stock``, ``Draw.stock``). It is the unit of concurrency
+    control: ``db_pessimistic`` locks its rows, ``db_optimistic`` compares its version,
+    ``redis_lock`` locks its name.
     """
 
     version = models.PositiveBigIntegerField(

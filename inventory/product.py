@@ -41,11 +41,12 @@ class Product(ABC):
     Attributes:
         kind: its name in task messages, log lines and metrics (``"voucher"``, ``"pool"``).
         item_model: what is sold or drawn (``Voucher``, ``Pool``): it has ``strategy``,
-            ``begin_at`` and ``end_at``, and one stock group.
+            ``begin_at`` and ``end_at``, and one stock group, whose rows are its stock.
         record_model: what a take writes (``Order``, ``Draw``): it has ``user_id``,
-            ``reservation``, ``created_at`` and ``Status`` (``PENDING``, ``FAILED``).
+            ``reservation``, ``created_at``, ``Status`` (``PENDING``, ``FAILED``) and the
+            stock row it took (``unit_field``).
         item_field: the record's foreign key to its item (``"voucher"``, ``"pool"``).
-        group_field: the item's lookup of its stock group (``"stock__group_id"``, ``"group_id"``).
+        group_field: the item's column of its stock group (``"group_id"``).
         over_limit: raised when the user has used every take (``AlreadyPurchased``, ``DrawLimit``).
         sold_out: raised when nothing is left (``SoldOut``, or the product's own).
         backstop: the names of the record's unique constraint behind the per-user rule
@@ -54,7 +55,9 @@ class Product(ABC):
     The lifecycle (``inventory.holds``, docs/design.md "Lifecycle"):
         settled: the status a held record is settled to (``paid``, ``claimed``).
         lapsed: the status it lapses to at its deadline (``expired``, ``forfeited``).
-        unit_field: the record's lookup of the stock row it took (``"voucher__stock_id"``).
+        unit_field: the record's column of the stock row it took its unit from, None when it
+            took nothing (``"stock_id"``): written with the record, by the take's ``record``
+            and by ``rows``.
         release_clears: the record's column that carries the user's id into the backstop,
             cleared by a release that gives the user the take back (a voucher's buyer may
             buy again); None where a released record still counts (a forfeited draw).
@@ -97,12 +100,12 @@ class Product(ABC):
         deferred take, its pending answer): passed to ``Take`` as they are."""
 
     def items(self) -> QuerySet:
-        """Every item, read as the core reads it (with what ``group_of`` needs)."""
+        """Every item, read as the core reads it."""
         return self.item_model.objects.all()
 
-    @abstractmethod
     def group_of(self, item: Any) -> int:
         """The item's stock group."""
+        return getattr(item, self.group_field)
 
     @abstractmethod
     def read(self, item_id: int) -> Any:
@@ -126,10 +129,6 @@ class Product(ABC):
     def user_key(self, item_id: int, user_id: int) -> str:
         """The scope of the per-user rule, which lock-based strategies lock."""
         return f"{self.kind}:{item_id}:user:{user_id}"
-
-    def unit_of(self, record: Any) -> int | None:
-        """The stock row a record took its unit from; None when it took nothing."""
-        return type(record).objects.filter(pk=record.pk).values_list(self.unit_field, flat=True).first()
 
     def limit_of(self, item_id: int) -> int:
         """The per-user rule's limit as the item stands now (read again: it may change)."""

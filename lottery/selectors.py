@@ -16,7 +16,7 @@ from inventory.items import items_live, record_get, records_of_user, reservation
 from inventory.models import Stock, Strategy
 from inventory.paging import PAGE_SIZE, Cursor, Page
 from inventory.product import product_of
-from inventory.records import SETTLED
+from inventory.records import TAKING
 from inventory.totals import ItemMarks
 
 from .models import Draw, Pool, Prize
@@ -187,10 +187,11 @@ def pool_audit(*, pool_id: int) -> PoolAudit:
 
 
 def _prizes_awarded() -> QuerySet[Prize]:
-    """Prizes with their stock and ``awarded``, the draws that won each and hold it (held or
-    claimed: a forfeited prize went back to the pool)."""
-    holding = Q(draws__status__in=(Draw.Status.HELD, *SETTLED))
-    return Prize.objects.select_related("stock").annotate(awarded=Count("draws", filter=holding)).order_by("id")
+    """Prizes with their stock and ``awarded``, the draws that took a unit of the prize's
+    stock row (``Draw.stock``) and hold it (held or claimed: a forfeited prize went back to
+    the pool)."""
+    holding = Q(stock__draws__status__in=TAKING)
+    return Prize.objects.select_related("stock").annotate(awarded=Count("stock__draws", filter=holding)).order_by("id")
 
 
 # A pool's draws counted for its audit.

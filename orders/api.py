@@ -49,13 +49,14 @@ class VoucherOut(Schema):
     state: str
     payment_window_seconds: int = Field(description="how long an order is held for its payment; 0: paid when made")
 
+    # The voucher as read with its stock (``orders.selectors.voucher_get``, ``voucher_list``).
     @staticmethod
     def resolve_stock(obj: Voucher) -> int:
-        return obj.stock.quantity
+        return obj.stock_left
 
     @staticmethod
     def resolve_initial_stock(obj: Voucher) -> int:
-        return obj.stock.initial_quantity
+        return obj.stock_supplied
 
     @staticmethod
     def resolve_state(obj: Voucher) -> str:

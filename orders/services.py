@@ -12,7 +12,7 @@ from core.names import name_clean
 from core.ratelimit import RateCount
 from inventory.holds import hold_release
 from inventory.item_fields import item_changes_clean, item_changes_save, item_create, item_fields_clean
-from inventory.services import stock_create, stock_group_create, stock_restock
+from inventory.services import stock_create, stock_group_create, stock_group_restock
 from inventory.take import item_take
 
 from .models import Order, Voucher
@@ -25,27 +25,27 @@ if TYPE_CHECKING:
 
 @transaction.atomic
 def voucher_create(*, title: str, stock: int, **fields: Unpack[ItemFields]) -> Voucher:
-    """A voucher with ``stock`` units in a stock group of its own, and the fields every item
-    has (``inventory.item_fields``); ``listed=False`` keeps it out of the shop's lists (a load
-    test's own)."""
+    """A voucher with ``stock`` units in a stock group of its own (one row), and the fields
+    every item has (``inventory.item_fields``); ``listed=False`` keeps it out of the shop's
+    lists (a load test's own). Read it with ``orders.selectors.voucher_get`` to see its stock."""
     title = name_clean(title, field="title")
     checked = item_fields_clean(**fields)
-    stock_row = stock_create(group=stock_group_create(), quantity=stock)
-    return item_create(VOUCHER, title=title, stock=stock_row, **checked)
+    group = stock_group_create()
+    stock_create(group=group, quantity=stock)
+    return item_create(VOUCHER, title=title, group=group, **checked)
 
 
 def voucher_update(*, voucher: Voucher, restock: int | None = None, **changes: Unpack[ItemChanges]) -> Voucher:
-    """Add stock to a voucher and/or change the fields every item has (its window, strategy or
-    description: ``inventory.item_fields``); all or nothing, with its ``redis_lua`` state in
-    step."""
+    """Add stock to a voucher's group and/or change the fields every item has (its window,
+    strategy or description: ``inventory.item_fields``); all or nothing, with its ``redis_lua``
+    state in step. The voucher is given back changed; read it again (``voucher_get``) to
+    see its stock."""
 
     def restocked() -> dict[int, int]:
-        stock_restock(stock_id=voucher.stock_id, quantity=restock)
-        return {voucher.stock_id: restock}
+        return {stock_group_restock(group_id=voucher.group_id, quantity=restock): restock}
 
     checked = item_changes_clean(voucher, **changes)
     item_changes_save(VOUCHER, voucher, checked, then=None if restock is None else restocked)
-    voucher.stock.refresh_from_db()
     return voucher
 
 

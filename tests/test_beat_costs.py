@@ -21,6 +21,7 @@ from inventory.tasks import holds_sweep, reservations_reconcile, reservations_sw
 from lottery.services import pool_update
 from orders.services import voucher_update
 from payments.provider import provider_resend_due
+from tests.stock import stock_row
 
 from . import records
 
@@ -81,8 +82,8 @@ class Site:
     def drift(self) -> None:
         """A unit too many in the voucher's Redis state: the next reconciliation compares
         each user and repairs it."""
-        keys = GroupKeys.of(self.voucher.stock.group_id)
-        reservations_client().client.hincrby(keys.state, f"stock:{self.voucher.stock_id}", 1)
+        keys = GroupKeys.of(self.voucher.group_id)
+        reservations_client().client.hincrby(keys.state, f"stock:{stock_row(self.voucher)}", 1)
 
     def tasks(self) -> dict[str, Callable[[], object]]:
         return {

@@ -28,6 +28,7 @@ from orders.services import order_cancel, order_purchase
 from payments.models import Payment
 from payments.selectors import payments_audit
 from payments.services import payment_confirm
+from tests.stock import stock_left
 
 from .test_page_text import MOMENT, TIME_ELEMENT, visible_text
 
@@ -75,7 +76,7 @@ def text_of(html: str) -> str:
 
 
 def stock_of(voucher: Voucher) -> int:
-    return Stock.objects.get(pk=voucher.stock_id).quantity
+    return stock_left(voucher)
 
 
 def buy(client: Client, voucher: Voucher) -> tuple[Order, bytes]:

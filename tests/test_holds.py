@@ -17,7 +17,6 @@ from django.utils import timezone
 
 from inventory.errors import AlreadyClaimed, AlreadyPaid, HoldCancelled, HoldExpired, HoldForfeited, HoldPending
 from inventory.holds import hold_release, hold_settle, holds_expire_due
-from inventory.models import Stock
 from inventory.redis_lua.client import reservations_client
 from inventory.redis_lua.item_states import item_reservations_check, item_reservations_reconcile
 from inventory.strategies import STRATEGIES, strategy_names
@@ -31,6 +30,7 @@ from orders.models import Order, Voucher
 from orders.product import VOUCHER
 from orders.selectors import voucher_audit, voucher_get
 from orders.services import order_cancel, order_purchase
+from tests.stock import stock_left, stock_row
 
 from .buyers import act_concurrently
 from .test_redis_lua import persist_pool, persist_voucher
@@ -64,7 +64,7 @@ def buy(voucher: Voucher, user) -> Order:
 
 
 def stock_of(voucher: Voucher) -> int:
-    return Stock.objects.get(pk=voucher.stock_id).quantity
+    return stock_left(voucher)
 
 
 @pytest.mark.parametrize("strategy", EVERY, indirect=True)
@@ -84,7 +84,7 @@ def test_a_held_order_cancelled_returns_its_unit_once_and_its_buyer_may_buy_agai
         order_cancel(user=first, order_id=order.public_id)
     assert stock_of(voucher) == 1
     if strategy == "redis_lua":
-        assert reservations_client().stock(group_id=voucher.stock.group_id) == {voucher.stock_id: 1}
+        assert reservations_client().stock(group_id=voucher.group_id) == {stock_row(voucher): 1}
     again = buy(voucher, first)  # a cancelled order does not count against one per user
     assert again.status == Order.Status.HELD and stock_of(voucher) == 0
     with pytest.raises(AlreadyPurchased):
@@ -212,7 +212,7 @@ def test_sweeps_run_at_once_by_many_processes_release_each_due_hold_once(make_vo
     assert audit.totals_agree, audit  # the pages' running totals, whatever the strategy
     assert (audit.holds.held, audit.holds.released, audit.holds.returned_twice, audit.ok) == (4, 20, 0, True)
     if strategy == "redis_lua":
-        assert reservations_client().stock(group_id=voucher.stock.group_id) == {voucher.stock_id: 20}
+        assert reservations_client().stock(group_id=voucher.group_id) == {stock_row(voucher): 20}
         assert not item_reservations_check(VOUCHER, item=voucher_get(voucher_id=voucher.pk)).drifted
 
 
@@ -332,14 +332,14 @@ def test_redis_restarted_empty_with_units_held_is_rebuilt_without_them_and_their
 
     item_reservations_reconcile(VOUCHER, item=voucher_get(voucher_id=voucher.pk))
 
-    group_id = voucher.stock.group_id
+    group_id = voucher.group_id
     # The held units stay taken: two left, and each holder still counts as a buyer.
-    assert reservations_client().stock(group_id=group_id) == {voucher.stock_id: 2}
+    assert reservations_client().stock(group_id=group_id) == {stock_row(voucher): 2}
     assert reservations_client().takers(group_id=group_id) == {holder.pk: 1 for holder in holders}
     order_cancel(user=holders[0], order_id=orders[0].public_id)
     Order.objects.filter(pk=orders[1].pk).update(hold_until=timezone.now())
     assert holds_expire_due(VOUCHER, item_id=voucher.pk) == 1
-    assert reservations_client().stock(group_id=group_id) == {voucher.stock_id: 4}
+    assert reservations_client().stock(group_id=group_id) == {stock_row(voucher): 4}
     assert reservations_client().takers(group_id=group_id) == {holders[2].pk: 1}
     assert not item_reservations_check(VOUCHER, item=voucher_get(voucher_id=voucher.pk)).drifted
     assert voucher_audit(voucher_id=voucher.pk).ok
@@ -360,6 +360,6 @@ def test_a_return_that_missed_redis_is_made_good_by_reconciliation(make_voucher,
 
     item_reservations_reconcile(VOUCHER, item=item)
 
-    assert reservations_client().stock(group_id=voucher.stock.group_id) == {voucher.stock_id: 2}
+    assert reservations_client().stock(group_id=voucher.group_id) == {stock_row(voucher): 2}
     assert not item_reservations_check(VOUCHER, item=item).drifted
     assert buy(voucher, holder).status == Order.Status.HELD  # the holder may buy again

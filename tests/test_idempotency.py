@@ -17,8 +17,8 @@ from django.test import Client, RequestFactory
 from accounts.services import token_issue
 from core.idempotency import idempotency_answered, idempotency_claim, idempotency_client, idempotency_key
 from core.namespace import instance_key
-from inventory.models import Stock
 from inventory.redis_lua.values import GroupKeys
+from inventory.totals import group_marks
 from orders.models import Order
 from orders.services import voucher_update
 
@@ -63,11 +63,10 @@ class Sale:
         if product == "purchase":
             self.item = make_voucher(stock=5, strategy=strategy)
             self.url = f"/api/vouchers/{self.item.pk}/purchase"
-            self.group_id = self.item.stock.group_id
         else:
             self.item = make_pool(prizes=(("Gold", 5),), draws_per_user=5, strategy=strategy)
             self.url = f"/api/pools/{self.item.pk}/draw"
-            self.group_id = self.item.group_id
+        self.group_id = self.item.group_id
 
     def taken(self, user) -> int:
         """The takes ``user`` made: rows written, or reservations under redis_lua."""
@@ -80,7 +79,7 @@ class Sale:
         if self.strategy == "redis_lua":
             state = self.reservations.hgetall(GroupKeys.of(self.group_id).state)
             return sum(int(value) for field, value in state.items() if field.startswith(b"stock:"))
-        return sum(Stock.objects.filter(group_id=self.group_id).values_list("quantity", flat=True))
+        return group_marks(group_id=self.group_id).stock
 
 
 SALES = [

@@ -17,6 +17,7 @@ from inventory.redis_lua.values import GroupKeys
 from inventory.tasks import reservations_reconcile
 from locking import Lock
 from locking.integration import locks_redis
+from tests.stock import stock_row
 
 from .waiting import wait_until
 
@@ -105,13 +106,13 @@ def test_the_oldest_pending_reservation_ages_and_drift_is_counted_where_reconcil
     assert value(before, "flashsale_reservations_pending", kind="voucher") == 2
     assert value(before, "flashsale_reservations_oldest_pending_seconds", kind="voucher") >= 1.0
 
-    keys = GroupKeys.of(voucher.stock.group_id)
-    reservations_redis.hincrby(keys.state, f"stock:{voucher.stock_id}", 3)  # drifted
+    keys = GroupKeys.of(voucher.group_id)
+    reservations_redis.hincrby(keys.state, f"stock:{stock_row(voucher)}", 3)  # drifted
     assert reservations_reconcile("voucher") == 1  # the beat's task, run here
     after = scrape()
     assert grew(before, after, "flashsale_reconcile_drift_total", kind="voucher") == 1
     assert grew(before, after, "flashsale_reconcile_drift_total", kind="pool") == 0
-    assert reservations_client().waiting(group_id=voucher.stock.group_id) == 2
+    assert reservations_client().waiting(group_id=voucher.group_id) == 2
 
 
 class Clock:

@@ -133,7 +133,7 @@ def test_under_redis_lock_the_outcome_and_every_lock_line_carry_the_request_id(
             f"/api/vouchers/{item.pk}/purchase",
             "orders.purchase",
             "voucher",
-            item.stock.group_id,
+            item.group_id,
         )
     else:
         item = make_pool(prizes=(("Gold", 3),), strategy="redis_lock")

@@ -33,9 +33,9 @@ single Cluster slot:
   while it paces through the stream, then clears it and reads once more, so a
   reservation it did not read sets it again.
 
-One take, any product, as in ``inventory.strategies``: a voucher is a group of one row with a
-limit of 1 and no weight of taking nothing, so RESERVE's weighted choice always lands on
-its row; a pool's choice is weighted by the stock left, at the moment of the script.
+One take, any product, as in ``inventory.strategies``: a voucher is a group of one row today,
+with a limit of 1 and no weight of taking nothing, so RESERVE's weighted choice always lands
+on its row; a pool's choice is weighted by the stock left, at the moment of the script.
 
 The rate limits of a reservation's request count in RESERVE's own round trip: their
 counters (``core.ratelimit``) are keys of the group's hash tag, ``<ns>:rate:{group:<id>}:...``.

@@ -4,7 +4,7 @@ Stock is taken in one place, under each concurrency strategy, for any product: o
 module per strategy in this package (``none.py``, ``db_atomic.py``, ...), each over this
 base, and the registry in ``__init__.py``.
 
-A :class:`Take` names a stock group (the candidate rows: a voucher's one row, every
+A :class:`Take` names a stock group (the candidate rows: a voucher's rows, every
 prize of a pool), a chooser, the per-user rule and a recorder. The base class
 :class:`StockStrategy` owns the sequence, the same for every strategy and product:
 
@@ -146,10 +146,10 @@ def units_out(units: int) -> dict[str, Any]:
     return {"quantity": F("quantity") - units, "taken": F("taken") + units, "version": F("version") + 1}
 
 
-def choose_only(remaining: Mapping[int, int]) -> int:
-    """The chooser of a group with one row (a voucher): that row, whenever it has stock."""
-    (stock_id,) = remaining
-    return stock_id
+def choose_first(remaining: Mapping[int, int]) -> int:
+    """The chooser of a voucher, whatever its group's rows: the first with stock, in
+    primary-key order."""
+    return min(remaining)
 
 
 def race_window() -> None:

@@ -40,7 +40,7 @@ def voucher(make_voucher):
 def test_the_totals_stand_in_for_each_user_once_a_comparison_per_user_found_the_item_whole(voucher):
     first = beat(VOUCHER, voucher)
     assert first.per_user and not first.drifted  # nothing compared per user yet
-    ttl = reservations_client().client.ttl(GroupKeys.of(voucher.stock.group_id).checked)
+    ttl = reservations_client().client.ttl(GroupKeys.of(voucher.group_id).checked)
     assert 0 < ttl <= settings.RESERVATIONS_RECONCILE_FULL_SECONDS
     second = beat(VOUCHER, voucher)
     assert (second.state, second.drifted, second.per_user) == (True, False, False)
@@ -62,7 +62,7 @@ def test_a_record_on_one_side_only_changes_a_total_and_is_found_and_repaired(vou
 
 def test_a_take_number_lost_in_redis_changes_the_total_and_is_marked_again(voucher):
     beat(VOUCHER, voucher)
-    keys = GroupKeys.of(voucher.stock.group_id)
+    keys = GroupKeys.of(voucher.group_id)
     buyer = Order.objects.filter(voucher=voucher, status=Order.Status.PAID).values_list("user_id", flat=True).first()
     reservations_client().client.hdel(keys.seqs, f"{buyer}:1")
     check = beat(VOUCHER, voucher)
@@ -75,7 +75,7 @@ def test_a_drift_that_keeps_the_totals_is_found_by_the_next_comparison_per_user(
     changes. The beat's comparison per user finds it once the last one expires, as the
     command does at once."""
     beat(VOUCHER, voucher)
-    keys = GroupKeys.of(voucher.stock.group_id)
+    keys = GroupKeys.of(voucher.group_id)
     client = reservations_client().client
     buyer = Order.objects.filter(voucher=voucher, status=Order.Status.CONFIRMED).values_list("user_id", flat=True)[0]
     stranger = records.users(1)[0].pk

@@ -13,13 +13,13 @@ from uuid import uuid4
 import pytest
 
 from inventory.holds import hold_lapse
-from inventory.models import Stock
 from orders.models import Order
 from orders.product import VOUCHER
 from orders.services import order_cancel
 from payments.models import Payment, ProviderCharge
 from payments.selectors import payments_audit
 from payments.signature import callback_sign
+from tests.stock import stock_left
 
 from ..http import assert_error
 from .conftest import buy, callback, held_until_past, order_row, pay
@@ -39,7 +39,7 @@ def provider(settings):
 
 
 def stock_of(voucher) -> int:
-    return Stock.objects.get(pk=voucher.stock_id).quantity
+    return stock_left(voucher)
 
 
 def test_a_pay_within_the_window_is_paid_at_once(api_client, held_voucher):

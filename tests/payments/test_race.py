@@ -8,12 +8,12 @@ from __future__ import annotations
 import pytest
 from django.contrib.auth import get_user_model
 
-from inventory.models import Stock
 from orders.models import Order
 from orders.services import order_cancel, order_purchase
 from payments.models import Payment, ProviderCharge
 from payments.selectors import payments_audit
 from payments.services import order_pay, payment_confirm
+from tests.stock import stock_left
 
 from ..buyers import act_concurrently
 
@@ -61,7 +61,7 @@ def assert_one_outcome_each(outcome, order, voucher) -> None:
     # Every pay answered paid, every confirmation answered paid, is the paid order.
     answered_paid = [what for what, status in outcome.confirmed if what != "cancel" and status == "paid"]
     assert not answered_paid or order.status == Order.Status.PAID
-    assert Stock.objects.get(pk=voucher.stock_id).quantity == (0 if paid else 1)
+    assert stock_left(voucher) == (0 if paid else 1)
     assert order.releases == (0 if paid else 1)
     audit = payments_audit(voucher_id=voucher.pk)
     assert (audit.waiting, audit.confirmations, audit.ok) == (0, len(payments), True), audit
