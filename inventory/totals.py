@@ -5,7 +5,7 @@ Two totals, each written in the transaction of the write that changes it:
 
 - ``Stock.taken``: the units of a stock row that records hold (held, or settled). Every
   take writes it in the same UPDATE as the row's ``quantity`` (``units_out``), every return
-  of a unit that a record held gives it back (``units_back``): the pages read "sold" and
+  of a unit that a record held gives it back (``units_return``): the pages read "sold" and
   "stock + taken == supply" from the row, whatever the strategy, ``none`` included (its
   absolute write of ``quantity`` loses updates; its relative ``taken`` does not).
 - ``StockGroup.over_takes`` and ``over_takers``: the takes users hold beyond the per-user

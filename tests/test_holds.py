@@ -20,6 +20,7 @@ from inventory.holds import hold_release, hold_settle, holds_expire_due
 from inventory.redis_lua.client import reservations_client
 from inventory.redis_lua.item_states import item_reservations_check, item_reservations_reconcile
 from inventory.strategies import STRATEGIES, strategy_names
+from inventory.totals import group_rows
 from lottery.errors import DrawLimit
 from lottery.models import Draw, Pool
 from lottery.product import POOL
@@ -301,6 +302,47 @@ def test_due_prizes_are_forfeited_once_by_the_sweep(make_pool, make_user, strate
         True,
     )
     if strategy == "redis_lua":
+        assert not item_reservations_check(POOL, item=pool_get(pool_id=pool.pk)).drifted
+
+
+@pytest.mark.race
+@pytest.mark.parametrize("strategy", GUARDED, indirect=True)
+def test_sweeps_and_late_claims_racing_over_a_pools_rows_return_each_prize_once(make_pool, make_user, strategy):
+    """The expiry's batches (``StockStrategy.expire``) and single releases (a claim past its
+    deadline forfeits the prize, through ``StockStrategy.change``) at the same records, whose
+    units go back to three stock rows: each unit once, whichever releases it."""
+    pool = windowed_pool(make_pool, strategy=strategy, prizes=(("Gold", 4), ("Silver", 4), ("Bronze", 4)))
+    winners = [make_user() for _ in range(12)]
+    draws = [draw(pool, winner) for winner in winners]
+    Draw.objects.filter(pk__in=[one.pk for one in draws]).update(hold_until=timezone.now())
+
+    def act(slot) -> int | str:
+        if slot is None:  # a sweep, in batches of two
+            released = 0
+            while done := holds_expire_due(POOL, item_id=pool.pk, batch=2):
+                released += done
+            return released
+        user_id, draw_id = slot
+        return draw_claim(user=get_user_model()(pk=user_id), draw_id=draw_id).status
+
+    claims = [(winner.pk, won.public_id) for winner, won in zip(winners, draws, strict=True)]
+    outcome = act_concurrently(act=act, plan=[[*claims[i::3], None] for i in range(3)], race_ms=10)
+
+    assert outcome.errors == [] and set(outcome.refusals) <= {"forfeited", "busy"}, outcome
+    assert outcome.refusals["forfeited"] + outcome.refusals["busy"] == len(claims)
+    holds_expire_due(POOL, item_id=pool.pk)  # the next sweep: what a busy claim left held
+    audit = pool_audit(pool_id=pool.pk)
+    assert audit.totals_agree, audit
+    assert (audit.stock, audit.awarded, audit.holds.released, audit.holds.returned_twice, audit.ok) == (
+        12,
+        0,
+        12,
+        0,
+        True,
+    )
+    if strategy == "redis_lua":
+        rows = group_rows(group_id=pool.group_id)
+        assert reservations_client().stock(group_id=pool.group_id) == {row: 4 for row in rows}
         assert not item_reservations_check(POOL, item=pool_get(pool_id=pool.pk)).drifted
 
 

@@ -30,6 +30,13 @@ strategy's write changes only a record still held, so of a pay and an expiry rac
 two expiries, exactly one writes; ``none`` and ``local`` write whatever they read, so
 they can pay and release one record, or release it twice.
 
+An ``Expiry`` (``changes.py``) releases an item's held records past their deadline, a batch
+at a time: each strategy owns it (``StockStrategy.expire``), as it owns its take and its
+change. A guarded strategy releases a batch in one transaction (``expiry_write``), each
+record only while still held; ``none`` and ``local`` release each record by their change,
+their naive way; ``redis_lua`` returns the batch's units to Redis too. Every return of a
+unit to a stock row, one record's or a batch's, is one write (``units_return``).
+
 Steps 6 and 7 run inside the strategy's **write scope**: nothing more for a strategy
 whose guard already is the transaction, and the transaction of the write for ``none``
 and ``local``, which guard nothing with a transaction. Their check and read are plain
@@ -67,7 +74,7 @@ from ..errors import InvalidQuantity, LockBusy, SoldOut
 from ..models import Stock
 from ..records import Record
 from ..redis_lua.values import Reserved, group_tag
-from .changes import Change, change_write, lock_group, over_counted
+from .changes import Change, Expiry, change_write, expiry_write, lock_group, over_counted
 
 R = TypeVar("R")
 
@@ -197,7 +204,9 @@ def read_remaining(group_id: int, quantity: int) -> dict[int, int]:
 
 class StockStrategy:
     """The fixed sequence of a take (see the module docstring); subclasses supply
-    :meth:`guard`, :meth:`read` and :meth:`write`.
+    :meth:`guard`, :meth:`read` and :meth:`write`. A held record's change (:meth:`change`)
+    and the expiry of an item's due holds (:meth:`expire`) run under the same guards; a
+    strategy that releases otherwise overrides them.
 
     Class attributes:
         name: the strategy's one name (``inventory.models.Strategy``).
@@ -260,6 +269,14 @@ class StockStrategy:
             race_window()
             with self.writing(change, held):
                 return change_write(change, guarded=self.guarded)
+
+    def expire(self, expiry: Expiry) -> int:
+        """Release up to ``expiry.batch`` of one item's held records past their deadline;
+        the number released. One transaction (``expiry_write``) that locks the group's row
+        (where takes past the per-user rule are counted), then the stock rows, then the
+        records it can (``SKIP LOCKED``), and changes each only while still held: of sweeps,
+        tasks and single releases racing, one releases each record."""
+        return len(expiry_write(expiry))
 
     def take(self, take: Take[R]) -> R:
         if isinstance(take.quantity, bool) or not isinstance(take.quantity, int) or take.quantity < 1:

@@ -13,7 +13,8 @@ A worker writes the records and the stock rows' decrement in batches
 raised, and the beat's sweep catches up. A held record is settled or released by one
 UPDATE conditional on its status, as ``db_atomic`` does; a release returns its unit to
 Redis as well, once the database committed it, under the group's lock (which
-reconciliation holds to compare the two). ``StateMissing`` (503) when Redis holds no state
+reconciliation holds to compare the two), and so does an expiry's batch, released as every
+guarded strategy releases it. ``StateMissing`` (503) when Redis holds no state
 for the item: nothing is sold from nothing, a worker is asked (at most once a second per
 group) to rebuild it from the database, and a caller that read the item before a switch
 away from ``redis_lua`` reads it again (``inventory.take``).
@@ -40,7 +41,7 @@ from ..models import Strategy
 from ..redis_lua.client import REACHABLE, reservations_client
 from ..redis_lua.drain import with_group_lock
 from .base import R, StockStrategy, Take
-from .changes import Change, Returned, change_write
+from .changes import Change, Expiry, Returned, change_write, expiry_write
 
 logger = logging.getLogger(__name__)
 
@@ -96,6 +97,11 @@ class RedisLuaStrategy(StockStrategy):
             return []
 
         return bool(self.units_returned(change.group_id, release, kind=change.kind, frees_take=change.frees_take))
+
+    def expire(self, expiry: Expiry) -> int:
+        return self.units_returned(
+            expiry.group_id, lambda: expiry_write(expiry), kind=expiry.kind, frees_take=expiry.frees_take
+        )
 
     def units_returned(
         self, group_id: int, release: Callable[[], list[Returned]], *, kind: str, frees_take: bool
