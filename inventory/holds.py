@@ -46,6 +46,7 @@ from .records import Record
 from .reservation_types import group_tag
 from .strategies import STRATEGIES
 from .strategies.changes import Change, Returned, lock_group, lock_rows, over_counted, units_back
+from .take import user_key
 
 logger = logging.getLogger(__name__)
 
@@ -121,7 +122,7 @@ def _change(product: Product, item: Any, record: Model, *, target: str, now: dat
         records=type(record).objects.filter(pk=record.pk),
         target=target,
         group_id=product.group_of(item),
-        user_key=product.user_key(item.pk, record.user_id),
+        user_key=user_key(product.kind, item.pk, record.user_id),
         fields=fields,
         stock_id=stock_id,
         still_before=still_before,

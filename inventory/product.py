@@ -122,10 +122,6 @@ class Product(ABC):
         takers = dict(records.values("user_id").annotate(n=Count("id")).values_list("user_id", "n"))
         return takers, [(user_id, n) for user_id, count in takers.items() for n in range(1, count + 1)]
 
-    def user_key(self, item_id: int, user_id: int) -> str:
-        """The scope of the per-user rule, which lock-based strategies lock."""
-        return f"{self.kind}:{item_id}:user:{user_id}"
-
     def unit_of(self, record: Any) -> int | None:
         """The stock row a record took its unit from; None when it took nothing."""
         return type(record).objects.filter(pk=record.pk).values_list(self.unit_field, flat=True).first()

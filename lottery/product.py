@@ -206,7 +206,6 @@ class PoolProduct(Product):
         return Take(
             group_id=pool.group_id,
             choose=weighted_choice(no_prize_weight=pool.no_prize_weight, rng=rng or _system_random),
-            user_key=f"pool:{pool.pk}:user:{user_id}",
             check=check,
             record=record,
             admit=admit,

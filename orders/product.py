@@ -81,7 +81,6 @@ class VoucherProduct(Product):
         return Take(
             group_id=voucher.stock.group_id,
             choose=choose_only,
-            user_key=f"voucher:{voucher.pk}:user:{user_id}",
             check=check,
             record=record,
             admit=admit,
