@@ -158,7 +158,7 @@ class PoolProduct(Product):
 
         def check() -> None:
             nonlocal used
-            used = Draw.objects.filter(pool_id=pool.pk, user_id=user_id).count()
+            used = self.counted(pool.pk, user_id)
             if used >= pool.draws_per_user:
                 raise DrawLimit()
 
