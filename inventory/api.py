@@ -148,13 +148,13 @@ class TakeCall:
 class ChangeCall:
     """One product's change of a record its caller holds, through the API: a cancel, a
     claim, a pay. ``action`` names it (the refusal of a body, the rate limit, the idempotency keys);
-    ``record`` is the name of the record's id in the path, the selector, the service and the
-    answer (``"order_id"``); ``read(user=, <record>=)`` is the product's selector of the
-    caller's own record (``Http404`` for anyone else's), ``change(user=, <record>=)`` its
-    service, which raises ``HoldClosed`` (409) in the words of the record's state.
-    ``reply(record_id, changed)``, when given, makes the answer's status and body from what
-    the service returned (a pay: 200 paid, 202 while its confirmation is on the way);
-    without it the answer is 200 ``{<record>, status}`` of the record changed."""
+    ``record`` is the record's name (``"order"``): its id's in the path and the answer
+    (``order_id``) and the service's argument; ``read(user=, <record>_id=)`` is the product's
+    selector of the caller's own record (``Http404`` for anyone else's), ``change(<record>=)``
+    its service, given the record as read, which raises ``HoldClosed`` (409) in the words of
+    the record's state. ``reply(record_id, changed)``, when given, makes the answer's status
+    and body from what the service returned (a pay: 200 paid, 202 while its confirmation is
+    on the way); without it the answer is 200 ``{<record>_id, status}`` of the record changed."""
 
     action: str
     product: Product
@@ -163,20 +163,23 @@ class ChangeCall:
     change: Callable[..., Any]
     reply: Callable[[int, Any], tuple[int, dict]] | None = None
 
+    @property
+    def id_name(self) -> str:
+        return f"{self.record}_id"
+
     def answer(self, request, response: HttpResponse, record_id: int) -> HttpResponse:
-        """The change, answered 200 ``{<record>, status}`` or as ``reply`` says. As a take:
+        """The change, answered 200 ``{<record>_id, status}`` or as ``reply`` says. As a take:
         with an ``Idempotency-Key``, once the request is well formed and the record the
         caller's, the first answer again or the change, whose answer is kept; the rate limits
         counted on the record's item, as the take counts them (``hold_change_counted``)."""
         refuse_body(request, action=self.action)
         user = request.auth
-        ids = {self.record: record_id}
-        found = self.read(user=user, **ids)
+        found = self.read(user=user, **{self.id_name: record_id})
         replay = idempotency_claim(request, response, action=self.action, user_id=user.pk)
         if replay is not None:
             return replay
         hold_change_counted(self.product, found, action=self.action, user_id=user.pk, address=client_address(request))
-        changed = self.change(user=user, **ids)
+        changed = self.change(**{self.record: found})
         if self.reply is not None:
             return json_answer(response, *self.reply(record_id, changed))
-        return json_answer(response, 200, {self.record: changed.public_id, "status": changed.status})
+        return json_answer(response, 200, {self.id_name: changed.public_id, "status": changed.status})

@@ -241,9 +241,9 @@ class TakePages:
         """A button of a held record's fragment (Cancel, Claim, Pay), posted to
         ``<record>s/<id>/<verb>`` (``order_cancel``): ``read(user=, <record>_id=)`` the caller's
         own record (``Http404`` for anyone else's, as the API answers), then
-        ``change(user=, <record>_id=)``, the service the API calls (``order_cancel``); the
-        answer is the record's fragment as it then stands, with the refusal in words when
-        the service refused (``HoldClosed``: expired, already paid...). The rate limits named
+        ``change(<record>=)``, the service the API calls (``order_cancel``), given the record
+        as read; the answer is the record's fragment as the service left it, with the refusal
+        in words when the service refused (``HoldClosed``: expired, already paid...). The rate limits named
         ``verb``, if any, are counted on the record's item, as the API counts them.
 
         ``served=False`` for a change that a package above the product serves at its own
@@ -261,10 +261,11 @@ class TakePages:
                 hold_change_counted(
                     self.product, record, action=verb, user_id=request.user.pk, address=client_address(request)
                 )
-                change(user=request.user, **ids)
+                change(**{self.record: record})
             except DomainError as exc:
                 refusal = exc
-            record = read(user=request.user, **ids)
+            # The record as the service left it, changed or refused: a settle or release that
+            # lost a race to another request reads it again (``inventory.holds``).
             context = self.outcome(record, getattr(record, self.item))
             if refusal is not None:
                 context |= {"refusal": refusal.code, "message": refusal.message}

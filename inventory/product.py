@@ -124,8 +124,15 @@ class Product(ABC):
         return takers, [(user_id, n) for user_id, count in takers.items() for n in range(1, count + 1)]
 
     def unit_of(self, record: Any) -> int | None:
-        """The stock row a record took its unit from; None when it took nothing."""
-        return type(record).objects.filter(pk=record.pk).values_list(self.unit_field, flat=True).first()
+        """The stock row a record took its unit from; None when it took nothing. Read along
+        ``unit_field`` from the record and what was read with it (its item, its prize): a
+        query only for a relation that was not."""
+        value = record
+        for name in self.unit_field.split("__"):
+            value = getattr(value, name)
+            if value is None:
+                return None
+        return value
 
     def limit_of(self, item_id: int) -> int:
         """The per-user rule's limit as the item stands now (read again: it may change)."""
