@@ -10,8 +10,9 @@ key is the caller's own for that action, ``<ns>:idem:{user:<id>}:<action>:<key>`
   record that holds the request's fingerprint (method, path, a digest of the body) and
   lapses after ``IDEMPOTENCY_RUNNING_SECONDS``, so that a process that dies mid-request does
   not hold the key for ever. The call goes on, and once it is answered the API's view
-  wrapper (``config.api``) hands the answer to ``idempotency_answered``, which keeps its
-  status, content type and body under the key for ``IDEMPOTENCY_KEY_SECONDS``;
+  wrapper (``config.api``), or the page whose button sent the key (``inventory.pages``),
+  hands the answer to ``idempotency_answered``, which keeps its status, content type and
+  body under the key for ``IDEMPOTENCY_KEY_SECONDS``;
 - it holds an answer: that answer is sent again, with ``Idempotent-Replayed: true``, and
   nothing else is done (no take, no rate limit counted);
 - it is running: the request waits for the answer, polling, up to
@@ -209,16 +210,18 @@ def _replay(response: HttpResponse, record: dict) -> HttpResponse:
     return response
 
 
-def idempotency_answered(request, response: HttpResponse) -> None:
+def idempotency_answered(request, response: HttpResponse, *, refusal: DomainError | None = None) -> None:
     """Keep ``response`` under the key the request holds, if it holds one, or let the key go
-    when the answer asks for the request again. Redis out of reach here is logged, not
-    answered: the client gets its answer, and the running record lapses."""
+    when the answer asks for the request again: judged from the answer (the API's), or from
+    ``refusal`` when the answer is a page's fragment that says it in words. Redis out of
+    reach here is logged, not answered: the client gets its answer, and the running record
+    lapses."""
     claim: Claim | None = getattr(request, _HELD, None)
     if claim is None:
         return
     setattr(request, _HELD, None)
     answer = ""
-    if _kept(response):
+    if _kept(response) if refusal is None else not _asks_again(refusal.status, refusal.code):
         answer = json.dumps(
             {
                 "fingerprint": claim.fingerprint,
@@ -238,11 +241,14 @@ def idempotency_answered(request, response: HttpResponse) -> None:
 
 
 def _kept(response: HttpResponse) -> bool:
-    if response.status_code in RETRY_STATUSES:
-        return False
     if response.status_code == 409:
         try:
-            return json.loads(response.content).get("code") not in RETRY_CODES
+            code = json.loads(response.content).get("code")
         except (ValueError, AttributeError):
             return True
-    return True
+        return not _asks_again(409, code)
+    return not _asks_again(response.status_code, None)
+
+
+def _asks_again(status: int, code: str | None) -> bool:
+    return status in RETRY_STATUSES or code in RETRY_CODES

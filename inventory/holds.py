@@ -46,6 +46,7 @@ from .records import Record
 from .redis_lua.values import group_tag
 from .strategies import STRATEGIES
 from .strategies.changes import Change, Expiry
+from .take import user_key
 
 logger = logging.getLogger(__name__)
 
@@ -84,7 +85,10 @@ def hold_settle(product: Product, record: Model, *, now: datetime | None = None)
     """Settle a held record (a payment confirmed, a prize claimed) before its deadline.
 
     Past its deadline it lapses here and then (its unit goes back) and the caller is told
-    so; a record not held is refused in the words of its state. Raises a ``HoldClosed``."""
+    so; a record not held is refused in the words of its state. Raises a ``HoldClosed``.
+
+    ``record`` is the caller's, as read (``order_get``, ``draw_get``: with its item as
+    ``Product.group_of`` reads it); it is not read again, and is changed in place."""
     now = now or timezone.now()
     if not record.is_held:
         raise closed(product, record)
@@ -97,7 +101,8 @@ def hold_settle(product: Product, record: Model, *, now: datetime | None = None)
 
 def hold_release(product: Product, record: Model, *, target: str, now: datetime | None = None) -> Model:
     """Release a held record to ``target`` (cancelled, expired, forfeited): its unit goes
-    back to the stock once. A record not held any more is refused (``HoldClosed``)."""
+    back to the stock once. A record not held any more is refused (``HoldClosed``). As
+    :func:`hold_settle`, on the caller's record."""
     if not record.is_held:
         raise closed(product, record)
     item = _item_of(product, record)
@@ -106,7 +111,9 @@ def hold_release(product: Product, record: Model, *, target: str, now: datetime 
 
 
 def _item_of(product: Product, record: Model) -> Any:
-    return product.items().get(pk=getattr(record, f"{product.item_field}_id"))
+    # As read with the record: the strategy that guards its change, and its group. A record
+    # read without it reads it here, once.
+    return getattr(record, product.item_field)
 
 
 def _record_change(product: Product, item: Any, record: Model, *, target: str, now: datetime) -> Change:
@@ -130,7 +137,7 @@ def _change(
         records=product.record_model.objects.filter(pk=record_id),
         target=target,
         group_id=product.group_of(item),
-        user_key=product.user_key(item.pk, user_id),
+        user_key=user_key(product.kind, item.pk, user_id),
         fields=fields,
         stock_id=stock_id,
         still_before=still_before,
@@ -177,12 +184,11 @@ def _changed(product: Product, item: Any, record: Model, change: Change) -> Mode
     raise closed(product, record)
 
 
-def hold_lapse(product: Product, record_id: int, *, now: datetime | None = None) -> bool:
-    """Release one record whose deadline has passed (a payment that came too late); False
-    when it is not held any more, or not due yet."""
+def hold_lapse(product: Product, record: Model, *, now: datetime | None = None) -> bool:
+    """Release ``record`` if its deadline has passed (the expiry, a pay that came too late);
+    False when it is not held any more, or not due yet."""
     now = now or timezone.now()
-    record = product.record_model.objects.filter(pk=record_id).first()
-    if record is None or not record.is_held or record.hold_until > now:
+    if not record.is_held or record.hold_until > now:
         return False
     try:
         hold_release(product, record, target=product.lapsed, now=now)

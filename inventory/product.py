@@ -92,12 +92,13 @@ class Product(ABC):
         **carried: Any,
     ) -> Take:
         """The take of one unit of ``item`` by ``user_id`` (``inventory.strategies.base.Take``):
-        its group, chooser, per-user rule (``user_key``, ``check``), record and ``admit``
-        (the window's check at ``now``, the stock read unguarded); ``rng``, when not None, the
-        source of its choice's randomness; ``hold_until``, when not None, the deadline a
-        record that took a unit is held until (``held``), settled when taken otherwise. ``carried`` are the
-        fields the core fills in for every product (the user's rate limits, the item for a
-        deferred take, its pending answer): passed to ``Take`` as they are."""
+        its group, chooser, per-user rule's ``check`` (which reads :meth:`taking_of`), record
+        and ``admit`` (the window's check at ``now``, the stock read unguarded); ``rng``, when
+        not None, the source of its choice's randomness; ``hold_until``, when not None, the
+        deadline a record that took a unit is held until (``held``), settled when taken
+        otherwise. ``carried`` are the fields the core fills in for every product (the user's
+        rate limits, the name of the per-user rule's lock, ``inventory.take.user_key``, the
+        item for a deferred take, its pending answer): passed to ``Take`` as they are."""
 
     def items(self) -> QuerySet:
         """Every item, read as the core reads it."""
@@ -126,21 +127,23 @@ class Product(ABC):
         takers = dict(records.values("user_id").annotate(n=Count("id")).values_list("user_id", "n"))
         return takers, [(user_id, n) for user_id, count in takers.items() for n in range(1, count + 1)]
 
-    def user_key(self, item_id: int, user_id: int) -> str:
-        """The scope of the per-user rule, which lock-based strategies lock."""
-        return f"{self.kind}:{item_id}:user:{user_id}"
-
     def limit_of(self, item_id: int) -> int:
         """The per-user rule's limit as the item stands now (read again: it may change)."""
         return self.rules(self.items().get(pk=item_id)).limit
 
     def counted(self, item_id: int, user_id: int) -> int:
         """How many of the user's records of the item count against the per-user rule."""
-        return self.taking(self.records(item_id).filter(user_id=user_id)).count()
+        return self.taking_of(item_id, user_id).count()
+
+    def taking_of(self, item_id: int, user_id: int) -> QuerySet:
+        """The user's records of the item that count against the per-user rule."""
+        return self.taking(self.records(item_id).filter(user_id=user_id))
 
     def taking(self, records: QuerySet) -> QuerySet:
         """The records that count against the per-user rule: a released one does not
-        when its release frees the take."""
+        when its release frees the take. The rule's one statement: the take's check, the
+        pages' and audits' reads, the running totals and the ``redis_lua`` state all
+        count through here."""
         if self.release_frees_take:
             return records.exclude(status__in=RELEASED)
         return records

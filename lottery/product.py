@@ -152,7 +152,7 @@ class PoolProduct(Product):
 
         def check() -> None:
             nonlocal used
-            used = Draw.objects.filter(pool_id=pool.pk, user_id=user_id).count()
+            used = self.counted(pool.pk, user_id)
             if used >= pool.draws_per_user:
                 raise DrawLimit()
 
@@ -201,7 +201,6 @@ class PoolProduct(Product):
         return Take(
             group_id=pool.group_id,
             choose=weighted_choice(no_prize_weight=pool.no_prize_weight, rng=rng or _system_random),
-            user_key=f"pool:{pool.pk}:user:{user_id}",
             check=check,
             record=record,
             admit=admit,

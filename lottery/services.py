@@ -25,7 +25,6 @@ from inventory.validators import whole
 
 from .models import Draw, Pool, Prize
 from .product import POOL
-from .selectors import draw_get
 
 if TYPE_CHECKING:
     from inventory.item_fields import ItemChanges, ItemFields
@@ -175,8 +174,9 @@ def pool_draw(
     return item_take(POOL, pool, user_id=user.pk, rate=rate, now=now, rng=rng)
 
 
-def draw_claim(*, user: AbstractBaseUser, draw_id: int, now: datetime | None = None) -> Draw:
-    """Claim the caller's won prize before its ``claim_by``. Past it, the prize is forfeited
-    (back to the pool) and ``HoldForfeited`` (409) says so; ``already_claimed``,
-    ``nothing_held`` (no prize) and ``pending`` likewise."""
-    return hold_settle(POOL, draw_get(user=user, draw_id=draw_id), now=now)
+def draw_claim(*, draw: Draw, now: datetime | None = None) -> Draw:
+    """Claim a won prize before its ``claim_by`` (the caller's own draw, as ``draw_get`` read
+    it: not read again). Past it, the prize is forfeited (back to the pool) and
+    ``HoldForfeited`` (409) says so; ``already_claimed``, ``nothing_held`` (no prize) and
+    ``pending`` likewise."""
+    return hold_settle(POOL, draw, now=now)

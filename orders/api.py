@@ -217,7 +217,7 @@ def orders_get(request, order_id: int):
     return order_get(user=request.auth, order_id=order_id)
 
 
-CANCEL = ChangeCall(action="cancel", product=VOUCHER, record="order_id", read=order_get, change=order_cancel)
+CANCEL = ChangeCall(action="cancel", product=VOUCHER, record="order", read=order_get, change=order_cancel)
 
 
 # 409 expired, cancelled, already_paid, pending (with Retry-After) or idempotency_in_progress.

@@ -7,19 +7,18 @@ from __future__ import annotations
 from datetime import datetime
 from random import Random
 
+from django.shortcuts import get_object_or_404
 from django.utils import timezone
 
 from accounts.crowd import crowd_member
 from inventory.errors import SoldOut
 from inventory.product import Product
-from inventory.records import RELEASED
 from inventory.redis_lua.values import Failed, Pending, Reserved, Rules, reservation_moment
 from inventory.strategies.base import Take, choose_first
 from inventory.take import hold_until
 
 from .errors import AlreadyPurchased, NotForSale
 from .models import Order, Voucher
-from .selectors import voucher_get
 
 
 class VoucherProduct(Product):
@@ -61,8 +60,8 @@ class VoucherProduct(Product):
             raise NotForSale()
 
         def check() -> None:
-            # A cancelled or expired order leaves its buyer free to buy again.
-            if Order.objects.filter(voucher_id=voucher.pk, user_id=user_id).exclude(status__in=RELEASED).exists():
+            # A cancelled or expired order leaves its buyer free to buy again (``Product.taking``).
+            if self.taking_of(voucher.pk, user_id).exists():
                 raise AlreadyPurchased()
 
         def admit() -> None:
@@ -85,7 +84,6 @@ class VoucherProduct(Product):
         return Take(
             group_id=voucher.group_id,
             choose=choose_first,
-            user_key=f"voucher:{voucher.pk}:user:{user_id}",
             check=check,
             record=record,
             admit=admit,
@@ -94,7 +92,8 @@ class VoucherProduct(Product):
         )
 
     def read(self, item_id: int) -> Voucher:
-        return voucher_get(voucher_id=item_id)
+        """The voucher with its stock, as ``items`` reads it (``Http404`` when there is none)."""
+        return get_object_or_404(self.items(), pk=item_id)
 
     def rules(self, item: Voucher) -> Rules:
         return Rules(begin_at=item.begin_at, end_at=item.end_at, limit=1)

@@ -16,7 +16,7 @@ from inventory.items import record_get, records_of_user, reservation_takes
 from inventory.models import Stock, StockGroup, Strategy
 from inventory.paging import PAGE_SIZE, Cursor, Page
 from inventory.product import product_of
-from inventory.records import RELEASED, TAKING
+from inventory.records import TAKING
 from inventory.totals import ItemMarks, stock_sums
 
 from .models import Order, Voucher
@@ -61,8 +61,10 @@ def order_page(*, user, after: Cursor | None = None, size: int = PAGE_SIZE, rese
 
 def order_get(*, user, order_id: int) -> Order:
     """The caller's own order by the id they know it by (``Order.public_id``); another
-    user's order is as good as missing (``Http404``)."""
-    return record_get(product_of("voucher"), record_id=order_id, user_id=user.pk, rows=order_list(user=user))
+    user's order is as good as missing (``Http404``). Read with its voucher and the
+    voucher's stock: what a cancel or a pay of it reads of them (``inventory.holds``)."""
+    rows = order_list(user=user).select_related("voucher__stock")
+    return record_get(product_of("voucher"), record_id=order_id, user_id=user.pk, rows=rows)
 
 
 def order_refund(*, order: Order) -> dict | None:
@@ -99,12 +101,7 @@ def voucher_held(*, voucher: Voucher, user) -> str | None:
     state's ``takers`` hash (one HGET) counts pending takes and written ones alike, and an
     undone reservation gives its take back. Should Redis not answer, the row decides: a
     guess for the button, the purchase still refuses a second one."""
-    status = (
-        Order.objects.filter(voucher_id=voucher.pk, user_id=user.pk)
-        .exclude(status__in=RELEASED)
-        .values_list("status", flat=True)
-        .first()
-    )
+    status = product_of("voucher").taking_of(voucher.pk, user.pk).values_list("status", flat=True).first()
     if status is not None:
         return status
     if voucher.strategy != Strategy.REDIS_LUA:
@@ -200,8 +197,8 @@ def _repeaters(voucher_ids: list[int]) -> dict[int, int]:
     """{voucher id: users holding more than one of its orders}: what the running total of
     users past the one-per-user rule must say (``StockGroup.over_takers``)."""
     per_user = (
-        Order.objects.filter(voucher_id__in=voucher_ids)
-        .exclude(status__in=RELEASED)
+        product_of("voucher")
+        .taking(Order.objects.filter(voucher_id__in=voucher_ids))
         .order_by()
         .values("voucher_id", "user_id")
         .annotate(n=Count("id"))

@@ -17,7 +17,6 @@ from inventory.take import item_take
 
 from .models import Order, Voucher
 from .product import VOUCHER
-from .selectors import order_get
 
 if TYPE_CHECKING:
     from inventory.item_fields import ItemChanges, ItemFields
@@ -73,8 +72,9 @@ def order_purchase(
     return item_take(VOUCHER, voucher, user_id=user.pk, rate=rate, now=now)
 
 
-def order_cancel(*, user: AbstractBaseUser, order_id: int, now: datetime | None = None) -> Order:
-    """Cancel the caller's held order before its ``pay_by``: its unit goes back on sale once,
-    and the buyer may buy again. ``HoldClosed`` (409) in the words of its state when it is
-    not held: ``expired``, ``cancelled``, ``already_paid``, ``pending``."""
-    return hold_release(VOUCHER, order_get(user=user, order_id=order_id), target=Order.Status.CANCELLED, now=now)
+def order_cancel(*, order: Order, now: datetime | None = None) -> Order:
+    """Cancel a held order before its ``pay_by`` (the caller's own, as ``order_get`` read it:
+    not read again): its unit goes back on sale once, and the buyer may buy again.
+    ``HoldClosed`` (409) in the words of its state when it is not held: ``expired``,
+    ``cancelled``, ``already_paid``, ``pending``."""
+    return hold_release(VOUCHER, order, target=Order.Status.CANCELLED, now=now)

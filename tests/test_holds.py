@@ -24,12 +24,12 @@ from inventory.totals import group_rows
 from lottery.errors import DrawLimit
 from lottery.models import Draw, Pool
 from lottery.product import POOL
-from lottery.selectors import pool_audit, pool_get
+from lottery.selectors import draw_get, pool_audit, pool_get
 from lottery.services import draw_claim, pool_draw
 from orders.errors import AlreadyPurchased
 from orders.models import Order, Voucher
 from orders.product import VOUCHER
-from orders.selectors import voucher_audit, voucher_get
+from orders.selectors import order_get, voucher_audit, voucher_get
 from orders.services import order_cancel, order_purchase
 from tests.stock import stock_left, stock_row
 
@@ -77,12 +77,12 @@ def test_a_held_order_cancelled_returns_its_unit_once_and_its_buyer_may_buy_agai
     assert timedelta(seconds=55) < order.hold_until - timezone.now() <= timedelta(seconds=60)
     assert stock_of(voucher) == 0
 
-    cancelled = order_cancel(user=first, order_id=order.public_id)
+    cancelled = order_cancel(order=order_get(user=first, order_id=order.public_id))
 
     assert cancelled.status == Order.Status.CANCELLED
     assert stock_of(voucher) == 1
     with pytest.raises(HoldCancelled):
-        order_cancel(user=first, order_id=order.public_id)
+        order_cancel(order=order_get(user=first, order_id=order.public_id))
     assert stock_of(voucher) == 1
     if strategy == "redis_lua":
         assert reservations_client().stock(group_id=voucher.group_id) == {stock_row(voucher): 1}
@@ -112,7 +112,7 @@ def test_a_payment_settles_a_held_order_before_its_deadline_and_not_after(make_v
     with pytest.raises(AlreadyPaid):
         hold_settle(VOUCHER, Order.objects.get(pk=paid.pk))
     with pytest.raises(AlreadyPaid):
-        order_cancel(user=payer, order_id=paid.public_id)
+        order_cancel(order=order_get(user=payer, order_id=paid.public_id))
 
     order = buy(voucher, late)
     with pytest.raises(HoldExpired):
@@ -130,7 +130,7 @@ def test_an_order_still_being_written_is_refused_pending(make_voucher, make_user
     pending = order_purchase(user=buyer, voucher=voucher_get(voucher_id=voucher.pk))
     assert pending.status == Order.Status.PENDING
     with pytest.raises(HoldPending):
-        order_cancel(user=buyer, order_id=pending.public_id)
+        order_cancel(order=order_get(user=buyer, order_id=pending.public_id))
 
 
 # Per held order: two payments, an expiry and a cancel, all at once.
@@ -252,14 +252,14 @@ def test_a_won_prize_is_held_until_claimed_and_forfeited_after(make_pool, make_u
     winner, sleeper = make_user(), make_user()
     won = draw(pool, winner)
     assert won.status == Draw.Status.HELD and won.prize_id is not None
-    claimed = draw_claim(user=winner, draw_id=won.public_id)
+    claimed = draw_claim(draw=draw_get(user=winner, draw_id=won.public_id))
     assert claimed.status == Draw.Status.CLAIMED
     with pytest.raises(AlreadyClaimed):
-        draw_claim(user=winner, draw_id=won.public_id)
+        draw_claim(draw=draw_get(user=winner, draw_id=won.public_id))
 
     lost = draw(pool, sleeper)
     with pytest.raises(HoldForfeited):
-        draw_claim(user=sleeper, draw_id=lost.public_id, now=lost.hold_until)
+        draw_claim(draw=draw_get(user=sleeper, draw_id=lost.public_id), now=lost.hold_until)
     assert Draw.objects.get(pk=lost.pk).status == Draw.Status.FORFEITED
     # A forfeited draw still counts against the limit, and its prize is back in the pool.
     with pytest.raises(DrawLimit):
@@ -352,7 +352,7 @@ def test_only_the_owner_may_cancel(make_voucher, make_user):
     voucher = windowed(make_voucher(stock=1))
     order = buy(voucher, make_user())
     with pytest.raises(Http404):
-        order_cancel(user=make_user(), order_id=order.public_id)
+        order_cancel(order=order_get(user=make_user(), order_id=order.public_id))
     assert Order.objects.get(pk=order.pk).status == Order.Status.HELD
 
 
@@ -360,7 +360,7 @@ def test_a_voucher_without_a_window_is_paid_when_bought(make_voucher, make_user)
     order = buy(make_voucher(stock=1), make_user())
     assert order.status == Order.Status.CONFIRMED and order.hold_until is None
     with pytest.raises(AlreadyPaid):
-        order_cancel(user=get_user_model().objects.get(pk=order.user_id), order_id=order.public_id)
+        order_cancel(order=order_get(user=get_user_model().objects.get(pk=order.user_id), order_id=order.public_id))
 
 
 def test_redis_restarted_empty_with_units_held_is_rebuilt_without_them_and_their_return_lands(
@@ -378,7 +378,7 @@ def test_redis_restarted_empty_with_units_held_is_rebuilt_without_them_and_their
     # The held units stay taken: two left, and each holder still counts as a buyer.
     assert reservations_client().stock(group_id=group_id) == {stock_row(voucher): 2}
     assert reservations_client().takers(group_id=group_id) == {holder.pk: 1 for holder in holders}
-    order_cancel(user=holders[0], order_id=orders[0].public_id)
+    order_cancel(order=order_get(user=holders[0], order_id=orders[0].public_id))
     Order.objects.filter(pk=orders[1].pk).update(hold_until=timezone.now())
     assert holds_expire_due(VOUCHER, item_id=voucher.pk) == 1
     assert reservations_client().stock(group_id=group_id) == {stock_row(voucher): 4}

@@ -93,6 +93,28 @@ def test_purchases_and_draws_through_the_api_show_by_strategy_outcome_and_route(
     assert value(after, "flashsale_reservations_scrape_ok") == 1
 
 
+@pytest.mark.django_db
+def test_the_pages_buy_and_draw_are_counted_as_the_apis_are(make_user, make_voucher, make_pool):
+    voucher = make_voucher(stock=1, strategy="db_atomic")
+    pool = make_pool(prizes=(("Gold", 1),), draws_per_user=1, strategy="db_pessimistic")
+    page = Client()
+    page.force_login(make_user())
+    before = scrape()
+
+    for _ in range(2):  # taken, then refused in the product's words
+        assert page.post(f"/vouchers/{voucher.pk}/buy").status_code == 200
+        assert page.post(f"/pools/{pool.pk}/draw").status_code == 200
+    after = scrape()
+
+    purchases, draws = "flashsale_purchases_total", "flashsale_draws_total"
+    assert grew(before, after, purchases, strategy="db_atomic", outcome="confirmed") == 1
+    assert grew(before, after, purchases, strategy="db_atomic", outcome="already_purchased") == 1
+    assert grew(before, after, draws, strategy="db_pessimistic", outcome="confirmed") == 1
+    assert grew(before, after, draws, strategy="db_pessimistic", outcome="draw_limit") == 1
+    requests = "flashsale_http_requests_total"
+    assert grew(before, after, requests, method="POST", route="vouchers/<int:voucher_id>/buy", status="200") == 2
+
+
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.usefixtures("reservations_redis")
 def test_the_oldest_pending_reservation_ages_and_drift_is_counted_where_reconciliation_reports_it(

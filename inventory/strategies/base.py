@@ -105,7 +105,8 @@ class Take(Generic[R]):
             None to take nothing and still record (a draw that lands on "no prize").
             It runs under the strategy's guard, on the stock the guard protects.
         user_key: the scope of the per-user rule, such as ``"voucher:3:user:7"``;
-            lock-based strategies lock it.
+            lock-based strategies lock it. The core names it (``inventory.take.user_key``),
+            as it names it for every change of what the take took.
         check: raises the caller's domain error when the per-user rule refuses
             (already bought, draw limit). Runs first under the guard.
         record: writes the order or award in the same transaction as the stock

@@ -16,7 +16,7 @@ from inventory.models import Stock, StockGroup
 from inventory.totals import totals_recount
 from orders.models import Order
 from orders.product import VOUCHER
-from orders.selectors import voucher_audit, voucher_get
+from orders.selectors import order_get, voucher_audit, voucher_get
 from orders.services import order_cancel, voucher_update
 from tests.stock import stock_row
 
@@ -45,7 +45,7 @@ def duplicated(make_voucher, make_user, *, due: bool = False):
 def test_a_duplicate_cancelled_under_any_strategy_leaves_the_totals_true(strategy, make_voucher, make_user):
     voucher, buyer = duplicated(make_voucher, make_user)
     voucher_update(voucher=voucher, strategy=strategy)
-    order_cancel(user=buyer, order_id=Order.objects.filter(user=buyer).first().pk)
+    order_cancel(order=order_get(user=buyer, order_id=Order.objects.filter(user=buyer).first().pk))
     audit = voucher_audit(voucher_id=voucher.pk)
     assert (audit.duplicates, audit.totals_agree) == (0, True), audit
     group = StockGroup.objects.get(pk=voucher.group_id)

@@ -122,7 +122,7 @@ def test_a_confirmation_after_the_hold_expired_is_refunded_and_another_buyer_kee
     deadline = order_row(late).hold_until
     wait_until(lambda: timezone.now() > deadline, "the hold's deadline passed", 5)
     # The expiry's release, run now rather than waited for.
-    hold_lapse(VOUCHER, order_row(late).pk)
+    hold_lapse(VOUCHER, order_row(late))
     assert order_row(late).status == "expired"
     provider.PAYMENT_PROVIDER_DELAY_MS = 0
     bought = buy(second, voucher)
