@@ -40,13 +40,11 @@ from .errors import (
     HoldPending,
     NothingHeld,
 )
-from .models import StockGroup
 from .product import Product
 from .records import Record
 from .redis_lua.values import group_tag
 from .strategies import STRATEGIES
-from .strategies.changes import Change, Expiry
-from .take import user_key
+from .strategies.changes import Change, Expiry, takes_over_rule
 
 logger = logging.getLogger(__name__)
 
@@ -137,27 +135,18 @@ def _change(
         records=product.record_model.objects.filter(pk=record_id),
         target=target,
         group_id=product.group_of(item),
-        user_key=user_key(product.kind, item.pk, user_id),
         fields=fields,
         stock_id=stock_id,
         still_before=still_before,
         kind=product.kind,
+        item_id=item.pk,
         record_id=record_id,
         user_id=user_id,
         frees_take=product.release_frees_take,
         unit_field=product.unit_field,
         counted=partial(product.counted, item.pk, user_id),
         allowed=partial(product.limit_of, item.pk),
-        over_rule=target != product.settled and _over_rule(product, item),
-    )
-
-
-def _over_rule(product: Product, item: Any) -> bool:
-    """Whether a release of the item's records keeps the running totals of takes past the
-    per-user rule: where a release frees the take and the item holds such takes now (an
-    unguarded strategy made them), under any strategy."""
-    return product.release_frees_take and (
-        StockGroup.objects.filter(pk=product.group_of(item), over_takes__gt=0).exists()
+        over_rule=target != product.settled and product.release_frees_take and takes_over_rule(product.group_of(item)),
     )
 
 
@@ -250,5 +239,4 @@ def _expiry(product: Product, item: Any, due, *, now: datetime, batch: int) -> E
         frees_take=product.release_frees_take,
         counted=partial(product.counted, item.pk),
         allowed=partial(product.limit_of, item.pk),
-        over_rule=partial(_over_rule, product, item),
     )

@@ -97,8 +97,7 @@ class Product(ABC):
         not None, the source of its choice's randomness; ``hold_until``, when not None, the
         deadline a record that took a unit is held until (``held``), settled when taken
         otherwise. ``carried`` are the fields the core fills in for every product (the user's
-        rate limits, the name of the per-user rule's lock, ``inventory.take.user_key``, the
-        item for a deferred take, its pending answer): passed to ``Take`` as they are."""
+        rate limits, the item for a deferred take, its pending answer): passed to ``Take`` as they are."""
 
     def items(self) -> QuerySet:
         """Every item, read as the core reads it."""

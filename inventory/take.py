@@ -79,7 +79,6 @@ def _take(product: Product, item: Any, *, user_id: int, rate, now, rng) -> Model
         rate=rate,
         # Called only to reserve: a seeded draw under another strategy uses up no number.
         rand=None if rng is None else lambda: rng.random(),
-        user_key=user_key(product.kind, item.pk, user_id),
         kind=product.kind,
         item_id=item.pk,
         over_limit=product.over_limit,
@@ -100,13 +99,6 @@ def _take(product: Product, item: Any, *, user_id: int, rate, now, rng) -> Model
     if record.hold_until is not None:
         hold_expire_later(product, item.pk, [record.hold_until])
     return record
-
-
-def user_key(kind: str, item_id: int, user_id: int) -> str:
-    """The name of the per-user rule's scope (``"voucher:3:user:7"``), which the lock-based
-    strategies lock: built here alone, for a take and for every change of what it took
-    (``inventory.holds``), so that both lock the same name."""
-    return f"{kind}:{item_id}:user:{user_id}"
 
 
 def _rule_counted(product: Product, item: Any, user_id: int) -> dict[str, Any]:

@@ -61,9 +61,9 @@ def order_page(*, user, after: Cursor | None = None, size: int = PAGE_SIZE, rese
 
 def order_get(*, user, order_id: int) -> Order:
     """The caller's own order by the id they know it by (``Order.public_id``); another
-    user's order is as good as missing (``Http404``). Read with its voucher and the
-    voucher's stock: what a cancel or a pay of it reads of them (``inventory.holds``)."""
-    rows = order_list(user=user).select_related("voucher__stock")
+    user's order is as good as missing (``Http404``). Read with its voucher: what a
+    cancel or a pay of it reads of it (its strategy and group, ``inventory.holds``)."""
+    rows = order_list(user=user).select_related("voucher")
     return record_get(product_of("voucher"), record_id=order_id, user_id=user.pk, rows=rows)
 
 

@@ -113,7 +113,7 @@ def payment_confirm(*, reference: str, now: datetime | None = None, order: Order
             return payment
         now = now or timezone.now()
         if order is None:
-            order = Order.objects.select_related("voucher__stock").get(pk=payment.order_id)
+            order = Order.objects.select_related("voucher").get(pk=payment.order_id)
         try:
             # A hold past its deadline is over, released yet or not: settled now it would
             # sell a unit that the expiry is about to put back on sale.

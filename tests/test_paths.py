@@ -92,9 +92,10 @@ CANCEL = Course(
     ("inventory/holds.py", "hold_release"),
     "db_atomic",
     "orders/product.py",
-    # items; group_of for the change, and again for the takes past the per-user rule.
-    adapter_entries=3,
-    files=13,
+    # None: the change reads the item as read with the order, and its group from the core's
+    # own adapter defaults.
+    adapter_entries=0,
+    files=12,
 )
 CONFIRM = Course(
     "A payment's confirmation",
@@ -102,9 +103,9 @@ CONFIRM = Course(
     ("payments/services.py", "payment_confirm"),
     "db_atomic",
     "orders/product.py",
-    # items; group_of for the change.
-    adapter_entries=2,
-    files=10,
+    # None, as a cancel.
+    adapter_entries=0,
+    files=9,
 )
 EXPIRY = Course(
     "An expiry",
@@ -112,8 +113,8 @@ EXPIRY = Course(
     ("inventory/holds.py", "holds_expire_due"),
     "db_atomic",
     "orders/product.py",
-    # items; group_of for the takes past the per-user rule.
-    adapter_entries=2,
+    # None: the items are read through the core's defaults.
+    adapter_entries=0,
 )
 
 

@@ -162,7 +162,6 @@ def test_restock_and_a_new_window_reach_the_state_in_redis(api_client, make_vouc
             Take(
                 group_id=voucher.group_id,
                 choose=None,
-                user_key="",
                 check=None,
                 record=None,
                 user_id=api_client().user.pk,

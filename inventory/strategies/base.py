@@ -74,7 +74,7 @@ from ..errors import InvalidQuantity, LockBusy, SoldOut
 from ..models import Stock
 from ..records import Record
 from ..redis_lua.values import Reserved, group_tag
-from .changes import Change, Expiry, change_write, expiry_write, lock_group, over_counted
+from .changes import Change, Expiry, change_write, expiry_write, lock_group, over_counted, rule_scope
 
 R = TypeVar("R")
 
@@ -104,9 +104,6 @@ class Take(Generic[R]):
             ``quantity`` units (never empty), returns the id of the row to take, or
             None to take nothing and still record (a draw that lands on "no prize").
             It runs under the strategy's guard, on the stock the guard protects.
-        user_key: the scope of the per-user rule, such as ``"voucher:3:user:7"``;
-            lock-based strategies lock it. The core names it (``inventory.take.user_key``),
-            as it names it for every change of what the take took.
         check: raises the caller's domain error when the per-user rule refuses
             (already bought, draw limit). Runs first under the guard.
         record: writes the order or award in the same transaction as the stock
@@ -117,7 +114,8 @@ class Take(Generic[R]):
 
     What a deferred strategy (``redis_lua``) reads, reserving in the request and leaving
     the record to a worker:
-        kind, item_id: the item, for the worker asked to persist or rebuild it.
+        kind, item_id: the item, for the worker asked to persist or rebuild it; with
+            ``user_id``, the scope of the per-user rule (:attr:`user_key`).
         over_limit: raised when the user has used every take.
         reserved: the answer, given the reservation: the record as it will be, pending.
         rand: the weighted choice's uniform number in [0, 1), called only to reserve; a
@@ -132,7 +130,6 @@ class Take(Generic[R]):
 
     group_id: int
     choose: Chooser
-    user_key: str
     check: Callable[[], None]
     record: Callable[[int | None, bool], R]
     user_id: int = 0
@@ -146,6 +143,12 @@ class Take(Generic[R]):
     rand: Callable[[], float] | None = None
     counted: Callable[[], int] | None = None
     allowed: Callable[[], int] | None = None
+
+    @property
+    def user_key(self) -> str:
+        """The scope of the per-user rule, which lock-based strategies lock: named as every
+        change of what the take took names it (``changes.rule_scope``)."""
+        return rule_scope(self.kind, self.item_id, self.user_id)
 
 
 def units_out(units: int) -> dict[str, Any]:

@@ -26,6 +26,13 @@ from ..models import Stock, StockGroup
 from ..records import TAKING, Record
 
 
+def rule_scope(kind: str, item_id: int, user_id: int) -> str:
+    """The name of the per-user rule's scope (``"voucher:3:user:7"``), which the lock-based
+    strategies lock: a take's (``Take.user_key``) and every change's of what it took
+    (``Change.user_key``) are built here alone, so that both lock the same name."""
+    return f"{kind}:{item_id}:user:{user_id}"
+
+
 @dataclass(frozen=True)
 class Change:
     """One change of one held record, as the core's holds (``inventory.holds``) say it.
@@ -36,8 +43,10 @@ class Change:
         fields: the other fields written with the status (when, whose take it frees).
         stock_id: the row its unit goes back to; None for a settle, or a record that took
             nothing.
-        group_id, user_key: the take's, so that a strategy guards the change with what
-            guarded the take (its transaction, the group's rows, the user's lock).
+        group_id: the take's, so that a strategy guards the change with what guarded the
+            take (its transaction, the group's rows); the user's lock is named as the
+            take's (:attr:`user_key`).
+        item_id: the record's item.
         still_before: for a settle, the deadline must still be after it: a guarded
             strategy does not settle a hold that lapsed between its check and its write.
         kind, record_id, user_id: the record, for a strategy that keeps stock
@@ -55,11 +64,11 @@ class Change:
     records: QuerySet
     target: str
     group_id: int
-    user_key: str
     fields: Mapping[str, Any] = field(default_factory=dict)
     stock_id: int | None = None
     still_before: datetime | None = None
     kind: str = ""
+    item_id: int = 0
     record_id: int = 0
     user_id: int = 0
     frees_take: bool = False
@@ -67,6 +76,10 @@ class Change:
     counted: Callable[[], int] | None = None
     allowed: Callable[[], int] | None = None
     over_rule: bool = False
+
+    @property
+    def user_key(self) -> str:
+        return rule_scope(self.kind, self.item_id, self.user_id)
 
     @property
     def releases(self) -> bool:
@@ -104,9 +117,6 @@ class Expiry:
         counted: given a user's id, the user's records of the item that count against the
             per-user rule, now.
         allowed: as a ``Change``'s.
-        over_rule: whether the item holds takes past the per-user rule now (an unguarded
-            strategy made them): a batch then keeps their running totals for each user's
-            releases.
         change_of: the release of one of them, given its id, its user's and its stock
             row's, as a ``Change``: for a strategy that releases one record at a time.
     """
@@ -122,7 +132,17 @@ class Expiry:
     frees_take: bool = False
     counted: Callable[[int], int] | None = None
     allowed: Callable[[], int] | None = None
-    over_rule: Callable[[], bool] = lambda: False
+
+    def over_rule(self) -> bool:
+        """Whether a batch keeps the running totals of takes past the per-user rule for each
+        user's releases: where a release frees the take and the item holds such takes now."""
+        return self.frees_take and takes_over_rule(self.group_id)
+
+
+def takes_over_rule(group_id: int) -> bool:
+    """Whether the group holds takes past the per-user rule now (an unguarded strategy made
+    them): a release under any strategy then keeps their running totals too."""
+    return StockGroup.objects.filter(pk=group_id, over_takes__gt=0).exists()
 
 
 def change_write(change: Change, *, guarded: bool) -> bool:
