@@ -144,6 +144,22 @@ def stock_sums(model: type[Model], *names: str, group: str = "group_id") -> dict
     }
 
 
+def stock_only_row(model: type[Model], *, group: str = "group_id") -> dict[str, RawSQL]:
+    """The annotation ``stock_only_row``, read with each row of ``model`` as :func:`stock_sums`
+    reads: the id of its group's stock row when the group has one row, NULL when it has
+    several. With ``stock_left`` it is the snapshot of the rows that a take's ``admit`` hands
+    the strategies whose own first read is unguarded, sparing them that read."""
+    outer = f"{model._meta.db_table}.{group}"
+    return {
+        "stock_only_row": RawSQL(
+            f"SELECT CASE WHEN COUNT(*) = 1 THEN MIN(s.id) END FROM {Stock._meta.db_table} s"
+            f" WHERE s.group_id = {outer}",
+            (),
+            output_field=IntegerField(),
+        )
+    }
+
+
 _GROUP_SUMS = stock_sums(StockGroup, group="id")
 
 

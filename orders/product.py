@@ -19,6 +19,7 @@ from inventory.take import hold_until
 
 from .errors import AlreadyPurchased, NotForSale
 from .models import Order, Voucher
+from .selectors import VOUCHER_STOCK
 
 
 class VoucherProduct(Product):
@@ -51,8 +52,9 @@ class VoucherProduct(Product):
         zero the buyer is told ``sold_out`` from that read, whatever the strategy: in a flash
         sale nearly everyone arrives after the sell-out, and none of them needs a lock, a
         transaction or a stock row. The read never sells anything; only the strategy's guarded
-        write decides a sale, and the strategy reads the rows it chooses among itself
-        (``admit`` has no snapshot of them).
+        write decides a sale. Where the group has one row (``stock_only_row``), that read is
+        also ``admit``'s snapshot of it, which the strategies whose first read is unguarded
+        take instead of reading it again; with several rows the strategy reads them itself.
 
         An unlisted voucher (a load run's own) is sold only to the load crowd
         (``accounts.crowd``): ``NotForSale`` for anyone else, who would skew its audit."""
@@ -64,12 +66,14 @@ class VoucherProduct(Product):
             if self.taking_of(voucher.pk, user_id).exists():
                 raise AlreadyPurchased()
 
-        def admit() -> None:
+        def admit() -> dict[int, int] | None:
             voucher.window_check(now or timezone.now())
             left = getattr(voucher, "stock_left", None)
             if left is not None and left < 1:
                 check()  # a buyer who has an order hears so, not sold_out
                 raise SoldOut()
+            only_row = getattr(voucher, "stock_only_row", None)
+            return None if left is None or only_row is None else {only_row: left}
 
         def record(stock_id: int | None, guarded: bool) -> Order:
             return Order.objects.create(
@@ -92,8 +96,9 @@ class VoucherProduct(Product):
         )
 
     def read(self, item_id: int) -> Voucher:
-        """The voucher with its stock, as ``items`` reads it (``Http404`` when there is none)."""
-        return get_object_or_404(self.items(), pk=item_id)
+        """The voucher with its stock, as ``vouchers_stocked`` reads it (``Http404`` when there
+        is none): its annotations, not a call into the selectors, on a take's path."""
+        return get_object_or_404(Voucher.objects.annotate(**VOUCHER_STOCK), pk=item_id)
 
     def rules(self, item: Voucher) -> Rules:
         return Rules(begin_at=item.begin_at, end_at=item.end_at, limit=1)

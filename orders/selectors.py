@@ -17,12 +17,13 @@ from inventory.models import Stock, StockGroup, Strategy
 from inventory.paging import PAGE_SIZE, Cursor, Page
 from inventory.product import product_of
 from inventory.records import TAKING
-from inventory.totals import ItemMarks, stock_sums
+from inventory.totals import ItemMarks, stock_only_row, stock_sums
 
 from .models import Order, Voucher
 
 # A voucher's stock, its group's rows summed in the query that reads the voucher.
-_STOCK = stock_sums(Voucher)
+# A voucher's stock as every read that shows or checks it reads it (``vouchers_stocked``).
+VOUCHER_STOCK = {**stock_sums(Voucher), **stock_only_row(Voucher)}
 
 
 def vouchers_stocked(vouchers: QuerySet[Voucher] | None = None) -> QuerySet[Voucher]:
@@ -30,7 +31,7 @@ def vouchers_stocked(vouchers: QuerySet[Voucher] | None = None) -> QuerySet[Vouc
     (``inventory.totals.stock_sums``): ``stock_left``, ``stock_supplied`` and
     ``stock_taken``, its group's rows summed. What every read of a voucher that shows or
     checks its stock starts from."""
-    return (Voucher.objects.all() if vouchers is None else vouchers).annotate(**_STOCK)
+    return (Voucher.objects.all() if vouchers is None else vouchers).annotate(**VOUCHER_STOCK)
 
 
 def voucher_list() -> QuerySet[Voucher]:
