@@ -323,7 +323,7 @@ def test_sweeps_and_late_claims_racing_over_a_pools_rows_return_each_prize_once(
                 released += done
             return released
         user_id, draw_id = slot
-        return draw_claim(user=get_user_model()(pk=user_id), draw_id=draw_id).status
+        return draw_claim(draw=draw_get(user=get_user_model()(pk=user_id), draw_id=draw_id)).status
 
     claims = [(winner.pk, won.public_id) for winner, won in zip(winners, draws, strict=True)]
     outcome = act_concurrently(act=act, plan=[[*claims[i::3], None] for i in range(3)], race_ms=10)
