@@ -22,7 +22,8 @@ key is the caller's own for that action, ``<ns>:idem:{user:<id>}:<action>:<key>`
 
 Kept are the answers that end the request: successes and refusals alike (a 201, a 202, a
 409 ``sold_out``, a 403 ``ended``, a 404, and a 500, after which nobody knows what was
-written). Not kept are those that did nothing and ask for the same request again: 429
+written), and 503 ``unconfirmed`` (a reservation made, that no replica confirmed in time).
+Not kept are those that did nothing and ask for the same request again: 429
 ``rate_limited``, 503 ``unavailable``, 409 ``busy`` and 409 ``pending`` (a cancel or a claim
 of a record not written yet); the key is then let go, and a retry runs afresh.
 
@@ -75,6 +76,9 @@ PARAMETER = {
 # change of a record a worker has not written yet, which the same request may make once it is.
 RETRY_STATUSES = frozenset({429, 503})
 RETRY_CODES = frozenset({"busy", "pending"})
+# A 503 that did something, kept: ``unconfirmed``, a redis_lua reservation made that no replica
+# confirmed in time (RESERVATIONS_WAIT_REPLICAS); the same request again would make another.
+DONE_UNAVAILABLE_CODES = frozenset({"unconfirmed"})
 
 # How a waiting request polls for the first one's answer: quickly at first, since most
 # takes end in milliseconds, then every 50 ms.
@@ -238,11 +242,12 @@ def idempotency_answered(request, response: HttpResponse) -> None:
 
 
 def _kept(response: HttpResponse) -> bool:
+    if response.status_code not in RETRY_STATUSES and response.status_code != 409:
+        return True
+    try:
+        code = json.loads(response.content).get("code")
+    except (ValueError, AttributeError):
+        code = None
     if response.status_code in RETRY_STATUSES:
-        return False
-    if response.status_code == 409:
-        try:
-            return json.loads(response.content).get("code") not in RETRY_CODES
-        except (ValueError, AttributeError):
-            return True
-    return True
+        return code in DONE_UNAVAILABLE_CODES
+    return code not in RETRY_CODES
