@@ -23,7 +23,8 @@ key is the caller's own for that action, ``<ns>:idem:{user:<id>}:<action>:<key>`
 
 Kept are the answers that end the request: successes and refusals alike (a 201, a 202, a
 409 ``sold_out``, a 403 ``ended``, a 404, and a 500, after which nobody knows what was
-written). Not kept are those that did nothing and ask for the same request again: 429
+written), and 503 ``unconfirmed`` (a reservation made, that no replica confirmed in time).
+Not kept are those that did nothing and ask for the same request again: 429
 ``rate_limited``, 503 ``unavailable``, 409 ``busy`` and 409 ``pending`` (a cancel or a claim
 of a record not written yet); the key is then let go, and a retry runs afresh.
 
@@ -76,6 +77,9 @@ PARAMETER = {
 # change of a record a worker has not written yet, which the same request may make once it is.
 RETRY_STATUSES = frozenset({429, 503})
 RETRY_CODES = frozenset({"busy", "pending"})
+# A 503 that did something, kept: ``unconfirmed``, a redis_lua reservation made that no replica
+# confirmed in time (RESERVATIONS_WAIT_REPLICAS); the same request again would make another.
+DONE_UNAVAILABLE_CODES = frozenset({"unconfirmed"})
 
 # How a waiting request polls for the first one's answer: quickly at first, since most
 # takes end in milliseconds, then every 50 ms.
@@ -241,14 +245,20 @@ def idempotency_answered(request, response: HttpResponse, *, refusal: DomainErro
 
 
 def _kept(response: HttpResponse) -> bool:
-    if response.status_code == 409:
-        try:
-            code = json.loads(response.content).get("code")
-        except (ValueError, AttributeError):
-            return True
-        return not _asks_again(409, code)
-    return not _asks_again(response.status_code, None)
+    status = response.status_code
+    if status not in RETRY_STATUSES and status != 409:
+        return True
+    try:
+        code = json.loads(response.content).get("code")
+    except (ValueError, AttributeError):
+        code = None
+    return not _asks_again(status, code)
 
 
 def _asks_again(status: int, code: str | None) -> bool:
-    return status in RETRY_STATUSES or code in RETRY_CODES
+    """Whether a refusal asks the client to send again (a busy item, a 503), so that its answer
+    is not kept: except a 503 that says the thing was done (``DONE_UNAVAILABLE_CODES``: a
+    reservation made but not confirmed by a replica), which a resend must not do twice."""
+    if status in RETRY_STATUSES:
+        return code not in DONE_UNAVAILABLE_CODES
+    return code in RETRY_CODES

@@ -366,6 +366,7 @@ def test_the_document_declares_the_header_and_its_answers():
         (409, "pending", False),  # a cancel or a claim of a record not written yet
         (429, "rate_limited", False),
         (503, "unavailable", False),
+        (503, "unconfirmed", True),  # a reservation made: never made again
     ],
 )
 def test_answers_that_end_the_request_are_kept_and_those_asking_for_it_again_let_the_key_go(

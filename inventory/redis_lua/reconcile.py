@@ -121,7 +121,7 @@ def group_check(
     keys = GroupKeys.of(group_id)
 
     def totals_agree() -> GroupCheck | None:
-        pipe = reservations.client.pipeline(transaction=True)
+        pipe = reservations.multi(group_id=group_id)
         pipe.hgetall(keys.state)
         pipe.xrange(keys.pending)
         pipe.hlen(keys.seqs)
@@ -144,7 +144,7 @@ def group_check(
         )
 
     def per_user() -> GroupCheck:
-        pipe = reservations.client.pipeline(transaction=True)  # one MULTI: no reservation in between
+        pipe = reservations.multi(group_id=group_id)  # no reservation in between
         pipe.hgetall(keys.state)
         pipe.hgetall(keys.takers)
         pipe.xrange(keys.pending)

@@ -119,7 +119,9 @@ class Reserved:
     ``takes`` the user's takes now, ``limit`` the limit of takes it was checked against
     (the state's, which a memo of the item may not know yet), ``reservation_id`` the id its record will have once
     persisted, and ``kick`` whether the caller should ask a worker to persist the
-    group's reservations (see ``inventory.redis_lua.scripts``, the kick flag)."""
+    group's reservations (see ``inventory.redis_lua.scripts``, the kick flag);
+    ``unconfirmed`` when the client waits for replicas and fewer than it asked for had the
+    reservation in time (it was made all the same, on the master)."""
 
     refusal: str | None
     stock_id: int | None = None
@@ -129,6 +131,7 @@ class Reserved:
     kick: bool = False
     wait_ms: int = 0  # rate_limited: how long until the request's limits allow it
     limit: int = 0
+    unconfirmed: bool = False
 
 
 REFUSALS = ("rate_limited", "unavailable", "not_started", "ended", "limit", "sold_out")

@@ -17,7 +17,9 @@ reconciliation holds to compare the two), and so does an expiry's batch, release
 guarded strategy releases it. ``StateMissing`` (503) when Redis holds no state
 for the item: nothing is sold from nothing, a worker is asked (at most once a second per
 group) to rebuild it from the database, and a caller that read the item before a switch
-away from ``redis_lua`` reads it again (``inventory.take``).
+away from ``redis_lua`` reads it again (``inventory.take``). With
+``RESERVATIONS_WAIT_REPLICAS``, a reservation that the replicas did not confirm in time is
+answered 503 ``unconfirmed`` (``Unconfirmed``), not 202.
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ from core.errors import DomainError
 from core.ratelimit import rate_refuse
 from core.window import Ended, NotStarted
 
-from ..errors import SoldOut, StateMissing
+from ..errors import SoldOut, StateMissing, Unconfirmed
 from ..models import Strategy
 from ..redis_lua.client import REACHABLE, reservations_client
 from ..redis_lua.drain import with_group_lock
@@ -74,6 +76,8 @@ class RedisLuaStrategy(StockStrategy):
         if reserved.refusal is None:
             if reserved.kick:
                 _ask(DRAIN_TASK, (take.kind, take.item_id, take.group_id), "persist", take)
+            if reserved.unconfirmed:
+                raise Unconfirmed(reserved.reservation_id)
             return take.reserved(reserved)
         if reserved.refusal == "rate_limited":
             rate_refuse(reserved.wait_ms)
