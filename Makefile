@@ -39,18 +39,19 @@ loadtest: $(VENV)/.dev
 	bash scripts/ensure-services.sh
 	$(PY) -m loadtests.run $(ARGS)
 
-## One fault at a time mid-sale (a gunicorn worker killed; Redis restarted empty; the Celery worker killed; MariaDB restarted; a lock holder stopped past its lease; one, then two of three Redlock servers stopped; holds: the worker killed inside a release, expiry tasks lost, Redis restarted with units held, payments confirmed late), audited (options: make faults ARGS="--faults redis-restart").
+## One fault at a time mid-sale (a gunicorn worker killed; Redis restarted empty; the Celery worker killed; MariaDB restarted; a lock holder stopped past its lease; one, then two of three Redlock servers stopped; holds: the worker killed inside a release, expiry tasks lost, Redis restarted with units held, payments confirmed late; a Redis Cluster master killed for its replica, with WAIT and without), audited (options: make faults ARGS="--faults redis-restart").
 faults: $(VENV)/.dev
 	bash scripts/ensure-services.sh
 	$(PY) -m loadtests.faults $(ARGS)
 
-## Benchmarks (they print their figures and the machine): locks, purchase throughput, draw throughput by pool size, the redis_lua script, redis_lua over HTTP, what the metrics cost, what a read of the token revocations costs, every request and beat task on a big site against a small one.
+## Benchmarks (they print their figures and the machine): locks, purchase throughput, draw throughput by pool size, the redis_lua script, what WAIT costs it on a Redis Cluster, redis_lua over HTTP, what the metrics cost, what a read of the token revocations costs, every request and beat task on a big site against a small one.
 bench: $(VENV)/.dev
 	bash scripts/ensure-services.sh
 	$(PY) -m benchmarks.locks
 	$(PY) -m benchmarks.purchase
 	$(PY) -m benchmarks.draw
 	$(PY) -m benchmarks.reservations
+	$(PY) -m benchmarks.replicas
 	$(PY) -m benchmarks.http
 	$(PY) -m benchmarks.metrics
 	$(PY) -m benchmarks.revocations

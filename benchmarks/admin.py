@@ -57,8 +57,8 @@ def _seed_users(users: int) -> int:
 
 
 def _seed_orders(orders: int, users: int, first_user: int) -> None:
-    from inventory.totals import totals_recount
-    from orders.models import Order, Voucher
+    from inventory.totals import group_rows, totals_recount
+    from orders.models import Order
     from orders.product import VOUCHER
     from orders.services import voucher_create
 
@@ -70,6 +70,7 @@ def _seed_orders(orders: int, users: int, first_user: int) -> None:
     ]
     first_voucher = vouchers[0].pk
     assert [v.pk for v in vouchers] == list(range(first_voucher, first_voucher + VOUCHERS))
+    rows = [group_rows(group_id=voucher.group_id)[0] for voucher in vouchers]
     # The voucher seq % 20, its buyers distinct (no audit finds a duplicate), and the status by
     # k = (seq div 20) % 10: 0-2 confirmed, 3-6 paid, 7 held, 8 cancelled, 9 expired.
     status = (
@@ -78,9 +79,10 @@ def _seed_orders(orders: int, users: int, first_user: int) -> None:
     )
     _say(f"{orders:,} orders ...")
     _sql(
-        "INSERT INTO orders_order (status, buyer_guard, created_at, user_id, voucher_id, hold_until, settled_at,"
-        " released_at, releases)"
+        "INSERT INTO orders_order (status, buyer_guard, created_at, user_id, voucher_id, stock_id, hold_until,"
+        " settled_at, released_at, releases)"
         f" SELECT {status}, u, created, u, %s + MOD(seq, {VOUCHERS}),"
+        f"  ELT(MOD(seq, {VOUCHERS}) + 1, {', '.join(map(str, rows))}),"
         "  IF(k < 3, NULL, IF(k = 7, %s, created + INTERVAL 10 MINUTE)),"
         "  IF(k BETWEEN 3 AND 6, created + INTERVAL 1 MINUTE, NULL),"
         "  IF(k >= 8, created + INTERVAL 2 MINUTE, NULL), IF(k >= 8, 1, 0)"
@@ -108,11 +110,11 @@ def _seed_orders(orders: int, users: int, first_user: int) -> None:
         f" WHERE reference LIKE '{PREFIX}-%%'"
     )
     # Each voucher supplied what its orders hold, and 1,000 more left.
-    for voucher in Voucher.objects.filter(pk__in=[v.pk for v in vouchers]).select_related("stock"):
+    for voucher, row in zip(vouchers, rows, strict=True):
         taking = Order.objects.filter(voucher=voucher, status__in=("confirmed", "held", "paid")).count()
         _sql(
             "UPDATE inventory_stock SET initial_quantity = %s, quantity = 1000 WHERE id = %s",
-            [taking + 1000, voucher.stock_id],
+            [taking + 1000, row],
         )
     # The running totals, as the takes that wrote those orders would have kept them.
     totals_recount(VOUCHER, item_ids=[voucher.pk for voucher in vouchers])
@@ -137,16 +139,19 @@ def _seed_draws(draws: int, users: int, first_user: int) -> None:
         pools.append(pool)
     first_pool = pools[0].pk
     first_prize = Prize.objects.filter(pool_id=first_pool).order_by("id").first().pk
-    assert Prize.objects.filter(pool_id__in=[p.pk for p in pools]).count() == POOLS * PRIZES
+    prizes = Prize.objects.filter(pool_id__in=[p.pk for p in pools]).order_by("id")
+    assert list(prizes.values_list("id", flat=True)) == list(range(first_prize, first_prize + POOLS * PRIZES))
+    # The n-th prize of the seeded ones, and its stock row.
+    n = f"MOD(seq, {POOLS}) * {PRIZES} + MOD(seq DIV {POOLS}, {PRIZES})"
+    rows = ", ".join(map(str, prizes.values_list("stock_id", flat=True)))
     # Pool seq % 5, prize (seq div 5) % 4 of it, none when seq % 7 = 0 (confirmed); a prize's
     # draw by (seq div 7) % 4: confirmed, held, claimed, forfeited.
     _say(f"{draws:,} draws ...")
     _sql(
-        "INSERT INTO lottery_draw (status, seq, user_guard, created_at, user_id, pool_id, prize_id, hold_until,"
-        " settled_at, released_at, releases)"
+        "INSERT INTO lottery_draw (status, seq, user_guard, created_at, user_id, pool_id, prize_id, stock_id,"
+        " hold_until, settled_at, released_at, releases)"
         " SELECT IF(no_prize, 'confirmed', ELT(k + 1, 'confirmed', 'held', 'claimed', 'forfeited')), 1, u, created, u,"
-        f"  %s + MOD(seq, {POOLS}),"
-        f"  IF(no_prize, NULL, %s + MOD(seq, {POOLS}) * {PRIZES} + MOD(seq DIV {POOLS}, {PRIZES})),"
+        f"  %s + MOD(seq, {POOLS}), IF(no_prize, NULL, %s + {n}), IF(no_prize, NULL, ELT({n} + 1, {rows})),"
         "  IF(no_prize OR k = 0, NULL, IF(k = 1, %s, created + INTERVAL 10 MINUTE)),"
         "  IF(NOT no_prize AND k = 2, created + INTERVAL 1 MINUTE, NULL),"
         "  IF(NOT no_prize AND k = 3, created + INTERVAL 10 MINUTE, NULL), IF(NOT no_prize AND k = 3, 1, 0)"

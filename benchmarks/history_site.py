@@ -117,11 +117,13 @@ class Site:
 
     def drift(self, kind: str) -> None:
         """The redis_lua item's units in Redis three too many (reconciliation repairs them)."""
-        from inventory.reservations import reservations_client
+        from inventory.redis_lua.client import reservations_client
+        from inventory.totals import group_rows
         from lottery.models import Prize
 
         if kind == "voucher":
-            group_id, stock_id = self.lua_voucher.stock.group_id, self.lua_voucher.stock_id
+            group_id = self.lua_voucher.group_id
+            stock_id = group_rows(group_id=group_id)[0]
         else:
             group_id, stock_id = self.lua_pool.group_id, Prize.objects.filter(pool=self.lua_pool).first().stock_id
         reservations_client().add_units(group_id=group_id, stock_id=stock_id, units=3)
@@ -157,8 +159,7 @@ class Site:
         from inventory.tasks import reservations_drain
 
         for kind, item in (("voucher", self.lua_voucher), ("pool", self.lua_pool)):
-            group_id = item.stock.group_id if kind == "voucher" else item.group_id
-            reservations_drain.apply(args=(kind, item.pk, group_id))
+            reservations_drain.apply(args=(kind, item.pk, item.group_id))
 
     def idle(self, task: Callable[[], int]) -> Callable[[], None]:
         """Before a run with nothing to do: whatever was to do, done (untimed)."""

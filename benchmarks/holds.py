@@ -52,6 +52,7 @@ def expire_run(strategy: str, expired: int, sweepers: int) -> tuple[float, objec
     from django.utils import timezone
 
     from inventory.models import Stock
+    from inventory.totals import group_rows
     from orders.models import Order, Voucher
     from orders.selectors import voucher_audit
     from orders.services import voucher_create, voucher_update
@@ -66,6 +67,7 @@ def expire_run(strategy: str, expired: int, sweepers: int) -> tuple[float, objec
         end_at=now + timedelta(hours=1),
         strategy="db_atomic",
     )
+    (row,) = group_rows(group_id=voucher.group_id)
     buyer, _ = get_user_model().objects.get_or_create(username="bench-holder")
     due = now - timedelta(seconds=1)
     for first in range(0, expired, 10_000):
@@ -73,6 +75,7 @@ def expire_run(strategy: str, expired: int, sweepers: int) -> tuple[float, objec
             Order(
                 user=buyer,
                 voucher=voucher,
+                stock_id=row,
                 status=Order.Status.HELD,
                 hold_until=due,
                 # Distinct per row, as distinct buyers' ids would be: the one-per-user key.
@@ -81,7 +84,7 @@ def expire_run(strategy: str, expired: int, sweepers: int) -> tuple[float, objec
             for n in range(min(10_000, expired - first))
         )
     # Every unit held by an order, as the takes would have left the stock and its running total.
-    Stock.objects.filter(pk=voucher.stock_id).update(quantity=0, taken=expired)
+    Stock.objects.filter(pk=row).update(quantity=0, taken=expired)
     Voucher.objects.filter(pk=voucher.pk).update(hold_seconds=600)
     if strategy != "db_atomic":
         voucher_update(voucher=Voucher.objects.get(pk=voucher.pk), strategy=strategy)

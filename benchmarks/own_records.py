@@ -41,6 +41,7 @@ def _records_made(username: str, count: int):
     from django.db import connection
     from django.utils import timezone
 
+    from inventory.totals import group_rows
     from lottery.models import Draw
     from lottery.services import pool_create, prize_create
     from orders.models import Order
@@ -60,10 +61,12 @@ def _records_made(username: str, count: int):
     later, before = now + timedelta(minutes=10), now - timedelta(minutes=10)
     # No one-per-user backstop (buyer_guard, user_guard NULL), as the naive strategies write:
     # one user may then hold many records of one item.
+    (row,) = group_rows(group_id=voucher.group_id)
     orders = Order.objects.bulk_create(
         Order(
             user=user,
             voucher=voucher,
+            stock_id=row,
             status=ORDER_STATES[n % len(ORDER_STATES)],
             hold_until=None if n % len(ORDER_STATES) == 0 else (later if n % len(ORDER_STATES) == 1 else before),
         )
@@ -90,6 +93,7 @@ def _records_made(username: str, count: int):
             pool=pool,
             seq=n + 1,
             prize=prize if n % 2 else None,
+            stock_id=prize.stock_id if n % 2 else None,
             status=DRAW_STATES[n % len(DRAW_STATES)] if n % 2 else "confirmed",
             hold_until=later if n % 2 and DRAW_STATES[n % len(DRAW_STATES)] == "held" else None,
         )

@@ -68,7 +68,7 @@ def _voucher(records: int):
     from django.utils import timezone
 
     from inventory.models import Stock
-    from inventory.totals import totals_recount
+    from inventory.totals import group_rows, totals_recount
     from orders.models import Voucher
     from orders.product import VOUCHER
     from orders.services import voucher_create, voucher_update
@@ -87,18 +87,21 @@ def _voucher(records: int):
         hold_seconds=600,
         listed=False,
     )
+    (row,) = group_rows(group_id=voucher.group_id)
     _sql(
-        "INSERT INTO orders_order (status, buyer_guard, created_at, user_id, voucher_id, hold_until, releases) "
+        "INSERT INTO orders_order (status, buyer_guard, created_at, user_id, voucher_id, stock_id, hold_until, "
+        "releases) "
         "SELECT ELT(MOD(s.seq, 10) + 1, 'confirmed', 'confirmed', 'confirmed', 'confirmed', 'confirmed', "
         "'confirmed', 'paid', 'held', 'cancelled', 'expired'), IF(MOD(s.seq, 10) >= 8, NULL, u.id), "
-        "UTC_TIMESTAMP(6) - INTERVAL s.seq SECOND, u.id, %s, "
+        "UTC_TIMESTAMP(6) - INTERVAL s.seq SECOND, u.id, %s, %s, "
         "IF(MOD(s.seq, 10) = 7, UTC_TIMESTAMP(6) + INTERVAL 1 DAY, NULL), "
         f"IF(MOD(s.seq, 10) >= 8, 1, 0) FROM seq_1_to_{records} s JOIN auth_user u ON u.username = "
         "CONCAT('periodic-', s.seq)",
         voucher.pk,
+        row,
     )
     taking = records - records // 10 * 2
-    Stock.objects.filter(pk=voucher.stock_id).update(quantity=1000, initial_quantity=taking + 1000)
+    Stock.objects.filter(pk=row).update(quantity=1000, initial_quantity=taking + 1000)
     # The running totals, as the takes that wrote those orders would have kept them.
     totals_recount(VOUCHER, item_ids=[voucher.pk])
     return voucher_update(voucher=voucher, strategy="redis_lua")
@@ -135,15 +138,18 @@ def _pool(records: int):
     gold = prize_create(pool=pool, name="Gold", stock=0)
     silver = prize_create(pool=pool, name="Silver", stock=0)
     _sql(
-        "INSERT INTO lottery_draw (status, seq, user_guard, created_at, user_id, pool_id, prize_id, hold_until, "
-        "releases) SELECT IF(MOD(s.seq, 4) >= 2, 'confirmed', ELT(MOD(s.seq, 3) + 1, 'claimed', 'held', "
+        "INSERT INTO lottery_draw (status, seq, user_guard, created_at, user_id, pool_id, prize_id, stock_id, "
+        "hold_until, releases) SELECT IF(MOD(s.seq, 4) >= 2, 'confirmed', ELT(MOD(s.seq, 3) + 1, 'claimed', 'held', "
         "'forfeited')), MOD(s.seq, 2) + 1, u.id, UTC_TIMESTAMP(6) - INTERVAL s.seq SECOND, u.id, %s, "
-        "ELT(MOD(s.seq, 4) + 1, %s, %s, NULL, NULL), IF(MOD(s.seq, 4) < 2 AND MOD(s.seq, 3) = 1, "
+        "ELT(MOD(s.seq, 4) + 1, %s, %s, NULL, NULL), ELT(MOD(s.seq, 4) + 1, %s, %s, NULL, NULL), "
+        "IF(MOD(s.seq, 4) < 2 AND MOD(s.seq, 3) = 1, "
         "UTC_TIMESTAMP(6) + INTERVAL 1 DAY, NULL), IF(MOD(s.seq, 4) < 2 AND MOD(s.seq, 3) = 2, 1, 0) "
         f"FROM seq_1_to_{records} s JOIN auth_user u ON u.username = CONCAT('periodic-', (s.seq + 1) DIV 2)",
         pool.pk,
         gold.pk,
         silver.pk,
+        gold.stock_id,
+        silver.stock_id,
     )
     for prize in (gold, silver):
         Stock.objects.filter(pk=prize.stock_id).update(quantity=1000, initial_quantity=records)
@@ -222,9 +228,10 @@ def main(argv=None) -> int:
     from celery import current_app
     from django.conf import settings
 
-    from inventory.item_states import item_reservations_load
-    from inventory.reservations import reservations_client
+    from inventory.redis_lua.client import reservations_client
+    from inventory.redis_lua.item_states import item_reservations_load
     from inventory.tasks import holds_sweep, reservations_reconcile, reservations_sweep
+    from inventory.totals import group_rows
     from lottery.product import POOL
     from orders.product import VOUCHER
     from payments.tasks import provider_resend
@@ -241,9 +248,9 @@ def main(argv=None) -> int:
     print(f"{args.charges:,} charges due and {args.charges:,} acknowledged; {args.runs} runs each")
 
     def drift() -> None:
-        reservations.add_units(group_id=voucher.stock.group_id, stock_id=voucher.stock_id, units=1)
+        reservations.add_units(group_id=voucher.group_id, stock_id=group_rows(group_id=voucher.group_id)[0], units=1)
 
-    logging.getLogger("inventory.reconcile").setLevel(logging.ERROR)  # the drift made on purpose
+    logging.getLogger("inventory.redis_lua.reconcile").setLevel(logging.ERROR)  # the drift made on purpose
     settings.PAYMENT_CALLBACK_URL = settings.PAYMENT_CALLBACK_URL or "http://127.0.0.1:9/api/payments/callback"
     rows = []
     for kind in ("voucher", "pool"):

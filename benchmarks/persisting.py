@@ -106,7 +106,7 @@ def _until_persisted(reservations, group_ids: list[int], since: float) -> float 
 def persistence_run(context: Context) -> Persistence:
     from django.db import connections
 
-    from inventory.reservations import reservations_client
+    from inventory.redis_lua.client import reservations_client
     from orders.models import Order
 
     args = context.args

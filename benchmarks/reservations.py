@@ -39,7 +39,8 @@ USERS_PER_PROCESS = 10_000_000
 def _prepare(client: redis.Redis) -> None:
     from django.utils import timezone
 
-    from inventory.reservations import GroupKeys, Reservations, Rules
+    from inventory.redis_lua.client import Reservations
+    from inventory.redis_lua.values import GroupKeys, Rules
 
     reservations = Reservations(client)
     now = timezone.now()
@@ -52,7 +53,7 @@ def _prepare(client: redis.Redis) -> None:
 
 
 def _caller(kind: str, first_user: int, seconds: float, start, results) -> None:
-    from inventory.reservations import Reservations
+    from inventory.redis_lua.client import Reservations
 
     client = redis.Redis.from_url(REDIS_URL)
     reservations = Reservations(client)

@@ -42,7 +42,8 @@ SCRIPTS = ("fcall", "evalsha")
 def _prepare(client: redis.Redis) -> None:
     from django.utils import timezone
 
-    from inventory.reservations import GroupKeys, Reservations, Rules
+    from inventory.redis_lua.client import Reservations
+    from inventory.redis_lua.values import GroupKeys, Rules
 
     reservations = Reservations(client)
     now = timezone.now()
@@ -68,12 +69,12 @@ def measure(client: redis.Redis, kind: str, calls: int, first_user: int) -> dict
     """``calls`` reservations of ``kind``; {command: (calls per RESERVE, us per RESERVE)},
     the script's own under ``fcall`` or ``evalsha``."""
     from core.redis_script import OwnConnectionScript
-    from inventory import lua
-    from inventory.reservations import Reservations
+    from inventory.redis_lua import scripts
+    from inventory.redis_lua.client import Reservations
 
     reservations = Reservations(client)
     if kind.endswith("EVALSHA"):
-        reservations._reserve = OwnConnectionScript(client, lua.RESERVE)
+        reservations._reserve = OwnConnectionScript(client, scripts.RESERVE)
     group = POOL_GROUP if kind == "pool" else VOUCHER_GROUP
     rand = random.Random(first_user).random
     reservations.reserve(group_id=group, user_id=first_user - 1, rand=0.5)  # the script loaded, the connection made

@@ -62,8 +62,8 @@ class Items:
             title=f"bench http {strategy}", stock=stock, strategy=strategy, listed=False, **self._window()
         )
         if strategy == "redis_lua":
-            self.groups.append(voucher.stock.group_id)
-        return voucher.pk, voucher.stock.group_id
+            self.groups.append(voucher.group_id)
+        return voucher.pk, voucher.group_id
 
     def pool(self, strategy: str) -> int:
         from lottery.services import pool_create, prize_create
@@ -79,7 +79,7 @@ class Items:
         return pool.pk
 
     def drop(self) -> None:
-        from inventory.reservations import reservations_client
+        from inventory.redis_lua.client import reservations_client
 
         reservations = reservations_client()
         for group_id in self.groups:

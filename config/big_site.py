@@ -32,6 +32,7 @@ from django.utils import timezone
 
 from harness.big_site import BIG_SITE_BUSIEST_BUYER, BIG_SITE_USERNAME_PREFIX
 from inventory.records import MAX_HOLD_SECONDS
+from inventory.totals import group_rows
 from lottery.models import Draw, Pool, Prize
 from lottery.selectors import pool_get
 from lottery.services import pool_create, pool_update, prize_create
@@ -242,9 +243,9 @@ class BigSite:
             status = "'confirmed'"
         released = "r.status IN ('cancelled', 'expired')"
         self.sql.run(
-            "INSERT INTO orders_order (user_id, voucher_id, status, created_at, hold_until, settled_at, released_at, "
-            "releases, buyer_guard) "
-            "SELECT r.user_id, %s, r.status, r.created_at, "
+            "INSERT INTO orders_order (user_id, voucher_id, stock_id, status, created_at, hold_until, settled_at, "
+            "released_at, releases, buyer_guard) "
+            "SELECT r.user_id, %s, %s, r.status, r.created_at, "
             f"CASE WHEN %s = 0 THEN NULL WHEN r.status = 'held' THEN %s ELSE {sql.plus('r.created_at', '%s')} END, "
             f"CASE WHEN r.status = 'paid' THEN {sql.plus('r.created_at', '30000000')} END, "
             f"CASE WHEN r.status = 'expired' THEN {sql.plus('r.created_at', '%s')} "
@@ -254,6 +255,7 @@ class BigSite:
             f"{sql.plus('%s', 'seq * %s')} AS created_at FROM {sql.numbers(first, last)}) AS r",
             [
                 plan.item.pk,
+                group_rows(group_id=plan.item.group_id)[0],
                 hold,
                 sql.moment(self.held_until),
                 hold * 1_000_000,
@@ -280,6 +282,7 @@ class BigSite:
                 Order(
                     user_id=user_id,
                     voucher_id=plan.item.pk,
+                    stock_id=group_rows(group_id=plan.item.group_id)[0],
                     status=Order.Status.CANCELLED,
                     hold_until=at + timedelta(seconds=plan.hold_seconds),
                     released_at=at + timedelta(seconds=30),
@@ -328,9 +331,16 @@ class BigSite:
         sql = self.sql
         pool = plan.item
         limit = pool.draws_per_user
-        prizes = list(Prize.objects.filter(pool=pool).order_by("id").values_list("id", flat=True))
+        prizes = list(Prize.objects.filter(pool=pool).order_by("id").values_list("id", "stock_id"))
         k = "(seq - 1)"
-        prize = "CASE " + " ".join(f"WHEN {k} %% {len(prizes)} = {i} THEN {pk}" for i, pk in enumerate(prizes)) + " END"
+
+        def prize(column: int) -> str:  # the prize's id (0) or its stock row (1), in turn
+            return (
+                "CASE "
+                + " ".join(f"WHEN {k} %% {len(prizes)} = {i} THEN {p[column]}" for i, p in enumerate(prizes))
+                + " END"
+            )
+
         bucket = f"({sql.div(k, '3')} * 7) %% 10"
         if plan.hold_seconds:
             still_held = "'held'" if plan.live else "'forfeited'"
@@ -340,16 +350,17 @@ class BigSite:
         start, step = self._spread(plan)
         hold = plan.hold_seconds
         self.sql.run(
-            "INSERT INTO lottery_draw (user_id, pool_id, prize_id, seq, user_guard, status, created_at, hold_until, "
-            "settled_at, released_at, releases) "
-            "SELECT r.user_id, %s, r.prize_id, r.n, r.user_id, r.status, r.created_at, "
+            "INSERT INTO lottery_draw (user_id, pool_id, prize_id, stock_id, seq, user_guard, status, created_at, "
+            "hold_until, settled_at, released_at, releases) "
+            "SELECT r.user_id, %s, r.prize_id, r.stock_id, r.n, r.user_id, r.status, r.created_at, "
             f"CASE WHEN r.prize_id IS NULL OR %s = 0 THEN NULL WHEN r.status = 'held' THEN %s "
             f"ELSE {sql.plus('r.created_at', '%s')} END, "
             f"CASE WHEN r.status = 'claimed' THEN {sql.plus('r.created_at', '60000000')} END, "
             f"CASE WHEN r.status = 'forfeited' THEN {sql.plus('r.created_at', '%s')} END, "
             "CASE WHEN r.status = 'forfeited' THEN 1 ELSE 0 END "
             f"FROM (SELECT %s + ({sql.div(k, '%s')} %% %s) + 1 AS user_id, ({k} %% %s) + 1 AS n, "
-            f"CASE WHEN {k} %% 3 = 0 THEN NULL ELSE {prize} END AS prize_id, "
+            f"CASE WHEN {k} %% 3 = 0 THEN NULL ELSE {prize(0)} END AS prize_id, "
+            f"CASE WHEN {k} %% 3 = 0 THEN NULL ELSE {prize(1)} END AS stock_id, "
             f"CASE WHEN {k} %% 3 = 0 THEN 'confirmed' ELSE {won} END AS status, "
             f"{sql.plus('%s', 'seq * %s')} AS created_at FROM {sql.numbers(first, last)}) AS r",
             [

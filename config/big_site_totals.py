@@ -20,13 +20,11 @@ def stock_recount_from_records(*, vouchers: list[Voucher], pools: list[Pool]) ->
     records holding a unit (held, paid, claimed, or settled when taken). Everything the stock
     tables keep of their records is set here, one grouped query per product."""
     orders = (
-        Order.objects.filter(voucher__in=vouchers, status__in=TAKING)
-        .values_list("voucher__stock_id")
-        .annotate(n=Count("id"))
+        Order.objects.filter(voucher__in=vouchers, status__in=TAKING).values_list("stock_id").annotate(n=Count("id"))
     )
     draws = (
-        Draw.objects.filter(pool__in=pools, prize__isnull=False, status__in=TAKING)
-        .values_list("prize__stock_id")
+        Draw.objects.filter(pool__in=pools, stock__isnull=False, status__in=TAKING)
+        .values_list("stock_id")
         .annotate(n=Count("id"))
     )
     for stock_id, taken in [*orders, *draws]:

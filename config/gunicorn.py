@@ -19,6 +19,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 multiprocess = None  # prometheus_client.multiprocess, imported by on_starting
 
+# The longest request line served (gunicorn's most): a longer one is refused with a 400 before
+# Django reads it, as nginx's 8 KB header buffers refuse it in front (deploy/nginx.conf).
+limit_request_line = 8190
+
 
 def metrics_directory(bind: list[str]) -> Path:
     """``PROMETHEUS_MULTIPROC_DIR``, else ``<VAR_DIR>/prometheus/<port of the first bind>``."""

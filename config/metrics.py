@@ -16,7 +16,7 @@ from prometheus_client.core import GaugeMetricFamily
 from core.metrics import RequestMetricsMiddleware, exposition, metrics_refusal
 from inventory.items import items_live
 from inventory.product import products
-from inventory.reservations import reservations_client
+from inventory.redis_lua.client import reservations_client
 
 logger = logging.getLogger(__name__)
 

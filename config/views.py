@@ -10,13 +10,15 @@ from django.shortcuts import redirect, render
 from django.templatetags.static import static
 from django.views import defaults
 from redis.backoff import NoBackoff
+from redis.exceptions import ClusterDownError
 from redis.retry import Retry
 
 
 def healthz(request):
     """200 when the database and every Redis the server uses answer, 503 otherwise, saying
     which failed. ``redis`` is ``REDIS_URL`` (the cache); ``locks``, ``reservations`` and
-    ``broker`` are listed only when they are other servers or databases than that one."""
+    ``broker`` are listed only when they are other servers or databases than that one (a
+    Redis Cluster of reservations: the first of its nodes that answers, on the whole)."""
     checks = {}
     try:
         with connection.cursor() as cursor:
@@ -31,7 +33,10 @@ def healthz(request):
         checks["redis"] = f"error: {exc.__class__.__name__}"
     for role, url in _other_redis_urls().items():
         try:
-            _probe(url).ping()
+            if role == "reservations" and settings.RESERVATIONS_REDIS_CLUSTER:
+                _cluster_probe(url.split(","))
+            else:
+                _probe(url).ping()
             checks[role] = "ok"
         except Exception as exc:  # noqa: BLE001
             checks[role] = f"error: {exc.__class__.__name__}"
@@ -51,6 +56,21 @@ def _other_redis_urls() -> dict[str, str]:
         for role, url in urls.items()
         if url.startswith(("redis://", "rediss://", "unix://")) and url != settings.REDIS_URL
     }
+
+
+def _cluster_probe(urls: list[str]) -> None:
+    """Raises unless the first node of the Redis Cluster that answers says its every slot is
+    served (``cluster_state:ok``): a master down and not yet replaced says ``fail``."""
+    for url in urls:
+        try:
+            info = _probe(url).execute_command("CLUSTER", "INFO")
+        except redis.ConnectionError:
+            if url == urls[-1]:
+                raise
+            continue
+        if b"cluster_state:ok" not in info:
+            raise ClusterDownError("the cluster does not serve every slot")
+        return
 
 
 @lru_cache(maxsize=8)

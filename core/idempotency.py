@@ -10,8 +10,9 @@ key is the caller's own for that action, ``<ns>:idem:{user:<id>}:<action>:<key>`
   record that holds the request's fingerprint (method, path, a digest of the body) and
   lapses after ``IDEMPOTENCY_RUNNING_SECONDS``, so that a process that dies mid-request does
   not hold the key for ever. The call goes on, and once it is answered the API's view
-  wrapper (``config.api``) hands the answer to ``idempotency_answered``, which keeps its
-  status, content type and body under the key for ``IDEMPOTENCY_KEY_SECONDS``;
+  wrapper (``config.api``), or the page whose button sent the key (``inventory.pages``),
+  hands the answer to ``idempotency_answered``, which keeps its status, content type and
+  body under the key for ``IDEMPOTENCY_KEY_SECONDS``;
 - it holds an answer: that answer is sent again, with ``Idempotent-Replayed: true``, and
   nothing else is done (no take, no rate limit counted);
 - it is running: the request waits for the answer, polling, up to
@@ -22,7 +23,8 @@ key is the caller's own for that action, ``<ns>:idem:{user:<id>}:<action>:<key>`
 
 Kept are the answers that end the request: successes and refusals alike (a 201, a 202, a
 409 ``sold_out``, a 403 ``ended``, a 404, and a 500, after which nobody knows what was
-written). Not kept are those that did nothing and ask for the same request again: 429
+written), and 503 ``unconfirmed`` (a reservation made, that no replica confirmed in time).
+Not kept are those that did nothing and ask for the same request again: 429
 ``rate_limited``, 503 ``unavailable``, 409 ``busy`` and 409 ``pending`` (a cancel or a claim
 of a record not written yet); the key is then let go, and a retry runs afresh.
 
@@ -75,6 +77,9 @@ PARAMETER = {
 # change of a record a worker has not written yet, which the same request may make once it is.
 RETRY_STATUSES = frozenset({429, 503})
 RETRY_CODES = frozenset({"busy", "pending"})
+# A 503 that did something, kept: ``unconfirmed``, a redis_lua reservation made that no replica
+# confirmed in time (RESERVATIONS_WAIT_REPLICAS); the same request again would make another.
+DONE_UNAVAILABLE_CODES = frozenset({"unconfirmed"})
 
 # How a waiting request polls for the first one's answer: quickly at first, since most
 # takes end in milliseconds, then every 50 ms.
@@ -209,16 +214,18 @@ def _replay(response: HttpResponse, record: dict) -> HttpResponse:
     return response
 
 
-def idempotency_answered(request, response: HttpResponse) -> None:
+def idempotency_answered(request, response: HttpResponse, *, refusal: DomainError | None = None) -> None:
     """Keep ``response`` under the key the request holds, if it holds one, or let the key go
-    when the answer asks for the request again. Redis out of reach here is logged, not
-    answered: the client gets its answer, and the running record lapses."""
+    when the answer asks for the request again: judged from the answer (the API's), or from
+    ``refusal`` when the answer is a page's fragment that says it in words. Redis out of
+    reach here is logged, not answered: the client gets its answer, and the running record
+    lapses."""
     claim: Claim | None = getattr(request, _HELD, None)
     if claim is None:
         return
     setattr(request, _HELD, None)
     answer = ""
-    if _kept(response):
+    if _kept(response) if refusal is None else not _asks_again(refusal.status, refusal.code):
         answer = json.dumps(
             {
                 "fingerprint": claim.fingerprint,
@@ -238,11 +245,20 @@ def idempotency_answered(request, response: HttpResponse) -> None:
 
 
 def _kept(response: HttpResponse) -> bool:
-    if response.status_code in RETRY_STATUSES:
-        return False
-    if response.status_code == 409:
-        try:
-            return json.loads(response.content).get("code") not in RETRY_CODES
-        except (ValueError, AttributeError):
-            return True
-    return True
+    status = response.status_code
+    if status not in RETRY_STATUSES and status != 409:
+        return True
+    try:
+        code = json.loads(response.content).get("code")
+    except (ValueError, AttributeError):
+        code = None
+    return not _asks_again(status, code)
+
+
+def _asks_again(status: int, code: str | None) -> bool:
+    """Whether a refusal asks the client to send again (a busy item, a 503), so that its answer
+    is not kept: except a 503 that says the thing was done (``DONE_UNAVAILABLE_CODES``: a
+    reservation made but not confirmed by a replica), which a resend must not do twice."""
+    if status in RETRY_STATUSES:
+        return code not in DONE_UNAVAILABLE_CODES
+    return code in RETRY_CODES

@@ -220,7 +220,8 @@ _outcome_loggers = {"purchase": logging.getLogger("orders.purchase"), "draw": lo
 
 def purchase_counted(strategy: str, *, voucher_id: int | None = None, user_id: int | None = None) -> Outcome:
     """``with purchase_counted(voucher.strategy, voucher_id=..., user_id=...) as counted:
-    order = counted(order_purchase(...))``."""
+    order = counted(item_take(VOUCHER, voucher, ...))``, as every purchase, the API's and the
+    page's, enters the take (``inventory.api.TakeCall``)."""
     return Outcome(
         _purchases, strategy, event="purchase", kind="voucher", id_field="order_id", item_id=voucher_id, user_id=user_id
     )
@@ -228,7 +229,7 @@ def purchase_counted(strategy: str, *, voucher_id: int | None = None, user_id: i
 
 def draw_counted(strategy: str, *, pool_id: int | None = None, user_id: int | None = None) -> Outcome:
     """``with draw_counted(pool.strategy, pool_id=..., user_id=...) as counted: draw =
-    counted(pool_draw(...))``."""
+    counted(item_take(POOL, pool, ...))``, as a purchase (:func:`purchase_counted`)."""
     return Outcome(_draws, strategy, event="draw", kind="pool", id_field="draw_id", item_id=pool_id, user_id=user_id)
 
 

@@ -5,8 +5,8 @@ item's hash tag ``{group:<stock group>}``: ``<ns>:rate:{group:7}:purchase:user:4
 the instance namespace, ``core.namespace``). So they
 share a Redis Cluster slot with the item's own keys, and the ``redis_lua`` script that
 reserves a unit counts them in its own round trip (``RATE_WAIT`` inside
-``inventory.lua.RESERVE``): the limit costs that strategy nothing more on the wire. The
-other strategies count them in one script call (``COUNT``) before they take. A limit
+``inventory.redis_lua.scripts.RESERVE``): the limit costs that strategy nothing more on the
+wire. The other strategies count them in one script call (``COUNT``) before they take. A limit
 therefore holds per item: a user or an address hammering one sale is refused there, and
 one spreading over several sales meets each one's limit.
 
@@ -39,8 +39,9 @@ logger = logging.getLogger(__name__)
 # latest-resetting one that is over its limit resets: 0 when every counter is within its
 # limit, else the ms to wait. Each counter's limit and window (ms) are in ARGV, in pairs
 # from ARGV[first_arg] on, in the counters' order. Shared by COUNT and by the scripts that
-# count in their own round trip, so written for RESERVE's cost (inventory.lua): the window
-# goes to PEXPIRE as the text it came as (a Lua number would be formatted as a float).
+# count in their own round trip, so written for RESERVE's cost (inventory.redis_lua.scripts):
+# the window goes to PEXPIRE as the text it came as (a Lua number would be formatted as a
+# float).
 RATE_WAIT = """
 local function rate_wait(first_key, first_arg)
     local wait = 0

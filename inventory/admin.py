@@ -20,9 +20,9 @@ from django.utils.html import format_html, format_html_join
 from core.admin import CappedPaginator, CreatedColumn
 from core.errors import DomainError, InvalidInput
 
-from .models import Stock
 from .records import Record
 from .services import MAX_UNITS
+from .totals import ItemMarks, StockMarks
 from .validators import hold_seconds_valid
 
 
@@ -35,12 +35,13 @@ def restock_page(
     request,
     *,
     item: object,
-    stock: Stock,
+    marks: Callable[[], StockMarks | ItemMarks],
     restock: Callable[[int], object],
     parent: Model,
     back_to: str,
 ) -> HttpResponse:
-    """The form, and on a valid POST ``restock(quantity)`` then a redirect to ``back_to``.
+    """The form, and on a valid POST ``restock(quantity)`` then a redirect to ``back_to``;
+    ``marks()`` reads the stock restocked now (its ``stock`` left and ``supplied``).
 
     ``parent`` is the object of ``model_admin`` the stock belongs to (the voucher, or the
     prize's pool), whose change page is ``back_to``: the breadcrumbs lead through it back
@@ -57,13 +58,13 @@ def restock_page(
         except DomainError as exc:
             form.add_error("quantity", exc.message)
         else:
-            stock.refresh_from_db()
-            model_admin.message_user(request, f"Added {quantity} to “{item}”: {stock.quantity} left.", messages.SUCCESS)
+            left = marks().stock
+            model_admin.message_user(request, f"Added {quantity} to “{item}”: {left} left.", messages.SUCCESS)
             return redirect(back_to)
     context = {
         **model_admin.admin_site.each_context(request),
         "title": f"Restock {item}",
-        "stock": stock,
+        "marks": marks(),
         "form": form,
         "opts": model_admin.model._meta,
         "parent": parent,

@@ -1,11 +1,14 @@
-"""What the products' APIs share about takes and the changes of what a take holds.
+"""What the products' APIs share about takes and the changes of what a take holds, and
+what a request of the API and of the pages does alike to make one.
 
 A take (a purchase, a draw) is one call of the same shape, answered 201 when the record is
 written and 202 when it is reserved under ``redis_lua``: each product describes its take
-once (``TakeCall``) with its own service and metrics, and builds the answer's body itself.
-A change of a held record by its user (a cancel, a claim: docs/design.md, "Lifecycle") is
-another such call, answered 200 (``ChangeCall``). Both take an ``Idempotency-Key``
-(``core.idempotency``) and count the caller's rate limits on the item.
+once (``TakeCall``) with its metrics, and builds the answer's body itself. A change of a
+held record by its user (a cancel, a claim, a pay: docs/design.md, "Lifecycle") is another
+such call, answered 200 (``ChangeCall``). Both take an ``Idempotency-Key``
+(``core.idempotency``) and count the caller's rate limits on the item; the pages' buttons
+(``inventory.pages``) make their takes and changes through the same calls, and answer
+with a fragment instead of JSON.
 
 The item's hold window is one field (``Item.hold_seconds``) that each product names in its
 API as its users know it (a voucher's ``payment_window_seconds``, a pool's
@@ -118,43 +121,56 @@ def keyed_openapi(links: dict) -> dict:
 
 @dataclass(frozen=True)
 class TakeCall:
-    """One product's take through the API. ``action`` names it (for the refusal of a body and
-    the rate limit); ``product`` is the product's adapter, whose kind names the item in
-    ``counted(strategy, <kind>_id=, user_id=)``, which counts the outcome
+    """One product's take as a request asks for it: through the API (:meth:`answer`) and
+    through the page's Buy or Draw button (``inventory.pages.TakePages.take_view``) alike,
+    both by :meth:`taken`. ``action`` names it (for the refusal of a body, the rate limit
+    and the idempotency keys); ``product`` is the product's adapter, whose kind names the
+    item in ``counted(strategy, <kind>_id=, user_id=)``, which counts the outcome
     (``core.metrics.purchase_counted``)."""
 
     action: str
     product: Product
     counted: Callable[..., Any]
 
-    def answer(self, request, response: HttpResponse, item_id: int, body: Callable[[Record], dict]) -> HttpResponse:
-        """The take by the caller of the item ``item_id`` (``inventory.take``), answered with
-        ``body(record)`` through ``json_answer``: built by the view, not validated against the
-        schema. With an ``Idempotency-Key``, once the request is known to be well formed and
-        its item to exist: the first answer again, or the take, whose answer is kept."""
-        refuse_body(request, action=self.action)
-        item = item_for_take(self.product, item_id=item_id)
-        user_id = request.auth.pk
+    def taken(self, request, response: HttpResponse, item: Any, *, user_id: int) -> Record | HttpResponse:
+        """The take of ``item`` by ``user_id`` that ``request`` asks for (``inventory.take``):
+        the record, its outcome counted (``counted``) and the user's and the address's rate
+        limits counted on the item. With an ``Idempotency-Key``, the first answer again
+        instead, written into ``response`` and returned (``core.idempotency``); otherwise
+        the answer made of the record is kept under the key."""
         replay = idempotency_claim(request, response, action=self.action, user_id=user_id)
         if replay is not None:
             return replay
         with self.counted(item.strategy, **{f"{self.product.kind}_id": item.pk}, user_id=user_id) as counted:
             rate = rate_count(action=self.action, user_id=user_id, address=client_address(request))
-            record = counted(item_take(self.product, item, user_id=user_id, rate=rate))
+            return counted(item_take(self.product, item, user_id=user_id, rate=rate))
+
+    def answer(self, request, response: HttpResponse, item_id: int, body: Callable[[Record], dict]) -> HttpResponse:
+        """The take by the caller of the item ``item_id`` (:meth:`taken`), once the request
+        is known to be well formed and its item to exist, answered with ``body(record)``
+        through ``json_answer``: built by the view, not validated against the schema."""
+        refuse_body(request, action=self.action)
+        item = item_for_take(self.product, item_id=item_id)
+        record = self.taken(request, response, item, user_id=request.auth.pk)
+        if isinstance(record, HttpResponse):
+            return record
         return json_answer(response, 202 if record.status == Record.Status.PENDING else 201, body(record))
 
 
 @dataclass(frozen=True)
 class ChangeCall:
-    """One product's change of a record its caller holds, through the API: a cancel, a
-    claim, a pay. ``action`` names it (the refusal of a body, the rate limit, the idempotency keys);
-    ``record`` is the name of the record's id in the path, the selector, the service and the
-    answer (``"order_id"``); ``read(user=, <record>=)`` is the product's selector of the
-    caller's own record (``Http404`` for anyone else's), ``change(user=, <record>=)`` its
-    service, which raises ``HoldClosed`` (409) in the words of the record's state.
-    ``reply(record_id, changed)``, when given, makes the answer's status and body from what
-    the service returned (a pay: 200 paid, 202 while its confirmation is on the way);
-    without it the answer is 200 ``{<record>, status}`` of the record changed."""
+    """One product's change of a record its caller holds (a cancel, a claim, a pay) as a
+    request asks for it: through the API (:meth:`answer`) and through the record's button
+    on the pages (``inventory.pages.TakePages.change_view``) alike, both by :meth:`changed`.
+    ``action`` names it (the refusal of a body, the rate limit, the idempotency keys, the
+    page's route); ``record`` is the record's name (``"order"``): its id's in the path and
+    the answer (``order_id``) and the service's argument; ``read(user=, <record>_id=)`` is
+    the product's selector of the caller's own record (``Http404`` for anyone else's),
+    ``change(<record>=)`` its service, given the record as read, which raises
+    ``HoldClosed`` (409) in the words of the record's state. ``reply(record_id, changed)``,
+    when given, makes the answer's status and body from what the service returned (a pay:
+    200 paid, 202 while its confirmation is on the way); without it the answer is 200
+    ``{<record>_id, status}`` of the record changed."""
 
     action: str
     product: Product
@@ -163,20 +179,31 @@ class ChangeCall:
     change: Callable[..., Any]
     reply: Callable[[int, Any], tuple[int, dict]] | None = None
 
-    def answer(self, request, response: HttpResponse, record_id: int) -> HttpResponse:
-        """The change, answered 200 ``{<record>, status}`` or as ``reply`` says. As a take:
-        with an ``Idempotency-Key``, once the request is well formed and the record the
-        caller's, the first answer again or the change, whose answer is kept; the rate limits
-        counted on the record's item, as the take counts them (``hold_change_counted``)."""
-        refuse_body(request, action=self.action)
-        user = request.auth
-        ids = {self.record: record_id}
-        found = self.read(user=user, **ids)
-        replay = idempotency_claim(request, response, action=self.action, user_id=user.pk)
+    @property
+    def id_name(self) -> str:
+        return f"{self.record}_id"
+
+    def changed(self, request, response: HttpResponse, record: Record, *, user_id: int) -> Any:
+        """The change of ``record`` (the caller's, as read) that ``request`` asks for: what
+        the service returned, the rate limits counted on the record's item as its take
+        counted them (``hold_change_counted``). With an ``Idempotency-Key``, as a take's
+        (:meth:`TakeCall.taken`): the first answer again, written into ``response`` and
+        returned, or the change, whose answer is kept."""
+        replay = idempotency_claim(request, response, action=self.action, user_id=user_id)
         if replay is not None:
             return replay
-        hold_change_counted(self.product, found, action=self.action, user_id=user.pk, address=client_address(request))
-        changed = self.change(user=user, **ids)
+        hold_change_counted(self.product, record, action=self.action, user_id=user_id, address=client_address(request))
+        return self.change(**{self.record: record})
+
+    def answer(self, request, response: HttpResponse, record_id: int) -> HttpResponse:
+        """The change (:meth:`changed`) of the caller's record ``record_id``, once the request
+        is well formed and the record the caller's, answered 200 ``{<record>_id, status}``
+        or as ``reply`` says."""
+        refuse_body(request, action=self.action)
+        found = self.read(user=request.auth, **{self.id_name: record_id})
+        changed = self.changed(request, response, found, user_id=request.auth.pk)
+        if isinstance(changed, HttpResponse):
+            return changed
         if self.reply is not None:
             return json_answer(response, *self.reply(record_id, changed))
-        return json_answer(response, 200, {self.record: changed.public_id, "status": changed.status})
+        return json_answer(response, 200, {self.id_name: changed.public_id, "status": changed.status})

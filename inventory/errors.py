@@ -66,6 +66,22 @@ class StateMissing(Unavailable):
     default_message = "This sale is being restored after a Redis restart; try again in a few seconds."
 
 
+class Unconfirmed(Unavailable):
+    """A ``redis_lua`` reservation made on its Redis master that no replica confirmed within
+    ``RESERVATIONS_WAIT_MS`` (``RESERVATIONS_WAIT_REPLICAS``): not acknowledged. It stands,
+    and is written, unless that master fails before a replica has it; then it is gone, as
+    if never made. Before trying again, look for it among the user's orders or draws."""
+
+    code = "unconfirmed"
+
+    def __init__(self, reservation_id: int) -> None:
+        super().__init__(
+            f"Reserved as {reservation_id}, but not yet confirmed by a replica of the sale's Redis: it stands "
+            "unless that server fails before it is written. Look for it among your orders or draws before trying again."
+        )
+        self.reservation_id = reservation_id
+
+
 class HoldClosed(DomainError):
     """The record is not held any more (or not yet): nothing was written. Each subclass
     names the state it is in; the products' own words for a settled one are theirs."""

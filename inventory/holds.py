@@ -13,19 +13,19 @@ takes do, and the load tests show them pay and release one record, or release it
 A take writes its record held (``inventory.take``, which also asks for its expiry at the
 deadline). Expiry runs without anyone asking: a task at the deadline
 (``inventory.take.hold_expire_later``), and the beat's sweep (``holds_expire_due``) as the
-backstop for a task that was lost.
+backstop for a task that was lost. Either says what is due (an ``Expiry``) and the item's
+strategy releases it (``StockStrategy.expire``), as it releases one record: this module
+writes neither a record's status nor a stock row.
 """
 
 from __future__ import annotations
 
 import logging
-from collections import Counter
 from datetime import datetime
 from functools import partial
 from typing import Any
 
-from django.db import transaction
-from django.db.models import F, Model
+from django.db.models import Model
 from django.utils import timezone
 
 from core.ratelimit import rate_count
@@ -40,12 +40,11 @@ from .errors import (
     HoldPending,
     NothingHeld,
 )
-from .models import Stock, StockGroup
 from .product import Product
 from .records import Record
-from .reservation_types import group_tag
+from .redis_lua.values import group_tag
 from .strategies import STRATEGIES
-from .strategies.changes import Change, Returned, lock_group, lock_rows, over_counted, units_back
+from .strategies.changes import Change, Expiry, takes_over_rule
 
 logger = logging.getLogger(__name__)
 
@@ -66,7 +65,7 @@ _CLOSED: dict[str, type[HoldClosed]] = {
 def closed(product: Product, record: Model) -> HoldClosed:
     """The refusal of a settle or release of a record that is not held."""
     if record.status == Status.CONFIRMED:
-        return NothingHeld() if product.unit_of(record) is None else _CLOSED[product.settled]()
+        return NothingHeld() if getattr(record, product.unit_field) is None else _CLOSED[product.settled]()
     return _CLOSED[record.status]()
 
 
@@ -84,7 +83,10 @@ def hold_settle(product: Product, record: Model, *, now: datetime | None = None)
     """Settle a held record (a payment confirmed, a prize claimed) before its deadline.
 
     Past its deadline it lapses here and then (its unit goes back) and the caller is told
-    so; a record not held is refused in the words of its state. Raises a ``HoldClosed``."""
+    so; a record not held is refused in the words of its state. Raises a ``HoldClosed``.
+
+    ``record`` is the caller's, as read (``order_get``, ``draw_get``: with its item as
+    ``Product.group_of`` reads it); it is not read again, and is changed in place."""
     now = now or timezone.now()
     if not record.is_held:
         raise closed(product, record)
@@ -92,23 +94,36 @@ def hold_settle(product: Product, record: Model, *, now: datetime | None = None)
         hold_release(product, record, target=product.lapsed, now=now)
         raise closed(product, record)
     item = _item_of(product, record)
-    return _changed(product, item, record, _change(product, item, record, target=product.settled, now=now))
+    return _changed(product, item, record, _record_change(product, item, record, target=product.settled, now=now))
 
 
 def hold_release(product: Product, record: Model, *, target: str, now: datetime | None = None) -> Model:
     """Release a held record to ``target`` (cancelled, expired, forfeited): its unit goes
-    back to the stock once. A record not held any more is refused (``HoldClosed``)."""
+    back to the stock once. A record not held any more is refused (``HoldClosed``). As
+    :func:`hold_settle`, on the caller's record."""
     if not record.is_held:
         raise closed(product, record)
     item = _item_of(product, record)
-    return _changed(product, item, record, _change(product, item, record, target=target, now=now or timezone.now()))
+    change = _record_change(product, item, record, target=target, now=now or timezone.now())
+    return _changed(product, item, record, change)
 
 
 def _item_of(product: Product, record: Model) -> Any:
-    return product.items().get(pk=getattr(record, f"{product.item_field}_id"))
+    # As read with the record: the strategy that guards its change, and its group. A record
+    # read without it reads it here, once.
+    return getattr(record, product.item_field)
 
 
-def _change(product: Product, item: Any, record: Model, *, target: str, now: datetime) -> Change:
+def _record_change(product: Product, item: Any, record: Model, *, target: str, now: datetime) -> Change:
+    unit = getattr(record, product.unit_field)
+    return _change(product, item, record.pk, record.user_id, unit, target=target, now=now)
+
+
+def _change(
+    product: Product, item: Any, record_id: int, user_id: int, stock_id: int | None, *, target: str, now: datetime
+) -> Change:
+    """The change of the item's record ``record_id`` (of ``user_id``, its unit from
+    ``stock_id``) to ``target``: a settle, or a release that returns the unit."""
     if target == product.settled:
         fields: dict = {"settled_at": now}
         still_before = now
@@ -116,30 +131,23 @@ def _change(product: Product, item: Any, record: Model, *, target: str, now: dat
     else:
         fields = _release_fields(product, now)
         still_before = None
-        stock_id = product.unit_of(record)
     return Change(
-        records=type(record).objects.filter(pk=record.pk),
+        records=product.record_model.objects.filter(pk=record_id),
         target=target,
         group_id=product.group_of(item),
-        user_key=product.user_key(item.pk, record.user_id),
         fields=fields,
         stock_id=stock_id,
         still_before=still_before,
         kind=product.kind,
-        record_id=record.pk,
-        user_id=record.user_id,
+        item_id=item.pk,
+        record_id=record_id,
+        user_id=user_id,
         frees_take=product.release_frees_take,
         unit_field=product.unit_field,
-        counted=partial(product.counted, item.pk, record.user_id),
+        counted=partial(product.counted, item.pk, user_id),
         allowed=partial(product.limit_of, item.pk),
-        over_rule=target != product.settled and product.release_frees_take and _over_rule(product, item),
+        over_rule=target != product.settled and product.release_frees_take and takes_over_rule(product.group_of(item)),
     )
-
-
-def _over_rule(product: Product, item: Any) -> bool:
-    """Whether the item holds takes past the per-user rule now (an unguarded strategy made
-    them): a release under any strategy then keeps their running totals too."""
-    return StockGroup.objects.filter(pk=product.group_of(item), over_takes__gt=0).exists()
 
 
 def _release_fields(product: Product, now: datetime) -> dict:
@@ -165,12 +173,11 @@ def _changed(product: Product, item: Any, record: Model, change: Change) -> Mode
     raise closed(product, record)
 
 
-def hold_lapse(product: Product, record_id: int, *, now: datetime | None = None) -> bool:
-    """Release one record whose deadline has passed (the expiry task); False when it is not
-    held any more, or not due yet."""
+def hold_lapse(product: Product, record: Model, *, now: datetime | None = None) -> bool:
+    """Release ``record`` if its deadline has passed (the expiry, a pay that came too late);
+    False when it is not held any more, or not due yet."""
     now = now or timezone.now()
-    record = product.record_model.objects.filter(pk=record_id).first()
-    if record is None or not record.is_held or record.hold_until > now:
+    if not record.is_held or record.hold_until > now:
         return False
     try:
         hold_release(product, record, target=product.lapsed, now=now)
@@ -185,11 +192,10 @@ def holds_expire_due(
     """Release up to ``batch`` held records of the kind (of one item, given ``item_id``)
     past their deadline, earliest first; the number released by this call.
 
-    Items under ``none`` and ``local`` release each record their naive way. For every other
-    strategy a batch is released in one transaction (``_expire``); a ``redis_lua`` item's
-    under its group's lock, which reconciliation holds too, and its units go back to
-    Redis before the lock is let go. Each read of what is due is a range of the index on
-    (status, deadline, item), whatever else the table holds."""
+    Each item's strategy releases its own (``StockStrategy.expire``): a batch in one
+    transaction, or ``none`` and ``local`` a record at a time, their naive way. Each read
+    of what is due is a range of the index on (status, deadline, item), whatever else the
+    table holds."""
     now = now or timezone.now()
     item_field = f"{product.item_field}_id"
     due = product.record_model.objects.filter(status=Status.HELD, hold_until__lte=now)
@@ -205,18 +211,7 @@ def holds_expire_due(
         if left <= 0:
             break
         of_item = due.filter(**{item_field: item.pk})
-        strategy = STRATEGIES[item.strategy]
-        if not strategy.guarded:
-            released += sum(hold_lapse(product, pk, now=now) for pk in of_item.values_list("pk", flat=True)[:left])
-        elif strategy.deferred:
-            released += strategy.units_returned(
-                product.group_of(item),
-                lambda of_item=of_item, left=left, item=item: _expire(product, item, of_item, now=now, batch=left),
-                kind=product.kind,
-                frees_take=product.release_frees_take,
-            )
-        else:
-            released += len(_expire(product, item, of_item, now=now, batch=left))
+        released += STRATEGIES[item.strategy].expire(_expiry(product, item, of_item, now=now, batch=left))
     return released
 
 
@@ -229,40 +224,19 @@ def holds_expire_all(product: Product, *, item_id: int | None = None) -> int:
     return released
 
 
-def _expire(product: Product, item: Any, due, *, now: datetime, batch: int) -> list[Returned]:
-    """Release up to ``batch`` of ``due`` (the item's) in one transaction: their rows locked
-    (``SKIP LOCKED``: a record being paid this instant is left for the next sweep), changed
-    only while still held, and their units returned with one UPDATE per stock row; what each
-    returned. Where the item holds takes past the per-user rule, their running totals
-    follow each user's releases."""
-    over_rule = product.release_frees_take and _over_rule(product, item)
-    with transaction.atomic():
-        if over_rule:
-            lock_group(product.group_of(item))  # before the stock rows, as every writer of both
-        # The stock rows first, then the records, as a take and a single release lock them:
-        # the other order deadlocks against a purchase. Only the records' own rows are
-        # locked (a join's would be too: MariaDB has no ``OF``).
-        candidates = list(due.values_list("pk", flat=True)[:batch])
-        if not candidates:
-            return []
-        units_of = product.record_model.objects.filter(pk__in=candidates).values_list(product.unit_field, flat=True)
-        lock_rows(sorted({stock_id for stock_id in units_of if stock_id is not None}))
-        ids = list(due.filter(pk__in=candidates).select_for_update(skip_locked=True).values_list("pk", flat=True))
-        if not ids:
-            return []
-        records = product.record_model.objects.filter(pk__in=ids)
-        rows = [Returned(*row) for row in records.values_list("pk", "user_id", product.unit_field)]
-        fields = {"status": product.lapsed, "releases": F("releases") + 1, **_release_fields(product, now)}
-        records.filter(status=Status.HELD).update(**fields)
-        units = Counter(row.stock_id for row in rows if row.stock_id is not None)
-        for stock_id, count in sorted(units.items()):
-            Stock.objects.filter(pk=stock_id).update(**units_back(count))
-        if over_rule:
-            for user_id, count in Counter(row.user_id for row in rows).items():
-                over_counted(
-                    product.group_of(item),
-                    counted=partial(product.counted, item.pk, user_id),
-                    allowed=partial(product.limit_of, item.pk),
-                    delta=-count,
-                )
-    return rows
+def _expiry(product: Product, item: Any, due, *, now: datetime, batch: int) -> Expiry:
+    """The release of up to ``batch`` of ``due`` (the item's held records past their
+    deadline), as the item's strategy runs it."""
+    return Expiry(
+        due=due,
+        target=product.lapsed,
+        group_id=product.group_of(item),
+        batch=batch,
+        change_of=partial(_change, product, item, target=product.lapsed, now=now),
+        fields=_release_fields(product, now),
+        unit_field=product.unit_field,
+        kind=product.kind,
+        frees_take=product.release_frees_take,
+        counted=partial(product.counted, item.pk),
+        allowed=partial(product.limit_of, item.pk),
+    )

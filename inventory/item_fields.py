@@ -1,6 +1,7 @@
 """The fields every item has, whatever its product (its window, its strategy, its description,
 whether it is listed), checked once for every product: when an item is created, and when staff
-change it, all or nothing, with its ``redis_lua`` state in step (``inventory.item_states``).
+change it, all or nothing, with its ``redis_lua`` state in step
+(``inventory.redis_lua.item_states``).
 
 A product's services take them as ``**fields: Unpack[ItemFields]`` (create) or
 ``**changes: Unpack[ItemChanges]`` (update) beside their own fields, check them here, check
@@ -17,8 +18,8 @@ from django.db import transaction
 
 from core.window import window_validate
 
-from .item_states import item_created, item_update
 from .product import Product
+from .redis_lua.item_states import item_created, item_update
 from .validators import hold_seconds_valid, strategy_valid
 
 
@@ -112,7 +113,8 @@ def item_changes_save(
     product's own by the product) to ``item`` in one save, then ``then()``, the product's other
     writes (a voucher's restock), which answers the units it added per stock row; all in one
     transaction, with the item's ``redis_lua`` state in step: switched with its strategy, its
-    rules and its units changed with the database (``inventory.item_states.item_update``)."""
+    rules and its units changed with the database
+    (``inventory.redis_lua.item_states.item_update``)."""
 
     @transaction.atomic
     def change() -> dict[int, int]:

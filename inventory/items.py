@@ -15,8 +15,8 @@ from core.memo import ProcessMemo
 from .models import Strategy
 from .paging import Cursor, Page
 from .product import Product
-from .reservation_types import Failed, Pending, reservation_group, reservation_moment
-from .reservations import REACHABLE, reservations_client
+from .redis_lua.client import REACHABLE, reservations_client
+from .redis_lua.values import Failed, Pending, reservation_group, reservation_moment
 
 # redis_lua items as a take reads them, for a second per process: (kind, id) -> item.
 _reserving: ProcessMemo[tuple[str, int], Any] = ProcessMemo(ttl=1.0)

@@ -35,9 +35,11 @@ def default_strategy() -> str:
 
 
 class StockGroup(models.Model):
-    """The stock rows that one take chooses among: a voucher's single row, or every
-    prize of a pool. It is the unit of concurrency control: ``db_pessimistic`` locks
-    its rows, ``db_optimistic`` compares its version, ``redis_lock`` locks its name.
+    """The stock rows that one take chooses among: a voucher's (one today), or every
+    prize of a pool; the item owns it (``Voucher.group``, ``Pool.group``), and each record
+    says which row it took (``Order.stock``, ``Draw.stock``). It is the unit of concurrency
+    control: ``db_pessimistic`` locks its rows, ``db_optimistic`` compares its version,
+    ``redis_lock`` locks its name.
     """
 
     version = models.PositiveBigIntegerField(
@@ -58,8 +60,10 @@ class StockGroup(models.Model):
 class Stock(models.Model):
     """A countable quantity of one item, shared by vouchers and prizes.
 
-    ``quantity`` is only ever changed through ``inventory.strategies`` and
-    ``inventory.services``; the admin shows it read-only.
+    ``quantity`` is written only by the strategies (``inventory.strategies``: a take's
+    ``units_out``, a release's return ``units_return``, one record's or an expiry's batch;
+    ``redis_lua``'s worker when it writes its reservations, ``inventory.persist``) and by a
+    restock (``inventory.services``); the admin shows it read-only.
     """
 
     group = models.ForeignKey(StockGroup, on_delete=models.PROTECT, related_name="stocks")

@@ -3,8 +3,9 @@ or Draw button's view and the outcome fragment it answers with, that fragment's 
 record still pending under ``redis_lua``, the buttons of a record held for its user (Pay,
 Cancel, Claim: docs/design.md, "Lifecycle") and their answers, the pages of the user's own
 records, and the staff's strategy switch. Each product describes its takes once
-(``TakePages``), makes its views of it with its own selectors and services, and serves them
-where it places them (``TakePages.urls``)."""
+(``TakePages``), makes its views of it with its own selectors and the API's calls of its
+take and changes (``inventory.api``: a button takes and changes as the API does, with the
+key it was rendered with), and serves them where it places them (``TakePages.urls``)."""
 
 from __future__ import annotations
 
@@ -12,23 +13,29 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 from math import ceil
+from typing import TYPE_CHECKING, Any
 
 from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpResponse
 from django.shortcuts import render
+from django.template.loader import render_to_string
 from django.urls import URLPattern, path
 from django.utils import timezone
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_POST
 
 from core.errors import DomainError, InvalidInput, Unavailable
-from core.ratelimit import client_address, rate_count
+from core.idempotency import idempotency_answered
+from core.outage import dependency_down
 
-from .holds import hold_change_counted
+from .items import item_for_take
 from .paging import PAGE_SIZE, Cursor, Page
 from .product import Product, product_of
 from .records import Record
 from .views import strategy_switch_view
+
+if TYPE_CHECKING:
+    from .api import ChangeCall, TakeCall
 
 Status = Record.Status
 
@@ -58,13 +65,14 @@ class TakePages:
     ``template`` is the outcome fragment, which answers a take and polls a pending one; it is
     also a record's fragment as it stands (held with its buttons, paid, cancelled...), in the
     lists and as the answer of those buttons. ``event`` is the ``HX-Trigger`` that its answers
-    raise, on which the item's live parts reload; ``action`` the rate limit's name for a take.
-    In the templates' context the item is ``item`` (``voucher``), the record ``record``
-    (``order``), its public id ``<record>_id``, and the user's records ``<record>s``. ``verb``
-    is the take's word in its route (``buy``). ``confirmed`` names the outcome of a confirmed
-    record; ``details(record, outcome)`` is what the product adds to a record's fragment (an
-    order's refund), which may name another outcome, and ``waiting`` while it is to be asked
-    again (a payment on its way).
+    raise, on which the item's live parts reload; ``take`` is the take as a request makes it,
+    the API's (``inventory.api.TakeCall``: ``orders.api.PURCHASE``). In the templates'
+    context the item is ``item`` (``voucher``), the record ``record`` (``order``), its public
+    id ``<record>_id``, and the user's records ``<record>s``. ``verb`` is the take's word in
+    its route (``buy``). ``confirmed`` names the outcome of a confirmed record;
+    ``details(record, outcome)`` is what the product adds to a record's fragment (an order's
+    refund), which may name another outcome, and ``waiting`` while it is to be asked again (a
+    payment on its way).
 
     Every view made here is served at a route placed and named after the item and the record
     alike for every product (:attr:`urls`); the product's urls list only the others.
@@ -72,7 +80,7 @@ class TakePages:
 
     template: str
     event: str
-    action: str
+    take: TakeCall
     item: str
     record: str
     verb: str
@@ -154,31 +162,60 @@ class TakePages:
                 record.state = self.outcome(record, getattr(record, self.item))
         return records
 
-    def take_view(self, *, find: Callable[..., object], take: Callable[..., Record]):
-        """The Buy or Draw button's view: ``find(**url_ids)`` the item (``voucher_get``), then
-        ``take(user=, <item>=, rate=)`` (``order_purchase``); it answers with the outcome
-        fragment that htmx swaps in place."""
+    def take_view(self):
+        """The Buy or Draw button's view, served at ``<item>s/<id>/<verb>``: the take as the
+        API makes it (``TakeCall.taken``: the item read as a take reads it, the
+        ``Idempotency-Key`` the button sends, the outcome's metrics, the rate limits),
+        answered with the outcome fragment that htmx swaps in place."""
 
         @never_cache
         @require_POST
         def view(request, **ids) -> HttpResponse:
-            item = find(**ids)
+            item = item_for_take(self.product, item_id=ids[f"{self.item}_id"])
             if not request.user.is_authenticated:
                 return render(request, self.template, {"outcome": "login", self.item: item})
-            try:
-                rate = rate_count(action=self.action, user_id=request.user.pk, address=client_address(request))
-                record = take(user=request.user, **{self.item: item}, rate=rate)
-            except DomainError as exc:
-                context = {"outcome": exc.code, "message": exc.message, self.item: item}
-            else:
-                context = self.outcome(record, item)
-            response = render(request, self.template, context)
+
+            def context(record: Record | None, refusal: DomainError | None) -> dict:
+                if refusal is not None:
+                    return {"outcome": refusal.code, "message": refusal.message, self.item: item}
+                return self.outcome(record, item)
+
             # Taken or refused, the stock and the button may have changed, or the page was
             # stale (the last draw used in another tab, the stock gone): it reloads.
-            response["HX-Trigger"] = self.event
-            return response
+            return self._keyed(
+                request, lambda response: self.take.taken(request, response, item, user_id=request.user.pk), context
+            )
 
         return self._serve(self._item_route(self.verb), f"{self.item}_{self.verb}", view)
+
+    def _keyed(
+        self,
+        request,
+        enter: Callable[[HttpResponse], Any],
+        context: Callable[[Any, DomainError | None], dict],
+    ) -> HttpResponse:
+        """A button's answer: ``enter(response)`` (a take's or a change's call), then the
+        fragment of ``context(returned, refusal)``, raising the event on which the item's
+        parts reload. Under an ``Idempotency-Key``, ``enter`` may answer the first request's
+        fragment again instead (written into ``response``), and the answer made here is
+        kept for the key (``core.idempotency``) as the API keeps its own: a refusal that asks
+        for the same request again (busy, rate limited, unavailable) lets the key go."""
+        response = HttpResponse()
+        refusal: DomainError | None = None
+        try:
+            returned = enter(response)
+        except DomainError as exc:
+            returned, refusal = None, exc
+        except Exception as exc:
+            # As the API keeps its answer to an error: a 500 (nobody knows what was written),
+            # and none for a dependency out of reach (nothing was).
+            idempotency_answered(request, HttpResponse(status=503 if dependency_down(exc) else 500))
+            raise
+        if returned is not response:
+            response.content = render_to_string(self.template, context(returned, refusal), request)
+            idempotency_answered(request, response, refusal=refusal)
+        response["HX-Trigger"] = self.event
+        return response
 
     def switch_view(
         self,
@@ -193,15 +230,15 @@ class TakePages:
         view = guard(strategy_switch_view(find=find, update=update, item=self.item, then=f"{self.item}_detail"))
         return self._serve(self._item_route("strategy"), f"{self.item}_strategy", view)
 
-    def status_view(self, *, read: Callable[..., Record], changes: dict[str, Callable[..., object]] | None = None):
+    def status_view(self, *, read: Callable[..., Record], changes: Iterable[ChangeCall] = ()):
         """The record's fragment as it stands, by the id the take was answered with
         (``read(user=, <record>_id=)``, such as ``order_get``): polled by an outcome pending
         until the record is confirmed or failed, by a payment on its way until it is paid or
         refunded, and asked once by a held record at its deadline; each answer replaces the
-        fragment that asked. With ``changes`` (``{"cancel": order_cancel}``), the buttons of
-        a held record, which answer the same fragment (:meth:`change_view`)."""
-        for verb, change in (changes or {}).items():
-            self.change_view(verb, read=read, change=change)
+        fragment that asked. With ``changes`` (the API's ``orders.api.CANCEL``), the buttons
+        of a held record, which answer the same fragment (:meth:`change_view`)."""
+        for call in changes:
+            self.change_view(call)
 
         @never_cache
         @require_GET
@@ -230,24 +267,18 @@ class TakePages:
         """The route of a view of one of the user's records (``orders/<int:order_id>/status``)."""
         return f"{self.record}s/<int:{self.id_name}>/{part}"
 
-    def change_view(
-        self,
-        verb: str,
-        *,
-        read: Callable[..., Record],
-        change: Callable[..., object],
-        served: bool = True,
-    ):
+    def change_view(self, call: ChangeCall, *, served: bool = True):
         """A button of a held record's fragment (Cancel, Claim, Pay), posted to
-        ``<record>s/<id>/<verb>`` (``order_cancel``): ``read(user=, <record>_id=)`` the caller's
-        own record (``Http404`` for anyone else's, as the API answers), then
-        ``change(user=, <record>_id=)``, the service the API calls (``order_cancel``); the
-        answer is the record's fragment as it then stands, with the refusal in words when
-        the service refused (``HoldClosed``: expired, already paid...). The rate limits named
-        ``verb``, if any, are counted on the record's item, as the API counts them.
+        ``<record>s/<id>/<action>`` (``order_cancel``): ``call.read`` the caller's own record
+        (``Http404`` for anyone else's, as the API answers), then the change as the API makes
+        it (``ChangeCall.changed``: the ``Idempotency-Key`` the button sends, the rate limits
+        named after the action, counted on the record's item, and the service, given the
+        record as read). The answer is the record's fragment as the service left it, with
+        the refusal in words when the service refused (``HoldClosed``: expired, already
+        paid...).
 
         ``served=False`` for a change that a package above the product serves at its own
-        route (a payment: ``record_route(verb)``), since the product's routes are placed
+        route (a payment: ``record_route(action)``), since the product's routes are placed
         before that package is imported."""
 
         @never_cache
@@ -255,26 +286,23 @@ class TakePages:
         def view(request, **ids) -> HttpResponse:
             if not request.user.is_authenticated:
                 return render(request, self.template, {"outcome": "login"})
-            record = read(user=request.user, **ids)
-            refusal: DomainError | None = None
-            try:
-                hold_change_counted(
-                    self.product, record, action=verb, user_id=request.user.pk, address=client_address(request)
-                )
-                change(user=request.user, **ids)
-            except DomainError as exc:
-                refusal = exc
-            record = read(user=request.user, **ids)
-            context = self.outcome(record, getattr(record, self.item))
-            if refusal is not None:
-                context |= {"refusal": refusal.code, "message": refusal.message}
-            response = render(request, self.template, context)
+            record = call.read(user=request.user, **ids)
+
+            def context(changed: Any, refusal: DomainError | None) -> dict:
+                # The record as the service left it, changed or refused: a settle or release
+                # that lost a race to another request reads it again (``inventory.holds``).
+                context = self.outcome(record, getattr(record, self.item))
+                if refusal is not None:
+                    context |= {"refusal": refusal.code, "message": refusal.message}
+                return context
+
             # Released, the unit is back on sale and the user may take again: the item's parts reload.
-            response["HX-Trigger"] = self.event
-            return response
+            return self._keyed(
+                request, lambda response: call.changed(request, response, record, user_id=request.user.pk), context
+            )
 
         if served:
-            self._serve(self.record_route(verb), f"{self.record}_{verb}", view)
+            self._serve(self.record_route(call.action), f"{self.record}_{call.action}", view)
         return view
 
     def list_view(self, template: str, *, read: Callable[..., Page]):

@@ -3,10 +3,11 @@ draw's pools) tells the core once, and the registry the core finds it in by its 
 
 The core owns everything both products do alike: the take's one entry point under every
 strategy and its refusals (``inventory.take``), the item's ``redis_lua`` state through its
-life (load, start, open, change, retire, check, reconcile: ``inventory.item_states``),
-persisting its reservations as records and the tasks that do so (``inventory.tasks``), the
-memo of the item a take reads and the reads of the records still pending or failed
-(``inventory.items``). A product supplies only what makes it different, below.
+life (load, start, open, change, retire, check, reconcile:
+``inventory.redis_lua.item_states``), persisting its reservations as records and the tasks
+that do so (``inventory.tasks``), the memo of the item a take reads and the reads of the
+records still pending or failed (``inventory.items``). A product supplies only what makes it
+different, below.
 
 The products stand a tier above ``inventory`` (``tests/test_layers.py``): the core never
 imports them. Each registers its adapter from its ``AppConfig.ready()``
@@ -28,7 +29,7 @@ from core.errors import DomainError
 
 from .errors import SoldOut
 from .records import RELEASED
-from .reservation_types import Failed, Pending, Reserved, Rules
+from .redis_lua.values import Failed, Pending, Reserved, Rules
 
 if TYPE_CHECKING:
     from .strategies.base import Take
@@ -40,11 +41,12 @@ class Product(ABC):
     Attributes:
         kind: its name in task messages, log lines and metrics (``"voucher"``, ``"pool"``).
         item_model: what is sold or drawn (``Voucher``, ``Pool``): it has ``strategy``,
-            ``begin_at`` and ``end_at``, and one stock group.
+            ``begin_at`` and ``end_at``, and one stock group, whose rows are its stock.
         record_model: what a take writes (``Order``, ``Draw``): it has ``user_id``,
-            ``reservation``, ``created_at`` and ``Status`` (``PENDING``, ``FAILED``).
+            ``reservation``, ``created_at``, ``Status`` (``PENDING``, ``FAILED``) and the
+            stock row it took (``unit_field``).
         item_field: the record's foreign key to its item (``"voucher"``, ``"pool"``).
-        group_field: the item's lookup of its stock group (``"stock__group_id"``, ``"group_id"``).
+        group_field: the item's column of its stock group (``"group_id"``).
         over_limit: raised when the user has used every take (``AlreadyPurchased``, ``DrawLimit``).
         sold_out: raised when nothing is left (``SoldOut``, or the product's own).
         backstop: the names of the record's unique constraint behind the per-user rule
@@ -53,7 +55,9 @@ class Product(ABC):
     The lifecycle (``inventory.holds``, docs/design.md "Lifecycle"):
         settled: the status a held record is settled to (``paid``, ``claimed``).
         lapsed: the status it lapses to at its deadline (``expired``, ``forfeited``).
-        unit_field: the record's lookup of the stock row it took (``"voucher__stock_id"``).
+        unit_field: the record's column of the stock row it took its unit from, None when it
+            took nothing (``"stock_id"``): written with the record, by the take's ``record``
+            and by ``rows``.
         release_clears: the record's column that carries the user's id into the backstop,
             cleared by a release that gives the user the take back (a voucher's buyer may
             buy again); None where a released record still counts (a forfeited draw).
@@ -88,20 +92,20 @@ class Product(ABC):
         **carried: Any,
     ) -> Take:
         """The take of one unit of ``item`` by ``user_id`` (``inventory.strategies.base.Take``):
-        its group, chooser, per-user rule (``user_key``, ``check``), record and ``admit``
-        (the window's check at ``now``, the stock read unguarded); ``rng``, when not None, the
-        source of its choice's randomness; ``hold_until``, when not None, the deadline a
-        record that took a unit is held until (``held``), settled when taken otherwise. ``carried`` are the
-        fields the core fills in for every product (the user's rate limits, the item for a
-        deferred take, its pending answer): passed to ``Take`` as they are."""
+        its group, chooser, per-user rule's ``check`` (which reads :meth:`taking_of`), record
+        and ``admit`` (the window's check at ``now``, the stock read unguarded); ``rng``, when
+        not None, the source of its choice's randomness; ``hold_until``, when not None, the
+        deadline a record that took a unit is held until (``held``), settled when taken
+        otherwise. ``carried`` are the fields the core fills in for every product (the user's
+        rate limits, the item for a deferred take, its pending answer): passed to ``Take`` as they are."""
 
     def items(self) -> QuerySet:
-        """Every item, read as the core reads it (with what ``group_of`` needs)."""
+        """Every item, read as the core reads it."""
         return self.item_model.objects.all()
 
-    @abstractmethod
     def group_of(self, item: Any) -> int:
         """The item's stock group."""
+        return getattr(item, self.group_field)
 
     @abstractmethod
     def read(self, item_id: int) -> Any:
@@ -122,25 +126,23 @@ class Product(ABC):
         takers = dict(records.values("user_id").annotate(n=Count("id")).values_list("user_id", "n"))
         return takers, [(user_id, n) for user_id, count in takers.items() for n in range(1, count + 1)]
 
-    def user_key(self, item_id: int, user_id: int) -> str:
-        """The scope of the per-user rule, which lock-based strategies lock."""
-        return f"{self.kind}:{item_id}:user:{user_id}"
-
-    def unit_of(self, record: Any) -> int | None:
-        """The stock row a record took its unit from; None when it took nothing."""
-        return type(record).objects.filter(pk=record.pk).values_list(self.unit_field, flat=True).first()
-
     def limit_of(self, item_id: int) -> int:
         """The per-user rule's limit as the item stands now (read again: it may change)."""
         return self.rules(self.items().get(pk=item_id)).limit
 
     def counted(self, item_id: int, user_id: int) -> int:
         """How many of the user's records of the item count against the per-user rule."""
-        return self.taking(self.records(item_id).filter(user_id=user_id)).count()
+        return self.taking_of(item_id, user_id).count()
+
+    def taking_of(self, item_id: int, user_id: int) -> QuerySet:
+        """The user's records of the item that count against the per-user rule."""
+        return self.taking(self.records(item_id).filter(user_id=user_id))
 
     def taking(self, records: QuerySet) -> QuerySet:
         """The records that count against the per-user rule: a released one does not
-        when its release frees the take."""
+        when its release frees the take. The rule's one statement: the take's check, the
+        pages' and audits' reads, the running totals and the ``redis_lua`` state all
+        count through here."""
         if self.release_frees_take:
             return records.exclude(status__in=RELEASED)
         return records

@@ -7,6 +7,7 @@ from django.db.models import F
 
 from .errors import InvalidQuantity, SupplyLimit
 from .models import Stock, StockGroup
+from .totals import group_rows
 
 MAX_UNITS = 100_000_000
 
@@ -57,3 +58,12 @@ def stock_restock(*, stock_id: int, quantity: int) -> None:
         )
         if not restocked:
             raise SupplyLimit(f"A row is supplied at most {MAX_UNITS:,} units in all; this restock would pass that.")
+
+
+def stock_group_restock(*, group_id: int, quantity: int) -> int:
+    """Add ``quantity`` units to a group whose rows are sold as one (a voucher's): to its
+    first row in primary-key order, the row its takes choose first. The row restocked, as
+    :func:`stock_restock` restocks it."""
+    stock_id = group_rows(group_id=group_id)[0]
+    stock_restock(stock_id=stock_id, quantity=quantity)
+    return stock_id

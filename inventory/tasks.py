@@ -9,13 +9,13 @@ from functools import partial
 
 from celery import shared_task
 
-from .groups import DRAIN_TASK_OPTIONS, TEND_TASK_OPTIONS, drain_task_run
 from .holds import holds_expire_all
-from .item_states import item_reservations_persist, item_reservations_reconcile
 from .items import items_live
 from .product import product_of
-from .reconcile import GroupCheck, report_drift
-from .reservations import reservations_client
+from .redis_lua.client import reservations_client
+from .redis_lua.drain import DRAIN_TASK_OPTIONS, TEND_TASK_OPTIONS, drain_task_run
+from .redis_lua.item_states import item_reservations_persist, item_reservations_reconcile
+from .redis_lua.reconcile import GroupCheck, report_drift
 
 
 @shared_task(**DRAIN_TASK_OPTIONS)
@@ -52,7 +52,7 @@ def reservations_reconcile(kind: str) -> int:
     """Beat: check and repair the state of every ``redis_lua`` item of the kind, rebuilding a
     missing one; the number that drifted or were rebuilt (each logged). The totals first: each
     user's takes are compared on a difference, or once per ``RESERVATIONS_RECONCILE_FULL_SECONDS``
-    (``inventory.reconcile``)."""
+    (``inventory.redis_lua.reconcile``)."""
     product = product_of(kind)
     reservations = reservations_client()
     checks: list[tuple[int, GroupCheck]] = [

@@ -5,7 +5,7 @@ Two totals, each written in the transaction of the write that changes it:
 
 - ``Stock.taken``: the units of a stock row that records hold (held, or settled). Every
   take writes it in the same UPDATE as the row's ``quantity`` (``units_out``), every return
-  of a unit that a record held gives it back (``units_back``): the pages read "sold" and
+  of a unit that a record held gives it back (``units_return``): the pages read "sold" and
   "stock + taken == supply" from the row, whatever the strategy, ``none`` included (its
   absolute write of ``quantity`` loses updates; its relative ``taken`` does not).
 - ``StockGroup.over_takes`` and ``over_takers``: the takes users hold beyond the per-user
@@ -15,6 +15,11 @@ Two totals, each written in the transaction of the write that changes it:
 
 A page then costs one small read whatever the site's history. The audits still count the
 records, as an independent check, and say whether these totals agree with them.
+
+An item's stock is the rows of its group, one for a voucher today, one per prize of a pool,
+and is read in one way: summed over the group's rows with the item (:func:`stock_sums`), or
+for a group alone (:func:`group_marks`). Only what shows each row apart (a pool's prizes)
+reads the rows themselves.
 
 :func:`totals_recount` sets the totals from the records: for data written around the
 takes (a bulk import, a database built for a benchmark), or a repair. A change of the draw
@@ -28,7 +33,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.db import transaction
-from django.db.models import Count
+from django.db.models import Count, IntegerField, Model
+from django.db.models.expressions import RawSQL
 
 from .models import Stock, StockGroup
 from .product import Product
@@ -75,6 +81,12 @@ class ItemMarks:
             over_takers=group.over_takers,
         )
 
+    @classmethod
+    def summed(cls, item: Any, group: StockGroup) -> ItemMarks:
+        """From an item read with :func:`stock_sums`: its group's rows as one."""
+        row = StockMarks(supplied=item.stock_supplied, stock=item.stock_left, taken=item.stock_taken)
+        return cls(rows=(row,), over_takes=group.over_takes, over_takers=group.over_takers)
+
     @property
     def supplied(self) -> int:
         return sum(row.supplied for row in self.rows)
@@ -102,6 +114,67 @@ class ItemMarks:
     @property
     def ok(self) -> bool:
         return self.over == 0 and self.over_takes == 0 and self.conserved and self.stock_not_negative
+
+
+# The figures of a stock group's rows that an item is read with, summed: the name each is
+# read under, and its column.
+STOCK_SUMS = {"stock_left": "quantity", "stock_supplied": "initial_quantity", "stock_taken": "taken"}
+
+
+def stock_sums(model: type[Model], *names: str, group: str = "group_id") -> dict[str, RawSQL]:
+    """The one read of an item's stock: the annotations that read, with each row of ``model``
+    (an item, whose column ``group`` is its stock group), its group's stock rows summed:
+    ``stock_left`` (units left), ``stock_supplied`` (the initial stock and every restock) and
+    ``stock_taken`` (units that records hold); those of ``names`` alone when given.
+
+    A correlated sum per figure over the group's rows (indexed by group), written as SQL:
+    Django spends more time compiling the ORM's aggregate than the database spends answering
+    it, and every take of a flash crowd reads one. Made once per model, a module's constant
+    (``items.annotate(**SUMS)``), so that a take's read calls nothing here."""
+    outer = f"{model._meta.db_table}.{group}"
+    return {
+        # Read as a whole number (MariaDB sums into a decimal).
+        name: RawSQL(
+            f"SELECT COALESCE(SUM(s.{column}), 0) FROM {Stock._meta.db_table} s WHERE s.group_id = {outer}",
+            (),
+            output_field=IntegerField(),
+        )
+        for name, column in STOCK_SUMS.items()
+        if not names or name in names
+    }
+
+
+def stock_only_row(model: type[Model], *, group: str = "group_id") -> dict[str, RawSQL]:
+    """The annotation ``stock_only_row``, read with each row of ``model`` as :func:`stock_sums`
+    reads: the id of its group's stock row when the group has one row, NULL when it has
+    several. With ``stock_left`` it is the snapshot of the rows that a take's ``admit`` hands
+    the strategies whose own first read is unguarded, sparing them that read."""
+    outer = f"{model._meta.db_table}.{group}"
+    return {
+        "stock_only_row": RawSQL(
+            f"SELECT CASE WHEN COUNT(*) = 1 THEN MIN(s.id) END FROM {Stock._meta.db_table} s"
+            f" WHERE s.group_id = {outer}",
+            (),
+            output_field=IntegerField(),
+        )
+    }
+
+
+_GROUP_SUMS = stock_sums(StockGroup, group="id")
+
+
+def group_marks(*, group_id: int) -> ItemMarks:
+    """What a stock group's totals say, its rows summed, in one read: for what holds an item's
+    group rather than the item read with its stock (a command, a load run, a benchmark)."""
+    group = StockGroup.objects.annotate(**_GROUP_SUMS).get(pk=group_id)
+    return ItemMarks.summed(group, group)
+
+
+def group_rows(*, group_id: int) -> list[int]:
+    """The ids of a stock group's rows in primary-key order, the order a voucher's takes
+    choose among them (the first with stock): for what writes records around the takes (a
+    big site, a benchmark) and a restock."""
+    return list(Stock.objects.filter(group_id=group_id).order_by("pk").values_list("pk", flat=True))
 
 
 def totals_counted(product: Product, item: Any) -> tuple[dict[int, int], int, int]:

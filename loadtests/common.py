@@ -16,7 +16,9 @@ under the runner, in Locust's web UI and in distributed mode:
 - ``LOADTEST_WORKERS``: how many Locust processes share the tokens (default 1)
 - ``LOADTEST_UNAVAILABLE_OK``: set (the fault runner) to take 503 ``unavailable`` with
   ``Retry-After`` as a documented answer (logged ``unavailable``): a dependency is down on
-  purpose. Without it a 503 fails the run, as below.
+  purpose; and 503 ``unconfirmed`` likewise (``RESERVATIONS_WAIT_REPLICAS``: a reservation
+  no replica confirmed in time), logged ``unconfirmed <reservation id>``: neither a
+  confirmation nor a refusal. Without it a 503 fails the run, as below.
 - ``LOADTEST_ANSWERS``: set to also log every answer's moment, status and seconds taken,
   ``<time> <status> <seconds>`` in ``answers-<pid>.txt`` beside the outcomes (status 0:
   no answer, the connection dropped)
@@ -26,6 +28,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import re
 import threading
 import time
 from pathlib import Path
@@ -49,6 +52,10 @@ ERROR = "error"  # any undocumented answer
 PENDING = "pending"
 # A dependency down (503): documented, and accepted only under LOADTEST_UNAVAILABLE_OK.
 UNAVAILABLE = "unavailable"
+# A reservation made that no replica confirmed in time (503), accepted likewise: its message
+# names it, "Reserved as <id>, ...".
+UNCONFIRMED = "unconfirmed"
+COME_BACK = {UNAVAILABLE, UNCONFIRMED}
 # The prefix of the request names of open tabs polling the pages (``watched.py``): the
 # runner leaves them out of the take's figures.
 WATCH = "watch"
@@ -233,12 +240,13 @@ def _refused(response, body: dict, refusals: dict[int, set[str]]) -> str:
         if code in OUT_OF_STOCK:
             outcomes.note_out_of_stock()
         return code
-    if code == UNAVAILABLE and response.status_code == 503 and os.environ.get("LOADTEST_UNAVAILABLE_OK"):
-        if response.headers.get("Retry-After"):
+    if code in COME_BACK and response.status_code == 503 and os.environ.get("LOADTEST_UNAVAILABLE_OK"):
+        reserved = re.match(r"Reserved as (\d+)", str(body.get("message"))) if code == UNCONFIRMED else None
+        if response.headers.get("Retry-After") and (code == UNAVAILABLE or reserved):
             response.success()
-            outcomes.add(code)
+            outcomes.add(code, *([int(reserved[1])] if reserved else []))
             return code
-        response.failure("503 unavailable without Retry-After")
+        response.failure(f"503 {code} without Retry-After or its reservation")
         outcomes.add(ERROR)
         return ERROR
     response.failure(f"unexpected answer {response.status_code} {body}")

@@ -24,12 +24,14 @@ from django.db.models import Model, Q, QuerySet, Sum
 from django.utils import timezone
 
 from inventory.audits import HoldCounts
-from inventory.item_states import item_reservations_check
 from inventory.models import Stock
 from inventory.product import product_of
-from inventory.reconcile import GroupCheck
 from inventory.records import RELEASED
-from inventory.reservations import reservation_group, reservations_client
+from inventory.redis_lua.client import reservations_client
+from inventory.redis_lua.item_states import item_reservations_check
+from inventory.redis_lua.reconcile import GroupCheck
+from inventory.redis_lua.values import reservation_group
+from inventory.totals import group_marks
 from lottery.models import Draw
 from lottery.selectors import pool_audit
 from lottery.services import pool_create, prize_create
@@ -173,12 +175,10 @@ class Product:
     def sample(self, target: Target) -> Sample:
         """The stock left, the units supplied so far, the records that took one and the
         reservations waiting to be written, now."""
-        totals = Stock.objects.filter(group_id=target.group_id).aggregate(
-            stock=Sum("quantity"), supplied=Sum("initial_quantity")
-        )
+        marks = group_marks(group_id=target.group_id)
         return Sample(
-            stock=totals["stock"] or 0,
-            supplied=totals["supplied"] or 0,
+            stock=marks.stock,
+            supplied=marks.supplied,
             taken=self.taken(target).count(),
             waiting=self.waiting(target),
             took=self.took(target).count(),
@@ -242,7 +242,7 @@ class VoucherProduct(Product):
             hold_seconds=supply.hold_seconds,
             **sale_window(),
         )
-        return Target(pk=voucher.pk, group_id=voucher.stock.group_id)
+        return Target(pk=voucher.pk, group_id=voucher.group_id)
 
     def records(self, target: Target) -> QuerySet:
         return Order.objects.filter(voucher_id=target.pk)

@@ -9,14 +9,14 @@ from __future__ import annotations
 
 from locust import FastHttpUser, constant
 
-from .common import NO_PRIZE, UNAVAILABLE, WON, TokenDealer, draw_answer, pool_id, voucher_id
+from .common import NO_PRIZE, UNAVAILABLE, UNCONFIRMED, WON, TokenDealer, draw_answer, pool_id, voucher_id
 
 # One per Locust process: the tokens it deals are never another process's.
 dealer = TokenDealer()
 # A user at a draw till draws again after these (503 unavailable: the fault runner took a
-# dependency away); any other answer (draw_limit, pool_empty, the window closed, an
+# dependency away; 503 unconfirmed); any other answer (draw_limit, pool_empty, the window closed, an
 # error) sends the next user up.
-DRAW_AGAIN = {WON, NO_PRIZE, "busy", UNAVAILABLE}
+DRAW_AGAIN = {WON, NO_PRIZE, "busy", UNAVAILABLE, UNCONFIRMED}
 
 
 class Till(FastHttpUser):

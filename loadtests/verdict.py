@@ -51,7 +51,7 @@ BREAKS_ACROSS_PROCESSES = "across_processes"
 _MISSING = object()
 
 # What differed between a deferred strategy's Redis state and the database, by the key
-# of ``Result.redis_drift`` (``inventory.reconcile.GroupCheck``).
+# of ``Result.redis_drift`` (``inventory.redis_lua.reconcile.GroupCheck``).
 REDIS_DRIFT = {
     "stock": "Redis stock != database stock",
     "takers": "Redis takes != records per user",

@@ -12,6 +12,7 @@ from core.admin import SaleWindowColumns
 from core.forms import NamedForm, SaleWindowForm
 from inventory.admin import HeldColumn, ItemForm, RecordAdmin, RestockUrl, audit_line, restock_page
 from inventory.services import MAX_UNITS
+from inventory.totals import StockMarks, stock_sums
 
 from .models import Draw, Pool, Prize
 from .selectors import pool_audit
@@ -106,6 +107,10 @@ class PoolAddForm(ItemForm, SaleWindowForm):
         ]
 
 
+# A pool's prizes left and supplied, summed in the query that reads it.
+_STOCK = stock_sums(Pool, "stock_left", "stock_supplied")
+
+
 @admin.register(Pool)
 class PoolAdmin(HeldColumn, RestockUrl, SaleWindowColumns, admin.ModelAdmin):
     form = PoolAddForm
@@ -120,7 +125,7 @@ class PoolAdmin(HeldColumn, RestockUrl, SaleWindowColumns, admin.ModelAdmin):
     readonly_fields = ["audit"]
 
     def get_queryset(self, request):
-        return super().get_queryset(request).prefetch_related("prizes__stock")
+        return super().get_queryset(request).annotate(**_STOCK)
 
     # Short headers: the admin keeps a header on one line, and with the held column the field
     # names ("draws per user", "no prize weight") took the list 34 px past a 1280 px screen.
@@ -134,8 +139,7 @@ class PoolAdmin(HeldColumn, RestockUrl, SaleWindowColumns, admin.ModelAdmin):
 
     @admin.display(description="prizes left")
     def prizes_left(self, obj):
-        prizes = list(obj.prizes.all())
-        return f"{sum(p.stock.quantity for p in prizes)} / {sum(p.stock.initial_quantity for p in prizes)}"
+        return f"{obj.stock_left} / {obj.stock_supplied}"
 
     @admin.display(description="audit")
     def audit(self, obj):
@@ -212,7 +216,8 @@ class PoolAdmin(HeldColumn, RestockUrl, SaleWindowColumns, admin.ModelAdmin):
             self,
             request,
             item=f"{prize} ({prize.pool})",
-            stock=prize.stock,
+            # A prize is one stock row, shown apart: read again by its restock.
+            marks=lambda: StockMarks.of(prize.stock),
             restock=lambda quantity: prize_update(prize=prize, restock=quantity),
             parent=prize.pool,
             back_to=reverse("admin:lottery_pool_change", args=[prize.pool_id]),

@@ -296,7 +296,7 @@ def draws_get(request, draw_id: int):
     return _draw_out(draw_get(user=request.auth, draw_id=draw_id))
 
 
-CLAIM = ChangeCall(action="claim", product=POOL, record="draw_id", read=draw_get, change=draw_claim)
+CLAIM = ChangeCall(action="claim", product=POOL, record="draw", read=draw_get, change=draw_claim)
 
 
 # 409 forfeited, already_claimed, nothing_held, pending (with Retry-After) or idempotency_in_progress.

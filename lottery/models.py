@@ -55,6 +55,10 @@ class Draw(Record):
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="draws")
     pool = models.ForeignKey(Pool, on_delete=models.PROTECT, related_name="draws")
     prize = models.ForeignKey(Prize, on_delete=models.PROTECT, related_name="draws", null=True, blank=True)
+    # The stock row the draw took its unit from, the prize's: NULL for "no prize".
+    stock = models.ForeignKey(
+        Stock, on_delete=models.PROTECT, related_name="draws", null=True, blank=True, editable=False
+    )
     # The user's n-th draw in this pool, n counted when the draw was checked: at most
     # the pool's limit. With ``user_guard`` it is the per-user limit's backstop.
     seq = models.PositiveIntegerField(editable=False)

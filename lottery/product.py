@@ -14,17 +14,16 @@ from typing import NoReturn
 
 from django.db.models import QuerySet
 from django.db.models.base import ModelState
-from django.db.models.expressions import RawSQL
 from django.shortcuts import get_object_or_404
 from django.utils import timezone
 
 from accounts.crowd import crowd_member
 from core.memo import ProcessMemo
-from inventory.models import Stock
 from inventory.product import Product
-from inventory.reservation_types import Failed, Pending, Reserved, Rules, reservation_moment
+from inventory.redis_lua.values import Failed, Pending, Reserved, Rules, reservation_moment
 from inventory.strategies.base import Take
 from inventory.take import hold_until
+from inventory.totals import stock_sums
 
 from .errors import DrawLimit, NotOpen, PoolEmpty
 from .models import Draw, Pool, Prize
@@ -44,20 +43,15 @@ _DRAW_FIELDS = (
 )
 
 
-def pool_for_draw(*, pool_id: int) -> Pool:
-    """The pool with ``stock_left``, its prizes' stock summed in the same query: once that
-    reads zero the draw answers ``pool_empty`` without reading the prizes one by one.
+# The units left of a pool's prizes, summed in the query that reads the pool.
+_STOCK_LEFT = stock_sums(Pool, "stock_left")
 
-    Every draw of a flash crowd pays for this query, so its shape is chosen for cost:
-    a correlated sum over the group's stock rows (indexed by group) rather than a
-    join grouped by every pool column, written as SQL because Django spends more
-    time compiling the ORM's aggregate than the database spends answering it.
-    """
-    stock_left = RawSQL(
-        f"SELECT SUM(s.quantity) FROM {Stock._meta.db_table} s WHERE s.group_id = {Pool._meta.db_table}.group_id",
-        (),
-    )
-    return get_object_or_404(Pool.objects.only(*_DRAW_FIELDS).annotate(stock_left=stock_left), pk=pool_id)
+
+def pool_for_draw(*, pool_id: int) -> Pool:
+    """The pool with ``stock_left``, its prizes' stock summed in the same query
+    (``inventory.totals.stock_sums``): once that reads zero the draw answers ``pool_empty``
+    without reading the prizes one by one."""
+    return get_object_or_404(Pool.objects.only(*_DRAW_FIELDS).annotate(**_STOCK_LEFT), pk=pool_id)
 
 
 @dataclass(frozen=True)
@@ -129,7 +123,7 @@ class PoolProduct(Product):
     # The limit's key: one draw per number per user; SQLite names its columns instead.
     backstop = ("draw_one_per_seq", "lottery_draw.pool_id, lottery_draw.user_guard, lottery_draw.seq")
     # A forfeited draw still counts against the user's draws: its release clears nothing.
-    settled, lapsed, unit_field = Draw.Status.CLAIMED, Draw.Status.FORFEITED, "prize__stock_id"
+    settled, lapsed, unit_field = Draw.Status.CLAIMED, Draw.Status.FORFEITED, "stock_id"
 
     def take(
         self,
@@ -158,7 +152,7 @@ class PoolProduct(Product):
 
         def check() -> None:
             nonlocal used
-            used = Draw.objects.filter(pool_id=pool.pk, user_id=user_id).count()
+            used = self.counted(pool.pk, user_id)
             if used >= pool.draws_per_user:
                 raise DrawLimit()
 
@@ -193,6 +187,7 @@ class PoolProduct(Product):
                 user_id=user_id,
                 pool_id=pool.pk,
                 prize=prize,
+                stock_id=stock_id,
                 # A prize won is held for its claim; no prize is settled at once.
                 status=Draw.Status.HELD if hold_until and prize else Draw.Status.CONFIRMED,
                 hold_until=hold_until if prize else None,
@@ -206,16 +201,12 @@ class PoolProduct(Product):
         return Take(
             group_id=pool.group_id,
             choose=weighted_choice(no_prize_weight=pool.no_prize_weight, rng=rng or _system_random),
-            user_key=f"pool:{pool.pk}:user:{user_id}",
             check=check,
             record=record,
             admit=admit,
             user_id=user_id,
             **carried,
         )
-
-    def group_of(self, item: Pool) -> int:
-        return item.group_id
 
     def read(self, item_id: int) -> Pool:
         return pool_for_draw(pool_id=item_id)
@@ -239,6 +230,7 @@ class PoolProduct(Product):
                 user_id=one.user_id,
                 pool_id=item_id,
                 prize_id=None if one.stock_id is None else prize_of[one.stock_id],
+                stock_id=one.stock_id,
                 status=Draw.Status.HELD if window and one.stock_id else Draw.Status.CONFIRMED,
                 hold_until=hold_until(window, reservation_moment(one)) if one.stock_id else None,
                 # The script's count of the user's takes: with user_guard, the limit's backstop.
@@ -257,6 +249,7 @@ class PoolProduct(Product):
             user_id=user_id,
             pool_id=item.pk,
             prize=prize,
+            stock_id=reserved.stock_id,
             status=Draw.Status.PENDING,
             seq=reserved.seq,
             reservation=reserved.reservation_id,
@@ -273,6 +266,7 @@ class PoolProduct(Product):
             user_id=found.user_id,
             pool=item,
             prize=prize,
+            stock_id=found.stock_id,
             seq=getattr(found, "seq", 0),
             reservation=found.reservation_id,
             **fields,

@@ -16,7 +16,7 @@ from inventory.items import items_live, record_get, records_of_user, reservation
 from inventory.models import Stock, Strategy
 from inventory.paging import PAGE_SIZE, Cursor, Page
 from inventory.product import product_of
-from inventory.records import SETTLED
+from inventory.records import TAKING
 from inventory.totals import ItemMarks
 
 from .models import Draw, Pool, Prize
@@ -72,7 +72,7 @@ def draws_used(*, pool: Pool, user) -> int:
     """The user's draws in the pool: under ``redis_lua`` the pending ones count too, as the
     state's count of the user's takes has them (one HGET, not the stream: pages poll this);
     with no state the rows alone."""
-    recorded = Draw.objects.filter(pool_id=pool.pk, user_id=user.pk).count()
+    recorded = product_of("pool").counted(pool.pk, user.pk)
     if pool.strategy != Strategy.REDIS_LUA:
         return recorded
     return max(recorded, reservation_takes(group_id=pool.group_id, user_id=user.pk))
@@ -181,16 +181,17 @@ def pool_audit(*, pool_id: int) -> PoolAudit:
     pool = Pool.objects.select_related("group").get(pk=pool_id)
     prizes = list(_prizes_awarded().filter(pool_id=pool_id))
     totals = Draw.objects.filter(pool_id=pool_id).aggregate(**_DRAW_TOTALS)
-    per_user = Draw.objects.filter(pool_id=pool_id).values("user_id").annotate(n=Count("id"))
+    per_user = product_of("pool").taking(Draw.objects.filter(pool_id=pool_id)).values("user_id").annotate(n=Count("id"))
     over = [row["n"] - pool.draws_per_user for row in per_user.filter(n__gt=pool.draws_per_user)]
     return _pool_audit(pool, prizes, totals, over)
 
 
 def _prizes_awarded() -> QuerySet[Prize]:
-    """Prizes with their stock and ``awarded``, the draws that won each and hold it (held or
-    claimed: a forfeited prize went back to the pool)."""
-    holding = Q(draws__status__in=(Draw.Status.HELD, *SETTLED))
-    return Prize.objects.select_related("stock").annotate(awarded=Count("draws", filter=holding)).order_by("id")
+    """Prizes with their stock and ``awarded``, the draws that took a unit of the prize's
+    stock row (``Draw.stock``) and hold it (held or claimed: a forfeited prize went back to
+    the pool)."""
+    holding = Q(stock__draws__status__in=TAKING)
+    return Prize.objects.select_related("stock").annotate(awarded=Count("stock__draws", filter=holding)).order_by("id")
 
 
 # A pool's draws counted for its audit.
@@ -276,7 +277,8 @@ def _pool_audits(pools: list[Pool]) -> dict[int, PoolAudit]:
         totals[row.pop("pool_id")] = row
     over: dict[int, list[int]] = defaultdict(list)
     per_user = (
-        Draw.objects.filter(pool_id__in=ids)
+        product_of("pool")
+        .taking(Draw.objects.filter(pool_id__in=ids))
         .order_by()
         .values("pool_id", "user_id", "pool__draws_per_user")
         .annotate(n=Count("id"))

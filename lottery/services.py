@@ -17,7 +17,7 @@ from core.names import name_clean
 from core.ratelimit import RateCount
 from inventory.holds import hold_settle
 from inventory.item_fields import item_changes_clean, item_changes_save, item_create, item_fields_clean
-from inventory.item_states import item_update
+from inventory.redis_lua.item_states import item_update
 from inventory.services import stock_create, stock_group_create, stock_restock
 from inventory.take import item_take
 from inventory.totals import over_recount
@@ -25,7 +25,6 @@ from inventory.validators import whole
 
 from .models import Draw, Pool, Prize
 from .product import POOL
-from .selectors import draw_get
 
 if TYPE_CHECKING:
     from inventory.item_fields import ItemChanges, ItemFields
@@ -86,7 +85,8 @@ def pool_update(
 
 def _pool_change(pool: Pool, change: Callable[[], R], *, units: Callable[[R], dict[int, int]]) -> R:
     """``change()`` (database writes that commit), with the pool's Redis state in step
-    (``inventory.item_states.item_update``); ``units(done)`` says the units added per stock row."""
+    (``inventory.redis_lua.item_states.item_update``); ``units(done)`` says the units added
+    per stock row."""
     return item_update(POOL, pool, change, units=units)
 
 
@@ -174,8 +174,9 @@ def pool_draw(
     return item_take(POOL, pool, user_id=user.pk, rate=rate, now=now, rng=rng)
 
 
-def draw_claim(*, user: AbstractBaseUser, draw_id: int, now: datetime | None = None) -> Draw:
-    """Claim the caller's won prize before its ``claim_by``. Past it, the prize is forfeited
-    (back to the pool) and ``HoldForfeited`` (409) says so; ``already_claimed``,
-    ``nothing_held`` (no prize) and ``pending`` likewise."""
-    return hold_settle(POOL, draw_get(user=user, draw_id=draw_id), now=now)
+def draw_claim(*, draw: Draw, now: datetime | None = None) -> Draw:
+    """Claim a won prize before its ``claim_by`` (the caller's own draw, as ``draw_get`` read
+    it: not read again). Past it, the prize is forfeited (back to the pool) and
+    ``HoldForfeited`` (409) says so; ``already_claimed``, ``nothing_held`` (no prize) and
+    ``pending`` likewise."""
+    return hold_settle(POOL, draw, now=now)

@@ -1,6 +1,7 @@
 """Server-rendered prize draw pages. They parse, call the same selectors and services as the API,
-and render. Live state on every page and fragment here: none is kept by the browser
-(inventory.pages)."""
+and render; the Draw and Claim buttons make their draw and claim through the API's calls
+(``.api``: the same idempotency keys, metrics and rate limits). Live state on every page and
+fragment here: none is kept by the browser (inventory.pages)."""
 
 from accounts.decorators import staff_permission_required
 from accounts.permissions import staff_holds
@@ -9,7 +10,7 @@ from inventory.forms import StrategyForm
 from inventory.pages import TakePages, live_view
 from inventory.totals import StockMarks
 
-from .product import pool_for_draw
+from .api import CLAIM, DRAW
 from .selectors import (
     draw_get,
     draw_list,
@@ -22,7 +23,7 @@ from .selectors import (
     pool_marks,
     pool_odds,
 )
-from .services import draw_claim, pool_draw, pool_update
+from .services import pool_update
 
 # The list page and its live rows, polled by it.
 pool_list_page = live_view("lottery/pool_list.html", lambda request: {"pools": pool_list_marked()})
@@ -86,7 +87,7 @@ def _page_context(request, pool_id: int) -> dict:
 DRAWS = TakePages(
     "lottery/_draw_outcome.html",
     event="drawn",
-    action="draw",
+    take=DRAW,
     item="pool",
     record="draw",
     verb="draw",
@@ -104,9 +105,9 @@ pool_standing_partial = DRAWS.item_view(
     part="standing",
 )
 
-pool_draw_view = DRAWS.take_view(find=pool_for_draw, take=pool_draw)
+pool_draw_view = DRAWS.take_view()
 # A draw's fragment, and a won prize's Claim before its claim_by.
-draw_status_partial = DRAWS.status_view(read=draw_get, changes={"claim": draw_claim})
+draw_status_partial = DRAWS.status_view(read=draw_get, changes=[CLAIM])
 # The user's draws in every pool, a page at a time, with those still pending or failed under ``redis_lua``.
 draw_list_page = DRAWS.list_view("lottery/draw_list.html", read=draw_page)
 

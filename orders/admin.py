@@ -3,7 +3,6 @@ same guarded service as purchases, so it cannot race the buyers."""
 
 from django import forms
 from django.contrib import admin
-from django.shortcuts import get_object_or_404
 from django.urls import reverse
 from django.utils.html import format_html
 
@@ -11,9 +10,10 @@ from core.admin import SaleWindowColumns
 from core.forms import SaleWindowForm
 from inventory.admin import HeldColumn, ItemForm, RecordAdmin, RestockUrl, audit_line, restock_page
 from inventory.services import MAX_UNITS
+from inventory.totals import group_marks
 
 from .models import Order, Voucher
-from .selectors import voucher_audit
+from .selectors import voucher_audit, voucher_get, vouchers_stocked
 from .services import voucher_create, voucher_update
 
 
@@ -40,7 +40,6 @@ class VoucherAdmin(HeldColumn, RestockUrl, SaleWindowColumns, admin.ModelAdmin):
     list_display = ["title", "stock_left_of_supplied", "sold", "held", "window", "strategy_name", "restock_link"]
     list_filter = ["strategy", "listed"]
     search_fields = ["title"]
-    list_select_related = ["stock"]
     fields = [
         "title",
         "description",
@@ -56,27 +55,31 @@ class VoucherAdmin(HeldColumn, RestockUrl, SaleWindowColumns, admin.ModelAdmin):
     add_fields = ["title", "description", "begin_at", "end_at", "strategy", "hold_seconds", "initial_stock"]
     readonly_fields = ["stock_left", "supplied", "audit"]
 
+    def get_queryset(self, request):
+        # Each voucher with its stock, its group's rows summed in the query of the list's page.
+        return vouchers_stocked(super().get_queryset(request))
+
     @admin.display(description="sold")
     def sold(self, obj):
         """The units orders hold (held or paid), from the stock's running total
         (``inventory.totals``), marked when they pass the units supplied: an oversell shows
         in the list, not only in each voucher's audit, and the list counts no order."""
-        beyond = obj.stock.taken - obj.stock.initial_quantity
+        beyond = obj.stock_taken - obj.stock_supplied
         if beyond > 0:
-            return format_html("{} <strong>oversold {}</strong>", obj.stock.taken, beyond)
-        return obj.stock.taken
+            return format_html("{} <strong>oversold {}</strong>", obj.stock_taken, beyond)
+        return obj.stock_taken
 
     @admin.display(description="stock left")
     def stock_left(self, obj):
-        return obj.stock.quantity
+        return obj.stock_left
 
     @admin.display(description="supplied (initial + restocks)")
     def supplied(self, obj):
-        return obj.stock.initial_quantity
+        return obj.stock_supplied
 
-    @admin.display(description="left / supplied", ordering="stock__quantity")
+    @admin.display(description="left / supplied", ordering="stock_left")
     def stock_left_of_supplied(self, obj):
-        return f"{obj.stock.quantity} / {obj.stock.initial_quantity}"
+        return f"{obj.stock_left} / {obj.stock_supplied}"
 
     @admin.display(description="")
     def restock_link(self, obj):
@@ -123,15 +126,15 @@ class VoucherAdmin(HeldColumn, RestockUrl, SaleWindowColumns, admin.ModelAdmin):
             stock=form.cleaned_data["initial_stock"],
             **form.item_fields(),
         )
-        obj.pk, obj.stock = created.pk, created.stock
+        obj.pk, obj.group = created.pk, created.group
 
     def restock_view(self, request, voucher_id: int):
-        voucher = get_object_or_404(Voucher.objects.select_related("stock"), pk=voucher_id)
+        voucher = voucher_get(voucher_id=voucher_id)
         return restock_page(
             self,
             request,
             item=voucher,
-            stock=voucher.stock,
+            marks=lambda: group_marks(group_id=voucher.group_id),
             restock=lambda quantity: voucher_update(voucher=voucher, restock=quantity),
             parent=voucher,
             back_to=reverse("admin:orders_voucher_change", args=[voucher.pk]),

@@ -49,13 +49,14 @@ class VoucherOut(Schema):
     state: str
     payment_window_seconds: int = Field(description="how long an order is held for its payment; 0: paid when made")
 
+    # The voucher as read with its stock (``orders.selectors.voucher_get``, ``voucher_list``).
     @staticmethod
     def resolve_stock(obj: Voucher) -> int:
-        return obj.stock.quantity
+        return obj.stock_left
 
     @staticmethod
     def resolve_initial_stock(obj: Voucher) -> int:
-        return obj.stock.initial_quantity
+        return obj.stock_supplied
 
     @staticmethod
     def resolve_state(obj: Voucher) -> str:
@@ -216,7 +217,7 @@ def orders_get(request, order_id: int):
     return order_get(user=request.auth, order_id=order_id)
 
 
-CANCEL = ChangeCall(action="cancel", product=VOUCHER, record="order_id", read=order_get, change=order_cancel)
+CANCEL = ChangeCall(action="cancel", product=VOUCHER, record="order", read=order_get, change=order_cancel)
 
 
 # 409 expired, cancelled, already_paid, pending (with Retry-After) or idempotency_in_progress.

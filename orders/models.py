@@ -3,18 +3,19 @@ from __future__ import annotations
 from django.conf import settings
 from django.db import models
 
-from inventory.models import Stock
+from inventory.models import Stock, StockGroup
 from inventory.records import Item, Record
 
 
 class Voucher(Item):
     """A flash-sale item: one order per user, sold within ``begin_at``..``end_at``.
 
-    Its stock is a group of one row (``stock.group``), taken under ``strategy``.
+    Its stock is the rows of its stock group (``group``), as a pool's, taken under
+    ``strategy``: one row today, several later. Its orders say which row each took.
     """
 
     title = models.CharField(max_length=200)
-    stock = models.OneToOneField(Stock, on_delete=models.PROTECT, related_name="voucher")
+    group = models.OneToOneField(StockGroup, on_delete=models.PROTECT, related_name="voucher", editable=False)
 
     class Meta(Item.Meta):
         constraints = [
@@ -31,6 +32,11 @@ class Order(Record):
 
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="orders")
     voucher = models.ForeignKey(Voucher, on_delete=models.PROTECT, related_name="orders")
+    # The stock row of the voucher's group that the order took its unit from: every
+    # order took one (NULL only in the column's type, which it shares with a draw's).
+    stock = models.ForeignKey(
+        Stock, on_delete=models.PROTECT, related_name="orders", null=True, blank=True, editable=False
+    )
     # The user's id when a guarded strategy wrote the order, NULL when ``none`` or
     # ``local`` did. Unique with the voucher: MySQL has no partial unique index,
     # and NULLs never collide, so this is the one-per-user backstop that the naive

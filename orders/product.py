@@ -1,24 +1,25 @@
-"""The flash sale to the item core (``inventory.product``): a voucher is one stock row sold
-one per user; its record is an order, written through the one-per-user guard."""
+"""The flash sale to the item core (``inventory.product``): a voucher is the rows of its stock
+group (one today) sold one unit per user, the first row with stock first; its record is an
+order, written through the one-per-user guard with the row it took."""
 
 from __future__ import annotations
 
 from datetime import datetime
 from random import Random
 
+from django.shortcuts import get_object_or_404
 from django.utils import timezone
 
 from accounts.crowd import crowd_member
 from inventory.errors import SoldOut
 from inventory.product import Product
-from inventory.records import RELEASED
-from inventory.reservation_types import Failed, Pending, Reserved, Rules, reservation_moment
-from inventory.strategies.base import Take, choose_only
+from inventory.redis_lua.values import Failed, Pending, Reserved, Rules, reservation_moment
+from inventory.strategies.base import Take, choose_first
 from inventory.take import hold_until
 
 from .errors import AlreadyPurchased, NotForSale
 from .models import Order, Voucher
-from .selectors import voucher_get
+from .selectors import VOUCHER_STOCK
 
 
 class VoucherProduct(Product):
@@ -26,13 +27,13 @@ class VoucherProduct(Product):
     item_model = Voucher
     record_model = Order
     item_field = "voucher"
-    group_field = "stock__group_id"
+    group_field = "group_id"
     over_limit = AlreadyPurchased
     # The one-per-user key; SQLite names its columns instead.
     backstop = ("order_one_per_user", "orders_order.voucher_id, orders_order.buyer_guard")
     settled = Order.Status.PAID
     lapsed = Order.Status.EXPIRED
-    unit_field = "voucher__stock_id"
+    unit_field = "stock_id"
     # A cancelled or expired order leaves its buyer free to buy again.
     release_clears = "buyer_guard"
 
@@ -46,11 +47,14 @@ class VoucherProduct(Product):
         hold_until: datetime | None,
         **carried,
     ) -> Take[Order]:
-        """``voucher.stock`` is the stock as read with the voucher (``voucher_get`` selects it).
-        Once it reads zero the buyer is told ``sold_out`` from that read, whatever the
-        strategy: in a flash sale nearly everyone arrives after the sell-out, and none of them
-        needs a lock, a transaction or the stock row. The read never sells anything; only the
-        strategy's guarded write decides a sale.
+        """``voucher.stock_left`` is the stock as read with the voucher, its group's rows summed
+        (``voucher_get``; a voucher read without it is left to the strategy). Once it reads
+        zero the buyer is told ``sold_out`` from that read, whatever the strategy: in a flash
+        sale nearly everyone arrives after the sell-out, and none of them needs a lock, a
+        transaction or a stock row. The read never sells anything; only the strategy's guarded
+        write decides a sale. Where the group has one row (``stock_only_row``), that read is
+        also ``admit``'s snapshot of it, which the strategies whose first read is unguarded
+        take instead of reading it again; with several rows the strategy reads them itself.
 
         An unlisted voucher (a load run's own) is sold only to the load crowd
         (``accounts.crowd``): ``NotForSale`` for anyone else, who would skew its audit."""
@@ -58,30 +62,32 @@ class VoucherProduct(Product):
             raise NotForSale()
 
         def check() -> None:
-            # A cancelled or expired order leaves its buyer free to buy again.
-            if Order.objects.filter(voucher_id=voucher.pk, user_id=user_id).exclude(status__in=RELEASED).exists():
+            # A cancelled or expired order leaves its buyer free to buy again (``Product.taking``).
+            if self.taking_of(voucher.pk, user_id).exists():
                 raise AlreadyPurchased()
 
-        def admit() -> dict[int, int]:
+        def admit() -> dict[int, int] | None:
             voucher.window_check(now or timezone.now())
-            if voucher.stock.quantity < 1:
+            left = getattr(voucher, "stock_left", None)
+            if left is not None and left < 1:
                 check()  # a buyer who has an order hears so, not sold_out
                 raise SoldOut()
-            return {voucher.stock_id: voucher.stock.quantity}
+            only_row = getattr(voucher, "stock_only_row", None)
+            return None if left is None or only_row is None else {only_row: left}
 
         def record(stock_id: int | None, guarded: bool) -> Order:
             return Order.objects.create(
                 user_id=user_id,
                 voucher_id=voucher.pk,
+                stock_id=stock_id,
                 status=Order.Status.HELD if hold_until else Order.Status.CONFIRMED,
                 hold_until=hold_until,
                 buyer_guard=user_id if guarded else None,
             )
 
         return Take(
-            group_id=voucher.stock.group_id,
-            choose=choose_only,
-            user_key=f"voucher:{voucher.pk}:user:{user_id}",
+            group_id=voucher.group_id,
+            choose=choose_first,
             check=check,
             record=record,
             admit=admit,
@@ -89,14 +95,10 @@ class VoucherProduct(Product):
             **carried,
         )
 
-    def items(self):
-        return Voucher.objects.select_related("stock")
-
-    def group_of(self, item: Voucher) -> int:
-        return item.stock.group_id
-
     def read(self, item_id: int) -> Voucher:
-        return voucher_get(voucher_id=item_id)
+        """The voucher with its stock, as ``vouchers_stocked`` reads it (``Http404`` when there
+        is none): its annotations, not a call into the selectors, on a take's path."""
+        return get_object_or_404(Voucher.objects.annotate(**VOUCHER_STOCK), pk=item_id)
 
     def rules(self, item: Voucher) -> Rules:
         return Rules(begin_at=item.begin_at, end_at=item.end_at, limit=1)
@@ -107,6 +109,7 @@ class VoucherProduct(Product):
             Order(
                 user_id=one.user_id,
                 voucher_id=item_id,
+                stock_id=one.stock_id,
                 status=Order.Status.HELD if window else Order.Status.CONFIRMED,
                 hold_until=hold_until(window, reservation_moment(one)),
                 # Written through the one-per-user backstop, as every safe strategy does.
@@ -117,10 +120,18 @@ class VoucherProduct(Product):
         ]
 
     def reserved(self, item: Voucher, user_id: int, reserved: Reserved) -> Order:
-        return Order(user_id=user_id, voucher=item, status=Order.Status.PENDING, reservation=reserved.reservation_id)
+        return Order(
+            user_id=user_id,
+            voucher=item,
+            stock_id=reserved.stock_id,
+            status=Order.Status.PENDING,
+            reservation=reserved.reservation_id,
+        )
 
     def unsaved(self, found: Pending | Failed, item: Voucher, **fields) -> Order:
-        return Order(user_id=found.user_id, voucher=item, reservation=found.reservation_id, **fields)
+        return Order(
+            user_id=found.user_id, voucher=item, stock_id=found.stock_id, reservation=found.reservation_id, **fields
+        )
 
 
 VOUCHER = VoucherProduct()

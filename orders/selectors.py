@@ -6,7 +6,7 @@ from collections import Counter
 from dataclasses import dataclass
 from datetime import datetime
 
-from django.db.models import Count, QuerySet
+from django.db.models import Count, Q, QuerySet
 from django.shortcuts import get_object_or_404
 from django.utils import timezone
 
@@ -16,20 +16,32 @@ from inventory.items import record_get, records_of_user, reservation_takes
 from inventory.models import Stock, StockGroup, Strategy
 from inventory.paging import PAGE_SIZE, Cursor, Page
 from inventory.product import product_of
-from inventory.records import RELEASED
-from inventory.totals import ItemMarks
+from inventory.records import TAKING
+from inventory.totals import ItemMarks, stock_only_row, stock_sums
 
 from .models import Order, Voucher
 
+# A voucher's stock, its group's rows summed in the query that reads the voucher.
+# A voucher's stock as every read that shows or checks it reads it (``vouchers_stocked``).
+VOUCHER_STOCK = {**stock_sums(Voucher), **stock_only_row(Voucher)}
+
+
+def vouchers_stocked(vouchers: QuerySet[Voucher] | None = None) -> QuerySet[Voucher]:
+    """The vouchers (``vouchers``, every one by default), each read with its stock
+    (``inventory.totals.stock_sums``): ``stock_left``, ``stock_supplied`` and
+    ``stock_taken``, its group's rows summed. What every read of a voucher that shows or
+    checks its stock starts from."""
+    return (Voucher.objects.all() if vouchers is None else vouchers).annotate(**VOUCHER_STOCK)
+
 
 def voucher_list() -> QuerySet[Voucher]:
-    """The vouchers for sale (not the race lab's own), by when they begin."""
-    return Voucher.objects.filter(listed=True).select_related("stock").order_by("begin_at", "id")
+    """The vouchers for sale (not the race lab's own), by when they begin, with their stock."""
+    return vouchers_stocked().filter(listed=True).order_by("begin_at", "id")
 
 
 def voucher_get(*, voucher_id: int) -> Voucher:
-    """The voucher with its stock; raises ``Http404`` when there is none."""
-    return get_object_or_404(Voucher.objects.select_related("stock"), pk=voucher_id)
+    """The voucher with its stock (:func:`vouchers_stocked`); raises ``Http404`` when there is none."""
+    return get_object_or_404(vouchers_stocked(), pk=voucher_id)
 
 
 def order_list(*, user) -> QuerySet[Order]:
@@ -50,8 +62,10 @@ def order_page(*, user, after: Cursor | None = None, size: int = PAGE_SIZE, rese
 
 def order_get(*, user, order_id: int) -> Order:
     """The caller's own order by the id they know it by (``Order.public_id``); another
-    user's order is as good as missing (``Http404``)."""
-    return record_get(product_of("voucher"), record_id=order_id, user_id=user.pk, rows=order_list(user=user))
+    user's order is as good as missing (``Http404``). Read with its voucher: what a
+    cancel or a pay of it reads of it (its strategy and group, ``inventory.holds``)."""
+    rows = order_list(user=user).select_related("voucher")
+    return record_get(product_of("voucher"), record_id=order_id, user_id=user.pk, rows=rows)
 
 
 def order_refund(*, order: Order) -> dict | None:
@@ -88,18 +102,13 @@ def voucher_held(*, voucher: Voucher, user) -> str | None:
     state's ``takers`` hash (one HGET) counts pending takes and written ones alike, and an
     undone reservation gives its take back. Should Redis not answer, the row decides: a
     guess for the button, the purchase still refuses a second one."""
-    status = (
-        Order.objects.filter(voucher_id=voucher.pk, user_id=user.pk)
-        .exclude(status__in=RELEASED)
-        .values_list("status", flat=True)
-        .first()
-    )
+    status = product_of("voucher").taking_of(voucher.pk, user.pk).values_list("status", flat=True).first()
     if status is not None:
         return status
     if voucher.strategy != Strategy.REDIS_LUA:
         return None
     try:
-        takes = reservation_takes(group_id=voucher.stock.group_id, user_id=user.pk)
+        takes = reservation_takes(group_id=voucher.group_id, user_id=user.pk)
     except Unavailable:
         return None
     return Order.Status.PENDING if takes > 0 else None
@@ -139,43 +148,58 @@ class VoucherAudit(Audit):
 def voucher_audit(*, voucher_id: int) -> VoucherAudit:
     """The invariants of one voucher, read from the database as it is now.
 
-    ``supplied`` is the initial stock plus every restock. The orders that hold a unit (held,
-    paid) and the stock must add up to it; ``oversold`` is how many of those orders exceed
-    it and ``duplicates`` how many repeat a (user, voucher). A released order holds none: its
-    unit went back to the stock, once.
+    ``supplied`` is the initial stock plus every restock, over the rows of the voucher's
+    group. The orders that hold a unit (held, paid) and the stock must add up to it;
+    ``oversold`` is how many of those orders exceed it and ``duplicates`` how many repeat a
+    (user, voucher). A released order holds none: its unit went back to the stock, once.
     """
-    voucher = Voucher.objects.get(pk=voucher_id)
-    stock = Stock.objects.select_related("group").get(pk=voucher.stock_id)
-    totals = Order.objects.filter(voucher_id=voucher_id).aggregate(**record_totals())
-    return _voucher_audit(voucher, stock, totals, _repeaters([voucher_id]).get(voucher_id, 0))
+    (audit,) = voucher_audits(voucher_ids=[voucher_id])
+    return audit
 
 
 def voucher_audits(*, voucher_ids: list[int]) -> list[VoucherAudit]:
-    """``voucher_audit`` of each voucher of ``voucher_ids``, in that order, in three queries
-    whatever their number: the vouchers with their stock, and their orders counted in one
-    pass grouped by voucher, and by voucher and user (``manage.py audit``)."""
-    vouchers = Voucher.objects.select_related("stock__group").in_bulk(voucher_ids)
+    """``voucher_audit`` of each voucher of ``voucher_ids``, in that order, in four queries
+    whatever their number: the vouchers with their stock and group, their orders counted in
+    one pass grouped by voucher, and by voucher and user, and their stock rows with the
+    orders that hold each (``manage.py audit``). ``Voucher.DoesNotExist`` for an id of none."""
+    vouchers = vouchers_stocked().select_related("group").in_bulk(voucher_ids)
+    if missing := set(voucher_ids) - set(vouchers):
+        raise Voucher.DoesNotExist(f"no voucher {sorted(missing)}")
     counted = Order.objects.filter(voucher_id__in=voucher_ids).order_by().values("voucher_id")
     totals = {row.pop("voucher_id"): row for row in counted.annotate(**record_totals())}
     no_orders = dict.fromkeys(record_totals(), 0)
     repeaters = _repeaters(voucher_ids)
+    rows = _rows_held([voucher.group_id for voucher in vouchers.values()])
     return [
         _voucher_audit(
             vouchers[voucher_id],
-            vouchers[voucher_id].stock,
             totals.get(voucher_id, no_orders),
             repeaters.get(voucher_id, 0),
+            rows.get(vouchers[voucher_id].group_id, (True, 0)),
         )
         for voucher_id in voucher_ids
     ]
+
+
+def _rows_held(group_ids: list[int]) -> dict[int, tuple[bool, int]]:
+    """{group id: (whether each of its stock rows' running total of units taken is the
+    orders that hold a unit of that row, the orders that hold one of its rows)}: what the
+    orders say of each row, read from the row each order carries (``Order.stock``)."""
+    holding = Count("orders", filter=Q(orders__status__in=TAKING))
+    rows = Stock.objects.filter(group_id__in=group_ids).annotate(holding=holding).order_by()
+    held: dict[int, tuple[bool, int]] = {}
+    for group_id, taken, n in rows.values_list("group_id", "taken", "holding"):
+        agree, total = held.get(group_id, (True, 0))
+        held[group_id] = (agree and taken == n, total + n)
+    return held
 
 
 def _repeaters(voucher_ids: list[int]) -> dict[int, int]:
     """{voucher id: users holding more than one of its orders}: what the running total of
     users past the one-per-user rule must say (``StockGroup.over_takers``)."""
     per_user = (
-        Order.objects.filter(voucher_id__in=voucher_ids)
-        .exclude(status__in=RELEASED)
+        product_of("voucher")
+        .taking(Order.objects.filter(voucher_id__in=voucher_ids))
         .order_by()
         .values("voucher_id", "user_id")
         .annotate(n=Count("id"))
@@ -184,27 +208,31 @@ def _repeaters(voucher_ids: list[int]) -> dict[int, int]:
     return dict(Counter(row["voucher_id"] for row in per_user))
 
 
-def _voucher_audit(voucher: Voucher, stock: Stock, totals: dict, repeaters: int) -> VoucherAudit:
-    """The audit from the counts (``record_totals``), the users holding more than one order,
-    and the stock row with its group: one definition for ``voucher_audit`` and
-    ``voucher_audits``."""
+def _voucher_audit(voucher: Voucher, totals: dict, repeaters: int, rows: tuple[bool, int]) -> VoucherAudit:
+    """The audit from the voucher read with its stock and group, the counts
+    (``record_totals``), the users holding more than one order, and what its orders say of
+    its stock rows (``_rows_held``)."""
     taking = totals["held"] + totals["settled"]
+    rows_agree, held_by_rows = rows
     return VoucherAudit(
         voucher_id=voucher.pk,
         title=voucher.title,
         strategy=voucher.strategy,
-        supplied=stock.initial_quantity,
-        stock=stock.quantity,
+        supplied=voucher.stock_supplied,
+        stock=voucher.stock_left,
         orders=totals["records"],
         pending=totals["pending"],
         buyers=totals["takers"],
-        oversold=max(0, taking - stock.initial_quantity),
+        oversold=max(0, taking - voucher.stock_supplied),
         duplicates=taking - totals["takers"],
-        conserved=stock.quantity + taking == stock.initial_quantity,
-        stock_not_negative=stock.quantity >= 0,
+        conserved=voucher.stock_left + taking == voucher.stock_supplied,
+        stock_not_negative=voucher.stock_left >= 0,
         holds=HoldCounts.of(totals),
-        totals_agree=(stock.taken, stock.group.over_takes, stock.group.over_takers)
-        == (taking, taking - totals["takers"], repeaters),
+        # Each row's total is what the orders that carry it hold, and every order that holds a
+        # unit carries one of the voucher's rows.
+        totals_agree=rows_agree
+        and (voucher.stock_taken, held_by_rows, voucher.group.over_takes, voucher.group.over_takers)
+        == (taking, taking, taking - totals["takers"], repeaters),
     )
 
 
@@ -213,15 +241,16 @@ def voucher_list_marked() -> list[Voucher]:
     (``inventory.totals``), read with it in one query however many orders it has.
 
     The list page polls this every few seconds per open tab: it counts no order."""
-    vouchers = list(voucher_list().select_related("stock__group"))
+    vouchers = list(voucher_list().select_related("group"))
     for voucher in vouchers:
-        voucher.marks = ItemMarks.of([voucher.stock], voucher.stock.group)
+        voucher.marks = ItemMarks.summed(voucher, voucher.group)
     return vouchers
 
 
 def voucher_marks(*, voucher: Voucher) -> ItemMarks:
-    """What the voucher's running totals say, for its page (one read of its group's row)."""
-    return ItemMarks.of([voucher.stock], StockGroup.objects.get(pk=voucher.stock.group_id))
+    """What the running totals of the voucher, read with its stock (``voucher_get``), say, for
+    its page (one read of its group's row)."""
+    return ItemMarks.summed(voucher, StockGroup.objects.get(pk=voucher.group_id))
 
 
 def voucher_buy_refusal(*, voucher: Voucher, bought: bool, now: datetime | None = None) -> str | None:
@@ -237,6 +266,6 @@ def voucher_buy_refusal(*, voucher: Voucher, bought: bool, now: datetime | None 
     refusal = voucher.window_refusal(now or timezone.now())
     if refusal is not None:
         return refusal
-    if voucher.stock.quantity < 1:
+    if voucher.stock_left < 1:
         return "sold_out"
     return None

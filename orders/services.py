@@ -12,12 +12,11 @@ from core.names import name_clean
 from core.ratelimit import RateCount
 from inventory.holds import hold_release
 from inventory.item_fields import item_changes_clean, item_changes_save, item_create, item_fields_clean
-from inventory.services import stock_create, stock_group_create, stock_restock
+from inventory.services import stock_create, stock_group_create, stock_group_restock
 from inventory.take import item_take
 
 from .models import Order, Voucher
 from .product import VOUCHER
-from .selectors import order_get
 
 if TYPE_CHECKING:
     from inventory.item_fields import ItemChanges, ItemFields
@@ -25,27 +24,27 @@ if TYPE_CHECKING:
 
 @transaction.atomic
 def voucher_create(*, title: str, stock: int, **fields: Unpack[ItemFields]) -> Voucher:
-    """A voucher with ``stock`` units in a stock group of its own, and the fields every item
-    has (``inventory.item_fields``); ``listed=False`` keeps it out of the shop's lists (a load
-    test's own)."""
+    """A voucher with ``stock`` units in a stock group of its own (one row), and the fields
+    every item has (``inventory.item_fields``); ``listed=False`` keeps it out of the shop's
+    lists (a load test's own). Read it with ``orders.selectors.voucher_get`` to see its stock."""
     title = name_clean(title, field="title")
     checked = item_fields_clean(**fields)
-    stock_row = stock_create(group=stock_group_create(), quantity=stock)
-    return item_create(VOUCHER, title=title, stock=stock_row, **checked)
+    group = stock_group_create()
+    stock_create(group=group, quantity=stock)
+    return item_create(VOUCHER, title=title, group=group, **checked)
 
 
 def voucher_update(*, voucher: Voucher, restock: int | None = None, **changes: Unpack[ItemChanges]) -> Voucher:
-    """Add stock to a voucher and/or change the fields every item has (its window, strategy or
-    description: ``inventory.item_fields``); all or nothing, with its ``redis_lua`` state in
-    step."""
+    """Add stock to a voucher's group and/or change the fields every item has (its window,
+    strategy or description: ``inventory.item_fields``); all or nothing, with its ``redis_lua``
+    state in step. The voucher is given back changed; read it again (``voucher_get``) to
+    see its stock."""
 
     def restocked() -> dict[int, int]:
-        stock_restock(stock_id=voucher.stock_id, quantity=restock)
-        return {voucher.stock_id: restock}
+        return {stock_group_restock(group_id=voucher.group_id, quantity=restock): restock}
 
     checked = item_changes_clean(voucher, **changes)
     item_changes_save(VOUCHER, voucher, checked, then=None if restock is None else restocked)
-    voucher.stock.refresh_from_db()
     return voucher
 
 
@@ -73,8 +72,9 @@ def order_purchase(
     return item_take(VOUCHER, voucher, user_id=user.pk, rate=rate, now=now)
 
 
-def order_cancel(*, user: AbstractBaseUser, order_id: int, now: datetime | None = None) -> Order:
-    """Cancel the caller's held order before its ``pay_by``: its unit goes back on sale once,
-    and the buyer may buy again. ``HoldClosed`` (409) in the words of its state when it is
-    not held: ``expired``, ``cancelled``, ``already_paid``, ``pending``."""
-    return hold_release(VOUCHER, order_get(user=user, order_id=order_id), target=Order.Status.CANCELLED, now=now)
+def order_cancel(*, order: Order, now: datetime | None = None) -> Order:
+    """Cancel a held order before its ``pay_by`` (the caller's own, as ``order_get`` read it:
+    not read again): its unit goes back on sale once, and the buyer may buy again.
+    ``HoldClosed`` (409) in the words of its state when it is not held: ``expired``,
+    ``cancelled``, ``already_paid``, ``pending``."""
+    return hold_release(VOUCHER, order, target=Order.Status.CANCELLED, now=now)

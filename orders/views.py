@@ -1,11 +1,14 @@
-"""Server-rendered pages. They parse, call the same services as the API, and render. Every
-page and fragment here shows live state, so none is kept by the browser (inventory.pages)."""
+"""Server-rendered pages. They parse, call the same services as the API, and render; the Buy
+and Cancel buttons make their purchase and cancel through the API's calls (``.api``:
+the same idempotency keys, metrics and rate limits). Every page and fragment here shows live
+state, so none is kept by the browser (inventory.pages)."""
 
 from accounts.decorators import staff_permission_required
 from accounts.permissions import staff_holds
 from inventory.forms import StrategyForm
 from inventory.pages import TakePages, live_view
 
+from .api import CANCEL, PURCHASE
 from .models import Order
 from .selectors import (
     order_get,
@@ -18,7 +21,7 @@ from .selectors import (
     voucher_list_marked,
     voucher_marks,
 )
-from .services import order_cancel, order_purchase, voucher_update
+from .services import voucher_update
 
 
 def _list_context(request) -> dict:
@@ -70,7 +73,7 @@ def _order_details(order, outcome: str) -> dict:
 PURCHASES = TakePages(
     "pages/_buy_outcome.html",
     event="bought",
-    action="purchase",
+    take=PURCHASE,
     item="voucher",
     record="order",
     verb="buy",
@@ -80,9 +83,9 @@ PURCHASES = TakePages(
 voucher_detail_page = PURCHASES.item_view("pages/voucher_detail.html", _page_context)
 voucher_live_partial = PURCHASES.item_view("pages/_voucher_live.html", _live_context, part="live")
 
-voucher_buy = PURCHASES.take_view(find=voucher_get, take=order_purchase)
+voucher_buy = PURCHASES.take_view()
 # An order's fragment, and a held one's Cancel; its Pay is the payments' (payments.views).
-order_status_partial = PURCHASES.status_view(read=order_get, changes={"cancel": order_cancel})
+order_status_partial = PURCHASES.status_view(read=order_get, changes=[CANCEL])
 # The user's orders, a page at a time, with those still pending or failed under ``redis_lua``.
 order_list_page = PURCHASES.list_view("pages/order_list.html", read=order_page)
 

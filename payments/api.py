@@ -48,7 +48,7 @@ def _paid(order_id: int, payment: Payment) -> tuple[int, dict]:
     return 202, {"order_id": order_id, "status": "held", "payment": "pending"}
 
 
-PAY = ChangeCall(action="pay", product=VOUCHER, record="order_id", read=order_get, change=order_pay, reply=_paid)
+PAY = ChangeCall(action="pay", product=VOUCHER, record="order", read=order_get, change=order_pay, reply=_paid)
 
 
 # 409 expired, cancelled, already_paid, pending (a redis_lua order not written yet), busy or

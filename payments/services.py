@@ -13,7 +13,6 @@ from __future__ import annotations
 from datetime import datetime
 from uuid import uuid4
 
-from django.contrib.auth.models import AbstractBaseUser
 from django.db import IntegrityError, transaction
 from django.http import Http404
 from django.utils import timezone
@@ -23,7 +22,6 @@ from inventory.holds import closed, hold_lapse, hold_settle
 from inventory.strategies.base import constraint_violated
 from orders.models import Order
 from orders.product import VOUCHER
-from orders.selectors import order_get
 
 from .models import Payment
 from .provider import provider_charge, provider_confirms_at_once, provider_refund
@@ -36,10 +34,11 @@ OPEN_GUARD = ("payment_one_open_per_order", "payments_payment.open_guard")
 REFUSALS: dict[str, type[HoldClosed]] = {error.code: error for error in (HoldExpired, HoldCancelled, AlreadyPaid)}
 
 
-def order_pay(*, user: AbstractBaseUser, order_id: int, now: datetime | None = None) -> Payment:
-    """Pay the caller's held order: its payment, ``paid`` when the provider confirmed it at
-    once, ``requested`` while its confirmation is on the way (or the order's strategy was
-    busy applying it: the callback, or the next pay, applies it).
+def order_pay(*, order: Order, now: datetime | None = None) -> Payment:
+    """Pay a held order (the caller's own, as ``order_get`` read it: not read again): its
+    payment, ``paid`` when the provider confirmed it at once, ``requested`` while its
+    confirmation is on the way (or the order's strategy was busy applying it: the callback,
+    or the next pay, applies it).
 
     Nothing is charged for an order that is not held: ``HoldClosed`` (409) in the words of
     its state (``expired``, ``cancelled``, ``already_paid``, ``pending`` while a
@@ -47,7 +46,6 @@ def order_pay(*, user: AbstractBaseUser, order_id: int, now: datetime | None = N
     refunds the charge and raises the same refusal. While a payment of the order waits for
     its confirmation, a second pay charges nothing more and answers that payment."""
     now = now or timezone.now()
-    order = order_get(user=user, order_id=order_id)
     _payable(order, now)
     try:
         with transaction.atomic():
@@ -68,7 +66,7 @@ def order_pay(*, user: AbstractBaseUser, order_id: int, now: datetime | None = N
         payment, immediate = payment_latest(order=order), provider_confirms_at_once()
     if immediate:
         try:
-            payment = payment_confirm(reference=payment.reference, now=now)
+            payment = payment_confirm(reference=payment.reference, now=now, order=order)
         except LockBusy:
             return payment  # still requested: its callback or the next pay applies it
     if payment.status == Payment.Status.REFUNDED:
@@ -80,7 +78,7 @@ def _payable(order: Order, now: datetime) -> None:
     if not order.is_held:
         raise closed(VOUCHER, order)
     if order.hold_until <= now:
-        hold_lapse(VOUCHER, order.pk, now=now)
+        hold_lapse(VOUCHER, order, now=now)
         raise HoldExpired()
 
 
@@ -90,7 +88,7 @@ def payment_refusal(payment: Payment) -> HoldClosed:
     return refusal(f"{refusal.default_message} The payment was refunded.")
 
 
-def payment_confirm(*, reference: str, now: datetime | None = None) -> Payment:
+def payment_confirm(*, reference: str, now: datetime | None = None, order: Order | None = None) -> Payment:
     """Apply the provider's confirmation of the charge ``reference``: its payment resolved
     ``paid`` (the order settled under its strategy, ``inventory.holds.hold_settle``) or
     ``refunded`` (the order not held any more: the refund recorded, here and in the
@@ -103,7 +101,10 @@ def payment_confirm(*, reference: str, now: datetime | None = None) -> Payment:
     another payment's settle (only a record still held is changed). ``Http404`` for a
     reference nobody charged; ``LockBusy`` (nothing written) when the order's strategy gave
     up: the provider sends the confirmation again. Not to be called inside a transaction:
-    a hold found lapsed is released after the commit, which ``redis_lua`` needs."""
+    a hold found lapsed is released after the commit, which ``redis_lua`` needs.
+
+    ``order``, the payment's order when the caller holds it (a pay confirmed at once), is
+    not read again: its settle changes only an order still held, whatever it was read as."""
     with transaction.atomic():
         payment = Payment.objects.select_for_update().filter(reference=reference).first()
         if payment is None:
@@ -111,7 +112,8 @@ def payment_confirm(*, reference: str, now: datetime | None = None) -> Payment:
         if payment.status != Payment.Status.REQUESTED:
             return payment
         now = now or timezone.now()
-        order = Order.objects.get(pk=payment.order_id)
+        if order is None:
+            order = Order.objects.select_related("voucher").get(pk=payment.order_id)
         try:
             # A hold past its deadline is over, released yet or not: settled now it would
             # sell a unit that the expiry is about to put back on sale.
@@ -126,5 +128,5 @@ def payment_confirm(*, reference: str, now: datetime | None = None) -> Payment:
         payment.open_guard = None
         payment.save(update_fields=["status", "settled_at", "refunded_at", "refund_reason", "open_guard"])
     if payment.refund_reason == HoldExpired.code:
-        hold_lapse(VOUCHER, payment.order_id, now=now)
+        hold_lapse(VOUCHER, order, now=now)
     return payment

@@ -127,18 +127,40 @@ def api_client(make_user) -> Callable[..., Client]:
 
 
 @pytest.fixture(scope="session")
-def redis_cluster():
-    """A real three-node Redis Cluster on free ports, and a client of it."""
-    from redis.cluster import RedisCluster
-
+def cluster_servers():
+    """A real Redis Cluster on free ports: three masters, then a replica of each."""
     from locking.testing import start_cluster
 
-    servers = start_cluster(3)
-    client = RedisCluster(host="127.0.0.1", port=servers[0].port)
-    yield client
-    client.close()
+    servers = start_cluster(3, replicas=1)
+    yield servers
     for server in servers:
         server.close()
+
+
+@pytest.fixture(scope="session")
+def redis_cluster(cluster_servers):
+    """A client of the cluster above."""
+    from redis.cluster import RedisCluster
+
+    client = RedisCluster(host="127.0.0.1", port=cluster_servers[0].port)
+    yield client
+    client.close()
+
+
+@pytest.fixture
+def cluster_reservations(cluster_servers, redis_cluster, settings):
+    """redis_lua's state on the cluster above (``RESERVATIONS_REDIS_CLUSTER``), with no stock
+    group's keys of this instance, as ``reservations_redis`` leaves a plain Redis; yields
+    the cluster's client."""
+    from core.namespace import instance_key
+
+    settings.RESERVATIONS_REDIS_URL = ",".join(server.url for server in cluster_servers)
+    settings.RESERVATIONS_REDIS_CLUSTER = True
+    for node in redis_cluster.get_primaries():
+        primary = redis_cluster.get_redis_connection(node)
+        for key in primary.scan_iter(match=instance_key("res:{group:*"), count=1000):
+            primary.delete(key)
+    return redis_cluster
 
 
 @pytest.fixture(scope="session")

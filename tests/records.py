@@ -13,6 +13,7 @@ from inventory.records import RELEASED
 from lottery.models import Draw
 from orders.models import Order
 from payments.models import ProviderCharge
+from tests.stock import stock_row
 
 _batch = itertools.count(1)
 
@@ -37,6 +38,7 @@ def orders(voucher, count: int) -> list[Order]:
     """``count`` orders of ``voucher`` by as many users, the statuses in turn (held ones due
     tomorrow, released ones freed from the one-per-user key, as a release leaves them)."""
     tomorrow = timezone.now() + timedelta(days=1)
+    row = stock_row(voucher)
     rows = []
     for user, status in zip(users(count), itertools.cycle(ORDER_STATUSES), strict=False):
         released = status in RELEASED
@@ -44,6 +46,7 @@ def orders(voucher, count: int) -> list[Order]:
             Order(
                 user=user,
                 voucher=voucher,
+                stock_id=row,
                 status=status,
                 hold_until=tomorrow if status == Order.Status.HELD else None,
                 buyer_guard=None if released else user.pk,

@@ -17,6 +17,7 @@ from inventory.totals import totals_recount
 from orders.models import Order
 from orders.product import VOUCHER
 from tests.plans import analyze, assert_no_full_scan, full_scans, insert_series
+from tests.stock import stock_row
 
 pytestmark = pytest.mark.django_db
 
@@ -54,6 +55,7 @@ def add_orders(voucher, count: int, prefix: str) -> None:
         count,
         {
             "voucher_id": str(voucher.pk),
+            "stock_id": str(stock_row(voucher)),
             "user_id": user_of(prefix),
             "status": "ELT(MOD(seq, 5) + 1, 'confirmed', 'held', 'paid', 'cancelled', 'expired')",
             "hold_until": "IF(MOD(seq, 5) = 0, NULL, NOW(6) + INTERVAL 1 HOUR)",
@@ -87,6 +89,7 @@ def add_draws(pool, count: int, prefix: str) -> None:
             "pool_id": str(pool.pk),
             "user_id": user_of(prefix),
             "prize_id": f"IF(MOD(seq, 3) = 0, NULL, {prize.pk})",
+            "stock_id": f"IF(MOD(seq, 3) = 0, NULL, {prize.stock_id})",
             "seq": "1",
             "status": "IF(MOD(seq, 3) = 0, 'confirmed', ELT(MOD(seq, 4) + 1, 'confirmed', 'held', 'claimed', "
             "'forfeited'))",

@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import pytest
 
-from inventory.models import Stock
 from inventory.services import MAX_UNITS
 from orders.models import Order
+from tests.stock import stock_supplied
 
 from .http import assert_error, patch_json
 
@@ -52,6 +52,6 @@ def test_a_restock_past_the_supply_limit_is_refused_and_writes_nothing(api_clien
 
     for response in refused:
         assert_error(response, 409, "supply_limit")
-    assert Stock.objects.get(pk=voucher.stock_id).initial_quantity == MAX_UNITS
+    assert stock_supplied(voucher) == MAX_UNITS
     prize.refresh_from_db()
     assert (prize.name, prize.stock.initial_quantity) == ("Gold", MAX_UNITS - 1)

@@ -15,11 +15,12 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from inventory.reservations import reservations_client
+from inventory.redis_lua.client import reservations_client
 from inventory.tasks import holds_sweep, reservations_reconcile, reservations_sweep
 from lottery.services import pool_update
 from orders.services import voucher_update
 from payments.provider import provider_resend_due
+from tests.stock import stock_row
 
 from . import records
 
@@ -80,7 +81,7 @@ class Site:
     def drift(self) -> None:
         """A unit too many in the voucher's Redis state: the next reconciliation compares
         each user and repairs it."""
-        reservations_client().add_units(group_id=self.voucher.stock.group_id, stock_id=self.voucher.stock_id, units=1)
+        reservations_client().add_units(group_id=self.voucher.group_id, stock_id=stock_row(self.voucher), units=1)
 
     def tasks(self) -> dict[str, Callable[[], object]]:
         return {

@@ -71,17 +71,18 @@ COMPOSE_SECRET = secrets.token_urlsafe(64)
 COMPOSE_SECRETS = {"DJANGO_SECRET_KEY": COMPOSE_SECRET, "GRAFANA_ADMIN_PASSWORD": secrets.token_urlsafe(16)}
 
 
-def compose_config(**env: str) -> subprocess.CompletedProcess:
+def compose_config(*profiles: str, **env: str) -> subprocess.CompletedProcess:
     """``config`` of the compose file with the environment given here and nothing the
-    developer happens to have exported that the file reads."""
+    developer happens to have exported that the file reads; every service, those of the load
+    tests' and the Redis Cluster's profiles included, unless ``profiles`` names others."""
     base = {
         k: v
         for k, v in os.environ.items()
-        if k not in COMPOSE_SECRETS and not k.startswith(("DJANGO_", "BIND_", "LOCUST_"))
+        if k not in COMPOSE_SECRETS and not k.startswith(("DJANGO_", "BIND_", "LOCUST_", "RESERVATIONS_"))
     }
+    chosen = [part for profile in profiles or ("loadtest", "cluster") for part in ("--profile", profile)]
     return subprocess.run(
-        # Every service, those of the load tests' profile included.
-        [*compose_command(), "-f", str(ROOT / "docker-compose.yml"), "--profile", "loadtest", "config"],
+        [*compose_command(), "-f", str(ROOT / "docker-compose.yml"), *chosen, "config"],
         cwd=ROOT,
         env={**base, **env},
         capture_output=True,
@@ -247,3 +248,34 @@ def test_compose_gives_the_worker_a_process_for_a_lab_run_beside_those_a_load_ru
 
     command = compose["services"]["worker"]["command"]
     assert command[command.index("--concurrency") + 1] == str(WORKER_PROCESSES + 1), command
+
+
+def test_compose_runs_a_redis_cluster_with_replicas_only_when_asked(compose):
+    """The "cluster" profile: six nodes that a one-shot service makes three masters with a
+    replica each; the app keeps its reservations on plain `redis` unless told otherwise."""
+    services = compose["services"]
+    nodes = [f"redis-node-{n}" for n in range(1, 7)]
+    for name in [*nodes, "redis-cluster"]:
+        assert services[name]["profiles"] == ["cluster"], name
+    for name in nodes:
+        command = services[name]["command"]
+        assert command[command.index("--cluster-enabled") + 1] == "yes", name
+        assert command[command.index("--maxmemory-policy") + 1] == "noeviction", name
+        assert command[command.index("--appendonly") + 1] == "yes", name
+    assert len({next(iter(mounts(services[name]))) for name in nodes}) == 6  # a volume each
+    create = " ".join(services["redis-cluster"]["command"])
+    assert "--cluster create" in create and "--cluster-replicas 1" in create
+    assert set(services["redis-cluster"]["depends_on"]) == set(nodes)
+    web = services["web"]["environment"]
+    assert (web["RESERVATIONS_REDIS_CLUSTER"], web["RESERVATIONS_REDIS_URL"]) == ("false", web["REDIS_URL"])
+
+
+def test_compose_uses_the_cluster_when_told():
+    nodes = "redis://redis-node-1:6379,redis://redis-node-2:6379,redis://redis-node-3:6379"
+    told = {"RESERVATIONS_REDIS_CLUSTER": "1", "RESERVATIONS_REDIS_URL": nodes, "RESERVATIONS_WAIT_REPLICAS": "1"}
+    result = compose_config("cluster", **COMPOSE_SECRETS, **told)
+    assert result.returncode == 0, result.stderr
+    services = yaml.safe_load(result.stdout)["services"]
+    for name in ("web", "worker", "beat"):
+        environment = services[name]["environment"]
+        assert {key: environment[key] for key in told} == told, name

@@ -23,11 +23,12 @@ from lottery.selectors import pool_get
 from lottery.services import pool_draw
 from orders.models import Order, Voucher
 from orders.product import VOUCHER
-from orders.selectors import voucher_get
+from orders.selectors import order_get, voucher_get
 from orders.services import order_cancel, order_purchase
 from payments.models import Payment
 from payments.selectors import payments_audit
 from payments.services import payment_confirm
+from tests.stock import stock_left
 
 from .test_page_text import MOMENT, TIME_ELEMENT, visible_text
 
@@ -75,7 +76,7 @@ def text_of(html: str) -> str:
 
 
 def stock_of(voucher: Voucher) -> int:
-    return Stock.objects.get(pk=voucher.stock_id).quantity
+    return stock_left(voucher)
 
 
 def buy(client: Client, voucher: Voucher) -> tuple[Order, bytes]:
@@ -191,7 +192,7 @@ def test_a_payment_that_comes_after_a_cancel_is_refunded_with_its_reason(make_us
     client, voucher = logged_in(user), held_voucher()
     order, _ = buy(client, voucher)
     post(client, "payments:order_pay", order.pk)
-    order_cancel(user=user, order_id=order.pk)  # from another tab, or the API
+    order_cancel(order=order_get(user=user, order_id=order.pk))  # from another tab, or the API
     status = reverse("pages:order_status", args=[order.pk])
     assert fragment(client.get(status).content)[0] == "payment_pending"  # the confirmation decides
     payment_confirm(reference=Payment.objects.get(order=order).reference)
@@ -277,7 +278,7 @@ def test_my_orders_shows_each_state_and_every_time_as_a_moment(make_user, held_v
     held, paid, cancelled, expired = (order_purchase(user=user, voucher=voucher) for voucher in vouchers)
     plain = order_purchase(user=user, voucher=make_voucher())
     post(client, "payments:order_pay", paid.pk)
-    order_cancel(user=user, order_id=cancelled.pk)
+    order_cancel(order=order_get(user=user, order_id=cancelled.pk))
     Order.objects.filter(pk=expired.pk).update(hold_until=timezone.now() - timedelta(seconds=1))
     assert holds_expire_due(VOUCHER) == 1
     html = client.get(reverse("pages:order_list")).content.decode()

@@ -10,12 +10,12 @@ import re
 import pytest
 from playwright.sync_api import expect
 
-from inventory.models import Stock
 from lottery.models import Draw, Pool
 from orders.models import Order
 from payments.models import Payment
 from payments.services import payment_confirm
 from tests import test_browser
+from tests.stock import stock_left, stock_row
 from tests.test_browser import log_in
 from tests.test_csp_browser import RECORD_VIOLATIONS, assert_no_violation
 from tests.test_pages import browser_test, fits
@@ -100,7 +100,7 @@ def test_a_held_order_counts_down_and_cancel_puts_the_unit_back(page, live_serve
     expect(page.get_by_test_id("buy")).to_be_enabled()
     order = Order.objects.get(voucher=voucher)
     assert order.status == Order.Status.CANCELLED
-    assert Stock.objects.get(pk=voucher.stock_id).quantity == 3
+    assert stock_left(voucher) == 3
     assert_clean(page)
 
 
@@ -217,7 +217,8 @@ def test_my_orders_go_a_page_at_a_time_by_their_links(page, live_server, make_us
     user = make_user("pia")
     voucher = make_voucher(stock=100, title="Paged coffee")
     # Bought by a naive strategy (no one-per-user key): many orders of one voucher.
-    orders = Order.objects.bulk_create(Order(user=user, voucher=voucher) for _ in range(PAGE_SIZE + 3))
+    row = stock_row(voucher)
+    orders = Order.objects.bulk_create(Order(user=user, voucher=voucher, stock_id=row) for _ in range(PAGE_SIZE + 3))
     log_in(page, live_server, "pia")
     page.goto(f"{live_server.url}/orders/")
     pages = page.get_by_role("navigation", name="Pages of my orders")

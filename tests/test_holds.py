@@ -17,20 +17,21 @@ from django.utils import timezone
 
 from inventory.errors import AlreadyClaimed, AlreadyPaid, HoldCancelled, HoldExpired, HoldForfeited, HoldPending
 from inventory.holds import hold_release, hold_settle, holds_expire_due
-from inventory.item_states import item_reservations_check, item_reservations_reconcile
-from inventory.models import Stock
-from inventory.reservations import reservations_client
+from inventory.redis_lua.client import reservations_client
+from inventory.redis_lua.item_states import item_reservations_check, item_reservations_reconcile
 from inventory.strategies import STRATEGIES, strategy_names
+from inventory.totals import group_rows
 from lottery.errors import DrawLimit
 from lottery.models import Draw, Pool
 from lottery.product import POOL
-from lottery.selectors import pool_audit, pool_get
+from lottery.selectors import draw_get, pool_audit, pool_get
 from lottery.services import draw_claim, pool_draw
 from orders.errors import AlreadyPurchased
 from orders.models import Order, Voucher
 from orders.product import VOUCHER
-from orders.selectors import voucher_audit, voucher_get
+from orders.selectors import order_get, voucher_audit, voucher_get
 from orders.services import order_cancel, order_purchase
+from tests.stock import stock_left, stock_row
 
 from .buyers import act_concurrently
 from .test_redis_lua import persist_pool, persist_voucher
@@ -64,7 +65,7 @@ def buy(voucher: Voucher, user) -> Order:
 
 
 def stock_of(voucher: Voucher) -> int:
-    return Stock.objects.get(pk=voucher.stock_id).quantity
+    return stock_left(voucher)
 
 
 @pytest.mark.parametrize("strategy", EVERY, indirect=True)
@@ -76,15 +77,15 @@ def test_a_held_order_cancelled_returns_its_unit_once_and_its_buyer_may_buy_agai
     assert timedelta(seconds=55) < order.hold_until - timezone.now() <= timedelta(seconds=60)
     assert stock_of(voucher) == 0
 
-    cancelled = order_cancel(user=first, order_id=order.public_id)
+    cancelled = order_cancel(order=order_get(user=first, order_id=order.public_id))
 
     assert cancelled.status == Order.Status.CANCELLED
     assert stock_of(voucher) == 1
     with pytest.raises(HoldCancelled):
-        order_cancel(user=first, order_id=order.public_id)
+        order_cancel(order=order_get(user=first, order_id=order.public_id))
     assert stock_of(voucher) == 1
     if strategy == "redis_lua":
-        assert reservations_client().stock(group_id=voucher.stock.group_id) == {voucher.stock_id: 1}
+        assert reservations_client().stock(group_id=voucher.group_id) == {stock_row(voucher): 1}
     again = buy(voucher, first)  # a cancelled order does not count against one per user
     assert again.status == Order.Status.HELD and stock_of(voucher) == 0
     with pytest.raises(AlreadyPurchased):
@@ -111,7 +112,7 @@ def test_a_payment_settles_a_held_order_before_its_deadline_and_not_after(make_v
     with pytest.raises(AlreadyPaid):
         hold_settle(VOUCHER, Order.objects.get(pk=paid.pk))
     with pytest.raises(AlreadyPaid):
-        order_cancel(user=payer, order_id=paid.public_id)
+        order_cancel(order=order_get(user=payer, order_id=paid.public_id))
 
     order = buy(voucher, late)
     with pytest.raises(HoldExpired):
@@ -129,7 +130,7 @@ def test_an_order_still_being_written_is_refused_pending(make_voucher, make_user
     pending = order_purchase(user=buyer, voucher=voucher_get(voucher_id=voucher.pk))
     assert pending.status == Order.Status.PENDING
     with pytest.raises(HoldPending):
-        order_cancel(user=buyer, order_id=pending.public_id)
+        order_cancel(order=order_get(user=buyer, order_id=pending.public_id))
 
 
 # Per held order: two payments, an expiry and a cancel, all at once.
@@ -212,7 +213,7 @@ def test_sweeps_run_at_once_by_many_processes_release_each_due_hold_once(make_vo
     assert audit.totals_agree, audit  # the pages' running totals, whatever the strategy
     assert (audit.holds.held, audit.holds.released, audit.holds.returned_twice, audit.ok) == (4, 20, 0, True)
     if strategy == "redis_lua":
-        assert reservations_client().stock(group_id=voucher.stock.group_id) == {voucher.stock_id: 20}
+        assert reservations_client().stock(group_id=voucher.group_id) == {stock_row(voucher): 20}
         assert not item_reservations_check(VOUCHER, item=voucher_get(voucher_id=voucher.pk)).drifted
 
 
@@ -251,14 +252,14 @@ def test_a_won_prize_is_held_until_claimed_and_forfeited_after(make_pool, make_u
     winner, sleeper = make_user(), make_user()
     won = draw(pool, winner)
     assert won.status == Draw.Status.HELD and won.prize_id is not None
-    claimed = draw_claim(user=winner, draw_id=won.public_id)
+    claimed = draw_claim(draw=draw_get(user=winner, draw_id=won.public_id))
     assert claimed.status == Draw.Status.CLAIMED
     with pytest.raises(AlreadyClaimed):
-        draw_claim(user=winner, draw_id=won.public_id)
+        draw_claim(draw=draw_get(user=winner, draw_id=won.public_id))
 
     lost = draw(pool, sleeper)
     with pytest.raises(HoldForfeited):
-        draw_claim(user=sleeper, draw_id=lost.public_id, now=lost.hold_until)
+        draw_claim(draw=draw_get(user=sleeper, draw_id=lost.public_id), now=lost.hold_until)
     assert Draw.objects.get(pk=lost.pk).status == Draw.Status.FORFEITED
     # A forfeited draw still counts against the limit, and its prize is back in the pool.
     with pytest.raises(DrawLimit):
@@ -304,13 +305,54 @@ def test_due_prizes_are_forfeited_once_by_the_sweep(make_pool, make_user, strate
         assert not item_reservations_check(POOL, item=pool_get(pool_id=pool.pk)).drifted
 
 
+@pytest.mark.race
+@pytest.mark.parametrize("strategy", GUARDED, indirect=True)
+def test_sweeps_and_late_claims_racing_over_a_pools_rows_return_each_prize_once(make_pool, make_user, strategy):
+    """The expiry's batches (``StockStrategy.expire``) and single releases (a claim past its
+    deadline forfeits the prize, through ``StockStrategy.change``) at the same records, whose
+    units go back to three stock rows: each unit once, whichever releases it."""
+    pool = windowed_pool(make_pool, strategy=strategy, prizes=(("Gold", 4), ("Silver", 4), ("Bronze", 4)))
+    winners = [make_user() for _ in range(12)]
+    draws = [draw(pool, winner) for winner in winners]
+    Draw.objects.filter(pk__in=[one.pk for one in draws]).update(hold_until=timezone.now())
+
+    def act(slot) -> int | str:
+        if slot is None:  # a sweep, in batches of two
+            released = 0
+            while done := holds_expire_due(POOL, item_id=pool.pk, batch=2):
+                released += done
+            return released
+        user_id, draw_id = slot
+        return draw_claim(draw=draw_get(user=get_user_model()(pk=user_id), draw_id=draw_id)).status
+
+    claims = [(winner.pk, won.public_id) for winner, won in zip(winners, draws, strict=True)]
+    outcome = act_concurrently(act=act, plan=[[*claims[i::3], None] for i in range(3)], race_ms=10)
+
+    assert outcome.errors == [] and set(outcome.refusals) <= {"forfeited", "busy"}, outcome
+    assert outcome.refusals["forfeited"] + outcome.refusals["busy"] == len(claims)
+    holds_expire_due(POOL, item_id=pool.pk)  # the next sweep: what a busy claim left held
+    audit = pool_audit(pool_id=pool.pk)
+    assert audit.totals_agree, audit
+    assert (audit.stock, audit.awarded, audit.holds.released, audit.holds.returned_twice, audit.ok) == (
+        12,
+        0,
+        12,
+        0,
+        True,
+    )
+    if strategy == "redis_lua":
+        rows = group_rows(group_id=pool.group_id)
+        assert reservations_client().stock(group_id=pool.group_id) == {row: 4 for row in rows}
+        assert not item_reservations_check(POOL, item=pool_get(pool_id=pool.pk)).drifted
+
+
 def test_only_the_owner_may_cancel(make_voucher, make_user):
     from django.http import Http404
 
     voucher = windowed(make_voucher(stock=1))
     order = buy(voucher, make_user())
     with pytest.raises(Http404):
-        order_cancel(user=make_user(), order_id=order.public_id)
+        order_cancel(order=order_get(user=make_user(), order_id=order.public_id))
     assert Order.objects.get(pk=order.pk).status == Order.Status.HELD
 
 
@@ -318,7 +360,7 @@ def test_a_voucher_without_a_window_is_paid_when_bought(make_voucher, make_user)
     order = buy(make_voucher(stock=1), make_user())
     assert order.status == Order.Status.CONFIRMED and order.hold_until is None
     with pytest.raises(AlreadyPaid):
-        order_cancel(user=get_user_model().objects.get(pk=order.user_id), order_id=order.public_id)
+        order_cancel(order=order_get(user=get_user_model().objects.get(pk=order.user_id), order_id=order.public_id))
 
 
 def test_redis_restarted_empty_with_units_held_is_rebuilt_without_them_and_their_return_lands(
@@ -332,14 +374,14 @@ def test_redis_restarted_empty_with_units_held_is_rebuilt_without_them_and_their
 
     item_reservations_reconcile(VOUCHER, item=voucher_get(voucher_id=voucher.pk))
 
-    group_id = voucher.stock.group_id
+    group_id = voucher.group_id
     # The held units stay taken: two left, and each holder still counts as a buyer.
-    assert reservations_client().stock(group_id=group_id) == {voucher.stock_id: 2}
+    assert reservations_client().stock(group_id=group_id) == {stock_row(voucher): 2}
     assert reservations_client().takers(group_id=group_id) == {holder.pk: 1 for holder in holders}
-    order_cancel(user=holders[0], order_id=orders[0].public_id)
+    order_cancel(order=order_get(user=holders[0], order_id=orders[0].public_id))
     Order.objects.filter(pk=orders[1].pk).update(hold_until=timezone.now())
     assert holds_expire_due(VOUCHER, item_id=voucher.pk) == 1
-    assert reservations_client().stock(group_id=group_id) == {voucher.stock_id: 4}
+    assert reservations_client().stock(group_id=group_id) == {stock_row(voucher): 4}
     assert reservations_client().takers(group_id=group_id) == {holders[2].pk: 1}
     assert not item_reservations_check(VOUCHER, item=voucher_get(voucher_id=voucher.pk)).drifted
     assert voucher_audit(voucher_id=voucher.pk).ok
@@ -360,6 +402,6 @@ def test_a_return_that_missed_redis_is_made_good_by_reconciliation(make_voucher,
 
     item_reservations_reconcile(VOUCHER, item=item)
 
-    assert reservations_client().stock(group_id=voucher.stock.group_id) == {voucher.stock_id: 2}
+    assert reservations_client().stock(group_id=voucher.group_id) == {stock_row(voucher): 2}
     assert not item_reservations_check(VOUCHER, item=item).drifted
     assert buy(voucher, holder).status == Order.Status.HELD  # the holder may buy again

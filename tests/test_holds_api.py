@@ -17,12 +17,12 @@ from django.test import Client
 from django.utils import timezone
 
 from inventory.holds import hold_settle, holds_expire_due
-from inventory.models import Stock
-from inventory.reservations import reservations_client
+from inventory.redis_lua.client import reservations_client
 from lottery.models import Draw, Pool
 from lottery.product import POOL
 from orders.models import Order, Voucher
 from orders.product import VOUCHER
+from tests.stock import stock_left, stock_row
 
 from .http import assert_error, patch_json, post_json
 from .test_api_answers import assert_documented
@@ -74,7 +74,7 @@ def held_until(answer: str) -> timedelta:
 
 
 def stock_of(voucher: Voucher) -> int:
-    return Stock.objects.get(pk=voucher.stock_id).quantity
+    return stock_left(voucher)
 
 
 def later() -> datetime:
@@ -336,7 +336,7 @@ def test_under_redis_lua_an_order_is_pending_then_held_and_then_cancelled(api_cl
     cancelled = send(buyer, f"/api/orders/{order_id}/cancel")
     assert (cancelled.status_code, cancelled.json()) == (200, {"order_id": order_id, "status": "cancelled"})
     assert "Idempotent-Replayed" not in cancelled
-    assert reservations_client().stock(group_id=voucher.stock.group_id) == {voucher.stock_id: 1}
+    assert reservations_client().stock(group_id=voucher.group_id) == {stock_row(voucher): 1}
     assert stock_of(voucher) == 1
 
 

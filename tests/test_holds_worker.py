@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import pytest
 
-from inventory.item_states import item_reservations_check
-from inventory.models import Stock
-from inventory.reservations import reservations_client
+from inventory.redis_lua.client import reservations_client
+from inventory.redis_lua.item_states import item_reservations_check
 from orders.models import Order, Voucher
 from orders.product import VOUCHER
 from orders.selectors import voucher_audit, voucher_get
 from orders.services import order_purchase
+from tests.stock import stock_left, stock_row
 
 from .test_reservations_worker import app_worker  # noqa: F401  (the fixture)
 from .waiting import wait_until
@@ -38,12 +38,12 @@ def test_a_worker_expires_holds_at_their_deadline(make_voucher, make_user, app_w
 
     wait_until(lambda: released(voucher) == 3, "the worker expired the three holds", timeout=30)
 
-    assert Stock.objects.get(pk=voucher.stock_id).quantity == 5
+    assert stock_left(voucher) == 5
     audit = voucher_audit(voucher_id=voucher.pk)
     assert audit.totals_agree, audit  # the pages' running totals, whatever the strategy
     assert (audit.holds.held, audit.holds.released, audit.holds.returned_twice, audit.ok) == (0, 3, 0, True)
     if strategy == "redis_lua":
-        assert reservations_client().stock(group_id=voucher.stock.group_id) == {voucher.stock_id: 5}
+        assert reservations_client().stock(group_id=voucher.group_id) == {stock_row(voucher): 5}
         assert not item_reservations_check(VOUCHER, item=voucher_get(voucher_id=voucher.pk)).drifted
 
 

@@ -1,26 +1,42 @@
 """Idempotency keys on the purchase and the draw (docs/api.md, "Idempotency keys"): a retry
 with the same key answers what the first answered and takes nothing more, also while the
 first still runs and from many processes at once; another request under a used key is
-refused; keys are the user's own, and kept a bounded time. Against the real database and
-Redis: takes are counted in the rows written, or in Redis' reservations under redis_lua."""
+refused; keys are the user's own, and kept a bounded time. The pages' buttons send a key
+of their own, new with each render, and a post sent twice is answered again. Against the
+real database and Redis: takes are counted in the rows written, or in Redis' reservations
+under redis_lua."""
 
 from __future__ import annotations
 
 import json
+import re
 import threading
+from html import unescape
 
 import pytest
 from django.db import connections
 from django.http import HttpResponse
 from django.test import Client, RequestFactory
+from django.urls import reverse
 
 from accounts.services import token_issue
-from core.idempotency import idempotency_answered, idempotency_claim, idempotency_client, idempotency_key
+from core.idempotency import (
+    KEY_PATTERN,
+    idempotency_answered,
+    idempotency_claim,
+    idempotency_client,
+    idempotency_key,
+)
 from core.namespace import instance_key
-from inventory.models import Stock
-from inventory.reservations import Reservations
-from orders.models import Order
-from orders.services import voucher_update
+from inventory.redis_lua.client import Reservations
+from inventory.totals import group_marks
+from lottery.models import Draw, Pool
+from lottery.selectors import pool_get
+from lottery.services import pool_draw
+from orders.models import Order, Voucher
+from orders.selectors import voucher_get
+from orders.services import order_purchase, voucher_update
+from payments.models import Payment
 
 from .buyers import act_concurrently
 from .http import assert_error, post_json
@@ -63,11 +79,10 @@ class Sale:
         if product == "purchase":
             self.item = make_voucher(stock=5, strategy=strategy)
             self.url = f"/api/vouchers/{self.item.pk}/purchase"
-            self.group_id = self.item.stock.group_id
         else:
             self.item = make_pool(prizes=(("Gold", 5),), draws_per_user=5, strategy=strategy)
             self.url = f"/api/pools/{self.item.pk}/draw"
-            self.group_id = self.item.group_id
+        self.group_id = self.item.group_id
 
     def taken(self, user) -> int:
         """The takes ``user`` made: rows written, or reservations under redis_lua."""
@@ -79,7 +94,7 @@ class Sale:
     def stock(self) -> int:
         if self.strategy == "redis_lua":
             return sum(Reservations(self.reservations).stock(group_id=self.group_id).values())
-        return sum(Stock.objects.filter(group_id=self.group_id).values_list("quantity", flat=True))
+        return group_marks(group_id=self.group_id).stock
 
 
 SALES = [
@@ -350,6 +365,7 @@ def test_the_document_declares_the_header_and_its_answers():
         (409, "pending", False),  # a cancel or a claim of a record not written yet
         (429, "rate_limited", False),
         (503, "unavailable", False),
+        (503, "unconfirmed", True),  # a reservation made: never made again
     ],
 )
 def test_answers_that_end_the_request_are_kept_and_those_asking_for_it_again_let_the_key_go(
@@ -373,3 +389,108 @@ def test_answers_that_end_the_request_are_kept_and_those_asking_for_it_again_let
         print(f"\n{status} kept in {keys.memory_usage(key)} bytes of Redis")
     else:
         assert replay is None  # the retry holds the key now, and runs
+
+
+# -- the pages' buttons ------------------------------------------------------------------------------
+
+
+def logged_in(user) -> Client:
+    client = Client()
+    client.force_login(user)
+    return client
+
+
+def button_key(html: str, testid: str) -> str:
+    """The Idempotency-Key the button ``testid`` of a rendered page sends (its ``hx-headers``)."""
+    tag = re.search(rf'<button [^>]*data-testid="{testid}"[^>]*>', html)
+    assert tag, html
+    headers = re.search(r"hx-headers='([^']*)'", tag.group())
+    assert headers, tag.group()
+    return json.loads(unescape(headers.group(1)))["Idempotency-Key"]
+
+
+def test_each_render_of_a_button_sends_a_key_of_its_own(make_user, make_voucher, make_pool):
+    voucher, pool = make_voucher(), make_pool()
+    client = logged_in(make_user())
+    live, standing = reverse("pages:voucher_live", args=[voucher.pk]), reverse("lottery:pool_standing", args=[pool.pk])
+    buys = {button_key(client.get(live).content.decode(), "buy") for _ in range(3)}
+    draws = {button_key(client.get(standing).content.decode(), "draw") for _ in range(3)}
+    assert len(buys) == len(draws) == 3
+    assert all(re.fullmatch(KEY_PATTERN, key) for key in buys | draws)
+
+
+def test_a_buy_posted_twice_with_its_key_is_answered_again_and_bought_once(make_user, make_voucher, keys):
+    voucher = make_voucher(stock=5)
+    client = logged_in(make_user())
+    url = reverse("pages:voucher_buy", args=[voucher.pk])
+
+    first, again = send(client, url), send(client, url)
+
+    assert 'data-outcome="bought"' in first.content.decode()
+    # Not "You already bought this voucher": the first answer, again, and the page reloads.
+    assert (again.status_code, again.content) == (first.status_code, first.content)
+    assert replayed(again) and not replayed(first)
+    assert again["HX-Trigger"] == first["HX-Trigger"] == "bought"
+    assert Order.objects.filter(voucher=voucher).count() == 1
+    # A new render's key is a new request, refused in its own words.
+    assert 'data-outcome="already_purchased"' in send(client, url, key="next").content.decode()
+
+
+def test_a_draw_posted_twice_with_its_key_draws_once(make_user, make_pool):
+    pool = make_pool(prizes=(("Gold", 5),), draws_per_user=3)
+    user = make_user()
+    client = logged_in(user)
+    url = reverse("lottery:pool_draw", args=[pool.pk])
+
+    first, again = send(client, url), send(client, url)
+
+    assert 'data-outcome="won"' in first.content.decode()
+    assert again.content == first.content and replayed(again)
+    assert Draw.objects.filter(pool=pool, user=user).count() == 1
+
+
+@pytest.mark.usefixtures("payment_provider")
+@pytest.mark.parametrize("action", ["pay", "cancel", "claim"])
+def test_a_held_records_button_posted_twice_with_its_key_changes_it_once(make_user, make_voucher, make_pool, action):
+    user = make_user()
+    client = logged_in(user)
+    if action == "claim":
+        pool = make_pool(prizes=(("Gold", 5),))
+        Pool.objects.filter(pk=pool.pk).update(hold_seconds=600)
+        record = pool_draw(user=user, pool=pool_get(pool_id=pool.pk))
+        url, done = reverse("lottery:draw_claim", args=[record.pk]), "claimed"
+    else:
+        voucher = make_voucher()
+        Voucher.objects.filter(pk=voucher.pk).update(hold_seconds=600)
+        record = order_purchase(user=user, voucher=voucher_get(voucher_id=voucher.pk))
+        url = reverse("payments:order_pay" if action == "pay" else "pages:order_cancel", args=[record.pk])
+        done = "paid" if action == "pay" else "cancelled"
+
+    first, again = send(client, url), send(client, url)
+
+    # Not "already paid" (claimed, cancelled): the first answer, again.
+    assert f'data-outcome="{done}"' in first.content.decode() and "data-refusal" not in first.content.decode()
+    assert again.content == first.content and replayed(again)
+    record.refresh_from_db()
+    assert record.status == done
+    if action == "pay":
+        assert Payment.objects.filter(order=record).count() == 1
+
+
+def test_a_page_refusal_that_asks_for_the_request_again_is_not_kept(make_user, make_voucher, settings, keys):
+    settings.RATE_LIMITS_ENABLED = True
+    settings.RATE_LIMITS = {"purchase": {"user": (1, 60)}}
+    voucher = make_voucher()
+    user = make_user()
+    client = logged_in(user)
+    url = reverse("pages:voucher_buy", args=[voucher.pk])
+    assert 'data-outcome="bought"' in send(client, url).content.decode()
+    assert replayed(send(client, url))  # counts nothing against the limit
+
+    limited = send(client, url, key="second")
+
+    assert 'data-outcome="rate_limited"' in limited.content.decode()
+    assert not keys.exists(idempotency_key(user_id=user.pk, action="purchase", key="second"))
+    settings.RATE_LIMITS = {"purchase": {"user": (100, 60)}}
+    retried = send(client, url, key="second")
+    assert 'data-outcome="already_purchased"' in retried.content.decode() and not replayed(retried)

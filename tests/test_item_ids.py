@@ -1,6 +1,6 @@
 """Ids that name nothing are answered as missing, whatever their size.
 
-Order and draw ids from 2**62 up are reservation ids (``inventory.reservations``): group and
+Order and draw ids from 2**62 up are reservation ids (``inventory.redis_lua.values``): group and
 number packed in one integer. Those in that range that ``reservation_id`` never makes (group
 0, or number 0) are no reservation's, and answer as any unknown id does: 404 from the API,
 the page's "cannot be found" from the status fragments polled by a pending outcome.
@@ -13,7 +13,7 @@ import logging
 import pytest
 from django.test import Client
 
-from inventory.reservations import reservation_group, reservation_id
+from inventory.redis_lua.values import reservation_group, reservation_id
 
 from .http import assert_error
 

@@ -6,7 +6,11 @@
 A package imports only packages of the tiers below its own, never one of its own tier: no
 product imports the other, payments stand on the flash sale's orders, the load tests and
 the benchmarks share what they both need through ``harness`` rather than import each other,
-and ``core`` and ``locking`` import no project package at all."""
+and ``core`` and ``locking`` import no project package at all.
+
+Within a package the modules import each other one way too, those of its sub-packages
+(``inventory/strategies/``) with them: no module imports one that imports it back, whether
+both stand in one folder or not, at the top or deferred into a function."""
 
 from __future__ import annotations
 
@@ -77,26 +81,42 @@ def test_a_package_imports_only_what_lies_below_it(package):
     assert not wrong, wrong
 
 
-def module_imports(path: Path, package: str) -> set[str]:
-    """The modules of ``package`` that ``path`` imports, at its top or inside a function:
-    an import deferred into a function is a cycle all the same, only hidden."""
+def module_name(path: Path, root: Path = ROOT) -> str:
+    """A module's dotted name (``inventory.strategies.base``); a package's, of its ``__init__``."""
+    parts = path.relative_to(root).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def module_imports(path: Path, name: str, modules: set[str]) -> set[str]:
+    """The ``modules`` that the module ``name`` (at ``path``) imports, at its top or inside
+    a function: an import deferred into a function is a cycle all the same, only hidden.
+    ``from x import y`` imports the module ``x.y`` where there is one, else ``x``; relative
+    imports are read from where the module stands (``..models`` from a sub-package)."""
     tree = ast.parse(path.read_text(), filename=str(path))
-    names = set()
+    here = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    targets = set()
     for node in ast.walk(tree):
-        if isinstance(node, ast.ImportFrom) and node.level == 1:
-            if node.module:
-                names.add(node.module.split(".")[0])
-            else:
-                names |= {alias.name for alias in node.names}
-        elif isinstance(node, ast.ImportFrom) and node.level == 0 and (node.module or "").startswith(f"{package}."):
-            names.add(node.module.split(".")[1])
-    return names
+        if isinstance(node, ast.Import):
+            targets |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            base = here.rsplit(".", node.level - 1)[0] if node.level else ""
+            module = ".".join(part for part in (base, node.module) if part)
+            for alias in node.names:
+                submodule = f"{module}.{alias.name}"
+                targets.add(submodule if submodule in modules else module)
+    found = set()
+    for target in targets:
+        while target and target not in modules:
+            target = target.rpartition(".")[0]
+        found.add(target)
+    return found & modules - {name}
 
 
-def import_cycle(package: str) -> list[str] | None:
-    """A cycle among the modules of ``package`` (one level deep), or None."""
-    modules = {path.stem: path for path in (ROOT / package).glob("*.py") if path.stem != "__init__"}
-    edges = {name: module_imports(path, package) & modules.keys() - {name} for name, path in modules.items()}
+def import_cycle(package: str, *, root: Path = ROOT) -> list[str] | None:
+    """A cycle among the modules of ``package``, those of its sub-packages (and theirs)
+    included, within one or across them, or None."""
+    paths = {module_name(path, root): path for path in (root / package).rglob("*.py") if "migrations" not in path.parts}
+    edges = {name: module_imports(path, name, paths.keys()) for name, path in paths.items()}
     visiting: list[str] = []
     done: set[str] = set()
 
@@ -113,12 +133,35 @@ def import_cycle(package: str) -> list[str] | None:
         done.add(name)
         return None
 
-    return next((cycle for name in sorted(modules) if (cycle := visit(name))), None)
+    return next((cycle for name in sorted(paths) if (cycle := visit(name))), None)
 
 
 @pytest.mark.parametrize("package", sorted(PROJECT))
 def test_the_modules_of_a_package_import_each_other_one_way(package):
     assert import_cycle(package) is None
+
+
+# Two packages whose modules import each other round: inside a sub-package (an import
+# deferred into a function), and from a sub-package to its parent and back.
+CYCLES = {
+    "inside a sub-package": {
+        "shop/strategies/base.py": "from . import pick\n",
+        "shop/strategies/pick.py": "def pick():\n    from shop.strategies.base import Base\n",
+    },
+    "across a sub-package": {
+        "shop/holds.py": "from .strategies.base import Base\n",
+        "shop/strategies/base.py": "from ..holds import hold_release\n",
+    },
+}
+
+
+@pytest.mark.parametrize("files", CYCLES.values(), ids=CYCLES.keys())
+def test_a_cycle_in_a_sub_package_is_found(tmp_path, files):
+    for name, text in {"shop/__init__.py": "", "shop/strategies/__init__.py": "", **files}.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text)
+    cycle = import_cycle("shop", root=tmp_path)
+    assert cycle is not None and set(cycle) == {module_name(tmp_path / name, tmp_path) for name in files}
 
 
 @pytest.mark.parametrize("package", BOUNDED)

@@ -12,10 +12,11 @@ import pytest
 from django.test import Client
 from prometheus_client.parser import text_string_to_metric_families
 
-from inventory.reservations import reservations_client
+from inventory.redis_lua.client import reservations_client
 from inventory.tasks import reservations_reconcile
 from locking import Lock
 from locking.integration import locks_redis
+from tests.stock import stock_row
 
 from .waiting import wait_until
 
@@ -91,6 +92,28 @@ def test_purchases_and_draws_through_the_api_show_by_strategy_outcome_and_route(
     assert value(after, "flashsale_reservations_scrape_ok") == 1
 
 
+@pytest.mark.django_db
+def test_the_pages_buy_and_draw_are_counted_as_the_apis_are(make_user, make_voucher, make_pool):
+    voucher = make_voucher(stock=1, strategy="db_atomic")
+    pool = make_pool(prizes=(("Gold", 1),), draws_per_user=1, strategy="db_pessimistic")
+    page = Client()
+    page.force_login(make_user())
+    before = scrape()
+
+    for _ in range(2):  # taken, then refused in the product's words
+        assert page.post(f"/vouchers/{voucher.pk}/buy").status_code == 200
+        assert page.post(f"/pools/{pool.pk}/draw").status_code == 200
+    after = scrape()
+
+    purchases, draws = "flashsale_purchases_total", "flashsale_draws_total"
+    assert grew(before, after, purchases, strategy="db_atomic", outcome="confirmed") == 1
+    assert grew(before, after, purchases, strategy="db_atomic", outcome="already_purchased") == 1
+    assert grew(before, after, draws, strategy="db_pessimistic", outcome="confirmed") == 1
+    assert grew(before, after, draws, strategy="db_pessimistic", outcome="draw_limit") == 1
+    requests = "flashsale_http_requests_total"
+    assert grew(before, after, requests, method="POST", route="vouchers/<int:voucher_id>/buy", status="200") == 2
+
+
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.usefixtures("reservations_redis")
 def test_the_oldest_pending_reservation_ages_and_drift_is_counted_where_reconciliation_reports_it(
@@ -104,12 +127,12 @@ def test_the_oldest_pending_reservation_ages_and_drift_is_counted_where_reconcil
     assert value(before, "flashsale_reservations_pending", kind="voucher") == 2
     assert value(before, "flashsale_reservations_oldest_pending_seconds", kind="voucher") >= 1.0
 
-    reservations_client().add_units(group_id=voucher.stock.group_id, stock_id=voucher.stock_id, units=3)  # drifted
+    reservations_client().add_units(group_id=voucher.group_id, stock_id=stock_row(voucher), units=3)  # drifted
     assert reservations_reconcile("voucher") == 1  # the beat's task, run here
     after = scrape()
     assert grew(before, after, "flashsale_reconcile_drift_total", kind="voucher") == 1
     assert grew(before, after, "flashsale_reconcile_drift_total", kind="pool") == 0
-    assert reservations_client().waiting(group_id=voucher.stock.group_id) == 2
+    assert reservations_client().waiting(group_id=voucher.group_id) == 2
 
 
 class Clock:

@@ -20,6 +20,7 @@ from lottery.models import Draw
 from orders.models import Order
 from orders.services import voucher_update
 from payments.models import Payment
+from tests.stock import stock_row
 
 from .http import assert_error
 
@@ -49,10 +50,12 @@ def records_made(user, count: int, items) -> None:
     now = timezone.now()
     later, before = now + timedelta(minutes=10), now - timedelta(minutes=10)
     # No one-per-user backstop (buyer_guard, user_guard NULL), as the naive strategies write.
+    row = stock_row(voucher)
     orders = Order.objects.bulk_create(
         Order(
             user=user,
             voucher=voucher,
+            stock_id=row,
             status=ORDER_STATES[n % len(ORDER_STATES)],
             hold_until=None if n % len(ORDER_STATES) == 0 else (later if ORDER_STATES[n % 6] == "held" else before),
         )
@@ -76,6 +79,7 @@ def records_made(user, count: int, items) -> None:
             pool=pool,
             seq=n + 1,
             prize=prize if n % 2 else None,
+            stock_id=prize.stock_id if n % 2 else None,
             status=DRAW_STATES[n % len(DRAW_STATES)] if n % 2 else "confirmed",
             hold_until=later if n % 2 and DRAW_STATES[n % len(DRAW_STATES)] == "held" else None,
         )
@@ -288,24 +292,24 @@ def test_a_page_reads_only_its_rows_along_the_user_s_index(make_user, items):
 def test_under_redis_lua_the_records_still_in_redis_take_their_place_in_the_pages(make_user, make_voucher):
     """Pending orders (reserved, not written) and a failed one (undone) are read from Redis and
     paged with the rows, each once, newest first."""
-    from inventory.groups import persist_all
-    from inventory.item_states import item_reservations_persist
-    from inventory.reservations import reservations_client
+    from inventory.redis_lua.client import reservations_client
+    from inventory.redis_lua.drain import persist_all
+    from inventory.redis_lua.item_states import item_reservations_persist
     from orders.product import VOUCHER
 
     user = make_user()
     client = logged_in(user)
     written = make_voucher(stock=10, title="written")
-    Order.objects.bulk_create(Order(user=user, voucher=written) for _ in range(3))
+    Order.objects.bulk_create(Order(user=user, voucher=written, stock_id=stock_row(written)) for _ in range(3))
     reserving = [make_voucher(stock=5, strategy="redis_lua", title=f"reserved {n}") for n in range(4)]
     assert [client.post(f"/vouchers/{voucher.pk}/buy").status_code for voucher in reserving] == [200] * 4
     # The first one's row is refused by the database (an order of the user came meanwhile): failed.
-    Order.objects.create(user=user, voucher=reserving[0], buyer_guard=user.pk)
+    Order.objects.create(user=user, voucher=reserving[0], stock_id=stock_row(reserving[0]), buyer_guard=user.pk)
     persist_all(
         lambda batch: item_reservations_persist(
             VOUCHER,
             item_id=reserving[0].pk,
-            group_id=reserving[0].stock.group_id,
+            group_id=reserving[0].group_id,
             reservations=reservations_client(),
             consumer="test",
             batch=batch,

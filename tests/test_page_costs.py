@@ -25,6 +25,7 @@ from orders.models import Order
 from orders.product import VOUCHER
 from orders.selectors import voucher_audit
 from orders.services import order_purchase, voucher_update
+from tests.stock import stock_row
 
 pytestmark = pytest.mark.django_db
 
@@ -65,8 +66,9 @@ def orders_bulk(voucher, user_ids: list[int]) -> None:
     """Orders in every status, as years of sales leave them, with the running totals the
     takes would have kept."""
     statuses = [Order.Status.CONFIRMED, Order.Status.PAID, Order.Status.CANCELLED, Order.Status.EXPIRED]
+    row = stock_row(voucher)
     Order.objects.bulk_create(
-        Order(user_id=user_id, voucher=voucher, status=statuses[n % len(statuses)], buyer_guard=None)
+        Order(user_id=user_id, voucher=voucher, stock_id=row, status=statuses[n % len(statuses)], buyer_guard=None)
         for n, user_id in enumerate(user_ids)
     )
     totals_recount(VOUCHER, item_ids=[voucher.pk])
@@ -75,7 +77,14 @@ def orders_bulk(voucher, user_ids: list[int]) -> None:
 def draws_bulk(pool, user_ids: list[int]) -> None:
     prize = pool.prizes.first()
     Draw.objects.bulk_create(
-        Draw(user_id=user_id, pool=pool, prize=prize if n % 3 == 0 else None, seq=1, user_guard=user_id)
+        Draw(
+            user_id=user_id,
+            pool=pool,
+            prize=prize if n % 3 == 0 else None,
+            stock_id=prize.stock_id if n % 3 == 0 else None,
+            seq=1,
+            user_guard=user_id,
+        )
         for n, user_id in enumerate(user_ids)
     )
     totals_recount(POOL, item_ids=[pool.pk])
@@ -172,7 +181,7 @@ def test_the_migration_counts_the_totals_of_the_records_already_written(
 
     voucher_totals, pool_totals = voucher_audit(voucher_id=voucher.pk), pool_audit(pool_id=pool.pk)
     assert voucher_totals.totals_agree and pool_totals.totals_agree
-    stock = Stock.objects.select_related("group").get(pk=voucher.stock_id)
+    stock = Stock.objects.select_related("group").get(pk=stock_row(voucher))
     assert (stock.taken, stock.group.over_takes, stock.group.over_takers) == (2, 1, 1)
     gold_stock = Stock.objects.select_related("group").get(pk=gold.stock_id)
     assert (gold_stock.taken, gold_stock.group.over_takes, gold_stock.group.over_takers) == (2, 1, 1)

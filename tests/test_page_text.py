@@ -19,6 +19,7 @@ from lottery.services import pool_draw
 from orders.models import Order
 from orders.product import VOUCHER
 from orders.services import order_purchase
+from tests.stock import stock_row
 
 pytestmark = pytest.mark.django_db
 
@@ -195,8 +196,8 @@ def test_the_voucher_list_shows_what_is_sold_and_an_oversell(admin_client_, make
     # What the naive strategies leave: more orders than units supplied, with the running
     # totals their writes keep.
     for _ in range(3):
-        Order.objects.create(user=make_user(), voucher=oversold)
-    Stock.objects.filter(pk=oversold.stock_id).update(quantity=0)
+        Order.objects.create(user=make_user(), voucher=oversold, stock_id=stock_row(oversold))
+    Stock.objects.filter(pk=stock_row(oversold)).update(quantity=0)
     totals_recount(VOUCHER, item_ids=[oversold.pk])
     page = admin_client_.get("/admin/orders/voucher/").content.decode()
     assert '<th scope="col" class="column-sold">' in page

@@ -35,6 +35,7 @@ from orders.selectors import voucher_audit, voucher_list_marked
 from tests import test_browser
 from tests.buyers import buy_concurrently
 from tests.conftest import STAFF_PERMISSIONS
+from tests.stock import stock_row
 from tests.test_browser import log_in
 
 # Chromium and a phone-sized page (390 x 844), registered here too: pytest finds fixtures by name.
@@ -335,15 +336,19 @@ def leave_what_a_naive_strategy_leaves(voucher: Voucher, buyers: list, *, stock_
     """Orders as ``none`` writes them under a crowd (no backstop key, so beyond the stock and
     repeated), the stock its lost updates leave behind, and the running totals its writes
     keep (counted here from the orders): what the pages must expose."""
-    Order.objects.bulk_create(Order(user=user, voucher=voucher, buyer_guard=None) for user in buyers)
-    Stock.objects.filter(pk=voucher.stock_id).update(quantity=stock_left)
+    row = stock_row(voucher)
+    Order.objects.bulk_create(Order(user=user, voucher=voucher, stock_id=row, buyer_guard=None) for user in buyers)
+    Stock.objects.filter(pk=stock_row(voucher)).update(quantity=stock_left)
     totals_recount(VOUCHER, item_ids=[voucher.pk])
 
 
 def leave_what_naive_draws_leave(pool, draws: list[tuple]) -> None:
     """Draws of ``(user, prize)`` as ``none`` writes them, beyond the stock and the limit, the
     won prizes' stock read at zero, and the running totals its writes keep."""
-    Draw.objects.bulk_create(Draw(user=user, pool=pool, prize=prize, seq=1, user_guard=None) for user, prize in draws)
+    Draw.objects.bulk_create(
+        Draw(user=user, pool=pool, prize=prize, stock_id=prize.stock_id, seq=1, user_guard=None)
+        for user, prize in draws
+    )
     Stock.objects.filter(pk__in=[prize.stock_id for _, prize in draws]).update(quantity=0)
     totals_recount(POOL, item_ids=[pool.pk])
 

@@ -27,10 +27,11 @@ from django.urls import reverse
 from playwright.sync_api import expect
 
 from core.namespace import instance_key
-from inventory.groups import persist_options
-from inventory.item_states import item_reservations_persist
 from inventory.models import StockGroup
-from inventory.reservations import Pending, reservations_client
+from inventory.redis_lua.client import reservations_client
+from inventory.redis_lua.drain import persist_options
+from inventory.redis_lua.item_states import item_reservations_persist
+from inventory.redis_lua.values import Pending
 from inventory.tasks import reservations_drain
 from lottery.models import Draw
 from lottery.product import POOL
@@ -97,7 +98,7 @@ def waiting(group_id: int) -> list[Pending]:
 def persist_voucher(voucher) -> None:
     """What the drain task does for the voucher: its waiting reservations become orders."""
     item_reservations_persist(
-        VOUCHER, item_id=voucher.pk, group_id=voucher.stock.group_id, **persist_options(holding_group_lock=True)
+        VOUCHER, item_id=voucher.pk, group_id=voucher.group_id, **persist_options(holding_group_lock=True)
     )
 
 
@@ -176,7 +177,7 @@ def test_a_second_click_while_pending_is_refused_as_already_bought(client, make_
     assert code == "pending"
     _, code, _ = buy(client, voucher)
     assert code == "already_purchased"
-    assert len(waiting(voucher.stock.group_id)) == 1
+    assert len(waiting(voucher.group_id)) == 1
 
 
 def test_a_failed_reservation_says_why_stops_polling_and_gives_the_button_back(client, make_user, make_voucher):
@@ -185,7 +186,7 @@ def test_a_failed_reservation_says_why_stops_polling_and_gives_the_button_back(c
     order_id, code, _ = buy(client, voucher)
     assert code == "pending"
 
-    fail(voucher.stock.group_id, "the database refused the record: test")
+    fail(voucher.group_id, "the database refused the record: test")
     response = order_status(client, order_id)
     code, attributes = outcome(response.content)
     assert code == "failed" and "hx-get" not in attributes and "hx-trigger" not in attributes
@@ -208,7 +209,7 @@ def test_my_orders_lists_confirmed_pending_and_failed_ones_newest_first(client, 
     pending = make_voucher(stock=3, strategy="redis_lua", title="Waiting")
     assert buy(client, plain)[1] == "bought"
     failed_id = buy(client, failed)[0]
-    fail(failed.stock.group_id, "the database was unreachable for too long")
+    fail(failed.group_id, "the database was unreachable for too long")
     pending_id = buy(client, pending)[0]
 
     page = client.get(reverse("pages:order_list")).content.decode()
@@ -241,12 +242,12 @@ def test_a_sale_being_restored_says_so_and_sells_nothing(client, make_user, make
     """Redis restarted empty: the voucher's state is missing (the API answers 503)."""
     voucher = make_voucher(stock=3, strategy="redis_lua")
     client.force_login(make_user())
-    reservations_client().drop(group_id=voucher.stock.group_id)
+    reservations_client().drop(group_id=voucher.group_id)
     _, code, _ = buy(client, voucher)
     response = client.post(reverse("pages:voucher_buy", args=[voucher.pk]))
     assert code == "unavailable"
     assert "This sale is being restored: try again in a few seconds." in text(response.content)
-    assert not Order.objects.exists() and not waiting(voucher.stock.group_id)
+    assert not Order.objects.exists() and not waiting(voucher.group_id)
 
 
 def test_with_redis_out_of_reach_the_pages_still_answer(client, make_user, make_voucher, settings):
@@ -432,7 +433,7 @@ def test_a_purchase_in_the_browser_shows_pending_then_confirmed(page, live_serve
 
     options = settings.CELERY_BROKER_TRANSPORT_OPTIONS  # the instance's namespace, as the worker's
     with Celery(broker=BROKER, broker_transport_options=options, set_as_current=False) as sender:
-        sender.send_task(reservations_drain.name, args=["voucher", voucher.pk, voucher.stock.group_id])
+        sender.send_task(reservations_drain.name, args=["voucher", voucher.pk, voucher.group_id])
     bought = page.locator("[data-outcome=bought]")
     expect(bought).to_have_text(f"Bought! Order #{order_id}. See my orders", timeout=30_000)
     expect(page.get_by_test_id("buy-reason")).to_contain_text("You bought this voucher", timeout=3_000)

@@ -11,9 +11,11 @@ from django.test import Client
 from core.namespace import instance_key
 from core.ratelimit import RateLimited, rate_count
 from inventory.models import Stock
-from inventory.reservations import GroupKeys, Reservations
+from inventory.redis_lua.client import Reservations
+from inventory.redis_lua.values import GroupKeys
 from lottery.models import Draw
 from orders.models import Order
+from tests.stock import stock_row
 
 TAG = "{group:999001}"
 
@@ -110,14 +112,14 @@ def test_under_redis_lua_the_limit_is_counted_by_the_reserving_script_and_reserv
 ):
     settings.RATE_LIMITS = {"purchase": {"address": (3, 60)}, "draw": {"user": (2, 60)}}
     voucher = make_voucher(stock=10, strategy="redis_lua")
-    keys = GroupKeys.of(voucher.stock.group_id)
+    keys = GroupKeys.of(voucher.group_id)
     buyers = [api_client() for _ in range(4)]
     answers = [buyer.post(f"/api/vouchers/{voucher.pk}/purchase").status_code for buyer in buyers]
     assert answers == [202, 202, 202, 429]  # one address: the test client's
-    assert Reservations(reservations_redis).stock(group_id=voucher.stock.group_id) == {voucher.stock.pk: 7}
+    assert Reservations(reservations_redis).stock(group_id=voucher.group_id) == {stock_row(voucher): 7}
     assert reservations_redis.xlen(keys.pending) == 3
     # The counter is the voucher's own key, in the reservations' Redis, beside its state.
-    counter = instance_key(f"rate:{{group:{voucher.stock.group_id}}}:purchase:address:127.0.0.1")
+    counter = instance_key(f"rate:{{group:{voucher.group_id}}}:purchase:address:127.0.0.1")
     assert reservations_redis.get(counter) == b"4"
 
     pool = make_pool(strategy="redis_lua", draws_per_user=5, prizes=[("A", 10)])
@@ -128,4 +130,4 @@ def test_under_redis_lua_the_limit_is_counted_by_the_reserving_script_and_reserv
     assert refused.json()["code"] == "rate_limited" and int(refused["Retry-After"]) >= 1
     assert Reservations(reservations_redis).takes(group_id=pool.group_id, user_id=drawer.user.pk) == 2
     assert not Draw.objects.exists() and not Order.objects.exists()
-    assert Stock.objects.get(pk=voucher.stock.pk).quantity == 10  # nothing written yet either way
+    assert Stock.objects.get(pk=stock_row(voucher)).quantity == 10  # nothing written yet either way

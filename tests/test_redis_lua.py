@@ -2,8 +2,8 @@
 or draw pending then confirmed or failed, 503 while the state is missing, and the state
 kept in step with the switch of strategy, the window, the rules and every restock.
 
-Persisting runs here in the test's process (``inventory.persist``); the worker process is
-tested in ``tests/test_reservations_worker.py``.
+Persisting runs here in the test's process (``inventory.redis_lua.persist``); the worker
+process is tested in ``tests/test_reservations_worker.py``.
 """
 
 from __future__ import annotations
@@ -15,10 +15,15 @@ from django.test import Client
 from django.utils import timezone
 
 from core.window import NotStarted
-from inventory.groups import persist_all
-from inventory.item_states import item_reservations_check, item_reservations_persist, item_reservations_reconcile
-from inventory.models import Stock, StockGroup
-from inventory.reservations import GroupKeys, reservation_group, reservations_client
+from inventory.models import StockGroup
+from inventory.redis_lua.client import reservations_client
+from inventory.redis_lua.drain import persist_all
+from inventory.redis_lua.item_states import (
+    item_reservations_check,
+    item_reservations_persist,
+    item_reservations_reconcile,
+)
+from inventory.redis_lua.values import GroupKeys, reservation_group
 from inventory.strategies import STRATEGIES
 from inventory.strategies.base import Take
 from lottery.models import Draw
@@ -27,6 +32,7 @@ from lottery.services import pool_update, prize_create, prize_update
 from orders.models import Order
 from orders.product import VOUCHER
 from orders.services import voucher_update
+from tests.stock import stock_left, stock_row
 
 from .http import assert_error
 
@@ -40,7 +46,7 @@ def persist_voucher(voucher) -> int:
         lambda batch: item_reservations_persist(
             VOUCHER,
             item_id=voucher.pk,
-            group_id=voucher.stock.group_id,
+            group_id=voucher.group_id,
             reservations=reservations,
             consumer="test",
             batch=batch,
@@ -72,7 +78,7 @@ def test_a_purchase_answers_202_and_the_order_is_pending_then_confirmed_under_th
     assert answer.status_code == 202
     order_id = answer.json()["order_id"]
     assert answer.json()["status"] == "pending"
-    assert reservation_group(order_id) == voucher.stock.group_id
+    assert reservation_group(order_id) == voucher.group_id
     assert not Order.objects.exists()  # nothing written in the request
     pending = buyer.get(f"/api/orders/{order_id}").json()
     assert (pending["id"], pending["status"], pending["voucher_id"]) == (order_id, "pending", voucher.pk)
@@ -84,7 +90,7 @@ def test_a_purchase_answers_202_and_the_order_is_pending_then_confirmed_under_th
     assert (confirmed["id"], confirmed["status"]) == (order_id, "confirmed")
     assert [one["id"] for one in buyer.get("/api/orders").json()] == [order_id]
     assert_error(other.get(f"/api/orders/{order_id}"), 404, "not_found")
-    assert Stock.objects.get(pk=voucher.stock_id).quantity == 1 == redis_stock(voucher.stock.group_id)[voucher.stock_id]
+    assert stock_left(voucher) == 1 == redis_stock(voucher.group_id)[stock_row(voucher)]
 
 
 def test_an_order_the_database_refuses_is_failed_with_its_reason_and_the_unit_is_back(
@@ -94,12 +100,12 @@ def test_an_order_the_database_refuses_is_failed_with_its_reason_and_the_unit_is
     buyer = api_client()
     order_id = purchase(buyer, voucher).json()["order_id"]
     # The buyer got an order some other way meanwhile: the database's one-per-user key refuses.
-    Order.objects.create(user=buyer.user, voucher=voucher, buyer_guard=buyer.user.pk)
+    Order.objects.create(user=buyer.user, voucher=voucher, stock_id=stock_row(voucher), buyer_guard=buyer.user.pk)
     persist_voucher(voucher)
     failed = buyer.get(f"/api/orders/{order_id}").json()
     assert failed["status"] == "failed"
     assert "refused" in failed["reason"]
-    assert redis_stock(voucher.stock.group_id) == {voucher.stock_id: 1}
+    assert redis_stock(voucher.group_id) == {stock_row(voucher): 1}
     assert purchase(api_client(), voucher).status_code == 202  # the unit sells again
 
 
@@ -108,14 +114,14 @@ def test_a_missing_state_answers_503_and_reconciliation_rebuilds_it(api_client, 
     first = api_client()
     assert purchase(first, voucher).status_code == 202
     persist_voucher(voucher)
-    reservations_redis.delete(*GroupKeys.of(voucher.stock.group_id).all())  # Redis lost the keys
+    reservations_redis.delete(*GroupKeys.of(voucher.group_id).all())  # Redis lost the keys
     refused = purchase(api_client(), voucher)
     assert_error(refused, 503, "unavailable")
     assert refused["Retry-After"]
     assert item_reservations_check(VOUCHER, item=voucher, reservations=reservations_client()).state is False
     check = item_reservations_reconcile(VOUCHER, item=voucher, reservations=reservations_client())
     assert check.rebuilt
-    assert redis_stock(voucher.stock.group_id) == {voucher.stock_id: 2}
+    assert redis_stock(voucher.group_id) == {stock_row(voucher): 2}
     assert_error(purchase(first, voucher), 409, "already_purchased")  # the buyers came back too
     assert purchase(api_client(), voucher).status_code == 202
 
@@ -127,16 +133,16 @@ def test_a_state_of_the_earlier_layout_is_rebuilt_in_the_new_one(api_client, mak
     first = api_client()
     assert purchase(first, voucher).status_code == 202
     persist_voucher(voucher)
-    keys = GroupKeys.of(voucher.stock.group_id)
+    keys = GroupKeys.of(voucher.group_id)
     reservations_redis.delete(keys.state)
-    earlier = {"begin_ms": 0, "end_ms": 10**14, "limit": 1, "no_take": 0, f"stock:{voucher.stock_id}": 2}
+    earlier = {"begin_ms": 0, "end_ms": 10**14, "limit": 1, "no_take": 0, f"stock:{stock_row(voucher)}": 2}
     reservations_redis.hset(keys.state, mapping=earlier)
     reservations_redis.hset(keys.takers, first.user.pk, 1)
     reservations_redis.hset(keys.seqs, f"{first.user.pk}:1", 1)
     assert_error(purchase(api_client(), voucher), 503, "unavailable")
     assert item_reservations_reconcile(VOUCHER, item=voucher, reservations=reservations_client()).rebuilt
     assert not reservations_redis.exists(keys.takers, keys.seqs)
-    assert redis_stock(voucher.stock.group_id) == {voucher.stock_id: 2}
+    assert redis_stock(voucher.group_id) == {stock_row(voucher): 2}
     assert_error(purchase(first, voucher), 409, "already_purchased")
     assert purchase(api_client(), voucher).status_code == 202
 
@@ -146,19 +152,19 @@ def test_switching_to_redis_lua_and_back_keeps_every_unit_and_buyer(api_client, 
     early = api_client()
     assert purchase(early, voucher).status_code == 201
     voucher_update(voucher=voucher, strategy="redis_lua")
-    group = voucher.stock.group_id
-    assert redis_stock(group) == {voucher.stock_id: 4}
+    group = voucher.group_id
+    assert redis_stock(group) == {stock_row(voucher): 4}
     assert_error(purchase(early, voucher), 409, "already_purchased")
     late = api_client()
     assert purchase(late, voucher).status_code == 202
     voucher_update(voucher=voucher, strategy="db_pessimistic")  # what waited is written, the state dropped
     assert redis_stock(group) is None
     assert Order.objects.filter(voucher=voucher).count() == 2
-    assert Stock.objects.get(pk=voucher.stock_id).quantity == 3
+    assert stock_left(voucher) == 3
     assert_error(purchase(late, voucher), 409, "already_purchased")
     assert purchase(api_client(), voucher).status_code == 201
     voucher_update(voucher=voucher, strategy="redis_lua")  # built afresh from the database
-    assert redis_stock(group) == {voucher.stock_id: 2}
+    assert redis_stock(group) == {stock_row(voucher): 2}
     assert not item_reservations_check(VOUCHER, item=voucher, reservations=reservations_client()).drifted
 
 
@@ -167,7 +173,7 @@ def test_restock_and_a_new_window_reach_the_state_in_redis(api_client, make_vouc
     assert purchase(api_client(), voucher).status_code == 202
     assert_error(purchase(api_client(), voucher), 409, "sold_out")
     voucher_update(voucher=voucher, restock=2)
-    assert redis_stock(voucher.stock.group_id) == {voucher.stock_id: 2}
+    assert redis_stock(voucher.group_id) == {stock_row(voucher): 2}
     assert purchase(api_client(), voucher).status_code == 202
     later = timezone.now() + timedelta(hours=1)
     voucher_update(voucher=voucher, begin_at=later, end_at=later + timedelta(hours=1))
@@ -175,9 +181,8 @@ def test_restock_and_a_new_window_reach_the_state_in_redis(api_client, make_vouc
     with pytest.raises(NotStarted):
         STRATEGIES["redis_lua"].take(
             Take(
-                group_id=voucher.stock.group_id,
+                group_id=voucher.group_id,
                 choose=None,
-                user_key="",
                 check=None,
                 record=None,
                 user_id=api_client().user.pk,
@@ -196,18 +201,18 @@ def test_reconciliation_repairs_drift_while_reservations_wait(api_client, make_v
     buyers = [api_client() for _ in range(3)]
     for buyer in buyers:
         assert purchase(buyer, voucher).status_code == 202
-    keys = GroupKeys.of(voucher.stock.group_id)
-    reservations_client().add_units(group_id=voucher.stock.group_id, stock_id=voucher.stock_id, units=4)  # drifted
+    keys = GroupKeys.of(voucher.group_id)
+    reservations_client().add_units(group_id=voucher.group_id, stock_id=stock_row(voucher), units=4)  # drifted
     reservations_redis.hdel(keys.state, buyers[0].user.pk)  # and a buyer forgotten
     drift = item_reservations_check(VOUCHER, item=voucher, reservations=reservations_client())
-    assert drift.stock == {voucher.stock_id: (11, 7)}
+    assert drift.stock == {stock_row(voucher): (11, 7)}
     assert drift.takers == {buyers[0].user.pk: (0, 1)}
     assert drift.pending == 3
     assert item_reservations_reconcile(VOUCHER, item=voucher, reservations=reservations_client()).repaired
     assert not item_reservations_check(VOUCHER, item=voucher, reservations=reservations_client()).drifted
     assert_error(purchase(buyers[0], voucher), 409, "already_purchased")
     persist_voucher(voucher)
-    assert Stock.objects.get(pk=voucher.stock_id).quantity == 7 == redis_stock(voucher.stock.group_id)[voucher.stock_id]
+    assert stock_left(voucher) == 7 == redis_stock(voucher.group_id)[stock_row(voucher)]
 
 
 def test_a_draw_answers_202_with_its_prize_and_is_listed_pending_then_confirmed(api_client, make_pool):
@@ -270,7 +275,8 @@ def test_a_new_item_forgets_what_redis_kept_for_a_group_of_the_same_id(api_clien
     """A database made afresh beside a Redis that kept its keys hands out the same group ids:
     the old group's waiting reservations (of rows the new pool does not have) and numbering
     must not become the new pool's."""
-    from inventory.reservations import Reservations, Rules
+    from inventory.redis_lua.client import Reservations
+    from inventory.redis_lua.values import Rules
 
     next_group = StockGroup.objects.create().pk + 1  # the id the pool's group will get
     stale = Reservations(reservations_redis)

@@ -9,6 +9,7 @@ nothing else.
 from __future__ import annotations
 
 import os
+import signal
 import threading
 
 import pytest
@@ -141,11 +142,34 @@ def test_unreachable_redis_raises_a_connection_error(server, client):
     assert echo(args=["back"]) == b"back"
 
 
-def test_a_cluster_client_gets_the_librarys_script(redis_cluster):
+def test_wait_after_the_script_on_its_connection_answers_how_many_replicas_have_it(server, client):
+    replica = RedisServer(None, "--replicaof", "127.0.0.1", str(server.port)).start()
+    try:
+        linked = redis.Redis(port=replica.port)
+        wait_until(lambda: linked.info("replication")["master_link_status"] == "up", "the replica in sync")
+        count = OwnConnectionScript(client, COUNT)
+        assert count(keys=["n"], wait=(1, 1000)) == (1, 1)
+        os.kill(replica.pid, signal.SIGSTOP)  # its master goes on, and nothing reaches it
+        try:
+            assert count(keys=["n"], wait=(1, 50)) == (2, 0)
+        finally:
+            os.kill(replica.pid, signal.SIGCONT)
+        client.script_flush()  # the script's NOSCRIPT and WAIT's answer both read, in step
+        assert count(keys=["n"], wait=(1, 1000)) == (3, 1)
+        assert count(keys=["n"]) == 4
+    finally:
+        replica.close()
+
+
+def test_a_cluster_client_runs_the_script_on_the_node_of_each_key(redis_cluster):
     script = script_on_own_connections(redis_cluster, COUNT)
-    assert not isinstance(script, OwnConnectionScript)
-    redis_cluster.delete("script-test:{n}")
-    assert script(keys=["script-test:{n}"]) == 1
+    keys = [f"script-test:{{{n}}}" for n in range(30)]
+    assert len({redis_cluster.get_node_from_key(key).port for key in keys}) == 3
+    redis_cluster.delete(*keys)
+    for key in keys:
+        assert script(keys=[key]) == 1
+        assert script(keys=[key], wait=(1, 1000)) == (2, 1)  # each master's replica
+    assert all(redis_cluster.get(key) == b"2" for key in keys)
 
 
 def test_the_kept_connections_count_against_the_pools_max_connections(server):
@@ -223,11 +247,24 @@ def test_a_functions_error_reply_is_raised_and_the_connection_kept_in_step(clien
     assert echo(args=["then"]) == b"then"
 
 
-def test_a_cluster_client_runs_the_function_as_the_librarys_script(redis_cluster):
-    script = function_on_own_connections(redis_cluster, COUNT, prefix="test")
-    assert not isinstance(script, OwnConnectionScript)
-    redis_cluster.delete("function-test:{n}")
-    assert script(keys=["function-test:{n}"]) == 1
+def test_a_cluster_client_runs_the_function_on_the_node_of_each_key_each_master_loading_it(redis_cluster):
+    script = function_on_own_connections(redis_cluster, COUNT, prefix="test_cluster")
+    masters = [redis_cluster.get_redis_connection(node) for node in redis_cluster.get_primaries()]
+    for master in masters:
+        master.function_flush()  # none has it yet
+        master.config_resetstat()
+    keys = [f"function-test:{{{n}}}" for n in range(30)]
+    assert len({redis_cluster.get_node_from_key(key).port for key in keys}) == 3
+    redis_cluster.delete(*keys)
+    for key in keys:
+        assert script(keys=[key]) == 1
+        assert script(keys=[key], wait=(1, 1000)) == (2, 1)  # each master's replica, after the FCALL
+    assert all(redis_cluster.get(key) == b"2" for key in keys)
+    for master in masters:
+        libraries = [dict(zip(one[::2], one[1::2], strict=True))[b"library_name"] for one in master.function_list()]
+        assert len(libraries) == 1 and libraries[0].startswith(b"test_cluster_")
+        stats = master.info("commandstats")
+        assert stats["cmdstat_fcall"]["calls"] > 0 and "cmdstat_evalsha" not in stats
 
 
 def test_a_server_without_functions_runs_the_script_by_its_sha():

@@ -30,6 +30,8 @@ from core import requestid
 from core.logfilters import Json, RequestId, Text
 from core.namespace import instance_key
 from locking.testing import free_port
+from lottery.models import Pool
+from orders.models import Voucher
 
 from .test_reservations_worker import database_url, wait_for
 
@@ -112,7 +114,7 @@ def test_the_formats_carry_the_id_and_the_fields():
     assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}\+00:00", line["time"])
     assert " INFO orders.purchase [rid-1] bought it" in Text().format(record)
     # A line given an id of its own keeps it (the worker's line per reservation).
-    own = logging.LogRecord("inventory.persist", logging.INFO, __file__, 1, "written", (), None)
+    own = logging.LogRecord("inventory.redis_lua.persist", logging.INFO, __file__, 1, "written", (), None)
     own.request_id = "the-reservations-own"
     RequestId().filter(own)
     assert json.loads(Json().format(own))["request_id"] == "the-reservations-own"
@@ -133,7 +135,7 @@ def test_under_redis_lock_the_outcome_and_every_lock_line_carry_the_request_id(
             f"/api/vouchers/{item.pk}/purchase",
             "orders.purchase",
             "voucher",
-            item.stock.group_id,
+            item.group_id,
         )
     else:
         item = make_pool(prizes=(("Gold", 3),), strategy="redis_lock")
@@ -162,6 +164,26 @@ def test_under_redis_lock_the_outcome_and_every_lock_line_carry_the_request_id(
         "outcome": "confirmed",
     }
     assert outcome[id_field] == response.json()[id_field] and outcome["ms"] > 0
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("change", ["cancel", "claim"])
+def test_under_redis_lock_a_change_locks_the_name_its_take_locked(change, api_client, make_voucher, make_pool):
+    buyer = api_client()
+    if change == "cancel":
+        item = make_voucher(stock=3, strategy="redis_lock")
+        Voucher.objects.filter(pk=item.pk).update(hold_seconds=600)
+        take, changed = f"/api/vouchers/{item.pk}/purchase", "/api/orders/{}/cancel"
+    else:
+        item = make_pool(prizes=(("Gold", 3),), strategy="redis_lock")
+        Pool.objects.filter(pk=item.pk).update(hold_seconds=600)
+        take, changed = f"/api/pools/{item.pk}/draw", "/api/draws/{}/claim"
+    with Lines() as lines:
+        record_id = buyer.post(take).json()["draw_id" if change == "claim" else "order_id"]
+        assert buyer.post(changed.format(record_id)).status_code == 200
+    acquired = [line["lock"] for line in lines.all() if line.get("event") == "lock.acquired"]
+    user_locks = [name for name in acquired if ":user:" in name]
+    assert len(user_locks) == 2 and user_locks[0] == user_locks[1], acquired
 
 
 @pytest.mark.django_db
@@ -321,7 +343,7 @@ def test_under_redis_lua_the_worker_line_that_writes_a_reservation_carries_its_r
     ):
         line = lines[reservation[key]]
         assert line["request_id"] == asked[key], line
-        assert (line["logger"], line["level"], line["outcome"]) == ("inventory.persist", "INFO", "written")
+        assert (line["logger"], line["level"], line["outcome"]) == ("inventory.redis_lua.persist", "INFO", "written")
         assert (line["kind"], line["item_id"], line["user_id"]) == (kind, item, user)
         assert line["time"] and str(reservation[key]) in line["message"]
 

@@ -19,11 +19,13 @@ from django.conf import settings
 from accounts.services import users_with_tokens_create
 from core.namespace import instance_key
 from inventory.models import Stock
-from inventory.reservations import GroupKeys, Rules, reservations_client
+from inventory.redis_lua.client import reservations_client
+from inventory.redis_lua.values import GroupKeys, Rules
 from inventory.tasks import reservations_drain
 from lottery.models import Draw
 from orders.models import Order
 from tests.live import database_url
+from tests.stock import stock_left, stock_row
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -107,7 +109,7 @@ def reservations():
 
 def load(reservations, item, stock: dict[int, int], *, limit: int, no_take: int = 0) -> int:
     client, used = reservations
-    group_id = item.stock.group_id if hasattr(item, "stock") else item.group_id
+    group_id = item.group_id
     used.append(group_id)
     client.client.delete(*GroupKeys.of(group_id).all())
     client.load(group_id=group_id, rules=Rules(item.begin_at, item.end_at, limit, no_take), stock=stock)
@@ -130,14 +132,14 @@ def users(count: int) -> list[int]:
 
 def test_a_worker_persists_every_reservation_of_a_voucher_once(worker, reservations, make_voucher):
     voucher = make_voucher(stock=300)
-    group = load(reservations, voucher, {voucher.stock_id: 300}, limit=1)
+    group = load(reservations, voucher, {stock_row(voucher): 300}, limit=1)
     reserved = [reservations[0].reserve(group_id=group, user_id=u, rand=0.5) for u in users(300)]
-    send(reservations_drain, "voucher", voucher.pk, voucher.stock.group_id)
+    send(reservations_drain, "voucher", voucher.pk, voucher.group_id)
     wait_for(lambda: Order.objects.filter(voucher=voucher).count() == 300)
     rows = set(Order.objects.filter(voucher=voucher).values_list("reservation", flat=True))
     assert rows == {r.reservation_id for r in reserved}
     wait_for(lambda: reservations[0].client.xlen(GroupKeys.of(group).pending) == 0, timeout=10)
-    assert Stock.objects.get(pk=voucher.stock_id).quantity == 0
+    assert stock_left(voucher) == 0
 
 
 def test_a_worker_killed_mid_batch_leaves_each_reservation_persisted_once(worker, reservations, make_pool):
@@ -202,7 +204,7 @@ def test_many_processes_buying_and_drawing_then_every_invariant_holds(app_worker
     """8 processes x 8 threads buy a voucher of 20 and draw in a pool of 2 + 10 (limit 2)
     through the services, which send their drain tasks to a real worker. Once drained: the
     stock sold once, one order per buyer, every 202 one row, Redis and the database agree."""
-    from inventory.item_states import item_reservations_check
+    from inventory.redis_lua.item_states import item_reservations_check
     from lottery.product import POOL
     from lottery.selectors import pool_audit
     from orders.product import VOUCHER
@@ -219,7 +221,7 @@ def test_many_processes_buying_and_drawing_then_every_invariant_holds(app_worker
     drew = draw_concurrently(pool_id=pool.pk, plan=[slots * 2 for slots in plan], race_ms=0)
     assert not bought.unexpected and not drew.unexpected
     assert len(bought.confirmed) == 20 and bought.refusals == {"sold_out": 44}
-    wait_for(lambda: drained(voucher.stock.group_id) and drained(pool.group_id), timeout=60)
+    wait_for(lambda: drained(voucher.group_id) and drained(pool.group_id), timeout=60)
     orders = Order.objects.filter(voucher=voucher)
     assert sorted(orders.values_list("reservation", flat=True)) == sorted(bought.confirmed)
     audit = voucher_audit(voucher_id=voucher.pk)
@@ -239,20 +241,24 @@ def test_the_same_reservation_delivered_twice_makes_one_row(app_worker, api_clie
     be handed out again; and drains are sent more than once. One row each, whatever."""
     voucher = make_voucher(stock=10, strategy="redis_lua")
     answers = [api_client().post(f"/api/vouchers/{voucher.pk}/purchase").json() for _ in range(5)]
-    first = reservations_client().pending(group_id=voucher.stock.group_id, consumer="dead", count=2)
+    first = reservations_client().pending(group_id=voucher.group_id, consumer="dead", count=2)
     for one in first:  # the dead consumer's commit, without its acknowledgement
         Order.objects.create(
-            user_id=one.user_id, voucher=voucher, buyer_guard=one.user_id, reservation=one.reservation_id
+            user_id=one.user_id,
+            voucher=voucher,
+            stock_id=one.stock_id,
+            buyer_guard=one.user_id,
+            reservation=one.reservation_id,
         )
-    Stock.objects.filter(pk=voucher.stock_id).update(quantity=8)
+    Stock.objects.filter(pk=stock_row(voucher)).update(quantity=8)
     app_worker(RESERVATIONS_CLAIM_IDLE_MS="0")
     for _ in range(3):
-        reservations_drain.delay("voucher", voucher.pk, voucher.stock.group_id)
-    wait_for(lambda: drained(voucher.stock.group_id) and Order.objects.filter(voucher=voucher).count() >= 5)
+        reservations_drain.delay("voucher", voucher.pk, voucher.group_id)
+    wait_for(lambda: drained(voucher.group_id) and Order.objects.filter(voucher=voucher).count() >= 5)
     time.sleep(1)  # the other drains ran too
     rows = list(Order.objects.filter(voucher=voucher).values_list("reservation", flat=True))
     assert sorted(rows) == sorted(answer["order_id"] for answer in answers)
-    assert Stock.objects.get(pk=voucher.stock_id).quantity == 5
+    assert stock_left(voucher) == 5
 
 
 def test_a_reservation_whose_web_process_died_before_sending_its_task_still_becomes_an_order(
@@ -262,13 +268,13 @@ def test_a_reservation_whose_web_process_died_before_sending_its_task_still_beco
     finds the waiting reservation and has it written."""
     voucher = make_voucher(stock=3, strategy="redis_lua")
     buyer = make_user()
-    reserved = reservations_client().reserve(group_id=voucher.stock.group_id, user_id=buyer.pk, rand=0.5)
+    reserved = reservations_client().reserve(group_id=voucher.group_id, user_id=buyer.pk, rand=0.5)
     assert reserved.kick  # the process was asked to send the task; it died instead
     app_worker()
     app_worker(beat=True, RESERVATIONS_SWEEP_SECONDS="1")
     wait_for(lambda: Order.objects.filter(reservation=reserved.reservation_id).exists(), timeout=30)
     assert Order.objects.get(reservation=reserved.reservation_id).user_id == buyer.pk
-    assert Stock.objects.get(pk=voucher.stock_id).quantity == 2
+    assert stock_left(voucher) == 2
 
 
 def test_redis_flushed_mid_sale_answers_503_until_rebuilt_and_sells_no_unit_twice(
@@ -297,9 +303,9 @@ def test_redis_flushed_mid_sale_answers_503_until_rebuilt_and_sells_no_unit_twic
         buyer.post(f"/api/vouchers/{voucher.pk}/purchase")
     for buyer in early:  # the buyers came back with the state
         assert buyer.post(f"/api/vouchers/{voucher.pk}/purchase").json()["code"] == "already_purchased"
-    wait_for(lambda: drained(voucher.stock.group_id))
+    wait_for(lambda: drained(voucher.group_id))
     wait_for(lambda: Order.objects.filter(voucher=voucher).count() == 6)
-    stock = Stock.objects.get(pk=voucher.stock_id)
+    stock = Stock.objects.get(pk=stock_row(voucher))
     assert (stock.quantity, stock.initial_quantity) == (0, 6)  # the lost reservation's unit sold again, once
     assert not Order.objects.filter(reservation=lost_id, user=lost.user).exists()
     assert lost.get(f"/api/orders/{lost_id}").status_code == 404
@@ -311,8 +317,8 @@ def test_a_database_out_of_reach_for_too_long_undoes_the_reservation_and_tells_t
     voucher = make_voucher(stock=1, strategy="redis_lua")
     buyer = api_client()
     order_id = buyer.post(f"/api/vouchers/{voucher.pk}/purchase").json()["order_id"]
-    group = voucher.stock.group_id
-    assert reservations_client().stock(group_id=group) == {voucher.stock_id: 0}
+    group = voucher.group_id
+    assert reservations_client().stock(group_id=group) == {stock_row(voucher): 0}
     # A worker whose database does not answer (nothing listens on port 9), giving up after 1 s.
     app_worker(DATABASE_URL="mysql://root:@127.0.0.1:9/test", RESERVATIONS_GIVE_UP_SECONDS="1")
     time.sleep(1.5)
@@ -326,7 +332,7 @@ def test_a_database_out_of_reach_for_too_long_undoes_the_reservation_and_tells_t
 
     wait_for(undone, timeout=60)
     assert "unreachable" in buyer.get(f"/api/orders/{order_id}").json()["reason"]
-    assert reservations_client().stock(group_id=group) == {voucher.stock_id: 1}  # stock back
+    assert reservations_client().stock(group_id=group) == {stock_row(voucher): 1}  # stock back
     assert reservations_client().takers(group_id=group) == {}  # buyer removed
     assert not Order.objects.filter(voucher=voucher).exists()
     assert buyer.post(f"/api/vouchers/{voucher.pk}/purchase").status_code == 202  # and may buy again

@@ -10,7 +10,7 @@ import urllib.request
 import pytest
 import redis
 
-from inventory.reservations import GroupKeys
+from inventory.redis_lua.values import GroupKeys
 from inventory.tasks import reservations_reconcile
 from locking.testing import free_port
 
@@ -33,7 +33,7 @@ def drift_counted(port: int) -> float | None:
 
 def test_the_worker_serves_the_drift_its_reconciliation_found(make_voucher, reservations_redis, tmp_path):
     voucher = make_voucher(strategy="redis_lua", stock=5)
-    reservations_redis.delete(*GroupKeys.of(voucher.stock.group_id).all())  # Redis lost the state
+    reservations_redis.delete(*GroupKeys.of(voucher.group_id).all())  # Redis lost the state
     directory = tmp_path / "prometheus"
     directory.mkdir()
     (directory / "counter_1.db").write_bytes(b"a file of an earlier run, not a counter file")
@@ -55,7 +55,7 @@ def test_the_worker_serves_the_drift_its_reconciliation_found(make_voucher, rese
             time.sleep(0.3)
     finally:
         worker.stop()
-    assert reservations_redis.exists(GroupKeys.of(voucher.stock.group_id).state)  # and rebuilt it
+    assert reservations_redis.exists(GroupKeys.of(voucher.group_id).state)  # and rebuilt it
 
 
 def test_without_a_port_the_worker_serves_nothing_and_leaves_its_directory(tmp_path, monkeypatch):

@@ -19,6 +19,7 @@ from django.core.exceptions import ImproperlyConfigured
 from config.logs import logging_config
 from core.local_key import local_key_path, local_key_read
 
+from .cluster import *  # noqa: F403  (redis_lua's reservations on a Redis Cluster, with replicas)
 from .environment import env_bool, env_int, env_list
 from .payments import *  # noqa: F403  (the payment provider's settings)
 from .payments import PAYMENT_PROVIDER_RESEND_SECONDS
@@ -204,7 +205,7 @@ CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": 3600, "global_keyprefix
 CELERY_TASK_ROUTES = {"lab.tasks.*": {"queue": "lab"}}
 
 # redis_lua: where the reservations live (one Redis; every key of a voucher or pool shares
-# a hash tag, so a Cluster works too). Keep it on `noeviction`: an evicted stock key would
+# a hash tag, so a Cluster works too: .cluster). Keep it on `noeviction`: an evicted stock key would
 # answer 503 until rebuilt, never sell from nothing.
 RESERVATIONS_REDIS_URL = os.environ.get("RESERVATIONS_REDIS_URL", REDIS_URL)
 # A reservation handed to a persisting worker that has not acknowledged it this long is
@@ -223,7 +224,7 @@ RESERVATIONS_SWEEP_SECONDS = env_int("RESERVATIONS_SWEEP_SECONDS", 2)
 RESERVATIONS_RECONCILE_SECONDS = env_int("RESERVATIONS_RECONCILE_SECONDS", 15)
 # It compares totals first (cheap whatever the records), and each user's takes on a
 # difference, or once this long after the last such comparison found the item whole: a drift
-# that keeps the totals is found within it (inventory.reconcile).
+# that keeps the totals is found within it (inventory.redis_lua.reconcile).
 RESERVATIONS_RECONCILE_FULL_SECONDS = env_int("RESERVATIONS_RECONCILE_FULL_SECONDS", 300)
 
 # Holds (inventory.holds): a worker releases each item's holds at their deadline; the beat

@@ -4,7 +4,7 @@ Stock is taken in one place, under each concurrency strategy, for any product: o
 module per strategy in this package (``none.py``, ``db_atomic.py``, ...), each over this
 base, and the registry in ``__init__.py``.
 
-A :class:`Take` names a stock group (the candidate rows: a voucher's one row, every
+A :class:`Take` names a stock group (the candidate rows: a voucher's rows, every
 prize of a pool), a chooser, the per-user rule and a recorder. The base class
 :class:`StockStrategy` owns the sequence, the same for every strategy and product:
 
@@ -29,6 +29,13 @@ as the take: **read** whether the record is still held, pause ``RACE_WINDOW_MS``
 strategy's write changes only a record still held, so of a pay and an expiry racing, or
 two expiries, exactly one writes; ``none`` and ``local`` write whatever they read, so
 they can pay and release one record, or release it twice.
+
+An ``Expiry`` (``changes.py``) releases an item's held records past their deadline, a batch
+at a time: each strategy owns it (``StockStrategy.expire``), as it owns its take and its
+change. A guarded strategy releases a batch in one transaction (``expiry_write``), each
+record only while still held; ``none`` and ``local`` release each record by their change,
+their naive way; ``redis_lua`` returns the batch's units to Redis too. Every return of a
+unit to a stock row, one record's or a batch's, is one write (``units_return``).
 
 Steps 6 and 7 run inside the strategy's **write scope**: nothing more for a strategy
 whose guard already is the transaction, and the transaction of the write for ``none``
@@ -66,8 +73,8 @@ from locking.lease import LeasedLock
 from ..errors import InvalidQuantity, LockBusy, SoldOut
 from ..models import Stock
 from ..records import Record
-from ..reservation_types import Reserved, group_tag
-from .changes import Change, change_write, lock_group, over_counted
+from ..redis_lua.values import Reserved, group_tag
+from .changes import Change, Expiry, change_write, expiry_write, lock_group, over_counted, rule_scope
 
 R = TypeVar("R")
 
@@ -97,8 +104,6 @@ class Take(Generic[R]):
             ``quantity`` units (never empty), returns the id of the row to take, or
             None to take nothing and still record (a draw that lands on "no prize").
             It runs under the strategy's guard, on the stock the guard protects.
-        user_key: the scope of the per-user rule, such as ``"voucher:3:user:7"``;
-            lock-based strategies lock it.
         check: raises the caller's domain error when the per-user rule refuses
             (already bought, draw limit). Runs first under the guard.
         record: writes the order or award in the same transaction as the stock
@@ -109,7 +114,8 @@ class Take(Generic[R]):
 
     What a deferred strategy (``redis_lua``) reads, reserving in the request and leaving
     the record to a worker:
-        kind, item_id: the item, for the worker asked to persist or rebuild it.
+        kind, item_id: the item, for the worker asked to persist or rebuild it; with
+            ``user_id``, the scope of the per-user rule (:attr:`user_key`).
         over_limit: raised when the user has used every take.
         reserved: the answer, given the reservation: the record as it will be, pending.
         rand: the weighted choice's uniform number in [0, 1), called only to reserve; a
@@ -124,7 +130,6 @@ class Take(Generic[R]):
 
     group_id: int
     choose: Chooser
-    user_key: str
     check: Callable[[], None]
     record: Callable[[int | None, bool], R]
     user_id: int = 0
@@ -139,6 +144,12 @@ class Take(Generic[R]):
     counted: Callable[[], int] | None = None
     allowed: Callable[[], int] | None = None
 
+    @property
+    def user_key(self) -> str:
+        """The scope of the per-user rule, which lock-based strategies lock: named as every
+        change of what the take took names it (``changes.rule_scope``)."""
+        return rule_scope(self.kind, self.item_id, self.user_id)
+
 
 def units_out(units: int) -> dict[str, Any]:
     """The fields of a stock row's UPDATE when ``units`` leave it for records: its running
@@ -146,10 +157,10 @@ def units_out(units: int) -> dict[str, Any]:
     return {"quantity": F("quantity") - units, "taken": F("taken") + units, "version": F("version") + 1}
 
 
-def choose_only(remaining: Mapping[int, int]) -> int:
-    """The chooser of a group with one row (a voucher): that row, whenever it has stock."""
-    (stock_id,) = remaining
-    return stock_id
+def choose_first(remaining: Mapping[int, int]) -> int:
+    """The chooser of a voucher, whatever its group's rows: the first with stock, in
+    primary-key order."""
+    return min(remaining)
 
 
 def race_window() -> None:
@@ -197,7 +208,9 @@ def read_remaining(group_id: int, quantity: int) -> dict[int, int]:
 
 class StockStrategy:
     """The fixed sequence of a take (see the module docstring); subclasses supply
-    :meth:`guard`, :meth:`read` and :meth:`write`.
+    :meth:`guard`, :meth:`read` and :meth:`write`. A held record's change (:meth:`change`)
+    and the expiry of an item's due holds (:meth:`expire`) run under the same guards; a
+    strategy that releases otherwise overrides them.
 
     Class attributes:
         name: the strategy's one name (``inventory.models.Strategy``).
@@ -260,6 +273,14 @@ class StockStrategy:
             race_window()
             with self.writing(change, held):
                 return change_write(change, guarded=self.guarded)
+
+    def expire(self, expiry: Expiry) -> int:
+        """Release up to ``expiry.batch`` of one item's held records past their deadline;
+        the number released. One transaction (``expiry_write``) that locks the group's row
+        (where takes past the per-user rule are counted), then the stock rows, then the
+        records it can (``SKIP LOCKED``), and changes each only while still held: of sweeps,
+        tasks and single releases racing, one releases each record."""
+        return len(expiry_write(expiry))
 
     def take(self, take: Take[R]) -> R:
         if isinstance(take.quantity, bool) or not isinstance(take.quantity, int) or take.quantity < 1:

@@ -2,24 +2,35 @@
 :class:`Change` settles a held record (paid, claimed) or releases it (cancelled, expired,
 forfeited: its unit back in the stock), under the guard that took it
 (``StockStrategy.change``); :func:`change_write` is its write, and keeps the stock's running
-totals (docs/design.md, "Running totals") in step with what the record became.
-:func:`over_counted` keeps the totals of takes past the per-user rule, for a take or a
-change of an unguarded strategy."""
+totals (docs/design.md, "Running totals") in step with what the record became. An
+:class:`Expiry` releases an item's held records past their deadline, a batch at a time
+(``StockStrategy.expire``); :func:`expiry_write` is the batch's write.
+
+:func:`units_return` is the one write of units back to a stock row, whether one record's
+release or a batch's. :func:`over_counted` keeps the totals of takes past the per-user rule,
+for a take or a change of an unguarded strategy, and for a release of takes past it."""
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, NamedTuple
+from functools import partial
+from typing import Any, NamedTuple
 
+from django.db import transaction
 from django.db.models import F, QuerySet
 
 from ..models import Stock, StockGroup
 from ..records import TAKING, Record
 
-if TYPE_CHECKING:
-    pass
+
+def rule_scope(kind: str, item_id: int, user_id: int) -> str:
+    """The name of the per-user rule's scope (``"voucher:3:user:7"``), which the lock-based
+    strategies lock: a take's (``Take.user_key``) and every change's of what it took
+    (``Change.user_key``) are built here alone, so that both lock the same name."""
+    return f"{kind}:{item_id}:user:{user_id}"
 
 
 @dataclass(frozen=True)
@@ -32,8 +43,10 @@ class Change:
         fields: the other fields written with the status (when, whose take it frees).
         stock_id: the row its unit goes back to; None for a settle, or a record that took
             nothing.
-        group_id, user_key: the take's, so that a strategy guards the change with what
-            guarded the take (its transaction, the group's rows, the user's lock).
+        group_id: the take's, so that a strategy guards the change with what guarded the
+            take (its transaction, the group's rows); the user's lock is named as the
+            take's (:attr:`user_key`).
+        item_id: the record's item.
         still_before: for a settle, the deadline must still be after it: a guarded
             strategy does not settle a hold that lapsed between its check and its write.
         kind, record_id, user_id: the record, for a strategy that keeps stock
@@ -51,11 +64,11 @@ class Change:
     records: QuerySet
     target: str
     group_id: int
-    user_key: str
     fields: Mapping[str, Any] = field(default_factory=dict)
     stock_id: int | None = None
     still_before: datetime | None = None
     kind: str = ""
+    item_id: int = 0
     record_id: int = 0
     user_id: int = 0
     frees_take: bool = False
@@ -63,6 +76,10 @@ class Change:
     counted: Callable[[], int] | None = None
     allowed: Callable[[], int] | None = None
     over_rule: bool = False
+
+    @property
+    def user_key(self) -> str:
+        return rule_scope(self.kind, self.item_id, self.user_id)
 
     @property
     def releases(self) -> bool:
@@ -80,6 +97,52 @@ class Returned(NamedTuple):
     record_id: int
     user_id: int
     stock_id: int | None
+
+
+@dataclass(frozen=True)
+class Expiry:
+    """The release of one item's held records past their deadline, as the core's holds
+    (``inventory.holds.holds_expire_due``) say it, for the item's strategy to run
+    (``StockStrategy.expire``).
+
+    Attributes:
+        due: the item's records held past their deadline, in the order of the index that
+            reads them.
+        target: the status they lapse to (expired, forfeited).
+        group_id: the item's stock group.
+        batch: the most records one run releases.
+        fields: the other fields written with the status (when, whose take it frees).
+        unit_field: the records' column of the stock row each took.
+        kind, frees_take: as a ``Change``'s.
+        counted: given a user's id, the user's records of the item that count against the
+            per-user rule, now.
+        allowed: as a ``Change``'s.
+        change_of: the release of one of them, given its id, its user's and its stock
+            row's, as a ``Change``: for a strategy that releases one record at a time.
+    """
+
+    due: QuerySet
+    target: str
+    group_id: int
+    batch: int
+    change_of: Callable[[int, int, int | None], Change]
+    fields: Mapping[str, Any] = field(default_factory=dict)
+    unit_field: str = ""
+    kind: str = ""
+    frees_take: bool = False
+    counted: Callable[[int], int] | None = None
+    allowed: Callable[[], int] | None = None
+
+    def over_rule(self) -> bool:
+        """Whether a batch keeps the running totals of takes past the per-user rule for each
+        user's releases: where a release frees the take and the item holds such takes now."""
+        return self.frees_take and takes_over_rule(self.group_id)
+
+
+def takes_over_rule(group_id: int) -> bool:
+    """Whether the group holds takes past the per-user rule now (an unguarded strategy made
+    them): a release under any strategy then keeps their running totals too."""
+    return StockGroup.objects.filter(pk=group_id, over_takes__gt=0).exists()
 
 
 def change_write(change: Change, *, guarded: bool) -> bool:
@@ -117,7 +180,7 @@ def change_write(change: Change, *, guarded: bool) -> bool:
     # +1: the record holds its unit again; -1: it gave it back; 0: no change.
     taken = int(change.target in TAKING) - int(was in TAKING)
     if returns:
-        Stock.objects.filter(pk=change.stock_id).update(**units_back(1, taken=-taken))
+        units_return(change.stock_id, 1, taken=-taken)
     elif unit is not None and taken:
         Stock.objects.filter(pk=unit).update(taken=F("taken") + taken)
     if change.counts_over(guarded=guarded):
@@ -135,11 +198,56 @@ def _read_overwritten(change: Change) -> tuple[str | None, int | None]:
     return change.records.select_for_update().values_list("status", flat=True).first(), unit
 
 
-def units_back(units: int, *, taken: int | None = None) -> dict[str, Any]:
-    """The fields of a stock row's UPDATE when ``units`` come back to it from records that
-    held ``taken`` of them (all, unless an unguarded write returns one twice)."""
+def expiry_write(expiry: Expiry) -> list[Returned]:
+    """Release up to ``expiry.batch`` of its due records in one transaction: their rows
+    locked (``SKIP LOCKED``: a record being paid this instant is left for the next run),
+    changed only while still held, and their units returned with one UPDATE per stock row;
+    what each returned. Where the item holds takes past the per-user rule, their running
+    totals follow each user's releases."""
+    over_rule = expiry.over_rule()
+    model = expiry.due.model
+    with transaction.atomic():
+        if over_rule:
+            lock_group(expiry.group_id)  # before the stock rows, as every writer of both
+        # The stock rows first, then the records, as a take and a single release lock them:
+        # the other order deadlocks against a purchase. Only the records' own rows are
+        # locked (a join's would be too: MariaDB has no ``OF``).
+        candidates = list(expiry.due.values_list("pk", flat=True)[: expiry.batch])
+        if not candidates:
+            return []
+        units_of = model.objects.filter(pk__in=candidates).values_list(expiry.unit_field, flat=True)
+        lock_rows(sorted({stock_id for stock_id in units_of if stock_id is not None}))
+        due = expiry.due.filter(pk__in=candidates).select_for_update(skip_locked=True)
+        ids = list(due.values_list("pk", flat=True))
+        if not ids:
+            return []
+        records = model.objects.filter(pk__in=ids)
+        rows = [Returned(*row) for row in records.values_list("pk", "user_id", expiry.unit_field)]
+        fields = {"status": expiry.target, "releases": F("releases") + 1, **expiry.fields}
+        records.filter(status=Record.Status.HELD).update(**fields)
+        units = Counter(row.stock_id for row in rows if row.stock_id is not None)
+        for stock_id, count in sorted(units.items()):
+            units_return(stock_id, count)
+        if over_rule:
+            for user_id, count in Counter(row.user_id for row in rows).items():
+                over_counted(
+                    expiry.group_id,
+                    counted=partial(expiry.counted, user_id),
+                    allowed=expiry.allowed,
+                    delta=-count,
+                )
+    return rows
+
+
+def units_return(stock_id: int, units: int, *, taken: int | None = None) -> None:
+    """Return ``units`` to a stock row from records that held ``taken`` of them (all, unless
+    an unguarded write returns one twice), in the caller's transaction: the one write of a
+    unit's return, one record's release or a batch's. The row's running total of units
+    taken moves with its stock, in the same statement, as a take's (``units_out``)."""
     taken = units if taken is None else taken
-    return {"quantity": F("quantity") + units, "taken": F("taken") - taken, "version": F("version") + 1}
+    Stock.objects.filter(pk=stock_id).update(
+        quantity=F("quantity") + units, taken=F("taken") - taken, version=F("version") + 1
+    )
 
 
 def over_counted(group_id: int, *, counted: Callable[[], int], allowed: Callable[[], int], delta: int) -> None:

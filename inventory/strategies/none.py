@@ -4,7 +4,9 @@ No guard: the check ("has an order?", "draws used?") and the read are plain
 autocommit queries, and only the absolute write and the record share a
 transaction, so every buyer who read before the first write commits sees the
 same stock and writes the same number. A held record is released or settled the same
-way: whoever read it held writes, so one record is paid and released, or released twice.
+way: whoever read it held writes, so one record is paid and released, or released twice;
+the expiry of an item's due holds releases each by that change, so sweeps racing release
+one twice too.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from django.db import transaction
 
 from ..models import Stock, Strategy
 from .base import Held, StockStrategy, Take, read_remaining, units_out
+from .changes import Expiry
 
 
 class NaiveStrategy(StockStrategy):
@@ -40,3 +43,9 @@ class NaiveStrategy(StockStrategy):
             **{**units_out(take.quantity), "quantity": remaining[stock_id] - take.quantity}
         )
         return True
+
+    def expire(self, expiry: Expiry) -> int:
+        # The due records read once, plainly, then each released by its own change: read
+        # held, pause, write, as a cancel of it is.
+        rows = expiry.due.values_list("pk", "user_id", expiry.unit_field)[: expiry.batch]
+        return sum(self.change(expiry.change_of(*row)) for row in rows)

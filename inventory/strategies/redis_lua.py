@@ -1,21 +1,25 @@
 """One Lua script checks and reserves in Redis; a Celery worker writes the records.
 
-None of the base sequence runs in the request: one script call (``inventory.lua.RESERVE``,
-through ``Reservations.reserve``) counts the request's rate limits, checks the window by
-Redis' clock, the user's takes and the stock, chooses by weight, decrements and appends
-the pending reservation, atomically; the take answers with the record as it will be,
-pending (the API's 202). Nothing here reads the database.
+None of the base sequence runs in the request: one script call
+(``inventory.redis_lua.scripts.RESERVE``, through ``Reservations.reserve``) counts the
+request's rate limits, checks the window by Redis' clock, the user's takes and the stock,
+chooses by weight, decrements and appends the pending reservation, atomically; the take
+answers with the record as it will be, pending (the API's 202). Nothing here reads the
+database.
 
 A worker writes the records and the stock rows' decrement in batches
-(``inventory.persist``), asked by the script's answer about once per
+(``inventory.redis_lua.persist``), asked by the script's answer about once per
 ``RESERVATIONS_KICK_MS`` in a crowd; an ask that fails (the broker down) is logged, not
 raised, and the beat's sweep catches up. A held record is settled or released by one
 UPDATE conditional on its status, as ``db_atomic`` does; a release returns its unit to
 Redis as well, once the database committed it, under the group's lock (which
-reconciliation holds to compare the two). ``StateMissing`` (503) when Redis holds no state
+reconciliation holds to compare the two), and so does an expiry's batch, released as every
+guarded strategy releases it. ``StateMissing`` (503) when Redis holds no state
 for the item: nothing is sold from nothing, a worker is asked (at most once a second per
 group) to rebuild it from the database, and a caller that read the item before a switch
-away from ``redis_lua`` reads it again (``inventory.take``).
+away from ``redis_lua`` reads it again (``inventory.take``). With
+``RESERVATIONS_WAIT_REPLICAS``, a reservation that the replicas did not confirm in time is
+answered 503 ``unconfirmed`` (``Unconfirmed``), not 202.
 """
 
 from __future__ import annotations
@@ -34,12 +38,12 @@ from core.errors import DomainError
 from core.ratelimit import rate_refuse
 from core.window import Ended, NotStarted
 
-from ..errors import SoldOut, StateMissing
-from ..groups import with_group_lock
+from ..errors import SoldOut, StateMissing, Unconfirmed
 from ..models import Strategy
-from ..reservations import REACHABLE, reservations_client
+from ..redis_lua.client import REACHABLE, reservations_client
+from ..redis_lua.drain import with_group_lock
 from .base import R, StockStrategy, Take
-from .changes import Change, Returned, change_write
+from .changes import Change, Expiry, Returned, change_write, expiry_write
 
 logger = logging.getLogger(__name__)
 
@@ -72,6 +76,8 @@ class RedisLuaStrategy(StockStrategy):
         if reserved.refusal is None:
             if reserved.kick:
                 _ask(DRAIN_TASK, (take.kind, take.item_id, take.group_id), "persist", take)
+            if reserved.unconfirmed:
+                raise Unconfirmed(reserved.reservation_id)
             return take.reserved(reserved)
         if reserved.refusal == "rate_limited":
             rate_refuse(reserved.wait_ms)
@@ -95,6 +101,11 @@ class RedisLuaStrategy(StockStrategy):
             return []
 
         return bool(self.units_returned(change.group_id, release, kind=change.kind, frees_take=change.frees_take))
+
+    def expire(self, expiry: Expiry) -> int:
+        return self.units_returned(
+            expiry.group_id, lambda: expiry_write(expiry), kind=expiry.kind, frees_take=expiry.frees_take
+        )
 
     def units_returned(
         self, group_id: int, release: Callable[[], list[Returned]], *, kind: str, frees_take: bool

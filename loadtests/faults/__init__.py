@@ -3,7 +3,7 @@
     .venv/bin/python -m loadtests.faults [--faults all] [--strategies default]
         [--runs fault:strategy,...] [--scenario crowd,draw-crowd] [--duration 20]
         [--fault-at 6] [--down 2] [--lock-lease 5] [--hold-seconds 0] [--sweep-seconds 5]
-        [--own-mariadb]
+        [--replica-lag 0.3] [--own-mariadb]
 
 It starts the server as the load-test runner does (``harness.server``: gunicorn with
 several worker processes, three Redis servers for Redlock, a Celery worker and beat for
@@ -51,6 +51,12 @@ Faults (``kinds``):
   ``--down`` seconds later both started again empty (sales resume, fences moved above the
   database's).
 
+- ``failover-wait``, ``failover-no-wait`` (``redis_lua``): its reservations on the runner's own
+  Redis Cluster (three masters, a replica each), the master of the run's item SIGKILLed
+  once its replica has fallen ``--replica-lag`` seconds behind, and the replica promoted by
+  the cluster. With ``WAIT`` no 202 may be lost (the lag answers 503 ``unconfirmed``);
+  without, the 202s lost with the master are counted and reported (``failover``).
+
 The lifecycle's faults (``expiry``, ``callbacks``) run on items of their own whose takes are
 held (a 3 s window, a stock of 300 that the crowd sells out); ``--hold-seconds`` holds the
 other faults' takes too. A run with holds has the Celery worker and beat beside the server
@@ -85,5 +91,5 @@ Celery worker), ``strike`` (a fault struck on time, and the server's ``/healthz`
 events), ``judge`` (the verdict, pure), ``table`` (a run's row and the table), ``mariadb``
 (the runner's own MariaDB server), ``runner`` (the command line and the runs), ``expiry`` and
 ``callbacks`` (the lifecycle's faults), ``lifecycle`` (a run with holds drained and read),
-``registry`` (every fault by name).
+``failover`` (a Redis Cluster's master killed), ``registry`` (every fault by name).
 """

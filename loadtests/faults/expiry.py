@@ -4,9 +4,10 @@ strikes, and every unit that comes back is bought again. None of them may lose a
 still held once drained) or return a unit twice, and the stock stays whole
 (``judge.lifecycle_broken``); each shows besides what it is there for.
 
-Every guarded strategy but ``redis_lua`` releases holds with the same transaction
-(``inventory.holds._expire``), so these run on ``db_atomic`` for all of them and on
-``redis_lua``, whose releases also return their units to Redis under the group's lock.
+Every guarded strategy releases holds with the same transaction
+(``StockStrategy.expire``, ``inventory.strategies.changes.expiry_write``), so these run on
+``db_atomic`` for all of them and on ``redis_lua``, whose expiry also returns their units to
+Redis under the group's lock.
 """
 
 from __future__ import annotations

@@ -15,6 +15,7 @@ from typing import ClassVar
 
 import redis
 
+from ..verdict import Result
 from .judge import Answer, answered_within, by_status
 from .stage import Stage
 
@@ -32,6 +33,9 @@ class Fault:
     recover_within: ClassVar[float] = 10.0
     # Whether the runner must serve from a MariaDB server of its own (it restarts it).
     needs_own_mariadb: ClassVar[bool] = False
+    # Whether its runs keep redis_lua's reservations on the runner's own Redis Cluster, on a
+    # server of their own (their settings merged with no other fault's).
+    reservations_cluster: ClassVar[bool] = False
     # The hold window of its items and their stock, when it needs its own (the lifecycle's
     # faults: a crowd that sells out and buys again what comes back); None: the runner's
     # ``--hold-seconds`` and ``--stock``.
@@ -69,6 +73,12 @@ class Fault:
     def pending_lost(self) -> set[int]:
         """Reservation ids the fault took away by design (none, but for a Redis restart)."""
         return set()
+
+    def reported(self, result: Result, outcomes: list[list[str]]) -> tuple[Result, int, list[str]]:
+        """The run's result as it is judged, the acknowledged takes it lost by design (set
+        aside from the result, and reported), and notes for the verdict, from the result and
+        the crowd's outcome lines."""
+        return result, 0, []
 
     def server_settings(self, down: float) -> dict[str, str]:
         """Settings the server's processes need for this fault (the whole plan's, merged)."""
@@ -148,7 +158,7 @@ class RedisRestart(Fault):
     def _waiting(url: str, group_id: int) -> set[int]:
         """The reservations of the group waiting in Redis, read with every write paused, so
         that none is made between this read and the kill that follows it."""
-        from inventory.reservations import GroupKeys, reservation_id
+        from inventory.redis_lua.values import GroupKeys, reservation_id
 
         client = redis.Redis.from_url(url, socket_timeout=5)
         try:

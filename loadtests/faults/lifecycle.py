@@ -120,9 +120,9 @@ def returns_repaired(product: str, target: Target) -> int:
     """Reconcile the item as the beat does every ``RESERVATIONS_RECONCILE_SECONDS`` (which the
     runner turns off, so that drift shows): the units a missed return left out of Redis, put
     back; 0 when nothing was missed or Redis differed otherwise."""
-    from inventory.item_states import item_reservations_reconcile
     from inventory.product import product_of
-    from inventory.reservations import reservations_client
+    from inventory.redis_lua.client import reservations_client
+    from inventory.redis_lua.item_states import item_reservations_reconcile
 
     missed = returns_missed(product, target)
     if not missed:

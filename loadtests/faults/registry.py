@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from .callbacks import LateCallback
 from .expiry import CeleryKillExpiry, ExpiryLost, RedisRestartHeld
+from .failover import FailoverNoWait, FailoverWait
 from .kinds import CeleryKill, Fault, LockHolderStopped, MariaDBRestart, RedisRestart, RedlockServersStopped, WorkerKill
 
 FAULTS: dict[str, type[Fault]] = {
@@ -19,5 +20,7 @@ FAULTS: dict[str, type[Fault]] = {
         ExpiryLost,
         RedisRestartHeld,
         LateCallback,
+        FailoverWait,
+        FailoverNoWait,
     )
 }

@@ -7,6 +7,7 @@ import json
 import os
 import sys
 import time
+from contextlib import ExitStack
 from dataclasses import asdict
 from datetime import datetime
 from pathlib import Path
@@ -14,10 +15,11 @@ from urllib.parse import urlsplit
 
 from harness.django_setup import setup_django
 from harness.server import ROOT, running_server
-from locking.testing import RedisServer
+from locking.testing import RedisServer, start_cluster
 
 from ..console import say
 from ..scenarios import SCENARIOS, Scenario, scenarios_named
+from .failover import NODE_TIMEOUT_MS
 from .kinds import Fault
 from .mariadb import MariaDBServer
 from .registry import FAULTS
@@ -98,6 +100,13 @@ def parse_args(argv):
         help="RESERVATIONS_CLAIM_IDLE_MS of the server and worker: how soon a killed worker's batch is taken over "
         "(default: the settings', 30 s)",
     )
+    parser.add_argument(
+        "--replica-lag",
+        type=float,
+        default=None,
+        help="seconds the failover faults let their master write with its replica cut off before they kill it "
+        "(default 0.3; 0: the kill alone)",
+    )
     parser.add_argument("--out", type=Path, default=None, help="output folder (default: var/faults/<time>)")
     parser.add_argument(
         "--database-url",
@@ -118,6 +127,8 @@ def main(argv=None) -> int:
         os.environ["LOCK_LEASE_SECONDS"] = str(args.lock_lease)  # the server's and worker's environment
     if args.sweep_seconds is not None:
         os.environ["HOLDS_SWEEP_SECONDS"] = str(args.sweep_seconds)  # the beat's, and the verdict's bound
+    if args.replica_lag is not None:
+        os.environ["FAILOVER_REPLICA_LAG"] = str(args.replica_lag)  # read by the failover faults
     try:
         if args.runs:
             args.picked = {}
@@ -144,8 +155,11 @@ def main(argv=None) -> int:
 
     own_redis = RedisServer().start()
     say(f"the server's own Redis: {own_redis.url} (no persistence; restarted empty by redis-restart)")
-    own_mariadb = None
+    own_mariadb = cluster = None
     try:
+        if any(fault.reservations_cluster for fault in faults):
+            cluster = start_cluster(3, replicas=1, node_timeout_ms=NODE_TIMEOUT_MS)
+            say(f"the reservations' own Redis Cluster: masters {', '.join(str(node.port) for node in cluster[:3])}")
         if args.own_mariadb or any(fault.needs_own_mariadb for fault in faults):
             own_mariadb = MariaDBServer().start()
             name = urlsplit(args.database_url).path.strip("/") or "flashsale_faults"
@@ -153,8 +167,10 @@ def main(argv=None) -> int:
             say(f"the server's own MariaDB: {args.database_url} (killed and started again by mariadb-restart)")
         args.redis_url, args.broker_url = own_redis.url, None
         setup_django(args)
-        rows = run_faults(args, faults, scenarios, own_redis, own_mariadb)
+        rows = run_faults(args, faults, scenarios, own_redis, own_mariadb, cluster)
     finally:
+        for node in cluster or []:
+            node.close()
         if own_mariadb is not None:
             from django.db import connections
 
@@ -188,17 +204,15 @@ def run_faults(
     scenarios: list[Scenario],
     own_redis: RedisServer,
     own_mariadb: MariaDBServer | None,
+    cluster: list[RedisServer] | None = None,
 ) -> list[FaultRow]:
-    """Every (fault, scenario, strategy) of the plan against one server, on the runner's own
-    Redis (and MariaDB, when one runs)."""
+    """Every (fault, scenario, strategy) of the plan, on the runner's own Redis (and MariaDB,
+    when one runs; and Redis Cluster, for the faults on one)."""
     # Only once Django is set up.
     from django.db import connections
 
     from accounts.services import users_with_tokens_create
     from inventory.strategies import STRATEGIES, strategy_names
-
-    from ..one_run import one_run
-    from .lifecycle import drained
 
     plan = []
     for fault in faults:
@@ -232,37 +246,83 @@ def run_faults(
     fault_points.mkdir(exist_ok=True)
     os.environ["FAULT_POINTS_DIR"] = str(fault_points)
 
+    # The runs of a fault on the cluster get a server of their own (their settings are
+    # theirs alone); every other run shares one.
+    servers: dict[str, list] = {}
+    for run in plan:
+        servers.setdefault(run[0].name if run[0].reservations_cluster else "", []).append(run)
+    rows: list[FaultRow] = []
+    for own, runs in servers.items():
+        rows += serve_runs(
+            args, runs, numbered=(len(rows), len(plan)), own_redis=own_redis, own_mariadb=own_mariadb,
+            cluster=cluster if own else None, fault_points=fault_points, tokens=tokens, staff_token=staff_token,
+        )  # fmt: skip
+    return rows
+
+
+def serve_runs(
+    args,
+    plan: list,
+    *,
+    numbered: tuple[int, int],
+    own_redis: RedisServer,
+    own_mariadb: MariaDBServer | None,
+    cluster: list[RedisServer] | None,
+    fault_points: Path,
+    tokens: Path,
+    staff_token: str,
+) -> list[FaultRow]:
+    """The runs of ``plan`` against one server, started for them; ``numbered``: the runs
+    before them, and of the whole plan. With ``cluster``, its processes and this one keep
+    redis_lua's reservations on it."""
+    from django.db import connections
+    from django.test.utils import override_settings
+
+    from inventory.strategies import STRATEGIES
+
+    from ..one_run import one_run
+    from .lifecycle import drained
+
     settings: dict[str, str] = {}
     for fault in {fault.name: fault for fault, _, _ in plan}.values():
         settings.update(fault.server_settings(args.down))
     rows: list[FaultRow] = []
-    with running_server(
-        database_url=args.database_url,
-        redis_url=own_redis.url,
-        processes=args.server_processes,
-        race_window_ms=args.race_window_ms,
-        # Holds are released by the worker (a task at each deadline, the beat's sweep).
-        celery=any(STRATEGIES[strategy].deferred or holding(args, fault) for fault, _, strategy in plan),
-        celery_log=args.out / "celery.log",
-        settings=settings,
-        say=say,
-    ) as server:
+    with ExitStack() as stack:
+        if cluster is not None:
+            nodes = ",".join(node.url for node in cluster)
+            settings |= {"RESERVATIONS_REDIS_URL": nodes, "RESERVATIONS_REDIS_CLUSTER": "1"}
+            # This process's too: it loads the items' states and reads their streams.
+            stack.enter_context(override_settings(RESERVATIONS_REDIS_URL=nodes, RESERVATIONS_REDIS_CLUSTER=True))
+        server = stack.enter_context(
+            running_server(
+                database_url=args.database_url,
+                redis_url=own_redis.url,
+                processes=args.server_processes,
+                race_window_ms=args.race_window_ms,
+                # Holds are released by the worker (a task at each deadline, the beat's sweep).
+                celery=any(STRATEGIES[strategy].deferred or holding(args, fault) for fault, _, strategy in plan),
+                celery_log=args.out / "celery.log",
+                settings=settings,
+                say=say,
+            )
+        )
         stage = Stage(
             server=server,
             redis=own_redis,
             mariadb=own_mariadb,
+            cluster=cluster,
             fault_points=fault_points,
             celery_log=args.out / "celery.log",
             worker_pid=server.worker_pid,
             tokens=tokens,
         )
         try:
-            for n, (fault, scenario, strategy) in enumerate(plan, start=1):
+            for n, (fault, scenario, strategy) in enumerate(plan, start=numbered[0] + 1):
                 run_args = run_arguments(args, fault)
                 load = f"{args.users} users, {args.duration}s, stock {run_args.stock}"
                 if run_args.hold_seconds:
                     load += f", held {run_args.hold_seconds}s"
-                say(f"[{n}/{len(plan)}] {fault.name} / {scenario.name} / {strategy}: {load}")
+                say(f"[{n}/{numbered[1]}] {fault.name} / {scenario.name} / {strategy}: {load}")
                 stage.product = scenario.product
                 strike = Strike(fault, stage, args.fault_at, args.down)
                 restarts = stage.worker_restarts

@@ -17,13 +17,17 @@ from .mariadb import MariaDBServer
 @dataclass
 class Stage:
     """What the faults act on: the server under test, its own Redis server, its own MariaDB
-    server when a fault restarts it, the folder of its fault points (``core.faultpoints``)
-    and the Celery worker beside it, which the stage supervises as a process manager
-    would: a worker that exits is started again as it was (``restart_worker``)."""
+    server when a fault restarts it, its own Redis Cluster when a fault kills a node of it,
+    the folder of its fault points (``core.faultpoints``) and the Celery worker beside it,
+    which the stage supervises as a process manager would: a worker that exits is started
+    again as it was (``restart_worker``)."""
 
     server: Server
     redis: RedisServer
     mariadb: MariaDBServer | None = None
+    # The Redis Cluster (masters first) that redis_lua's reservations are on, for the faults
+    # that need one (``Fault.reservations_cluster``).
+    cluster: list[RedisServer] | None = None
     fault_points: Path | None = None
     celery_log: Path | None = None
     worker_pid: int | None = None

@@ -14,7 +14,7 @@ Locust users is the concurrency; the number of tokens is the crowd.
 
 from locust import task
 
-from loadtests.common import UNAVAILABLE, purchase
+from loadtests.common import COME_BACK, purchase
 from loadtests.tills import SaleTill
 
 
@@ -29,6 +29,6 @@ class Buyer(SaleTill):
         if token is None:  # the crowd has all tried: the till idles until the run ends
             return
         # A buyer told to try again (503 unavailable: the fault runner took a dependency
-        # away) stays at the till rather than leaving the crowd, so that a fault does not
-        # use the crowd up.
-        self.told_to_come_back = token if purchase(self, self.voucher, token) == UNAVAILABLE else None
+        # away; or unconfirmed) stays at the till rather than leaving the crowd, so that a
+        # fault does not use the crowd up.
+        self.told_to_come_back = token if purchase(self, self.voucher, token) in COME_BACK else None

@@ -11,19 +11,17 @@ import redis
 from django.conf import settings
 from django.db import InterfaceError, OperationalError
 
-from inventory.item_states import (
-    item_reservations_check,
-    item_reservations_load,
-    item_reservations_persist,
-)
-from inventory.lua import LOST_NUMBERS_GAP
 from inventory.models import Stock
-from inventory.persist import reservations_persist
-from inventory.reservations import GroupKeys, Reservations, Rules, reservation_id
+from inventory.redis_lua.client import Reservations
+from inventory.redis_lua.item_states import item_reservations_check, item_reservations_load, item_reservations_persist
+from inventory.redis_lua.persist import reservations_persist
+from inventory.redis_lua.scripts import LOST_NUMBERS_GAP
+from inventory.redis_lua.values import GroupKeys, Rules, reservation_id
 from lottery.models import Draw
 from lottery.product import POOL
 from orders.models import Order
 from orders.product import VOUCHER
+from tests.stock import stock_left, stock_row
 
 from ..waiting import wait_until
 
@@ -38,7 +36,7 @@ def reservations():
     class Fresh(Reservations):
         def load_from(self, item, *, limit: int, no_take: int = 0):
             """The item's state, as the database has it (its group's keys cleared first)."""
-            group_id = item.group_id if hasattr(item, "group_id") else item.stock.group_id
+            group_id = item.group_id
             used.append(group_id)
             client.delete(*GroupKeys.of(group_id).all())
             stock = dict(Stock.objects.filter(group_id=group_id).values_list("id", "quantity"))
@@ -58,18 +56,17 @@ def test_reservations_become_orders_once_with_the_stock(reservations, make_vouch
     users = [make_user() for _ in range(3)]
     answers = [reservations.reserve(group_id=group, user_id=u.pk, rand=0.5) for u in users]
     result = item_reservations_persist(
-        VOUCHER, item_id=voucher.pk, group_id=voucher.stock.group_id, reservations=reservations, consumer="w1"
+        VOUCHER, item_id=voucher.pk, group_id=voucher.group_id, reservations=reservations, consumer="w1"
     )
     assert (result.written, result.repeated, result.failed) == (3, 0, 0)
     orders = Order.objects.filter(voucher=voucher)
     assert sorted(orders.values_list("reservation", flat=True)) == sorted(a.reservation_id for a in answers)
     assert set(orders.values_list("status", flat=True)) == {Order.Status.CONFIRMED}
     assert set(orders.values_list("buyer_guard", flat=True)) == {u.pk for u in users}
-    voucher.stock.refresh_from_db()
-    assert voucher.stock.quantity == 2 == reservations.stock(group_id=group)[voucher.stock_id]
+    assert stock_left(voucher) == 2 == reservations.stock(group_id=group)[stock_row(voucher)]
     assert (
         item_reservations_persist(
-            VOUCHER, item_id=voucher.pk, group_id=voucher.stock.group_id, reservations=reservations, consumer="w1"
+            VOUCHER, item_id=voucher.pk, group_id=voucher.group_id, reservations=reservations, consumer="w1"
         ).handled
         == 0
     )
@@ -93,21 +90,20 @@ def test_a_consumer_that_died_after_its_commit_leaves_no_second_order(reservatio
     dying.done = die_before_ack
     with pytest.raises(Died):
         item_reservations_persist(
-            VOUCHER, item_id=voucher.pk, group_id=voucher.stock.group_id, reservations=dying, consumer="dead"
+            VOUCHER, item_id=voucher.pk, group_id=voucher.group_id, reservations=dying, consumer="dead"
         )
     assert Order.objects.filter(voucher=voucher).count() == 2
     result = item_reservations_persist(
         VOUCHER,
         item_id=voucher.pk,
-        group_id=voucher.stock.group_id,
+        group_id=voucher.group_id,
         reservations=reservations,
         consumer="next",
         claim_idle_ms=0,
     )
     assert (result.written, result.repeated) == (0, 2)
     assert Order.objects.filter(voucher=voucher).count() == 2
-    voucher.stock.refresh_from_db()
-    assert voucher.stock.quantity == 3  # taken once
+    assert stock_left(voucher) == 3  # taken once
     assert reservations.client.xlen(GroupKeys.of(group).pending) == 0
 
 
@@ -118,21 +114,20 @@ def test_a_reservation_the_database_refuses_is_undone_and_the_rest_of_its_batch_
     was loaded without it): the one-per-user key refuses the second order."""
     voucher = make_voucher(stock=5, strategy="db_atomic")
     early = make_user()
-    Order.objects.create(user=early, voucher=voucher, buyer_guard=early.pk)
-    Stock.objects.filter(pk=voucher.stock_id).update(quantity=4)
+    Order.objects.create(user=early, voucher=voucher, stock_id=stock_row(voucher), buyer_guard=early.pk)
+    Stock.objects.filter(pk=stock_row(voucher)).update(quantity=4)
     group = reservations.load_from(voucher, limit=1)
     others = [make_user() for _ in range(2)]
     refused = reservations.reserve(group_id=group, user_id=early.pk, rand=0.5)
     for user in others:
         reservations.reserve(group_id=group, user_id=user.pk, rand=0.5)
     result = item_reservations_persist(
-        VOUCHER, item_id=voucher.pk, group_id=voucher.stock.group_id, reservations=reservations, consumer="w1"
+        VOUCHER, item_id=voucher.pk, group_id=voucher.group_id, reservations=reservations, consumer="w1"
     )
     assert (result.written, result.failed) == (2, 1)
     assert Order.objects.filter(voucher=voucher).count() == 3
     assert "refused" in reservations.failed(reservation=refused.reservation_id).why
-    voucher.stock.refresh_from_db()
-    assert voucher.stock.quantity == 2 == reservations.stock(group_id=group)[voucher.stock_id]
+    assert stock_left(voucher) == 2 == reservations.stock(group_id=group)[stock_row(voucher)]
     assert early.pk not in reservations.takers(group_id=group)
 
 
@@ -143,8 +138,8 @@ def test_each_reservation_is_logged_with_the_id_of_the_request_that_made_it(
     the request id kept in its stream entry, whether written, already written or undone."""
     voucher = make_voucher(stock=5, strategy="db_atomic")
     early = make_user()
-    Order.objects.create(user=early, voucher=voucher, buyer_guard=early.pk)
-    Stock.objects.filter(pk=voucher.stock_id).update(quantity=4)
+    Order.objects.create(user=early, voucher=voucher, stock_id=stock_row(voucher), buyer_guard=early.pk)
+    Stock.objects.filter(pk=stock_row(voucher)).update(quantity=4)
     group = reservations.load_from(voucher, limit=1)
     refused = reservations.reserve(group_id=group, user_id=early.pk, rand=0.5, request_id="rid-early")
     buyers = [make_user() for _ in range(3)]
@@ -153,10 +148,16 @@ def test_each_reservation_is_logged_with_the_id_of_the_request_that_made_it(
         for n, user in enumerate(buyers)
     ]
     # The last one's row is there already (a consumer that died before acknowledging).
-    Order.objects.create(user=buyers[2], voucher=voucher, buyer_guard=buyers[2].pk, reservation=made[2].reservation_id)
-    caplog.set_level("INFO", logger="inventory.persist")
+    Order.objects.create(
+        user=buyers[2],
+        voucher=voucher,
+        stock_id=made[2].stock_id,
+        buyer_guard=buyers[2].pk,
+        reservation=made[2].reservation_id,
+    )
+    caplog.set_level("INFO", logger="inventory.redis_lua.persist")
     item_reservations_persist(
-        VOUCHER, item_id=voucher.pk, group_id=voucher.stock.group_id, reservations=reservations, consumer="w1"
+        VOUCHER, item_id=voucher.pk, group_id=voucher.group_id, reservations=reservations, consumer="w1"
     )
     lines = {r.reservation_id: r for r in caplog.records if getattr(r, "event", "") == "reservation"}
     assert {n: (r.request_id, r.outcome, r.levelname) for n, r in lines.items()} == {
@@ -171,7 +172,7 @@ def test_each_reservation_is_logged_with_the_id_of_the_request_that_made_it(
         "voucher",
         voucher.pk,
         buyers[0].pk,
-        voucher.stock_id,
+        stock_row(voucher),
     )
     assert line.waited_ms >= 0
     (batch,) = [r for r in caplog.records if getattr(r, "event", "") == "reservations.batch"]
@@ -222,7 +223,7 @@ def test_while_the_database_is_unreachable_nothing_is_acknowledged_and_old_reser
     with pytest.raises(OperationalError):
         persist(claim_idle_ms=0, give_up_seconds=0)
     assert reservations.failed(reservation=reserved.reservation_id).why == "the database was unreachable for too long"
-    assert reservations.stock(group_id=group)[voucher.stock_id] == 5
+    assert reservations.stock(group_id=group)[stock_row(voucher)] == 5
     assert Order.objects.filter(voucher=voucher).count() == 0
 
 
@@ -257,16 +258,20 @@ def test_a_voucher_is_loaded_from_the_database_with_its_buyers_and_numbering(res
 
     voucher = make_voucher(stock=5, strategy="redis_lua")
     early, late = make_user(), make_user()
-    Order.objects.create(user=early, voucher=voucher, buyer_guard=early.pk)
+    Order.objects.create(user=early, voucher=voucher, stock_id=stock_row(voucher), buyer_guard=early.pk)
     Order.objects.create(
-        user=late, voucher=voucher, buyer_guard=late.pk, reservation=reservation_id(voucher.stock.group_id, 7)
+        user=late,
+        voucher=voucher,
+        stock_id=stock_row(voucher),
+        buyer_guard=late.pk,
+        reservation=reservation_id(voucher.group_id, 7),
     )
-    Stock.objects.filter(pk=voucher.stock_id).update(quantity=3)
-    group = voucher.stock.group_id
+    Stock.objects.filter(pk=stock_row(voucher)).update(quantity=3)
+    group = voucher.group_id
     reservations.client.delete(*GroupKeys.of(group).all())
     assert item_reservations_load(VOUCHER, item=voucher, reservations=reservations)
     assert not item_reservations_load(VOUCHER, item=voucher, reservations=reservations)  # never over live state
-    assert reservations.stock(group_id=group) == {voucher.stock_id: 3}
+    assert reservations.stock(group_id=group) == {stock_row(voucher): 3}
     assert reservations.takers(group_id=group) == {early.pk: 1, late.pk: 1}
     assert reservations.reserve(group_id=group, user_id=early.pk, rand=0.5).refusal == "limit"
     next_one = reservations.reserve(group_id=group, user_id=make_user().pk, rand=0.5)
@@ -280,7 +285,7 @@ def test_a_pool_is_loaded_with_its_rules_prizes_and_each_users_draws(reservation
     pool = make_pool(prizes=(("Gold", 1), ("Silver", 4)), no_prize_weight=5, draws_per_user=2, strategy="redis_lua")
     gold, silver = pool.prizes.all()
     alice = make_user()
-    Draw.objects.create(user=alice, pool=pool, prize=silver, seq=1, user_guard=alice.pk)
+    Draw.objects.create(user=alice, pool=pool, prize=silver, stock_id=silver.stock_id, seq=1, user_guard=alice.pk)
     Stock.objects.filter(pk=silver.stock_id).update(quantity=3)
     reservations.client.delete(*GroupKeys.of(pool.group_id).all())
     assert item_reservations_load(POOL, item=pool, reservations=reservations)
@@ -297,10 +302,10 @@ def test_a_rebuild_waits_for_the_batch_being_persisted(reservations, make_vouche
     holds while it writes, so it never reads the stock between a batch's rows and its
     decrement's commit."""
     from inventory.errors import LockBusy
-    from inventory.groups import drain_group, group_lock
+    from inventory.redis_lua.drain import drain_group, group_lock
 
     voucher = make_voucher(stock=5, strategy="redis_lua")
-    group = voucher.stock.group_id
+    group = voucher.group_id
     reservations.client.delete(*GroupKeys.of(group).all())
     drainer = group_lock(group)
     assert drainer.acquire() is not None  # a drain under way
@@ -320,7 +325,7 @@ def test_a_rebuild_waits_for_the_batch_being_persisted(reservations, make_vouche
 
 def test_only_a_database_out_of_reach_counts_as_unreachable():
     """A deadlock or a lock wait is retried, never a reason to undo a reservation."""
-    from inventory.persist import unreachable
+    from inventory.redis_lua.persist import unreachable
 
     assert unreachable(OperationalError(2006, "MySQL server has gone away"))
     assert unreachable(OperationalError(2013, "Lost connection to MySQL server during query"))
@@ -344,14 +349,14 @@ def test_reconcile_counts_waiting_reservations_and_reports_drift(reservations, m
     check = item_reservations_check(VOUCHER, item=voucher, reservations=reservations)
     assert (check.state, check.drifted, check.pending) == (True, False, 1)
     item_reservations_persist(
-        VOUCHER, item_id=voucher.pk, group_id=voucher.stock.group_id, reservations=reservations, consumer="w1"
+        VOUCHER, item_id=voucher.pk, group_id=voucher.group_id, reservations=reservations, consumer="w1"
     )
     assert not item_reservations_check(VOUCHER, item=voucher, reservations=reservations).drifted
 
-    reservations.add_units(group_id=group, stock_id=voucher.stock_id, units=-1)  # a unit lost in Redis
+    reservations.add_units(group_id=group, stock_id=stock_row(voucher), units=-1)  # a unit lost in Redis
     reservations.client.hdel(GroupKeys.of(group).state, buyer.pk)  # and a buyer forgotten
     check = item_reservations_check(VOUCHER, item=voucher, reservations=reservations)
-    assert check.stock == {voucher.stock_id: (3, 4)}
+    assert check.stock == {stock_row(voucher): (3, 4)}
     assert check.takers == {buyer.pk: (0, 1)}
     with pytest.raises(SystemExit) as exit_:
         call_command("reconcile", "--json")
@@ -370,7 +375,7 @@ def test_reconcile_repair_rebuilds_a_missing_state_of_a_redis_lua_voucher(reserv
     from django.core.management import call_command
 
     voucher = make_voucher(stock=4, strategy="redis_lua")
-    group = voucher.stock.group_id
+    group = voucher.group_id
     reservations.client.delete(*GroupKeys.of(group).all())
     with pytest.raises(SystemExit) as exit_:
         call_command("reconcile")
@@ -378,7 +383,7 @@ def test_reconcile_repair_rebuilds_a_missing_state_of_a_redis_lua_voucher(reserv
     assert "answering 503 until rebuilt" in capsys.readouterr().out
     call_command("reconcile", "--repair")
     assert "rebuilt from the database" in capsys.readouterr().out
-    assert reservations.stock(group_id=group) == {voucher.stock_id: 4}
+    assert reservations.stock(group_id=group) == {stock_row(voucher): 4}
     reservations.client.delete(*GroupKeys.of(group).all())
 
 
@@ -391,7 +396,7 @@ def test_a_drain_stays_while_reservations_arrive_and_no_request_asks_for_another
     arrives within a pace is the test's to say, not the scheduler's."""
     import threading
 
-    from inventory.groups import drain_group
+    from inventory.redis_lua.drain import drain_group
 
     voucher = make_voucher(stock=100, strategy="db_atomic")
     group = reservations.load_from(voucher, limit=1)
@@ -429,7 +434,7 @@ def test_a_drain_stays_while_reservations_arrive_and_no_request_asks_for_another
 def test_the_drain_reads_at_the_pace_of_reservations_kick_ms(reservations, make_voucher, make_user, settings):
     """The drain stays while reservations arrive, reading once per RESERVATIONS_KICK_MS:
     the pace at which a crowd asks for drains when no drain is there."""
-    from inventory.groups import drain_group
+    from inventory.redis_lua.drain import drain_group
 
     settings.RESERVATIONS_KICK_MS = 300
     voucher = make_voucher(stock=10, strategy="db_atomic")
@@ -457,8 +462,8 @@ def early_buyer_voucher(reservations, make_voucher, make_user, *, stock: int):
     reservation of that buyer is refused by the database's one-per-user key."""
     voucher = make_voucher(stock=stock, strategy="db_atomic")
     early = make_user()
-    Order.objects.create(user=early, voucher=voucher, buyer_guard=early.pk)
-    Stock.objects.filter(pk=voucher.stock_id).update(quantity=stock - 1)
+    Order.objects.create(user=early, voucher=voucher, stock_id=stock_row(voucher), buyer_guard=early.pk)
+    Stock.objects.filter(pk=stock_row(voucher)).update(quantity=stock - 1)
     return voucher, reservations.load_from(voucher, limit=1), early
 
 
@@ -468,7 +473,13 @@ def orders_persisted(ids: list[int]) -> set[int]:
 
 def orders_write(voucher, fresh) -> None:
     Order.objects.bulk_create(
-        Order(user_id=one.user_id, voucher=voucher, buyer_guard=one.user_id, reservation=one.reservation_id)
+        Order(
+            user_id=one.user_id,
+            voucher=voucher,
+            stock_id=one.stock_id,
+            buyer_guard=one.user_id,
+            reservation=one.reservation_id,
+        )
         for one in fresh
     )
 
@@ -501,8 +512,7 @@ def test_a_refused_reservation_is_found_by_halving_its_batch_not_by_writing_one_
         Order.objects.filter(voucher=voucher, reservation__isnull=False).values_list("reservation", flat=True)
     ) == sorted(one.reservation_id for one in made)
     assert "refused" in reservations.failed(reservation=refused.reservation_id).why
-    voucher.stock.refresh_from_db()
-    assert voucher.stock.quantity == 99 - 63 == reservations.stock(group_id=group)[voucher.stock_id]
+    assert stock_left(voucher) == 99 - 63 == reservations.stock(group_id=group)[stock_row(voucher)]
     assert reservations.client.xlen(GroupKeys.of(group).pending) == 0
 
 
@@ -515,11 +525,11 @@ def test_when_every_reservation_of_a_batch_is_refused_each_is_undone(reservation
     made = [reservations.reserve(group_id=group, user_id=user.pk, rand=0.5) for user in gone]
     type(gone[0]).objects.filter(pk__in=[user.pk for user in gone]).delete()
     result = item_reservations_persist(
-        VOUCHER, item_id=voucher.pk, group_id=voucher.stock.group_id, reservations=reservations, consumer="w1"
+        VOUCHER, item_id=voucher.pk, group_id=voucher.group_id, reservations=reservations, consumer="w1"
     )
     assert (result.written, result.repeated, result.failed) == (0, 0, 20)
     assert all("refused" in reservations.failed(reservation=one.reservation_id).why for one in made)
-    assert reservations.stock(group_id=group)[voucher.stock_id] == 50
+    assert reservations.stock(group_id=group)[stock_row(voucher)] == 50
     assert reservations.takers(group_id=group) == {}
     assert not Order.objects.filter(voucher=voucher).exists()
 
@@ -555,7 +565,7 @@ def test_a_part_written_before_the_database_went_away_is_never_undone(reservatio
     assert all(reservations.failed(reservation=one.reservation_id) is None for one in first)
     assert all(reservations.failed(reservation=one.reservation_id) for one in [refused, *last])
     # Redis gave back the units and takes of the undone ones only.
-    assert reservations.stock(group_id=group)[voucher.stock_id] == 99 - 16
+    assert reservations.stock(group_id=group)[stock_row(voucher)] == 99 - 16
     assert set(reservations.takers(group_id=group)) == {user.pk for user in buyers[:16]}
     result = item_reservations_persist(
         VOUCHER, item_id=voucher.pk, group_id=group, reservations=reservations, consumer="w2", claim_idle_ms=0

@@ -1,15 +1,17 @@
-"""The beat's reconciliation compares totals first (``inventory.reconcile``): each stock row,
-and the take numbers marked in Redis against the records + the reservations pending; each
-user's takes only on a difference, or once the last comparison per user is older than
-``RESERVATIONS_RECONCILE_FULL_SECONDS``. ``manage.py reconcile`` always compares each user."""
+"""The beat's reconciliation compares totals first (``inventory.redis_lua.reconcile``): each
+stock row, and the take numbers marked in Redis against the records + the reservations
+pending; each user's takes only on a difference, or once the last comparison per user is
+older than ``RESERVATIONS_RECONCILE_FULL_SECONDS``. ``manage.py reconcile`` always compares
+each user."""
 
 from __future__ import annotations
 
 import pytest
 from django.conf import settings
 
-from inventory.item_states import item_reservations_check, item_reservations_reconcile
-from inventory.reservations import GroupKeys, reservations_client
+from inventory.redis_lua.client import reservations_client
+from inventory.redis_lua.item_states import item_reservations_check, item_reservations_reconcile
+from inventory.redis_lua.values import GroupKeys
 from lottery.models import Draw
 from lottery.product import POOL
 from lottery.services import pool_update
@@ -38,7 +40,7 @@ def voucher(make_voucher):
 def test_the_totals_stand_in_for_each_user_once_a_comparison_per_user_found_the_item_whole(voucher):
     first = beat(VOUCHER, voucher)
     assert first.per_user and not first.drifted  # nothing compared per user yet
-    ttl = reservations_client().client.ttl(GroupKeys.of(voucher.stock.group_id).checked)
+    ttl = reservations_client().client.ttl(GroupKeys.of(voucher.group_id).checked)
     assert 0 < ttl <= settings.RESERVATIONS_RECONCILE_FULL_SECONDS
     second = beat(VOUCHER, voucher)
     assert (second.state, second.drifted, second.per_user) == (True, False, False)
@@ -62,7 +64,7 @@ def test_a_take_number_lost_in_redis_is_marked_again_by_the_comparison_per_user(
     """The number and its take share a field: no script loses one alone, and the totals
     (takes) stay; the comparison per user finds it, as any change by hand."""
     beat(VOUCHER, voucher)
-    keys = GroupKeys.of(voucher.stock.group_id)
+    keys = GroupKeys.of(voucher.group_id)
     client = reservations_client().client
     buyer = Order.objects.filter(voucher=voucher, status=Order.Status.PAID).values_list("user_id", flat=True).first()
     client.hset(keys.state, buyer, "1:")  # the take kept, its number lost
@@ -77,7 +79,7 @@ def test_a_drift_that_keeps_the_totals_is_found_by_the_next_comparison_per_user(
     changes. The beat's comparison per user finds it once the last one expires, as the
     command does at once."""
     beat(VOUCHER, voucher)
-    keys = GroupKeys.of(voucher.stock.group_id)
+    keys = GroupKeys.of(voucher.group_id)
     client = reservations_client().client
     buyer = Order.objects.filter(voucher=voucher, status=Order.Status.CONFIRMED).values_list("user_id", flat=True)[0]
     stranger = records.users(1)[0].pk

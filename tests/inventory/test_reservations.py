@@ -13,13 +13,13 @@ import redis
 from django.conf import settings
 from django.utils import timezone
 
-from inventory.lua import LOST_NUMBERS_GAP
-from inventory.reservations import (
+from inventory.redis_lua.client import Reservations
+from inventory.redis_lua.scripts import LOST_NUMBERS_GAP
+from inventory.redis_lua.values import (
     PERSIST_GROUP,
     SETTLED,
     GroupKeys,
     PendingReservations,
-    Reservations,
     Rules,
     reservation_group,
     reservation_id,

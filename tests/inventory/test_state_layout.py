@@ -1,4 +1,4 @@
-"""The layout of a group's state in Redis (``inventory.lua``): a user's takes and take
+"""The layout of a group's state in Redis (``inventory.redis_lua.scripts``): a user's takes and take
 numbers in one field, the counters beside the rows, and a state left by the earlier layout
 replaced by the next load rather than read."""
 
@@ -10,8 +10,9 @@ import pytest
 import redis
 from django.conf import settings
 
-from inventory.reconcile import group_check
-from inventory.reservations import GroupKeys, Reservations, reservation_id
+from inventory.redis_lua.client import Reservations
+from inventory.redis_lua.reconcile import group_check
+from inventory.redis_lua.values import GroupKeys, reservation_id
 
 from .test_reservations import _groups, open_rules
 

@@ -51,7 +51,9 @@ def a_take(group: StockGroup, **overrides) -> Take:
     options = {
         "group_id": group.pk,
         "choose": first,
-        "user_key": f"test:{group.pk}:user:1",
+        "kind": "test",
+        "item_id": group.pk,
+        "user_id": 1,
         "check": lambda: None,
         "record": lambda stock_id, guarded: stock_id,
     }
@@ -293,7 +295,9 @@ def _take_one(group_id: int, strategy: str, user: int) -> int | None:
     take = Take(
         group_id=group_id,
         choose=choose,
-        user_key=f"contract:{group_id}:user:{user}",
+        kind="contract",
+        item_id=group_id,
+        user_id=user,
         check=lambda: None,
         record=lambda stock_id, guarded: stock_id,
     )

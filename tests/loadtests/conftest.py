@@ -32,9 +32,10 @@ def outcomes_dir(tmp_path, monkeypatch):
 class FakeResponse:
     """An answer as Locust's ``catch_response`` hands it over, which keeps how it was marked."""
 
-    def __init__(self, status_code: int, body) -> None:
+    def __init__(self, status_code: int, body, headers: dict | None = None) -> None:
         self.status_code = status_code
         self.body = body
+        self.headers = headers or {}
         self.marked: str | None = None
 
     def json(self):

@@ -163,3 +163,27 @@ def test_only_nothing_left_marks_the_moment_and_at_most_every_quarter_second(out
     first = common.last_out_of_stock(outcomes_dir)
     common.draw(FakeUser(FakeResponse(409, {"code": "pool_empty"})), 5, "t0k3n")
     assert first is not None and common.last_out_of_stock(outcomes_dir) == first
+
+
+@pytest.mark.parametrize(
+    ("body", "headers", "outcome", "logged"),
+    [
+        ({"code": "unavailable", "message": "down"}, {"Retry-After": "2"}, "unavailable", ["unavailable"]),
+        (
+            {"code": "unconfirmed", "message": "Reserved as 4611686018427387905, but not yet confirmed..."},
+            {"Retry-After": "2"},
+            "unconfirmed",
+            ["unconfirmed", "4611686018427387905"],
+        ),
+        ({"code": "unconfirmed", "message": "Reserved as 46, ..."}, {}, "error", ["error"]),  # no Retry-After
+        ({"code": "unconfirmed", "message": "no reservation named"}, {"Retry-After": "2"}, "error", ["error"]),
+    ],
+)
+def test_under_the_fault_runner_a_503_to_come_back_is_documented_and_unconfirmed_names_its_reservation(
+    outcomes_dir, monkeypatch, body, headers, outcome, logged
+):
+    monkeypatch.setenv("LOADTEST_UNAVAILABLE_OK", "1")
+    user = FakeUser(FakeResponse(503, body, headers))
+    assert common.purchase(user, 5, "t0k3n") == outcome
+    assert user.response.marked == ("failure" if outcome == "error" else "success")
+    assert common.read_outcomes(outcomes_dir) == [logged]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from loadtests.faults.failover import FailoverNoWait, FailoverWait
 from loadtests.faults.judge import (
     Answer,
     Recovery,
@@ -161,3 +162,18 @@ def test_lock_holder_stopped_wants_its_stale_write_refused():
     fault.overtaken = False
     broken, _ = fault.checked([], {"stale_fences": 0})
     assert broken[0].startswith("no newer holder wrote")
+
+
+def test_a_failover_without_wait_sets_its_lost_202s_and_redis_behind_aside_and_reports_them():
+    drift = {"stock": 0, "takers": 3, "seqs_missing": 1}
+    lost = held(lost_confirmations=7, accepted=100, redis_drift=drift)
+    judged, set_aside, notes = FailoverNoWait().reported(lost, [["confirmed", "1", "pending"], ["unconfirmed", "2"]])
+    assert (judged.lost_confirmations, judged.redis_drift, set_aside) == (0, None, 7)
+    assert "7 of 100 202s lost" in notes[0] and "Redis takes != records per user (3)" in notes[1]
+    verdict, ok = fault_verdict(judged, [], Recovery(0.0, 1.0), drops_requests=False, recover_within=5, deferred=True)
+    assert ok, verdict
+    # With WAIT, a lost 202 stays in the result: it breaks the run.
+    judged, set_aside, notes = FailoverWait().reported(lost, [["unconfirmed", "2"]])
+    assert (judged.lost_confirmations, set_aside) == (7, 0) and "1 unconfirmed" in notes[0]
+    verdict, ok = fault_verdict(judged, [], Recovery(0.0, 1.0), drops_requests=False, recover_within=5, deferred=True)
+    assert not ok and "confirmations lost" in verdict

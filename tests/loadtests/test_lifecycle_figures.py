@@ -15,9 +15,10 @@ from inventory.product import product_of
 from loadtests import lifecycle
 from loadtests.products import PRODUCTS, Supply
 from lottery.models import Draw, Pool
-from lottery.selectors import pool_get
+from lottery.selectors import draw_get, pool_get
 from lottery.services import draw_claim, pool_draw
 from orders.models import Order, Voucher
+from orders.selectors import order_get
 from orders.services import order_cancel, order_purchase
 from payments.models import ProviderCharge
 from payments.services import order_pay
@@ -32,7 +33,7 @@ def quick(monkeypatch):
 
 def lapse(kind: str, record) -> None:
     """Its deadline passed: released as the expiry task releases it."""
-    assert hold_lapse(product_of(kind), record.pk, now=timezone.now() + timedelta(hours=1))
+    assert hold_lapse(product_of(kind), record, now=timezone.now() + timedelta(hours=1))
 
 
 def out_of_stock_at(folder, moment: float) -> None:
@@ -58,8 +59,8 @@ def test_a_vouchers_paid_cancelled_and_expired_orders_drain_and_are_counted(make
     buyers = [make_buyer() for _ in range(3)]
     paid, cancelled, abandoned = (order_purchase(user=buyer, voucher=voucher) for buyer in buyers)
     assert {paid.status, cancelled.status, abandoned.status} == {Order.Status.HELD}
-    assert order_pay(user=buyers[0], order_id=paid.pk).status == "paid"
-    order_cancel(user=buyers[1], order_id=cancelled.pk)
+    assert order_pay(order=order_get(user=buyers[0], order_id=paid.pk)).status == "paid"
+    order_cancel(order=order_get(user=buyers[1], order_id=cancelled.pk))
     assert product.sample(target).taken == 2  # the cancelled order holds nothing
 
     # One hold, and the charge the site has not acknowledged (no callback reaches a test).
@@ -92,7 +93,7 @@ def test_units_back_before_buyers_were_still_refused_are_returns_left_unsold(mak
     voucher = Voucher.objects.get(pk=target.pk)
     buyer = make_buyer()
     order = order_purchase(user=buyer, voucher=voucher)
-    order_cancel(user=buyer, order_id=order.pk)
+    order_cancel(order=order_get(user=buyer, order_id=order.pk))
     audit = product.audit(target)
     assert lifecycle.figures(product, target, audit, [], tmp_path)["returns_unsold"] == 0  # nobody refused
     out_of_stock_at(tmp_path, time.time() + 5)
@@ -109,7 +110,7 @@ def test_a_pools_claimed_and_forfeited_prizes_are_counted_and_it_has_no_payments
     user = make_buyer()
     claimed, forfeited = (pool_draw(user=user, pool=pool_get(pool_id=target.pk)) for _ in range(2))
     assert claimed.status == Draw.Status.HELD
-    draw_claim(user=user, draw_id=claimed.pk)
+    draw_claim(draw=draw_get(user=user, draw_id=claimed.pk))
     lapse("pool", forfeited)
     assert lifecycle.wait_until_drained(product, target, timeout=5) is not None
     figures = lifecycle.figures(

@@ -6,10 +6,11 @@ from __future__ import annotations
 
 import pytest
 
-from inventory.groups import persist_all
-from inventory.item_states import item_reservations_persist
 from inventory.product import product_of
-from inventory.reservations import GroupKeys, reservations_client
+from inventory.redis_lua.client import reservations_client
+from inventory.redis_lua.drain import persist_all
+from inventory.redis_lua.item_states import item_reservations_persist
+from inventory.redis_lua.values import GroupKeys
 from loadtests.products import PRODUCTS, Supply, split_stock
 from loadtests.verdict import Result
 from lottery.models import Pool
@@ -17,6 +18,7 @@ from lottery.selectors import pool_get
 from lottery.services import pool_draw
 from orders.models import Order, Voucher
 from orders.services import order_purchase
+from tests.stock import stock_left, stock_row
 
 pytestmark = pytest.mark.django_db
 
@@ -76,7 +78,7 @@ def test_a_vouchers_orders_are_audited_and_its_confirmations_checked(make_buyer)
     voucher_product = PRODUCTS["voucher"]
     target = voucher_product.create(title="load", strategy="db_atomic", supply=Supply(stock=5, prizes=5))
     voucher = Voucher.objects.get(pk=target.pk)
-    assert voucher.stock.quantity == 5 and voucher.stock.group_id == target.group_id
+    assert stock_left(voucher) == 5 and voucher.group_id == target.group_id
     orders = [order_purchase(user=make_buyer(), voucher=voucher) for _ in range(2)]
     outcomes = [["confirmed", str(o.pk)] for o in orders] + [["sold_out"]]
     assert voucher_product.confirmations(target, outcomes) == (2, 0)
@@ -118,7 +120,7 @@ def persist(product: str, target) -> int:
 def test_a_redis_lua_vouchers_202s_count_once_persisted_each_as_one_order_by_its_reservation(make_buyer):
     voucher_product = PRODUCTS["voucher"]
     target = voucher_product.create(title="load", strategy="redis_lua", supply=Supply(stock=5))
-    voucher = Voucher.objects.select_related("stock").get(pk=target.pk)
+    voucher = Voucher.objects.get(pk=target.pk)
     orders = [order_purchase(user=make_buyer(), voucher=voucher) for _ in range(3)]
     assert all(order.pk is None and order.reservation for order in orders)  # 202: nothing written yet
     outcomes = [["confirmed", str(order.public_id), "pending"] for order in orders] + [["sold_out"]]
@@ -139,8 +141,8 @@ def test_a_redis_lua_vouchers_202s_count_once_persisted_each_as_one_order_by_its
     check = voucher_product.reservations_check(target)
     assert check.state and not check.drifted and check.pending == 0
     # Redis' stock one unit off the database's: invariant 5 broken.
-    reservations_client().add_units(group_id=target.group_id, stock_id=voucher.stock_id, units=-1)
-    assert voucher_product.reservations_check(target).stock == {voucher.stock_id: (1, 2)}
+    reservations_client().add_units(group_id=target.group_id, stock_id=stock_row(voucher), units=-1)
+    assert voucher_product.reservations_check(target).stock == {stock_row(voucher): (1, 2)}
 
 
 @pytest.mark.django_db(transaction=True)

@@ -10,6 +10,7 @@ from locking import CountingMetrics, Lock, StaleFence
 from locking.integration import FENCE_GAP, FencedUpdate, fenced_update, lock_connection_check, locks_redis
 from locking.redlock import Redlock
 from locking.testing import RedisServer
+from tests.stock import stock_left, stock_row
 
 
 def test_the_check_passes_against_a_real_redis(settings):
@@ -50,35 +51,37 @@ class Holder:
 def test_a_prepared_update_writes_with_the_fence_of_the_holder_that_runs_it(make_voucher):
     voucher = make_voucher(stock=5)
     update = FencedUpdate(
-        Stock.objects.filter(pk=voucher.stock_id, quantity__gte=2), quantity=F("quantity") - 2, version=F("version") + 1
+        Stock.objects.filter(pk=stock_row(voucher), quantity__gte=2),
+        quantity=F("quantity") - 2,
+        version=F("version") + 1,
     )
     assert update.run(Holder(fence=7)) == 1
     assert update.run(Holder(fence=8)) == 1  # prepared once, run by each holder in turn
-    stock = Stock.objects.get(pk=voucher.stock_id)
+    stock = Stock.objects.get(pk=stock_row(voucher))
     assert (stock.quantity, stock.version, stock.fence) == (1, 2, 8)
 
 
 @pytest.mark.django_db
 def test_a_prepared_update_leaves_rows_that_fail_its_own_conditions(make_voucher):
     voucher = make_voucher(stock=1)
-    update = FencedUpdate(Stock.objects.filter(pk=voucher.stock_id, quantity__gte=2), quantity=F("quantity") - 2)
+    update = FencedUpdate(Stock.objects.filter(pk=stock_row(voucher), quantity__gte=2), quantity=F("quantity") - 2)
     assert update.run(Holder(fence=3)) == 0  # not written, and not stale either
-    stock = Stock.objects.get(pk=voucher.stock_id)
+    stock = Stock.objects.get(pk=stock_row(voucher))
     assert (stock.quantity, stock.fence) == (1, 0)
 
 
 @pytest.mark.django_db
 def test_a_stale_holder_is_refused_and_writes_nothing(make_voucher):
     voucher = make_voucher(stock=5)
-    update = FencedUpdate(Stock.objects.filter(pk=voucher.stock_id), quantity=F("quantity") - 1)
+    update = FencedUpdate(Stock.objects.filter(pk=stock_row(voucher)), quantity=F("quantity") - 1)
     update.run(Holder(fence=10))
     stale = Holder(fence=9)
     with pytest.raises(StaleFence):
         update.run(stale)
     with pytest.raises(StaleFence):
-        fenced_update(Stock.objects.filter(pk=voucher.stock_id), lock=Holder(fence=10), quantity=0)
+        fenced_update(Stock.objects.filter(pk=stock_row(voucher)), lock=Holder(fence=10), quantity=0)
     assert stale.metrics.counts["stale_fence"] == 1
-    stock = Stock.objects.get(pk=voucher.stock_id)
+    stock = Stock.objects.get(pk=stock_row(voucher))
     assert (stock.quantity, stock.fence) == (4, 10)
 
 
@@ -101,12 +104,12 @@ def restart_empty(server: RedisServer) -> None:
 @pytest.mark.django_db
 def test_fenced_writes_resume_above_the_database_after_the_redis_restarted_empty(make_voucher, own_redis):
     voucher = make_voucher(stock=50)
-    update = FencedUpdate(Stock.objects.filter(pk=voucher.stock_id), quantity=F("quantity") - 1)
+    update = FencedUpdate(Stock.objects.filter(pk=stock_row(voucher)), quantity=F("quantity") - 1)
     client = locks_redis(own_redis.url)
     for _ in range(30):
         with Lock(client, "stock-group:1") as lock:
             update.run(lock)
-    written = Stock.objects.get(pk=voucher.stock_id).fence
+    written = Stock.objects.get(pk=stock_row(voucher)).fence
     assert written == 30
 
     restart_empty(own_redis)
@@ -118,14 +121,14 @@ def test_fenced_writes_resume_above_the_database_after_the_redis_restarted_empty
         assert after.fence > lock.fence  # the counter itself moved, not only that holding
         assert update.run(after) == 1
 
-    stock = Stock.objects.get(pk=voucher.stock_id)
+    stock = Stock.objects.get(pk=stock_row(voucher))
     assert (stock.quantity, stock.fence) == (50 - 32, after.fence)
 
 
 @pytest.mark.django_db
 def test_a_holder_from_before_the_restart_is_still_refused(make_voucher, own_redis):
     voucher = make_voucher(stock=50)
-    update = FencedUpdate(Stock.objects.filter(pk=voucher.stock_id), quantity=F("quantity") - 1)
+    update = FencedUpdate(Stock.objects.filter(pk=stock_row(voucher)), quantity=F("quantity") - 1)
     client = locks_redis(own_redis.url)
     before = Lock(client, "stock-group:1", renew=False)
     before.acquire()
@@ -139,7 +142,7 @@ def test_a_holder_from_before_the_restart_is_still_refused(make_voucher, own_red
         with pytest.raises(StaleFence):
             update.run(before)
     assert before.raise_fence(10**9) is None
-    assert Stock.objects.get(pk=voucher.stock_id).quantity == 48
+    assert stock_left(voucher) == 48
 
 
 @pytest.mark.django_db
@@ -147,12 +150,12 @@ def test_redlock_fences_resume_above_the_database_after_every_server_restarted_e
     servers = [RedisServer().start() for _ in range(3)]
     try:
         voucher = make_voucher(stock=50)
-        update = FencedUpdate(Stock.objects.filter(pk=voucher.stock_id), quantity=F("quantity") - 1)
+        update = FencedUpdate(Stock.objects.filter(pk=stock_row(voucher)), quantity=F("quantity") - 1)
         clients = [locks_redis(server.url) for server in servers]
         for _ in range(5):
             with Redlock(clients, "stock-group:1") as lock:
                 update.run(lock)
-        written = Stock.objects.get(pk=voucher.stock_id).fence
+        written = Stock.objects.get(pk=stock_row(voucher)).fence
 
         for server in servers:
             restart_empty(server)

@@ -13,6 +13,7 @@ import redis
 
 from locking import Lock, LockNotOwned, Released, StaleFence
 from locking.lock import resource_keys
+from tests.stock import stock_left, stock_row
 
 from .conftest import LOCK_TEST_DB
 
@@ -128,7 +129,7 @@ def test_a_paused_holder_loses_the_lock_and_its_fenced_write_is_refused(r, make_
     acquired, go, report = fork.Event(), fork.Event(), fork.Queue()
 
     def paused_holder() -> None:
-        write = FencedUpdate(Stock.objects.filter(pk=voucher.stock_id), quantity=0)  # prepared, as the strategy does
+        write = FencedUpdate(Stock.objects.filter(pk=stock_row(voucher)), quantity=0)  # prepared, as the strategy does
         lock = Lock(client(), "stock", lease=lease, metrics=metrics)
         lock.acquire()
         acquired.set()
@@ -151,7 +152,7 @@ def test_a_paused_holder_loses_the_lock_and_its_fenced_write_is_refused(r, make_
     time.sleep(lease * 3)
     newer = Lock(r, "stock")
     assert newer.acquire() is not None  # the paused holder's lease ran out
-    fenced_update(Stock.objects.filter(pk=voucher.stock_id), lock=newer, quantity=9)
+    fenced_update(Stock.objects.filter(pk=stock_row(voucher)), lock=newer, quantity=9)
     os.kill(holder.pid, signal.SIGCONT)
     time.sleep(0.3)  # the holder's watchdog wakes, fails to renew, and says so
     go.set()
@@ -161,5 +162,5 @@ def test_a_paused_holder_loses_the_lock_and_its_fenced_write_is_refused(r, make_
     assert outcome["lost"], outcome
     assert outcome["write"] == "refused"
     assert outcome["stale_fence_metric"] == 1
-    assert Stock.objects.get(pk=voucher.stock_id).quantity == 9
+    assert stock_left(voucher) == 9
     assert not r.exists(resource_keys("stock")[0])

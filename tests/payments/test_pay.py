@@ -13,13 +13,14 @@ from uuid import uuid4
 import pytest
 
 from inventory.holds import hold_lapse
-from inventory.models import Stock
 from orders.models import Order
 from orders.product import VOUCHER
+from orders.selectors import order_get
 from orders.services import order_cancel
 from payments.models import Payment, ProviderCharge
 from payments.selectors import payments_audit
 from payments.signature import callback_sign
+from tests.stock import stock_left
 
 from ..http import assert_error
 from .conftest import buy, callback, held_until_past, order_row, pay
@@ -39,7 +40,7 @@ def provider(settings):
 
 
 def stock_of(voucher) -> int:
-    return Stock.objects.get(pk=voucher.stock_id).quantity
+    return stock_left(voucher)
 
 
 def test_a_pay_within_the_window_is_paid_at_once(api_client, held_voucher):
@@ -80,7 +81,7 @@ def test_a_pay_of_an_order_not_held_is_refused_in_the_words_of_its_state(api_cli
     voucher = held_voucher()
     buyer, other = api_client(), api_client()
     cancelled = buy(buyer, voucher)
-    order_cancel(user=buyer.user, order_id=cancelled)
+    order_cancel(order=order_get(user=buyer.user, order_id=cancelled))
     assert_error(pay(buyer, cancelled), 409, "cancelled")
     paid = buy(buyer, voucher)
     assert pay(buyer, paid).status_code == 200
@@ -127,7 +128,7 @@ def test_a_confirmation_after_the_hold_expired_is_refunded_and_the_unit_sold_onc
     first, second = api_client(), api_client()
     late = buy(first, voucher)
     assert pay(first, late).status_code == 202
-    hold_lapse(VOUCHER, held_until_past(late).pk)  # the expiry at the deadline
+    hold_lapse(VOUCHER, held_until_past(late))  # the expiry at the deadline
     assert stock_of(voucher) == 1
     provider.PAYMENT_PROVIDER_DELAY_MS = 0
     bought = buy(second, voucher)
@@ -170,7 +171,7 @@ def test_a_confirmation_of_a_cancelled_order_is_refunded(api_client, held_vouche
     buyer = api_client()
     order_id = buy(buyer, voucher)
     assert pay(buyer, order_id).status_code == 202
-    order_cancel(user=buyer.user, order_id=order_id)
+    order_cancel(order=order_get(user=buyer.user, order_id=order_id))
 
     assert callback(Payment.objects.get().reference).json()["status"] == "refunded"
 

@@ -8,12 +8,13 @@ from __future__ import annotations
 import pytest
 from django.contrib.auth import get_user_model
 
-from inventory.models import Stock
 from orders.models import Order
+from orders.selectors import order_get
 from orders.services import order_cancel, order_purchase
 from payments.models import Payment, ProviderCharge
 from payments.selectors import payments_audit
 from payments.services import order_pay, payment_confirm
+from tests.stock import stock_left
 
 from ..buyers import act_concurrently
 
@@ -31,12 +32,12 @@ def racing(buyer, order, reference: str | None):
     def act(what: str):
         user = get_user_model()(pk=buyer.pk)
         if what == "pay":
-            return what, order_pay(user=user, order_id=order.public_id).status
+            return what, order_pay(order=order_get(user=user, order_id=order.public_id)).status
         if what == "confirm":
             newest = Payment.objects.filter(order_id=order.pk).order_by("-id").values_list("reference", flat=True)
             charged = reference or newest.first()
             return what, "none" if charged is None else payment_confirm(reference=charged).status
-        return what, order_cancel(user=user, order_id=order.public_id).status
+        return what, order_cancel(order=order_get(user=user, order_id=order.public_id)).status
 
     return act
 
@@ -61,7 +62,7 @@ def assert_one_outcome_each(outcome, order, voucher) -> None:
     # Every pay answered paid, every confirmation answered paid, is the paid order.
     answered_paid = [what for what, status in outcome.confirmed if what != "cancel" and status == "paid"]
     assert not answered_paid or order.status == Order.Status.PAID
-    assert Stock.objects.get(pk=voucher.stock_id).quantity == (0 if paid else 1)
+    assert stock_left(voucher) == (0 if paid else 1)
     assert order.releases == (0 if paid else 1)
     audit = payments_audit(voucher_id=voucher.pk)
     assert (audit.waiting, audit.confirmations, audit.ok) == (0, len(payments), True), audit
@@ -77,7 +78,7 @@ def test_pays_confirmations_and_a_cancel_at_one_order_end_as_one_outcome_each(
     buyer = make_user()
     order = order_purchase(user=buyer, voucher=voucher)
     settings.PAYMENT_PROVIDER_DELAY_MS = 500
-    reference = order_pay(user=buyer, order_id=order.public_id).reference
+    reference = order_pay(order=order_get(user=buyer, order_id=order.public_id)).reference
     # In the race a pay that charges is confirmed in its own request.
     settings.PAYMENT_PROVIDER_DELAY_MS = 0
 

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import pytest
 
-from inventory.models import Stock
-from inventory.reservations import reservations_client
+from inventory.redis_lua.client import reservations_client
 from payments.models import Payment
 from payments.selectors import payments_audit
+from tests.stock import stock_left, stock_row
 
 from ..http import assert_error
 from ..test_redis_lua import persist_voucher
@@ -43,8 +43,8 @@ def test_a_confirmation_pays_or_refunds_under_every_guarded_strategy(
 
     assert order_row(paid).status == "paid"
     assert (order_row(refunded).status, order_row(refunded).releases) == ("expired", 1)
-    assert Stock.objects.get(pk=voucher.stock_id).quantity == 1
+    assert stock_left(voucher) == 1
     if strategy == "redis_lua":
-        assert reservations_client().stock(group_id=voucher.stock.group_id) == {voucher.stock_id: 1}
+        assert reservations_client().stock(group_id=voucher.group_id) == {stock_row(voucher): 1}
     audit = payments_audit(voucher_id=voucher.pk)
     assert (audit.paid, audit.refunded, audit.ok) == (1, 1, True)

@@ -3,10 +3,10 @@ import json
 from django.core.management.base import BaseCommand, CommandError
 
 from inventory.audits import HoldCounts
-from inventory.item_states import item_reservations_check
 from inventory.models import Strategy
 from inventory.product import product_of
-from inventory.reservations import reservations_client
+from inventory.redis_lua.client import reservations_client
+from inventory.redis_lua.item_states import item_reservations_check
 from lottery.models import Pool
 from lottery.selectors import pool_audits
 from orders.models import Voucher

@@ -2,9 +2,9 @@ import json
 
 from django.core.management.base import BaseCommand
 
-from inventory.item_states import item_reservations_check, item_reservations_reconcile
 from inventory.product import products
-from inventory.reservations import reservations_client
+from inventory.redis_lua.client import reservations_client
+from inventory.redis_lua.item_states import item_reservations_check, item_reservations_reconcile
 
 
 class Command(BaseCommand):

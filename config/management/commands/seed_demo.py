@@ -171,11 +171,11 @@ class Command(BaseCommand):
 
         A voucher that was never supplied (an older seed made it with no stock at all) is
         first given its supply, so that "sold out" means sold, not empty."""
-        if voucher.stock.initial_quantity == 0:
+        if voucher_get(voucher_id=voucher.pk).stock_supplied == 0:
             voucher_update(voucher=voucher, restock=supply)
         User = get_user_model()
         fan = 0
-        while (voucher := voucher_get(voucher_id=voucher.pk)).stock.quantity > 0:
+        while (voucher := voucher_get(voucher_id=voucher.pk)).stock_left > 0:
             fan += 1
             buyer, made = User.objects.get_or_create(username=DEMO_FAN.format(fan))
             if made:

@@ -24,7 +24,7 @@ single Cluster slot (``docs/design.md``, "A reservation in Redis"):
   reservation's number: found in one ``XRANGE``), its fields the user, the row taken (""
   for nothing), the take's number, ``at`` (Redis ms) and ``rid`` (the request's id, or "");
 - ``...:ids``, the reservation counter while no state is loaded: DROP leaves the state's
-  there (a reservation's id is made of its group and number, ``reservation_id``);
+  there (a reservation's id is made of its group and number, ``values.reservation_id``);
 - ``...:failed``, a hash: reservation number -> ``<user>:<stock id or "">:<ms>:<why>`` for a
   reservation that could not be persisted (undone: the record never existed).
 
@@ -32,10 +32,10 @@ The kick flag: set by the reservation that found it lapsed, whose caller asks a 
 persist the stream: one task per flag period, not per request. A drain holds it while it
 paces through the stream, then clears it and reads once more.
 
-One take, any product (``inventory.strategies``): a voucher is a group of one row, a limit
-of 1 and no weight of taking nothing; a pool's choice is weighted by the stock left. The
-rate limits of a request count in RESERVE's round trip: their counters (``core.ratelimit``)
-are keys of the group's hash tag, ``<ns>:rate:{group:<id>}:...``.
+One take, any product (``inventory.strategies``): a voucher is a group of one row today, a
+limit of 1 and no weight of taking nothing; a pool's choice is weighted by the stock left.
+The rate limits of a request count in RESERVE's round trip: their counters
+(``core.ratelimit``) are keys of the group's hash tag, ``<ns>:rate:{group:<id>}:...``.
 """
 
 from core.ratelimit import RATE_WAIT

@@ -1,6 +1,6 @@
 """What the reservations of ``redis_lua`` are made of in Redis: their ids, the keys of a stock
 group, the rules a reservation is checked against, and the values the scripts answer and
-the stream holds (``inventory.reservations`` runs the scripts over them).
+the stream holds (``inventory.redis_lua.client`` runs the scripts over them).
 
 Plain Python: of the settings only the instance namespace, which every key starts with
 (``core.namespace``).
@@ -63,7 +63,8 @@ class GroupKeys:
     kick: str
     rebuild: str
     # Set, with an expiry, by a reconciliation that compared each user's takes and found the
-    # group whole: until it expires the beat's may compare totals only (``inventory.reconcile``).
+    # group whole: until it expires the beat's may compare totals only
+    # (``inventory.redis_lua.reconcile``).
     checked: str
 
     @classmethod
@@ -120,7 +121,9 @@ class Reserved:
     ``takes`` the user's takes now, ``limit`` the limit of takes it was checked against
     (the state's, which a memo of the item may not know yet), ``reservation_id`` the id its record will have once
     persisted, and ``kick`` whether the caller should ask a worker to persist the
-    group's reservations (see ``inventory.lua``, the kick flag)."""
+    group's reservations (see ``inventory.redis_lua.scripts``, the kick flag);
+    ``unconfirmed`` when the client waits for replicas and fewer than it asked for had the
+    reservation in time (it was made all the same, on the master)."""
 
     refusal: str | None
     stock_id: int | None = None
@@ -130,6 +133,7 @@ class Reserved:
     kick: bool = False
     wait_ms: int = 0  # rate_limited: how long until the request's limits allow it
     limit: int = 0
+    unconfirmed: bool = False
 
 
 REFUSALS = ("rate_limited", "unavailable", "not_started", "ended", "limit", "sold_out")
@@ -201,7 +205,7 @@ def _ms(moment: datetime) -> int:
     return int(moment.timestamp() * 1000)
 
 
-# The layout of a group's state hash that the scripts read (``inventory.lua``): the first
+# The layout of a group's state hash that the scripts read (``inventory.redis_lua.scripts``): the first
 # number of its ``rules`` field. Its numbers are big-endian doubles: ``rules`` five, ``live``
 # four, then two per row.
 STATE_LAYOUT = 2
@@ -243,6 +247,11 @@ def live_of(live: bytes | None) -> tuple[int, dict[int, int]] | None:
     _, takes, _, _ = _LIVE.unpack_from(live)
     rows = (_ROW.unpack_from(live, at) for at in range(_LIVE.size, len(live), _ROW.size))
     return int(takes), {int(stock_id): int(units) for stock_id, units in rows}
+
+
+def numbered_of(live: bytes | None) -> int:
+    """The group's last reservation number, from the state's ``live`` field; 0 for no state."""
+    return 0 if live is None else int(_LIVE.unpack_from(live)[0])
 
 
 def stock_of(live) -> dict[int, int] | None:

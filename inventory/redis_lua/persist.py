@@ -25,9 +25,10 @@ from dataclasses import dataclass
 from django.db import DatabaseError, IntegrityError, InterfaceError, OperationalError, transaction
 from redis import RedisError
 
-from .models import Stock
-from .reservations import Pending, Reservations
-from .strategies.base import units_out
+from ..models import Stock
+from ..strategies.base import units_out
+from .client import Reservations
+from .values import Pending
 
 logger = logging.getLogger(__name__)
 

@@ -3,7 +3,11 @@ client every process runs them over (:func:`reservations_client`).
 
 Plain redis-py: a client (``redis.Redis`` or ``redis.cluster.RedisCluster``) and a stock
 group's id are all it needs. The scripts and the keys they use are described in
-``inventory.lua``; the ids, keys and values in ``inventory.reservation_types``.
+``inventory.redis_lua.scripts``; the ids, keys and values in ``inventory.redis_lua.values``.
+
+With ``wait_replicas``, a reservation no replica confirmed in time says so
+(``Reserved.unconfirmed``), and a worker is handed only reservations the replicas have: a
+master that dies takes with it no reservation acknowledged or written (docs/operations.md).
 """
 
 from __future__ import annotations
@@ -13,17 +17,18 @@ from typing import TYPE_CHECKING
 
 import redis
 from django.conf import settings
+from redis.cluster import RedisCluster
+from redis.exceptions import RedisClusterException
 
 from core.errors import Unavailable
+from core.redis_cluster import cluster_redis, replicated, server_of
 from core.redis_script import function_on_own_connections
-from locking.integration import locks_redis
+from locking.integration import locks_redis, locks_redis_options
 
-from . import lua
-from .reservation_types import (
+from . import scripts
+from .values import (
     HANDED_BACK_IDLE_MS,
     PERSIST_GROUP,
-    REFUSALS,
-    RESERVATION_BASE,
     SETTLED,
     Failed,
     GroupKeys,
@@ -32,7 +37,6 @@ from .reservation_types import (
     Reserved,
     Rules,
     group_tag,
-    live_of,
     marks_of,
     marks_value,
     reservation_group,
@@ -42,53 +46,30 @@ from .reservation_types import (
     stock_of,
     takers_of,
     text_of,
-    users_of,
 )
 
 if TYPE_CHECKING:
     from core.ratelimit import RateCount
 
-# What the callers of this module knew it for before the ids, keys and values had a module
-# of their own.
-__all__ = [
-    "PERSIST_GROUP",
-    "REFUSALS",
-    "RESERVATION_BASE",
-    "SETTLED",
-    "Failed",
-    "GroupKeys",
-    "Pending",
-    "PendingReservations",
-    "Reservations",
-    "Reserved",
-    "Rules",
-    "group_tag",
-    "live_of",
-    "reservation_group",
-    "reservation_id",
-    "reservations_client",
-    "stock_of",
-    "takers_of",
-    "users_of",
-]
-
 
 class Reservations:
-    """The scripts of ``inventory.lua`` bound to one Redis client."""
+    """The scripts of ``inventory.redis_lua.scripts`` bound to one Redis client; with
+    ``wait_replicas``, reservations confirmed by that many replicas within ``wait_ms``."""
 
-    def __init__(self, client: redis.Redis) -> None:
+    def __init__(self, client: redis.Redis | RedisCluster, *, wait_replicas: int = 0, wait_ms: int = 100) -> None:
         self.client = client
+        self.wait = (wait_replicas, wait_ms) if wait_replicas else None
         # Every purchase and draw calls it: as a Redis function, over the thread's own
         # connection (core.redis_script).
-        self._reserve = function_on_own_connections(client, lua.RESERVE, prefix="flashsale_reserve")
-        self._release = client.register_script(lua.RELEASE)
-        self._load = client.register_script(lua.LOAD)
-        self._drop = client.register_script(lua.DROP)
-        self._kick = client.register_script(lua.KICK)
-        self._add_units = client.register_script(lua.ADD_UNITS)
-        self._set_rules = client.register_script(lua.SET_RULES)
-        self._repair = client.register_script(lua.REPAIR)
-        self._return = client.register_script(lua.RETURN)
+        self._reserve = function_on_own_connections(client, scripts.RESERVE, prefix="flashsale_reserve")
+        self._release = client.register_script(scripts.RELEASE)
+        self._load = client.register_script(scripts.LOAD)
+        self._drop = client.register_script(scripts.DROP)
+        self._kick = client.register_script(scripts.KICK)
+        self._add_units = client.register_script(scripts.ADD_UNITS)
+        self._set_rules = client.register_script(scripts.SET_RULES)
+        self._repair = client.register_script(scripts.REPAIR)
+        self._return = client.register_script(scripts.RETURN)
 
     def reserve(
         self,
@@ -117,8 +98,11 @@ class Reservations:
         keys = GroupKeys.of(group_id)
         rate_keys, rate_args = ([], []) if rate is None else (rate.keys(tag=group_tag(group_id)), rate.args())
         answer = self._reserve(
-            keys=[keys.state, keys.pending, *rate_keys], args=[user_id, repr(rand), kick_ms, request_id, *rate_args]
+            keys=[keys.state, keys.pending, *rate_keys],
+            args=[user_id, repr(rand), kick_ms, request_id, *rate_args],
+            wait=self.wait,
         )
+        answer, replicas = answer if self.wait else (answer, 0)
         status, *said = text_of(answer).split(" ")
         if status == "rate_limited":
             return Reserved(refusal=status, wait_ms=int(said[0]))
@@ -133,6 +117,7 @@ class Reservations:
             takes=marks_of(marks)[0],
             kick=kick == "1",
             limit=int(limit),
+            unconfirmed=self.wait is not None and replicas < self.wait[0],
         )
 
     def hold_kick(self, *, group_id: int, ms: int) -> None:
@@ -159,7 +144,7 @@ class Reservations:
             return None
         keys = GroupKeys.of(group_id)
         number = reservation - reservation_id(group_id, 1) + 1
-        pipe = self.client.pipeline(transaction=True)  # one MULTI: undoing moves it between the two
+        pipe = self.multi(group_id=group_id)  # undoing moves it between the two
         pipe.xrange(keys.pending, f"{number}-0", f"{number}-0")
         pipe.hget(keys.failed, number)
         entries, failed = pipe.execute()
@@ -169,10 +154,14 @@ class Reservations:
             return Failed.from_field(group_id, number, failed)
         return SETTLED
 
+    def multi(self, *, group_id: int) -> redis.client.Pipeline:
+        """A pipeline of the group's keys run in one ``MULTI``, on the server that holds them."""
+        return server_of(self.client, GroupKeys.of(group_id).state).pipeline(transaction=True)
+
     def of_user(self, *, group_id: int, user_id: int) -> list[Pending | Failed]:
         """The user's reservations of the group that are waiting or were undone."""
         keys = GroupKeys.of(group_id)
-        pipe = self.client.pipeline(transaction=True)
+        pipe = self.multi(group_id=group_id)
         pipe.xrange(keys.pending)
         pipe.hgetall(keys.failed)
         entries, failed = pipe.execute()
@@ -215,6 +204,10 @@ class Reservations:
         if len(entries) < count:
             answer = self.client.xreadgroup(PERSIST_GROUP, consumer, {key: ">"}, count=count - len(entries))
             entries += answer[0][1] if answer else []
+        if entries and self.wait and not replicated(self.client, key, *self.wait):
+            # Not on the replicas yet: written, it could outlive the master that made it.
+            self.hand_back(group_id=group_id, consumer=consumer, entry_ids=[entry_id for entry_id, _ in entries])
+            return []
         return [Pending.from_entry(group_id, entry_id, fields) for entry_id, fields in entries]
 
     def hand_back(self, *, group_id: int, consumer: str, entry_ids: list[str]) -> None:
@@ -331,19 +324,20 @@ class Reservations:
 
     def backlog(self, *, group_ids: list[int]) -> tuple[int, float]:
         """How many reservations wait in the groups' streams, and how many seconds the oldest
-        of them has waited (0 with none), by Redis' clock, in one round trip.
+        of them has waited (0 with none), by Redis' clock, in two round trips (the clock's
+        apart: a cluster's pipeline takes no ``TIME``).
 
         A stream's first entry is its oldest: entry ids are reservation numbers, handed
         out in the order the reservations are made, and entries leave only once written
         or undone.
         """
+        now = self.client.time()
         pipe = self.client.pipeline(transaction=False)
-        pipe.time()
         for group_id in group_ids:
             key = GroupKeys.of(group_id).pending
             pipe.xlen(key)
             pipe.xrange(key, count=1)
-        now, *answers = pipe.execute()
+        answers = pipe.execute()
         now_ms = now[0] * 1000 + now[1] // 1000
         waiting, oldest_ms = 0, None
         for group_id, length, first in zip(group_ids, answers[::2], answers[1::2], strict=True):
@@ -376,7 +370,7 @@ class _Reachable:
         return None
 
     def __exit__(self, kind, exc, traceback) -> None:
-        if isinstance(exc, redis.RedisError):
+        if isinstance(exc, redis.RedisError | RedisClusterException):
             raise Unavailable("The sale's Redis cannot be reached; try again shortly.") from exc
 
 
@@ -388,10 +382,17 @@ _bound: dict[str, Reservations] = {}
 def reservations_client() -> Reservations:
     """The scripts on ``RESERVATIONS_REDIS_URL``, over this process's connection pool for it
     (``locking.integration.locks_redis``: one per process, a plain client that never
-    swallows an error). Bound once per client: every request of a sale calls this."""
+    swallows an error), or its client of the Redis Cluster that the URL's nodes are of
+    (``RESERVATIONS_REDIS_CLUSTER``, ``core.redis_cluster``), with the same timeouts and
+    no retries; waiting for ``RESERVATIONS_WAIT_REPLICAS``. Bound once per client: every
+    request of a sale calls this."""
     url = settings.RESERVATIONS_REDIS_URL
-    client = locks_redis(url)
+    if settings.RESERVATIONS_REDIS_CLUSTER:
+        client = cluster_redis(url.split(","), **locks_redis_options())
+    else:
+        client = locks_redis(url)
+    replicas, ms = settings.RESERVATIONS_WAIT_REPLICAS, settings.RESERVATIONS_WAIT_MS
     bound = _bound.get(url)
-    if bound is None or bound.client is not client:
-        bound = _bound[url] = Reservations(client)
+    if bound is None or bound.client is not client or bound.wait != ((replicas, ms) if replicas else None):
+        bound = _bound[url] = Reservations(client, wait_replicas=replicas, wait_ms=ms)
     return bound

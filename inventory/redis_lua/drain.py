@@ -1,6 +1,7 @@
-"""A stock group's lock, and what runs under it: draining its stream of reservations
-(``inventory.persist`` writes each batch), rebuilding, opening and retiring its Redis
-state; and the options of the tasks that do so.
+"""Draining a stock group's stream of reservations under the group's lock
+(``inventory.redis_lua.persist`` writes each batch), and what else runs under that lock:
+rebuilding, opening and retiring the group's Redis state; and the options of the tasks that
+do so.
 
 The lock is the one that a group's persisting and its state's rebuild share: a rebuild
 reads the database's stock, which must not miss a batch about to commit.
@@ -23,9 +24,9 @@ from locking import Lock
 from locking.integration import locks_redis
 from locking.lease import LeasedLock
 
-from .errors import LockBusy
+from ..errors import LockBusy
+from .client import Reservations, reservations_client
 from .persist import Persisted
-from .reservations import Reservations, reservations_client
 
 R = TypeVar("R")
 

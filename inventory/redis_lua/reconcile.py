@@ -35,7 +35,7 @@ found the group whole (a key in Redis with that expiry, ``GroupKeys.checked``), 
 under ``manage.py reconcile`` and ``audit``: such a drift is found within that period. A
 pool whose database holds two draws of one user under one number (written by an unguarded
 strategy before ``redis_lua``) keeps both takes and the one number in that user's field
-(``2:1``, ``inventory.lua``), and agrees with it.
+(``2:1``, ``inventory.redis_lua.scripts``), and agrees with it.
 """
 
 from __future__ import annotations
@@ -48,9 +48,10 @@ from dataclasses import asdict, dataclass, field, replace
 
 from django.conf import settings
 
-from .groups import with_group_lock
-from .metrics import drift_counted
-from .reservations import GroupKeys, Pending, Reservations, live_of, users_of
+from ..metrics import drift_counted
+from .client import Reservations
+from .drain import with_group_lock
+from .values import GroupKeys, Pending, live_of, users_of
 
 # Each user's takes, and the (user id, take number) of every take: the database's side.
 Takes = tuple[dict[int, int], Iterable[tuple[int, int]]]
@@ -120,7 +121,7 @@ def group_check(
     keys = GroupKeys.of(group_id)
 
     def totals_agree() -> GroupCheck | None:
-        pipe = reservations.client.pipeline(transaction=True)
+        pipe = reservations.multi(group_id=group_id)
         pipe.hget(keys.state, "live")
         pipe.xrange(keys.pending)
         pipe.exists(keys.checked)
@@ -143,7 +144,7 @@ def group_check(
         )
 
     def per_user() -> GroupCheck:
-        pipe = reservations.client.pipeline(transaction=True)  # one MULTI: no reservation in between
+        pipe = reservations.multi(group_id=group_id)  # no reservation in between
         pipe.hgetall(keys.state)
         pipe.xrange(keys.pending)
         state, entries = pipe.execute()

@@ -1,9 +1,9 @@
 """An item's ``redis_lua`` state through its life, whatever its product (``inventory.product``):
 loaded into Redis from the database, kept in step with the item's changes, reconciled,
-and its reservations persisted as the product's records (``inventory.persist``).
+and its reservations persisted as the product's records (``inventory.redis_lua.persist``).
 
 Every function takes the product's adapter and one of its items; ``reservations`` is the
-process's client (``inventory.reservations.reservations_client``) unless given.
+process's client (``inventory.redis_lua.client.reservations_client``) unless given.
 """
 
 from __future__ import annotations
@@ -15,13 +15,14 @@ from typing import Any, TypeVar
 from django.db import transaction
 from django.db.models import Max
 
-from .groups import group_open, group_rebuild, group_retire, persist_options, with_group_lock
-from .models import Stock, Strategy
+from ..models import Stock, Strategy
+from ..product import Product
+from ..take import hold_expire_later
+from .client import Reservations, reservations_client
+from .drain import group_open, group_rebuild, group_retire, persist_options, with_group_lock
 from .persist import Persisted, reservations_persist
-from .product import Product
 from .reconcile import GroupCheck, group_check, group_reconcile
-from .reservations import Pending, Reservations, reservations_client
-from .take import hold_expire_later
+from .values import Pending
 
 R = TypeVar("R")
 
@@ -30,9 +31,9 @@ def item_reservations_persist(
     product: Product, *, item_id: int, group_id: int, reservations: Reservations, consumer: str, **options
 ) -> Persisted:
     """Write the item's pending reservations as records (held, where the item has a hold
-    window), once each; ``options`` are
-    those of ``inventory.persist.reservations_persist``. Ids only: nothing is read before the
-    batch, so that a database out of reach reaches the code that gives up."""
+    window), once each; ``options`` are those of
+    ``inventory.redis_lua.persist.reservations_persist``. Ids only: nothing is read before
+    the batch, so that a database out of reach reaches the code that gives up."""
     written = product.record_model.objects
 
     def persisted(ids: list[int]) -> set[int]:
@@ -89,7 +90,8 @@ def _persist_step(product: Product, item: Any) -> Callable[[int], Persisted]:
 def _rebuild(
     product: Product, item: Any, reservations: Reservations | None, *, replace: bool, wait_seconds: float = 30
 ) -> bool:
-    """``inventory.groups.group_rebuild`` of the item's group, loading its state from the database."""
+    """``inventory.redis_lua.drain.group_rebuild`` of the item's group, loading its state from
+    the database."""
     reservations = reservations or reservations_client()
     return group_rebuild(
         product.group_of(item),
@@ -109,8 +111,8 @@ def item_reservations_load(
     item is not ``redis_lua``: True when loaded. Reservations waiting in the stream are
     persisted first.
 
-    Holds the group's lock (``inventory.groups.group_lock``) while it reads, so that a batch
-    being persisted commits first; raises ``LockBusy`` when it waits longer than
+    Holds the group's lock (``inventory.redis_lua.drain.group_lock``) while it reads, so that
+    a batch being persisted commits first; raises ``LockBusy`` when it waits longer than
     ``wait_seconds``.
     """
     return _rebuild(product, item, reservations, replace=False, wait_seconds=wait_seconds)
@@ -172,9 +174,9 @@ def item_reservations_check(
     repair: bool = False,
     totals_first: bool = False,
 ) -> GroupCheck:
-    """The item's Redis state against the database (``inventory.reconcile``), repaired with
-    ``repair``; with ``totals_first``, each user compared only when the totals differ (or the
-    last such comparison is old)."""
+    """The item's Redis state against the database (``inventory.redis_lua.reconcile``),
+    repaired with ``repair``; with ``totals_first``, each user compared only when the totals
+    differ (or the last such comparison is old)."""
     group_id = product.group_of(item)
     records = product.taking(product.records(item.pk))
     return group_check(
