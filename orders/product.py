@@ -19,7 +19,7 @@ from inventory.take import hold_until
 
 from .errors import AlreadyPurchased, NotForSale
 from .models import Order, Voucher
-from .selectors import VOUCHER_STOCK
+from .selectors import VOUCHER_TAKE_STOCK
 
 
 class VoucherProduct(Product):
@@ -96,9 +96,9 @@ class VoucherProduct(Product):
         )
 
     def read(self, item_id: int) -> Voucher:
-        """The voucher with its stock, as ``vouchers_stocked`` reads it (``Http404`` when there
-        is none): its annotations, not a call into the selectors, on a take's path."""
-        return get_object_or_404(Voucher.objects.annotate(**VOUCHER_STOCK), pk=item_id)
+        """The voucher with what a take reads of its stock (``Http404`` when there is none):
+        the selectors' annotations, not a call into them, on a take's path."""
+        return get_object_or_404(Voucher.objects.annotate(**VOUCHER_TAKE_STOCK), pk=item_id)
 
     def rules(self, item: Voucher) -> Rules:
         return Rules(begin_at=item.begin_at, end_at=item.end_at, limit=1)

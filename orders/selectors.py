@@ -24,6 +24,9 @@ from .models import Order, Voucher
 # A voucher's stock, its group's rows summed in the query that reads the voucher.
 # A voucher's stock as every read that shows or checks it reads it (``vouchers_stocked``).
 VOUCHER_STOCK = {**stock_sums(Voucher), **stock_only_row(Voucher)}
+# What a take reads of it: the units left (sold out is answered from them) and its one row's
+# id, the snapshot its first read takes (``orders.product``); not the other sums.
+VOUCHER_TAKE_STOCK = {**stock_sums(Voucher, "stock_left"), **stock_only_row(Voucher)}
 
 
 def vouchers_stocked(vouchers: QuerySet[Voucher] | None = None) -> QuerySet[Voucher]:
