@@ -44,7 +44,7 @@ faults: $(VENV)/.dev
 	bash scripts/ensure-services.sh
 	$(PY) -m loadtests.faults $(ARGS)
 
-## Benchmarks (they print their figures and the machine): locks, purchase throughput, draw throughput by pool size, the redis_lua script, what WAIT costs it on a Redis Cluster, redis_lua over HTTP, what the metrics cost, what a read of the token revocations costs, every request and beat task on a big site against a small one.
+## Benchmarks (they print their figures and the machine): locks, purchase throughput, draw throughput by pool size, the redis_lua script, what WAIT costs it on a Redis Cluster, one voucher's bucket states on one Redis and on 3 masters, redis_lua over HTTP, what the metrics cost, what a read of the token revocations costs, every request and beat task on a big site against a small one.
 bench: $(VENV)/.dev
 	bash scripts/ensure-services.sh
 	$(PY) -m benchmarks.locks
@@ -52,6 +52,8 @@ bench: $(VENV)/.dev
 	$(PY) -m benchmarks.draw
 	$(PY) -m benchmarks.reservations
 	$(PY) -m benchmarks.replicas
+	$(PY) -m benchmarks.reservations_buckets
+	$(PY) -m benchmarks.persist_consumers
 	$(PY) -m benchmarks.http
 	$(PY) -m benchmarks.metrics
 	$(PY) -m benchmarks.revocations

@@ -9,7 +9,9 @@ Three counts, so that nobody can lock a named account from where they sit:
   at each further failure up to ``LOGIN_FAILURE_WINDOW_SECONDS``. The owner, elsewhere, still
   logs in; a success from the address forgets its failures;
 - per account alone, a higher ceiling (``LOGIN_FAILURES_PER_ACCOUNT``): guesses spread over
-  many addresses still end, for the rest of the window;
+  many addresses still end, for the rest of the window. An address the account has logged
+  in from before (``accounts.known_addresses``) is not held to it: guesses from elsewhere
+  cannot lock the owner out where the owner usually logs in;
 - per address alone (``LOGIN_FAILURES_PER_ADDRESS``): one address guessing many accounts.
 
 The account is counted under its name as the database compares it (MariaDB's collation
@@ -30,6 +32,8 @@ from django.conf import settings
 from core.namespace import instance_key
 from core.ratelimit import RateLimited
 from locking.integration import locks_redis
+
+from .known_addresses import known_address_remember, known_address_score, known_since_recent
 
 logger = logging.getLogger(__name__)
 
@@ -74,14 +78,16 @@ def _keys(username: str, address: str) -> list[str]:
         login_throttle_key("pair", f"{address}|{account}"),
         login_throttle_key("account", account),
         login_throttle_key("address", address),
+        login_throttle_key("known", account),
     ]
 
 
 def login_throttle_check(*, username: str, address: str) -> None:
     """Raise ``RateLimited`` (429, with ``Retry-After``) while this account is backed off
-    from this address, or the account or the address is over its ceiling for the window.
+    from this address, the account is over its ceiling for the window and this is not an
+    address it has logged in from, or the address is over its own ceiling.
     Redis out of reach lets the login through."""
-    pair, account, by_address = _keys(username, address)
+    pair, account, by_address, known = _keys(username, address)
     try:
         pipe = locks_redis().pipeline(transaction=False)
         pipe.hget(pair, "until")
@@ -89,12 +95,14 @@ def login_throttle_check(*, username: str, address: str) -> None:
         pipe.pttl(account)
         pipe.get(by_address)
         pipe.pttl(by_address)
-        until, account_failures, account_ttl, address_failures, address_ttl = pipe.execute()
+        known_address_score(pipe, known, address)
+        until, account_failures, account_ttl, address_failures, address_ttl, known_since = pipe.execute()
     except redis.RedisError:
         logger.warning("login throttle not checked: Redis cannot be reached", exc_info=True)
         return
     waits = [float(until or 0) - clock() * 1000]
-    if int(account_failures or 0) >= settings.LOGIN_FAILURES_PER_ACCOUNT:
+    own_address = known_since_recent(known_since, now_ms=int(clock() * 1000))
+    if int(account_failures or 0) >= settings.LOGIN_FAILURES_PER_ACCOUNT and not own_address:
         waits.append(account_ttl)
     if int(address_failures or 0) >= settings.LOGIN_FAILURES_PER_ADDRESS:
         waits.append(address_ttl)
@@ -112,15 +120,19 @@ def login_failure_record(*, username: str, address: str) -> None:
         int(settings.LOGIN_BACKOFF_SECONDS * 1000),
     ]
     try:
-        locks_redis().register_script(RECORD)(keys=_keys(username, address), args=args)
+        locks_redis().register_script(RECORD)(keys=_keys(username, address)[:3], args=args)
     except redis.RedisError:
         logger.warning("login failure not counted: Redis cannot be reached", exc_info=True)
 
 
 def login_success_record(*, username: str, address: str) -> None:
-    """Forget the account's failures from the address it just logged in from (its backoff);
-    the ceilings keep counting."""
+    """Forget the account's failures from the address it just logged in from (its backoff)
+    and remember the address as the account's own; the ceilings keep counting."""
+    pair, _, _, known = _keys(username, address)
     try:
-        locks_redis().delete(_keys(username, address)[0])
+        pipe = locks_redis().pipeline(transaction=False)
+        pipe.delete(pair)
+        known_address_remember(pipe, known, address, now_ms=int(clock() * 1000))
+        pipe.execute()
     except redis.RedisError:
         logger.warning("login success not recorded: Redis cannot be reached", exc_info=True)

@@ -237,10 +237,13 @@ def measure(args) -> None:
     pages = [
         "/admin/orders/order/",
         "/admin/orders/order/?p=100",
+        "/admin/orders/order/?items=all&p=100",
         "/admin/orders/order/?status__exact=held",
         f"/admin/orders/order/?voucher__id__exact={voucher.pk}",
         f"/admin/orders/order/?q={PREFIX}-4242",
         "/admin/lottery/draw/",
+        "/admin/lottery/draw/?p=100",
+        "/admin/lottery/draw/?items=all&p=100",
         "/admin/lottery/draw/?status__exact=claimed",
         f"/admin/lottery/draw/?pool__id__exact={pool.pk}",
         f"/admin/lottery/draw/?q={PREFIX}-4242",

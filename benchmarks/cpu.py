@@ -40,7 +40,7 @@ def redis_cpu(client) -> float:
     return float(info["used_cpu_user"]) + float(info["used_cpu_sys"])
 
 
-def _machine_ticks() -> tuple[int, int]:
+def machine_ticks() -> tuple[int, int]:
     """(busy, total) jiffies of every core since boot."""
     values = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
     idle = values[3] + values[4]
@@ -67,7 +67,7 @@ class CpuMeter:
         self.mariadb_pid = mariadb_pid()
 
     def sample(self) -> CpuSample:
-        busy, total = _machine_ticks()
+        busy, total = machine_ticks()
         return CpuSample(
             server=process_tree_cpu(self.server_pid),
             client=time.process_time(),

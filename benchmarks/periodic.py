@@ -60,9 +60,10 @@ def _users(count: int) -> None:
     )
 
 
-def _voucher(records: int):
+def _voucher(records: int, buckets: int = 1):
     """A ``redis_lua`` voucher with ``records`` orders by as many buyers: six in ten
-    confirmed, one paid, one held until tomorrow, one cancelled, one expired."""
+    confirmed, one paid, one held until tomorrow, one cancelled, one expired; split into
+    ``buckets`` (a state each), the orders taken from bucket 0's row."""
     from datetime import timedelta
 
     from django.utils import timezone
@@ -73,7 +74,7 @@ def _voucher(records: int):
     from orders.product import VOUCHER
     from orders.services import voucher_create, voucher_update
 
-    title = f"{TITLE} {records}"
+    title = f"{TITLE} {records}" + (f" in {buckets} buckets" if buckets > 1 else "")
     found = Voucher.objects.filter(title=title).first()
     if found:
         return found
@@ -86,8 +87,9 @@ def _voucher(records: int):
         strategy="db_atomic",
         hold_seconds=600,
         listed=False,
+        buckets=buckets,
     )
-    (row,) = group_rows(group_id=voucher.group_id)
+    row = group_rows(group_id=voucher.group_id)[0]
     _sql(
         "INSERT INTO orders_order (status, buyer_guard, created_at, user_id, voucher_id, stock_id, hold_until, "
         "releases) "

@@ -133,9 +133,10 @@ def _buyer(strategy, voucher_id, user_ids, seconds, start, results):
     results.put((bought / elapsed, refused))
 
 
-def run(strategy, processes, seconds, users_per_process, *, window: int = 0):
-    """Purchases per second of one fresh voucher under ``strategy`` (held for ``window``
-    seconds for their payment, 0: paid when made), and the refusals."""
+def run(strategy, processes, seconds, users_per_process, *, window: int = 0, buckets: int = 1, stock: int = 10_000_000):
+    """Purchases per second of one fresh voucher of ``stock`` units in ``buckets`` under
+    ``strategy`` (held for ``window`` seconds for their payment, 0: paid when made), and the
+    refusals."""
     from datetime import timedelta
 
     from django.db import connections
@@ -154,7 +155,8 @@ def run(strategy, processes, seconds, users_per_process, *, window: int = 0):
     now = timezone.now()
     voucher = voucher_create(
         title=f"bench {strategy}",
-        stock=10_000_000,
+        stock=stock,
+        buckets=buckets,
         begin_at=now - timedelta(minutes=1),
         end_at=now + timedelta(hours=1),
         # A registered strategy opens the voucher's state as it would for a sale (redis_lua's

@@ -39,7 +39,7 @@ KINDS = ("voucher", "pool", "voucher, rate limits", "voucher, EVALSHA")
 SCRIPTS = ("fcall", "evalsha")
 
 
-def _prepare(client: redis.Redis) -> None:
+def groups_load(client: redis.Redis) -> None:
     from django.utils import timezone
 
     from inventory.redis_lua.client import Reservations
@@ -130,13 +130,13 @@ def main(argv=None) -> int:
     user = 10_000_000
     for round_number in range(args.rounds):
         for kind in KINDS if round_number % 2 == 0 else reversed(KINDS):
-            _prepare(client)
+            groups_load(client)
             results[kind].append(measure(client, kind, args.calls, user))
             user += args.calls + 1
     for kind in KINDS:
         report(kind, results[kind])
     print("\nload average after: " + " ".join(f"{x:.2f}" for x in os.getloadavg()))
-    _prepare(client)  # leave the streams empty
+    groups_load(client)  # leave the streams empty
     return 0
 
 

@@ -55,6 +55,10 @@ on sale; `POST /api/draws/{id}/claim` makes a held prize the winner's. Past the 
 unit goes back by itself (`expired`, `forfeited`). A record not held is refused 409 in the
 words of its state: `expired`, `cancelled`, `forfeited`, `already_paid`, `already_claimed`,
 `nothing_held`, or `pending` (with `Retry-After`) while a `redis_lua` record is not written.
+An item caps the holds one user may abandon (cancel, or let lapse: `abandon_limit`, 2 by
+default) and pauses their takes after each (`abandon_cooldown_seconds`, 60 by default): past
+the cap a take is refused 409 `abandon_limit`, within the pause 429 `cooling_down` with
+`Retry-After`.
 
 **Payments.** A voucher with a payment window sells its orders `held` until their `pay_by`:
 `POST /api/orders/{id}/pay` pays one, 200 `paid` when the payment provider confirms at once,
@@ -80,10 +84,10 @@ session, which then sends its CSRF token in `X-CSRFToken` on unsafe methods; a l
 another origin is 403 `csrf_failed`. Reading vouchers and pools needs no login.
 
 **Errors.** Every refusal is `{"code", "message"}` with its HTTP status, for example
-409 `sold_out`, `already_purchased`, `draw_limit`, `pool_empty`, `busy` or `supply_limit`;
+409 `sold_out`, `already_purchased`, `draw_limit`, `pool_empty`, `abandon_limit`, `busy` or `supply_limit`;
 403 `not_started`, `ended` or `forbidden`; 401 `unauthorized`; 404 `not_found`; 405
 `method_not_allowed`; 422 `invalid` (also for a field the call does not take); 429
-`rate_limited` and 503 `unavailable`, both with `Retry-After` in seconds. Bodies are JSON:
+`rate_limited` or `cooling_down` and 503 `unavailable`, all with `Retry-After` in seconds. Bodies are JSON:
 anything else is 415 `unsupported_media_type`, JSON that does not parse is 400
 `bad_request`, and a body over 2.5 MB (`DATA_UPLOAD_MAX_MEMORY_SIZE`) is 413 `too_large`.
 Each operation below lists every status it can answer.
@@ -93,7 +97,8 @@ Each operation below lists every status it can answer.
 answer again (`Idempotent-Replayed: true`) and does nothing twice, also while the first
 still runs (it waits for it, or answers 409 `idempotency_in_progress` with `Retry-After`).
 Another request under a used key is 422 `idempotency_key_reused`. Keys are kept a bounded time
-(24 hours by default).
+(24 hours by default), and a user keeps a bounded number of them (1,000 by default): a new key
+past it is 429 `idempotency_keys_exhausted` with `Retry-After`.
 """
 
 

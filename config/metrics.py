@@ -16,6 +16,7 @@ from prometheus_client.core import GaugeMetricFamily
 from core.metrics import RequestMetricsMiddleware, exposition, metrics_refusal
 from inventory.items import items_live
 from inventory.product import products
+from inventory.redis_lua.backlog import reservations_backlog
 from inventory.redis_lua.client import reservations_client
 
 logger = logging.getLogger(__name__)
@@ -54,7 +55,7 @@ class ReservationsCollector:
             }
             reservations = reservations_client()
             for kind, group_ids in groups.items():
-                waiting, oldest = reservations.backlog(group_ids=group_ids) if group_ids else (0, 0.0)
+                waiting, oldest = reservations_backlog(reservations, group_ids=group_ids) if group_ids else (0, 0.0)
                 items.add_metric([kind], len(group_ids))
                 pending.add_metric([kind], waiting)
                 lag.add_metric([kind], oldest)

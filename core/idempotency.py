@@ -28,6 +28,15 @@ Not kept are those that did nothing and ask for the same request again: 429
 ``rate_limited``, 503 ``unavailable``, 409 ``busy`` and 409 ``pending`` (a cancel or a claim
 of a record not written yet); the key is then let go, and a retry runs afresh.
 
+What one user keeps under keys, whatever the calls, is bounded: each user's live records are
+counted in one sorted set of that user's slot, ``<ns>:idem:{user:<id>}:live`` (a short
+digest of each key, scored by when its record lapses), its live members counted in the
+claim's own script (the lapsed pruned as a new one is added): a new key past
+``IDEMPOTENCY_KEYS_PER_USER`` live ones is refused, 429 ``idempotency_keys_exhausted`` with
+``Retry-After`` until the oldest lapses, nothing done. Its cost is the set's (logarithmic in
+a bounded size, each member pruned once), never a scan of the user's keys; the bound holds
+whatever ``RATE_LIMITS_ENABLED`` says.
+
 The records live in the Redis of the client that ``IDEMPOTENCY_REDIS_CLIENT`` names (the
 settings choose the locks' own, which never swallows an error and is never a cache that
 may evict): Redis out of reach answers 503 before anything is done (``core.outage``).
@@ -38,6 +47,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import math
 import re
 import secrets
 import time
@@ -74,9 +84,10 @@ PARAMETER = {
 }
 
 # The answers that did nothing and ask for the same request again: not kept. ``pending``: a
-# change of a record a worker has not written yet, which the same request may make once it is.
+# change of a record a worker has not written yet, which the same request may make once it is;
+# ``not_admitted``: a take on an item with a waiting room, sent again with its ticket.
 RETRY_STATUSES = frozenset({429, 503})
-RETRY_CODES = frozenset({"busy", "pending"})
+RETRY_CODES = frozenset({"busy", "pending", "not_admitted"})
 # A 503 that did something, kept: ``unconfirmed``, a redis_lua reservation made that no replica
 # confirmed in time (RESERVATIONS_WAIT_REPLICAS); the same request again would make another.
 DONE_UNAVAILABLE_CODES = frozenset({"unconfirmed"})
@@ -106,6 +117,22 @@ class IdempotencyKeyReused(DomainError):
     )
 
 
+class IdempotencyKeysExhausted(DomainError):
+    """The user holds ``IDEMPOTENCY_KEYS_PER_USER`` live keys already: a new one waits until
+    the oldest lapses. Requests without a key are not refused."""
+
+    code = "idempotency_keys_exhausted"
+    status = 429
+    default_message = "Too many live Idempotency-Keys for this user."
+
+    def __init__(self, retry_after: int) -> None:
+        super().__init__(
+            f"This user keeps {settings.IDEMPOTENCY_KEYS_PER_USER} live {HEADER}s already: send this request "
+            f"without a key, or with one again in {retry_after} s, when the oldest lapses."
+        )
+        self.retry_after = retry_after
+
+
 class IdempotencyInProgress(DomainError):
     """The first request with this key is still running, past how long a retry waits."""
 
@@ -117,11 +144,14 @@ class IdempotencyInProgress(DomainError):
 
 @dataclass(frozen=True)
 class Claim:
-    """A request's hold on its key: the record it wrote, which only it may replace."""
+    """A request's hold on its key: the record it wrote, which only it may replace; and the
+    user's count of live keys (``live``) the key is counted in as ``member``."""
 
     key: str
     running: str
     fingerprint: str
+    live: str
+    member: str
 
 
 def idempotency_client() -> redis.Redis:
@@ -132,6 +162,16 @@ def idempotency_client() -> redis.Redis:
 def idempotency_key(*, user_id: int, action: str, key: str) -> str:
     """The Redis key of ``user_id``'s ``key`` for ``action``."""
     return f"{key_prefix()}idem:{{user:{user_id}}}:{action}:{key}"
+
+
+def live_key(*, user_id: int) -> str:
+    """The Redis key of the sorted set that counts ``user_id``'s live records, in their slot."""
+    return f"{key_prefix()}idem:{{user:{user_id}}}:live"
+
+
+def _member(key: str) -> str:
+    # A digest, not the key: 255 characters a member would double what a record costs.
+    return hashlib.sha256(key.encode()).hexdigest()[:32]
 
 
 def _ms(seconds: float) -> int:
@@ -146,23 +186,42 @@ def fingerprint(request) -> str:
 
 # What the key holds, or, when it holds nothing, the request's running record (ARGV[1]),
 # lapsing after ARGV[2] ms: SET NX GET in one round trip, on any Redis (the command itself
-# takes both options only from Redis 7).
+# takes both options only from Redis 7). The user's records still live (KEYS[2], members
+# scored by when they lapse) are counted first: past ARGV[4] the answer is the ms until the
+# oldest lapses, and nothing is written. The SET is the script's first write, so that a
+# Redis full under noeviction refuses the script before it writes anything (a script that
+# wrote once may write on past maxmemory); the lapsed members are pruned after it. The set
+# lapses ARGV[5] ms after its last write, past any member's score.
 _CLAIM_SCRIPT = """
 local found = redis.call('GET', KEYS[1])
 if found then return found end
+local time = redis.call('TIME')
+local now = time[1] * 1000 + math.floor(time[2] / 1000)
+if redis.call('ZCOUNT', KEYS[2], '(' .. now, '+inf') >= tonumber(ARGV[4]) then
+    local oldest = redis.call('ZRANGEBYSCORE', KEYS[2], '(' .. now, '+inf', 'WITHSCORES', 'LIMIT', 0, 1)
+    return math.max(1, tonumber(oldest[2]) - now)
+end
 redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)
+redis.call('ZADD', KEYS[2], now + tonumber(ARGV[2]), ARGV[3])
+redis.call('PEXPIRE', KEYS[2], ARGV[5])
 return false
 """
 
 # Replace the request's own running record with its answer (ARGV[2], kept ARGV[3] ms), or
 # let the key go (ARGV[2] empty); never a record that is not the request's own (its claim
-# lapsed and another request holds the key now).
+# lapsed and another request holds the key now). The user's count of live records (KEYS[2],
+# member ARGV[4]) follows: the member lapses with the answer, or goes with the key.
 _FINISH_SCRIPT = """
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
 if ARGV[2] == '' then
     redis.call('DEL', KEYS[1])
+    redis.call('ZREM', KEYS[2], ARGV[4])
 else
     redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
+    local time = redis.call('TIME')
+    redis.call('ZADD', KEYS[2], time[1] * 1000 + math.floor(time[2] / 1000) + tonumber(ARGV[3]), ARGV[4])
+    redis.call('PEXPIRE', KEYS[2], ARGV[3])
 end
 return 1
 """
@@ -176,13 +235,16 @@ def idempotency_claim(request, response: HttpResponse, *, action: str, user_id: 
     """None when the request goes on: it sent no key, or it now holds its key (and its
     answer will be kept). Otherwise the answer to send instead, written into ``response``:
     the first request's answer again. Raises ``IdempotencyKeyInvalid``,
-    ``IdempotencyKeyReused`` and ``IdempotencyInProgress``."""
+    ``IdempotencyKeyReused``, ``IdempotencyKeysExhausted`` and ``IdempotencyInProgress``."""
     sent = request.META.get(META)
     if sent is None:
         return None
     if not _KEY.match(sent):
         raise IdempotencyKeyInvalid()
     key = idempotency_key(user_id=user_id, action=action, key=sent)
+    live, member = live_key(user_id=user_id), _member(key)
+    running_ms = _ms(settings.IDEMPOTENCY_RUNNING_SECONDS)
+    kept_ms = max(running_ms, _ms(settings.IDEMPOTENCY_KEY_SECONDS))
     mine = fingerprint(request)
     running = json.dumps({"fingerprint": mine, "running": secrets.token_hex(8)})
     claim_or_read = _script(_CLAIM_SCRIPT)
@@ -190,10 +252,14 @@ def idempotency_claim(request, response: HttpResponse, *, action: str, user_id: 
     pause = FIRST_PAUSE
     while True:
         # Claimed (None), or what the key holds; a claim that lapsed meanwhile is taken anew.
-        found = claim_or_read(keys=[key], args=[running, _ms(settings.IDEMPOTENCY_RUNNING_SECONDS)])
+        found = claim_or_read(
+            keys=[key, live], args=[running, running_ms, member, settings.IDEMPOTENCY_KEYS_PER_USER, kept_ms]
+        )
         if found is None:
-            setattr(request, _HELD, Claim(key=key, running=running, fingerprint=mine))
+            setattr(request, _HELD, Claim(key=key, running=running, fingerprint=mine, live=live, member=member))
             return None
+        if isinstance(found, int):
+            raise IdempotencyKeysExhausted(retry_after=max(1, math.ceil(found / 1000)))
         record = json.loads(found)
         if record["fingerprint"] != mine:
             raise IdempotencyKeyReused()
@@ -225,7 +291,7 @@ def idempotency_answered(request, response: HttpResponse, *, refusal: DomainErro
         return
     setattr(request, _HELD, None)
     answer = ""
-    if _kept(response) if refusal is None else not _asks_again(refusal.status, refusal.code):
+    if _kept(response) if refusal is None else not asks_again(refusal.status, refusal.code):
         answer = json.dumps(
             {
                 "fingerprint": claim.fingerprint,
@@ -236,7 +302,8 @@ def idempotency_answered(request, response: HttpResponse, *, refusal: DomainErro
         )
     try:
         kept_ms = _ms(settings.IDEMPOTENCY_KEY_SECONDS)
-        mine = _script(_FINISH_SCRIPT)(keys=[claim.key], args=[claim.running, answer, kept_ms])
+        finish = _script(_FINISH_SCRIPT)
+        mine = finish(keys=[claim.key, claim.live], args=[claim.running, answer, kept_ms, claim.member])
     except redis.RedisError:
         logger.warning("idempotency key not finished: Redis cannot be reached", exc_info=True)
         return
@@ -246,16 +313,16 @@ def idempotency_answered(request, response: HttpResponse, *, refusal: DomainErro
 
 def _kept(response: HttpResponse) -> bool:
     status = response.status_code
-    if status not in RETRY_STATUSES and status != 409:
+    if status not in RETRY_STATUSES and status not in (403, 409):
         return True
     try:
         code = json.loads(response.content).get("code")
     except (ValueError, AttributeError):
         code = None
-    return not _asks_again(status, code)
+    return not asks_again(status, code)
 
 
-def _asks_again(status: int, code: str | None) -> bool:
+def asks_again(status: int, code: str | None) -> bool:
     """Whether a refusal asks the client to send again (a busy item, a 503), so that its answer
     is not kept: except a 503 that says the thing was done (``DONE_UNAVAILABLE_CODES``: a
     reservation made but not confirmed by a replica), which a resend must not do twice."""

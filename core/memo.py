@@ -37,3 +37,6 @@ class ProcessMemo(Generic[K, V]):
 
     def forget(self, key: K) -> None:
         self._entries.pop(key, None)
+
+    def clear(self) -> None:
+        self._entries.clear()

@@ -3,11 +3,14 @@ the admin and the services alike: ``name_clean``, and ``NAME_PATTERN``, the same
 regular expression that the OpenAPI document gives its clients.
 
 A name is stripped (Python's ``str.strip``), then needs one character that shows: not a space,
-a control, a format character (U+200B ZERO WIDTH SPACE, U+2060 WORD JOINER, U+FEFF, the
-bidirectional marks), a lone combining mark, nor one of the fillers that fonts draw as nothing.
+a control, a format character (U+200B ZERO WIDTH SPACE, U+2060 WORD JOINER, U+FEFF), a lone
+combining mark, nor one of the fillers that fonts draw as nothing.
 A title of U+200B alone read as an empty row in every list. It may hold no control character
 other than whitespace: NUL, and the like, are never typed, only sent, and they cut the name
-short or garble it in logs, terminals and exports.
+short or garble it in logs, terminals and exports. Nor a bidirectional control (the embeddings,
+overrides and isolates, U+202A to U+202E and U+2066 to U+2069, and the marks U+200E, U+200F
+and U+061C) anywhere, even beside characters that show: they reorder how the text around
+them is drawn, so that a title reads on the page as something it is not.
 """
 
 from __future__ import annotations
@@ -36,17 +39,39 @@ def _unseen(char: str) -> bool:
     return char in _FILLERS or char in _WHITESPACE or unicodedata.category(char) in _UNSEEN_CATEGORIES
 
 
-def _refused(char: str) -> bool:
+# Bidirectional controls: a right-to-left override turns "Gift\u202egnp.exe" into what reads
+# as "Giftexe.png", and the other embeddings, isolates and marks reorder text as well.
+_BIDI_CONTROLS = frozenset("\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
+
+
+def _control(char: str) -> bool:
     return char not in _WHITESPACE and unicodedata.category(char) == "Cc"
+
+
+def _refused(char: str) -> bool:
+    return _control(char) or char in _BIDI_CONTROLS
 
 
 def name_problem(value: str) -> str | None:
     """What is wrong with ``value`` as a name once stripped, in words; ``None`` when nothing is."""
-    if any(map(_refused, value)):
+    if any(map(_control, value)):
         return "must not hold a control character such as NUL."
+    if any(char in _BIDI_CONTROLS for char in value):
+        return "must not hold a bidirectional control character such as U+202E RIGHT-TO-LEFT OVERRIDE."
     if all(map(_unseen, value)):
         return "needs a character that shows: not only spaces or invisible characters."
     return None
+
+
+# Every character a name may not hold: the controls lie below U+0100.
+NAME_REFUSED = frozenset(chr(code) for code in range(0x100) if _control(chr(code))) | _BIDI_CONTROLS
+
+
+def name_scrubbed(value: str) -> str:
+    """``value`` without the characters a name may not hold, stripped: a name stored before
+    the rule refused them, made what the rule takes (or empty, when nothing showed)."""
+    kept = "".join(char for char in value if char not in NAME_REFUSED).strip()
+    return "" if all(map(_unseen, kept)) else kept
 
 
 def name_clean(value: str, *, field: str = "name") -> str:
@@ -89,10 +114,10 @@ def _pattern() -> str:
         kind = category(char)
         if kind in _UNSEEN_CATEGORIES or char in _WHITESPACE or char in _FILLERS:
             unseen.append(char)
-            if kind == "Cc" and char not in _WHITESPACE:
-                refused.append(char)
-    # No refused character anywhere, and one that shows. JSON Schema's pattern searches, so
-    # the anchors are spelled out.
+        if _refused(char):
+            refused.append(char)
+    # No refused character anywhere (each of them is also unseen), and one that shows. JSON
+    # Schema's pattern searches, so the anchors are spelled out.
     return f"^[^{_ranges(refused)}]*[^{_ranges(unseen)}][^{_ranges(refused)}]*$"
 
 

@@ -58,7 +58,8 @@ def dependency_down(exc: BaseException) -> str | None:
     seen: set[int] = set()
     while exc is not None and id(exc) not in seen:
         seen.add(id(exc))
-        if isinstance(exc, redis.ConnectionError | redis.TimeoutError):
+        # A Redis full under noeviction refuses writes, and nothing was written: as if down.
+        if isinstance(exc, redis.ConnectionError | redis.TimeoutError | redis.exceptions.OutOfMemoryError):
             return "redis"
         if isinstance(exc, OperationalError | InterfaceError) and _database_unreachable(exc):
             return "database"

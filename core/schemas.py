@@ -11,9 +11,10 @@ from typing import Annotated, Any
 
 from ninja import Schema
 from pydantic import AfterValidator, AwareDatetime, BeforeValidator, ConfigDict, Field, WithJsonSchema
+from pydantic_core import PydanticCustomError
 
 from .errors import InvalidInput
-from .names import NAME_PATTERN
+from .names import NAME_PATTERN, name_problem
 from .window import moment_utc
 
 
@@ -79,8 +80,17 @@ def text(most: int) -> Any:
     """The type of a name in a request (a voucher's title, a pool's or a prize's name): the
     services strip it and refuse it blank, invisible or holding a control character
     (``core.names``), so the document says that rule as ``NAME_PATTERN``, which is what
-    checks it here, and up to ``most`` characters."""
-    return Annotated[str, Field(min_length=1, max_length=most, pattern=NAME_PATTERN)]
+    checks it here, and up to ``most`` characters. ``name_problem`` runs first so that a
+    refusal says in words what is wrong rather than quoting a pattern thousands of characters
+    long."""
+    return Annotated[str, Field(min_length=1, max_length=most, pattern=NAME_PATTERN), BeforeValidator(_name_in_words)]
+
+
+def _name_in_words(value: object) -> object:
+    problem = name_problem(value.strip()) if isinstance(value, str) else None
+    if problem:
+        raise PydanticCustomError("invalid_name", problem)
+    return value
 
 
 MONEY_PATTERN = r"^[0-9]{1,10}(\.[0-9]{1,2})?$"

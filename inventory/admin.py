@@ -20,10 +20,14 @@ from django.utils.html import format_html, format_html_join
 from core.admin import CappedPaginator, CreatedColumn
 from core.errors import DomainError, InvalidInput
 
-from .records import Record
+from .records import MAX_BUCKETS, Record
 from .services import MAX_UNITS
 from .totals import ItemMarks, StockMarks
-from .validators import hold_seconds_valid
+from .validators import abandon_cooldown_valid, abandon_limit_valid, hold_seconds_valid
+
+# The item's cap on abandoned holds and its cooldown (docs/design.md, "Abandoned holds"), checked as the
+# services check them.
+_ABANDON_FIELDS = {"abandon_limit": abandon_limit_valid, "abandon_cooldown_seconds": abandon_cooldown_valid}
 
 
 class RestockForm(forms.Form):
@@ -86,11 +90,36 @@ class RestockUrl:
         return [path(self.restock_route, view, name=self.restock_name), *super().get_urls()]
 
 
+def buckets_field(rows: str, *, changeable: bool = False) -> forms.IntegerField:
+    """The ``buckets`` of an item's add page (and of its change page where ``changeable``):
+    how many buckets ``rows`` are spread over (1 to 64), blank for 1 (on a change page, for
+    as they are) (``inventory.buckets``)."""
+    when = (
+        "Changed while it sells: the units left are spread again. Blank: 1 when it is made, unchanged after."
+        if changeable
+        else "Set when it is made. Blank: 1."
+    )
+    return forms.IntegerField(
+        min_value=1,
+        max_value=MAX_BUCKETS,
+        initial=1,
+        required=False,
+        help_text=f"Stock rows {rows} spread over, each taken under its own guard: more than 1 for a hot "
+        f'item (docs/design.md, "Buckets"). {when}',
+    )
+
+
+# The waiting room's settings (``inventory.admission``), on every item's form: the model's
+# bounds check them.
+ADMISSION_FIELDS = ("admission", "admission_rate", "admission_ticket_seconds")
+
+
 class ItemForm(forms.ModelForm):
     """What an item's admin form has of the fields every item has: its hold window
     (``hold_seconds``), in the product's words (``hold_label``: "Payment window (seconds)"),
-    checked as the services check it (``hold_seconds_valid``). Optional: a form posted
-    without it keeps the item's window, or gives a new one none."""
+    checked as the services check it (``hold_seconds_valid``), and its cap on abandoned holds
+    and cooldown. Optional: a form posted without one keeps the item's, or gives a new one
+    none (the window) or the default (the cap and the cooldown)."""
 
     hold_label: ClassVar[str]
     hold_help: ClassVar[str]
@@ -102,19 +131,49 @@ class ItemForm(forms.ModelForm):
             field.label, field.help_text, field.required = self.hold_label, self.hold_help, False
             # The bounds are the service's, said in its words; the input keeps them as attributes.
             field.validators = []
+        for name in _ABANDON_FIELDS:
+            if name in self.fields:
+                self.fields[name].required, self.fields[name].validators = False, []
+        for name in ADMISSION_FIELDS:
+            if name in self.fields:
+                self.fields[name].required = False
+
+    def clean(self):
+        # A form posted without a waiting room's setting keeps the item's (a new one's default).
+        cleaned = super().clean()
+        for name in ADMISSION_FIELDS:
+            if name in self.fields and cleaned.get(name) in (None, ""):
+                cleaned[name] = getattr(self.instance, name)
+        return cleaned
 
     def clean_hold_seconds(self) -> int:
         value = self.cleaned_data.get("hold_seconds")
         if value is None:
             return self.instance.hold_seconds
         try:
-            return hold_seconds_valid(value)
+            return hold_seconds_valid(value, name=self.hold_label)
         except InvalidInput as exc:
-            raise forms.ValidationError(exc.message[:1].upper() + exc.message[1:], code="invalid") from None
+            raise forms.ValidationError(exc.message, code="invalid") from None
+
+    def _abandon_clean(self, name: str) -> int:
+        value = self.cleaned_data.get(name)
+        if value is None:
+            return getattr(self.instance, name)
+        try:
+            return _ABANDON_FIELDS[name](value, name=self.fields[name].label)
+        except InvalidInput as exc:
+            raise forms.ValidationError(exc.message, code="invalid") from None
+
+    def clean_abandon_limit(self) -> int:
+        return self._abandon_clean("abandon_limit")
+
+    def clean_abandon_cooldown_seconds(self) -> int:
+        return self._abandon_clean("abandon_cooldown_seconds")
 
     def item_fields(self) -> dict[str, object]:
         """The cleaned fields every item has that the product's services take by name."""
-        return {name: self.cleaned_data[name] for name in ("begin_at", "end_at", "strategy", "hold_seconds")}
+        names = ("begin_at", "end_at", "strategy", "hold_seconds", *ADMISSION_FIELDS, *_ABANDON_FIELDS)
+        return {name: self.cleaned_data[name] for name in names if name in self.cleaned_data}
 
 
 def audit_line(result, figures: list[tuple[str, object]], details: str = "", *, settled: str) -> str:
@@ -180,6 +239,46 @@ class HeldColumn:
         return obj.held_count
 
 
+class ListedItemsFilter(admin.SimpleListFilter):
+    """The records of the shop's own (listed) items by default: every race lab run and load
+    test takes thousands from items of its own, which would bury the real ones. A choice
+    shows theirs too, or theirs alone; an item picked in the item's filter shows its
+    records whichever it is.
+
+    The listed items' ids are read first (the shop's items), and the records filtered on
+    them, so that the first page is still read newest first from the ordering's index,
+    stopping once it is full, where a join to the items' table would let MariaDB start there
+    and sort every record. The item is not in that index (no column of the records says
+    whether their item is listed): a page deep in the filtered list may read the listed
+    items' records and sort them, which "All" does not."""
+
+    title = "items"
+    parameter_name = "items"
+    ALL, UNLISTED = "all", "unlisted"
+
+    def __init__(self, request, params, model, model_admin):
+        self.item = model_admin.item_field
+        # Picked from the item's filter: that item's records, listed or not.
+        self.item_picked = any(name.startswith(f"{self.item}__") for name in params)
+        super().__init__(request, params, model, model_admin)
+        self.item_model = model._meta.get_field(self.item).related_model
+
+    def lookups(self, request, model_admin):
+        return [(self.ALL, "All, the race lab's and load tests' too"), (self.UNLISTED, "Only the lab's and tests'")]
+
+    def choices(self, changelist):
+        choices = list(super().choices(changelist))
+        choices[0]["display"] = "The shop's (listed)"
+        return choices
+
+    def queryset(self, request, queryset):
+        if self.value() == self.ALL or (self.value() is None and self.item_picked):
+            return queryset
+        listed = self.value() != self.UNLISTED
+        ids = list(self.item_model.objects.filter(listed=listed).values_list("pk", flat=True))
+        return queryset.filter(**{f"{self.item}_id__in": ids})
+
+
 class RecordAdmin(CreatedColumn, ModelAdmin):
     """The records of takes (orders, draws), read only: they come from takes alone, and one
     typed in by hand would skip the stock.
@@ -197,6 +296,8 @@ class RecordAdmin(CreatedColumn, ModelAdmin):
 
     search_fields = ["^user__username"]
     search_help_text = "A username, or its beginning; the filter picks an item."
+    # The record's item (a voucher, a pool): ``ListedItemsFilter`` shows the listed ones' records.
+    item_field: ClassVar[str]
     list_select_related = ()
     list_prefetch: ClassVar[tuple[str, ...]] = ()
     paginator = CappedPaginator

@@ -17,6 +17,7 @@ API as its users know it (a voucher's ``payment_window_seconds``, a pool's
 from __future__ import annotations
 
 from collections.abc import Callable
+from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import Annotated, Any
 from urllib.parse import urlencode
@@ -26,19 +27,34 @@ from ninja import Schema
 from pydantic import Field, WithJsonSchema
 
 from core.api import json_answer, refuse_body
+from core.errors import InvalidInput
 from core.idempotency import PARAMETER, idempotency_claim
 from core.ratelimit import client_address, rate_count
 from core.schemas import answers, whole
 
+from .admission.api import TICKET_PARAMETER
+from .admission.room import ticket_spent
+from .admission.tickets import HEADER, MAX_LENGTH
 from .holds import hold_change_counted
 from .items import item_for_take
 from .paging import CURSOR_PATTERN, PAGE_SIZE, PAGE_SIZE_MAX, Cursor, Page
 from .product import Product
-from .records import MAX_HOLD_SECONDS, Record
+from .records import MAX_ABANDON_LIMIT, MAX_HOLD_SECONDS, Admission, Record
 from .take import item_take
 
 # A hold window in a request: whole seconds, 0 (settled when taken) to a day.
 HoldWindow = whole(0, MAX_HOLD_SECONDS)
+# The cap on a user's abandoned holds of an item (0: none) and the cooldown after each, in
+# seconds (0: none), in a request (docs/design.md, "Abandoned holds"); and how every read says them.
+AbandonLimit = whole(0, MAX_ABANDON_LIMIT)
+AbandonCooldown = whole(0, MAX_HOLD_SECONDS)
+ABANDON_LIMIT_SAID = (
+    "how many held takes one user may abandon (cancel, or let lapse) before their takes are refused "
+    "(409 abandon_limit); 0: no cap"
+)
+ABANDON_COOLDOWN_SAID = (
+    "how long after each abandoned hold the same user's takes are refused (429 cooling_down, with Retry-After); 0: none"
+)
 
 
 def hold_window(fields: dict, name: str) -> dict:
@@ -53,7 +69,7 @@ class HoldCountsOut(Schema):
     """An audit's lifecycle counts (``inventory.audits.HoldCounts``)."""
 
     held: int = Field(description="records holding their unit for a payment or a claim now")
-    settled: int = Field(description="paid or claimed, or settled when taken (no window)")
+    settled: int = Field(description="paid or claimed, or settled when taken (no window); a pool's: prizes alone")
     released: int = Field(description="cancelled, expired or forfeited: the unit back in the stock")
     returned_twice: int = Field(description="units returned more than once; 0 under a guarded strategy")
     settled_and_released: int = Field(description="records both settled and released; 0 under a guarded strategy")
@@ -61,8 +77,9 @@ class HoldCountsOut(Schema):
 
 def take_answers(schema: type) -> dict[int, Any]:
     """A take's declared answers: ``schema`` with 201 (written) and 202 (pending under
-    ``redis_lua``); 403 ``not_started`` or ``ended``, 409 the product's refusals, ``busy`` or
-    ``idempotency_in_progress``, 422 an ``Idempotency-Key`` malformed or reused."""
+    ``redis_lua``); 403 ``not_started`` or ``ended``, 409 the product's refusals, ``busy``,
+    ``abandon_limit`` or ``idempotency_in_progress``, 422 an ``Idempotency-Key`` malformed or
+    reused, 429 ``rate_limited`` or ``cooling_down`` (docs/design.md, "Abandoned holds")."""
     return answers(
         {201: schema, 202: schema}, unsafe=True, item=True, body="none", refusals=(403, 409, 422), limited=True
     )
@@ -113,10 +130,21 @@ def page_answer(request, response: HttpResponse, paging: PageIn, page: Page) -> 
     return page.records
 
 
-def keyed_openapi(links: dict) -> dict:
+def keyed_openapi(links: dict, *, take: bool = False) -> dict:
     """The ``openapi_extra`` of a call that takes an ``Idempotency-Key``: its ``links``, and
-    the header."""
-    return {**links, "parameters": [PARAMETER]}
+    the header; a take's (``take``), the ``Admission-Ticket`` header too."""
+    return {**links, "parameters": [PARAMETER, TICKET_PARAMETER] if take else [PARAMETER]}
+
+
+def _ticket_header(request) -> str | None:
+    """The request's ``Admission-Ticket``, whatever the item's admission: one longer than any
+    ticket is refused (``InvalidInput``, 422), as the API's document bounds it, rather than
+    ignored by an open item's take. Here, not in the room's code, which an open item's take
+    never enters."""
+    text = request.headers.get(HEADER)
+    if text is not None and len(text) > MAX_LENGTH:
+        raise InvalidInput(f"{HEADER} is longer than any ticket ({MAX_LENGTH} characters at most).")
+    return text
 
 
 @dataclass(frozen=True)
@@ -135,15 +163,26 @@ class TakeCall:
     def taken(self, request, response: HttpResponse, item: Any, *, user_id: int) -> Record | HttpResponse:
         """The take of ``item`` by ``user_id`` that ``request`` asks for (``inventory.take``):
         the record, its outcome counted (``counted``) and the user's and the address's rate
-        limits counted on the item. With an ``Idempotency-Key``, the first answer again
-        instead, written into ``response`` and returned (``core.idempotency``); otherwise
-        the answer made of the record is kept under the key."""
+        limits counted on the item. An item with a waiting room first spends the request's
+        ``Admission-Ticket`` (``inventory.admission.room.ticket_spent``: 403 ``not_admitted``);
+        one longer than any ticket is 422 on every item.
+        With an ``Idempotency-Key``, the first answer again instead, written into ``response``
+        and returned (``core.idempotency``); otherwise the answer made of the record is kept
+        under the key."""
+        ticket = _ticket_header(request)
         replay = idempotency_claim(request, response, action=self.action, user_id=user_id)
         if replay is not None:
             return replay
         with self.counted(item.strategy, **{f"{self.product.kind}_id": item.pk}, user_id=user_id) as counted:
-            rate = rate_count(action=self.action, user_id=user_id, address=client_address(request))
-            return counted(item_take(self.product, item, user_id=user_id, rate=rate))
+            # An open item's take never enters the waiting room's code.
+            door = (
+                nullcontext()
+                if item.admission == Admission.OPEN
+                else ticket_spent(self.product, item, user_id=user_id, ticket=ticket)
+            )
+            with door:
+                rate = rate_count(action=self.action, user_id=user_id, address=client_address(request))
+                return counted(item_take(self.product, item, user_id=user_id, rate=rate))
 
     def answer(self, request, response: HttpResponse, item_id: int, body: Callable[[Record], dict]) -> HttpResponse:
         """The take by the caller of the item ``item_id`` (:meth:`taken`), once the request

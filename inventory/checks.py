@@ -15,4 +15,12 @@ def strategy_settings_check(app_configs, **kwargs):
                 id="inventory.E001",
             )
         )
+    if settings.RESERVATIONS_PERSIST_CONSUMERS < 1:
+        errors.append(
+            Error(
+                f"RESERVATIONS_PERSIST_CONSUMERS is {settings.RESERVATIONS_PERSIST_CONSUMERS}.",
+                hint="At least 1 drain must be able to write an item's reservations.",
+                id="inventory.E002",
+            )
+        )
     return errors

@@ -22,6 +22,14 @@ class LockBusy(DomainError):
     default_message = "Too many buyers at once; try again."
 
 
+class RowsLocked(LockBusy):
+    """A change of the stock rows found one of them held by a take, and did not wait for it
+    (``inventory.services.stock_group_rebucket``): the change is rolled back, and may be
+    made again."""
+
+    default_message = "The stock is being taken right now; try the change again."
+
+
 class InvalidQuantity(DomainError):
     code = "invalid_quantity"
     status = 422
@@ -127,3 +135,37 @@ class NothingHeld(HoldClosed):
 
     code = "nothing_held"
     default_message = "There is nothing to claim: this draw won no prize."
+
+
+class NotAdmitted(DomainError):
+    """A take on an item with a waiting room (``admission`` ``queue``) without a ticket that
+    the room gave the caller for it and that is still good: none, forged, another's, used or
+    lapsed. Nothing was taken; join the queue (``inventory.admission``)."""
+
+    code = "not_admitted"
+    status = 403
+    default_message = "This sale admits buyers through its waiting room: join its queue first."
+
+
+class AbandonLimit(DomainError):
+    """The user has abandoned as many held takes of this item (cancelled, or let lapse) as it
+    allows (``Item.abandon_limit``): their takes of it are refused from then on, so that
+    buying and abandoning cannot keep its stock from everyone else (docs/design.md,
+    "Abandoned holds")."""
+
+    code = "abandon_limit"
+    status = 409
+    default_message = "You have let go of too many holds on this item to take another."
+
+
+class CoolingDown(DomainError):
+    """The user abandoned a held take of this item less than its cooldown ago
+    (``Item.abandon_cooldown_seconds``): a take is refused until it has passed, which
+    ``Retry-After`` says."""
+
+    code = "cooling_down"
+    status = 429
+
+    def __init__(self, retry_after: int) -> None:
+        super().__init__(f"You let go of a hold on this item moments ago; try again in {retry_after} s.")
+        self.retry_after = retry_after

@@ -10,6 +10,8 @@ their own, and write them all through :func:`item_create` or :func:`item_changes
 
 from __future__ import annotations
 
+import random
+import time
 from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import Any, NotRequired, TypedDict
@@ -18,9 +20,25 @@ from django.db import transaction
 
 from core.window import window_validate
 
+from .admission.room import item_for_queue_forget
+from .buckets import buckets_valid
+from .errors import RowsLocked
 from .product import Product
+from .records import (
+    DEFAULT_ABANDON_COOLDOWN_SECONDS,
+    DEFAULT_ABANDON_LIMIT,
+    DEFAULT_ADMISSION_RATE,
+    DEFAULT_TICKET_SECONDS,
+    Admission,
+)
 from .redis_lua.item_states import item_created, item_update
-from .validators import hold_seconds_valid, strategy_valid
+from .validators import (
+    abandon_cooldown_valid,
+    abandon_limit_valid,
+    admission_valid,
+    hold_seconds_valid,
+    strategy_valid,
+)
 
 
 class ItemFields(TypedDict):
@@ -32,6 +50,12 @@ class ItemFields(TypedDict):
     description: NotRequired[str]
     listed: NotRequired[bool]
     hold_seconds: NotRequired[int]
+    buckets: NotRequired[int]
+    admission: NotRequired[str]
+    admission_rate: NotRequired[float]
+    admission_ticket_seconds: NotRequired[int]
+    abandon_limit: NotRequired[int]
+    abandon_cooldown_seconds: NotRequired[int]
 
 
 class ItemChanges(TypedDict, total=False):
@@ -42,6 +66,11 @@ class ItemChanges(TypedDict, total=False):
     strategy: str | None
     description: str | None
     hold_seconds: int | None
+    admission: str | None
+    admission_rate: float | None
+    admission_ticket_seconds: int | None
+    abandon_limit: int | None
+    abandon_cooldown_seconds: int | None
 
 
 def item_fields_clean(
@@ -52,10 +81,18 @@ def item_fields_clean(
     description: str = "",
     listed: bool = True,
     hold_seconds: int = 0,
+    buckets: int = 1,
+    admission: str = Admission.OPEN,
+    admission_rate: float = DEFAULT_ADMISSION_RATE,
+    admission_ticket_seconds: int = DEFAULT_TICKET_SECONDS,
+    abandon_limit: int = DEFAULT_ABANDON_LIMIT,
+    abandon_cooldown_seconds: int = DEFAULT_ABANDON_COOLDOWN_SECONDS,
 ) -> dict[str, object]:
     """A new item's common fields, by name. ``InvalidInput`` for a window that is not one
-    (``core.window.window_validate``), a strategy that names none, or a hold window that is
-    not a whole number of seconds from 0 to a day."""
+    (``core.window.window_validate``), a strategy that names none, a hold window that is
+    not a whole number of seconds from 0 to a day, buckets not from 1 to 64
+    (``inventory.buckets``), a waiting room's settings out of bounds (``admission_valid``), or a
+    cap on abandoned holds or a cooldown out of bounds (docs/design.md, "Abandoned holds")."""
     window_validate(begin_at, end_at)
     strategy = strategy_valid(strategy)
     return {
@@ -65,6 +102,10 @@ def item_fields_clean(
         "description": description,
         "listed": listed,
         "hold_seconds": hold_seconds_valid(hold_seconds),
+        "buckets": buckets_valid(buckets),
+        **admission_valid(admission, admission_rate, admission_ticket_seconds),
+        "abandon_limit": abandon_limit_valid(abandon_limit),
+        "abandon_cooldown_seconds": abandon_cooldown_valid(abandon_cooldown_seconds),
     }
 
 
@@ -85,10 +126,18 @@ def item_changes_clean(
     strategy: str | None = None,
     description: str | None = None,
     hold_seconds: int | None = None,
+    admission: str | None = None,
+    admission_rate: float | None = None,
+    admission_ticket_seconds: int | None = None,
+    abandon_limit: int | None = None,
+    abandon_cooldown_seconds: int | None = None,
 ) -> dict[str, object]:
     """The common fields to change, by name: the window when either end changes (both ends,
-    the other one kept), the strategy, the description. ``InvalidInput`` as
-    :func:`item_fields_clean` says."""
+    the other one kept), the strategy, the description, the hold window, the waiting room's
+    settings (checked together, those not changed as they are), the cap on abandoned holds
+    and the cooldown. ``InvalidInput`` as :func:`item_fields_clean` says. A room's line and
+    its tickets out stand through a change of its rate or lifetime; switched to ``open``,
+    takes need no ticket."""
     changes: dict[str, object] = {}
     if begin_at is not None or end_at is not None:
         changes["begin_at"], changes["end_at"] = begin_at or item.begin_at, end_at or item.end_at
@@ -99,7 +148,24 @@ def item_changes_clean(
         changes["description"] = description
     if hold_seconds is not None:
         changes["hold_seconds"] = hold_seconds_valid(hold_seconds)
+    room = {
+        "admission": admission,
+        "admission_rate": admission_rate,
+        "admission_ticket_seconds": admission_ticket_seconds,
+    }
+    if any(value is not None for value in room.values()):
+        checked = admission_valid(*(getattr(item, name) if value is None else value for name, value in room.items()))
+        changes |= {name: checked[name] for name, value in room.items() if value is not None}
+    if abandon_limit is not None:
+        changes["abandon_limit"] = abandon_limit_valid(abandon_limit)
+    if abandon_cooldown_seconds is not None:
+        changes["abandon_cooldown_seconds"] = abandon_cooldown_valid(abandon_cooldown_seconds)
     return changes
+
+
+# How many times a change of the stock rows is made before a take's hold on one of them is
+# answered busy (``RowsLocked``): a take holds a row for milliseconds.
+ROWS_LOCKED_TRIES = 100
 
 
 def item_changes_save(
@@ -108,20 +174,41 @@ def item_changes_save(
     changes: Mapping[str, object],
     *,
     then: Callable[[], dict[int, int]] | None = None,
+    rows_moved: bool = False,
 ) -> None:
     """Write ``changes`` (checked: the common fields by :func:`item_changes_clean`, the
-    product's own by the product) to ``item`` in one save, then ``then()``, the product's other
-    writes (a voucher's restock), which answers the units it added per stock row; all in one
-    transaction, with the item's ``redis_lua`` state in step: switched with its strategy, its
-    rules and its units changed with the database
-    (``inventory.redis_lua.item_states.item_update``)."""
+    product's own by the product) to ``item`` in one save, after ``then()``, the product's other
+    writes (a voucher's restock), which answers the units it added per stock row (or moved
+    between rows: ``rows_moved``); all in one transaction, with the item's ``redis_lua`` state
+    in step: switched with its strategy, its rules and its units changed with the database
+    (``inventory.redis_lua.item_states.item_update``).
+
+    The stock rows are written before the item's row: a take locks its stock row, then its
+    record's insert takes a shared lock on the item's row (the foreign key), so a change that
+    held the item's row while it waited for a stock row would deadlock with it."""
 
     @transaction.atomic
     def change() -> dict[int, int]:
         for field, value in changes.items():
             setattr(item, field, value)
+        done = {} if then is None else then()
         if changes:
             item.save(update_fields=list(changes))
-        return {} if then is None else then()
+        return done
 
-    item_update(product, item, change, switch_to=changes.get("strategy"), units=lambda added: added)
+    def change_made() -> dict[int, int]:
+        # A row held by a take (``RowsLocked``): the change rolled back, made again shortly,
+        # unless the caller's own transaction holds what it wrote (then the caller is told).
+        for tries_left in range(ROWS_LOCKED_TRIES - 1, -1, -1):
+            try:
+                return change()
+            except RowsLocked:
+                if not tries_left or transaction.get_connection().in_atomic_block:
+                    raise
+                time.sleep(random.uniform(0.005, 0.02))
+        raise AssertionError("the last try raises")
+
+    item_for_queue_forget(product, item.pk)
+    item_update(
+        product, item, change_made, switch_to=changes.get("strategy"), units=lambda added: added, rows_moved=rows_moved
+    )

@@ -12,11 +12,20 @@ from django.utils import timezone
 
 from core.memo import ProcessMemo
 
+from .buckets import home_bucket
 from .models import Strategy
 from .paging import Cursor, Page
 from .product import Product
 from .redis_lua.client import REACHABLE, reservations_client
-from .redis_lua.values import Failed, Pending, reservation_group, reservation_moment
+from .redis_lua.values import (
+    Failed,
+    Pending,
+    bucketed_states_allowed,
+    reservation_group,
+    reservation_moment,
+    state_id,
+    state_of,
+)
 
 # redis_lua items as a take reads them, for a second per process: (kind, id) -> item.
 _reserving: ProcessMemo[tuple[str, int], Any] = ProcessMemo(ttl=1.0)
@@ -96,7 +105,9 @@ def records_of_user(
 def _reserved_of_user(product: Product, *, user_id: int, rows: QuerySet, items: QuerySet | None) -> list:
     """The user's records still pending or failed in the live ``items``, as unsaved records."""
     by_group = {product.group_of(item): item for item in (items_live(product) if items is None else items)}
-    found = reservations_of_user(group_ids=list(by_group), user_id=user_id)
+    # A bucketed item's takes of a user all wait in the user's home state's stream.
+    states = [user_state(group_id, getattr(item, "buckets", 1), user_id) for group_id, item in by_group.items()]
+    found = reservations_of_user(group_ids=states, user_id=user_id)
     if not found:
         return []
     # Read after Redis: one persisted in between is in both, and the row tells the truth.
@@ -106,7 +117,7 @@ def _reserved_of_user(product: Product, *, user_id: int, rows: QuerySet, items: 
         .values_list("reservation", flat=True)
     )
     return [
-        record_of(product, one, by_group[reservation_group(one.reservation_id)])
+        record_of(product, one, by_group[state_of(reservation_group(one.reservation_id))[0]])
         for one in found
         if one.reservation_id not in persisted
     ]
@@ -122,6 +133,7 @@ def record_get(product: Product, *, record_id: int, user_id: int, rows: QuerySet
     found = reservation_find(reservation=record_id, user_id=user_id)
     if found is None:
         return get_object_or_404(rows, reservation=record_id)
+    group_id = state_of(group_id)[0]  # a bucket's state names its group
     return record_of(product, found, get_object_or_404(product.items(), **{product.group_field: group_id}))
 
 
@@ -145,8 +157,16 @@ def reservations_of_user(*, group_ids: list[int], user_id: int) -> list[Pending 
     return found
 
 
-def reservation_takes(*, group_id: int, user_id: int) -> int:
+def reservation_takes(*, group_id: int, user_id: int, buckets: int = 1) -> int:
     """The user's takes of the group in Redis, pending ones included (0 with no state): one
     HGET, for what pages poll. ``Unavailable`` when Redis cannot be reached."""
     with REACHABLE:
-        return reservations_client().takes(group_id=group_id, user_id=user_id)
+        return reservations_client().takes(group_id=user_state(group_id, buckets, user_id), user_id=user_id)
+
+
+def user_state(group_id: int, buckets: int, user_id: int) -> int:
+    """The state that holds a user's takes of a group split into ``buckets``: their home
+    bucket's where the group has states of its own (``inventory.redis_lua.bucket_states``)."""
+    if buckets > 1 and bucketed_states_allowed(group_id, buckets):
+        return state_id(group_id, home_bucket(user_id, buckets))
+    return group_id

@@ -35,11 +35,12 @@ def default_strategy() -> str:
 
 
 class StockGroup(models.Model):
-    """The stock rows that one take chooses among: a voucher's (one today), or every
+    """The stock rows that one take chooses among: a voucher's (one, or one per bucket), or every
     prize of a pool; the item owns it (``Voucher.group``, ``Pool.group``), and each record
     says which row it took (``Order.stock``, ``Draw.stock``). It is the unit of concurrency
     control: ``db_pessimistic`` locks its rows, ``db_optimistic`` compares its version,
-    ``redis_lock`` locks its name.
+    ``redis_lock`` locks its name; of a bucketed item, each bucket's rows, row and name
+    (``inventory.buckets``).
     """
 
     version = models.PositiveBigIntegerField(
@@ -67,6 +68,18 @@ class Stock(models.Model):
     """
 
     group = models.ForeignKey(StockGroup, on_delete=models.PROTECT, related_name="stocks")
+    # Which of its item's buckets the row belongs to (``inventory.buckets``): 0 for an item
+    # sold from one. A take reads and guards only its bucket's rows, and a row never
+    # changes bucket, so a lock named after the bucket always covers the same rows.
+    bucket = models.PositiveSmallIntegerField(default=0, editable=False)
+    # The row whose units this row holds a share of: every row of one thing that is taken
+    # by its own weight among others (a pool's prize, one row per bucket) names that
+    # thing's bucket-0 row, the bucket-0 row itself included, so that its rows are made,
+    # restocked and read together by one key (``inventory.services.stock_shares_create``,
+    # ``inventory.totals.stock_sums``). NULL where the group is the one thing (a voucher's rows).
+    head = models.ForeignKey(
+        "self", on_delete=models.PROTECT, null=True, blank=True, related_name="shares", editable=False
+    )
     quantity = models.IntegerField(help_text="Units left to sell or award.")
     initial_quantity = models.IntegerField(
         help_text="Initial stock plus every restock: the total that orders and stock must add up to."
@@ -82,6 +95,7 @@ class Stock(models.Model):
     )
 
     class Meta:
+        indexes = [models.Index(fields=["group", "bucket"], name="stock_group_bucket")]
         constraints = [
             # The backstop every strategy writes through. Naive strategies lose updates
             # (they write an absolute value), so they oversell without tripping it.
@@ -93,3 +107,42 @@ class Stock(models.Model):
 
     def __str__(self) -> str:
         return f"{self.quantity}/{self.initial_quantity}"
+
+
+class LostCounterFloor(models.Model):
+    """Where the ``redis_lua`` reservation counter of one state of a group (``bucket`` 0: an
+    unbucketed group's one state) last started after Redis lost it: the next loss starts
+    past it, since what that counter handed out may be gone with Redis before the database
+    holds any of it (``inventory.redis_lua.numbering``)."""
+
+    group = models.ForeignKey(StockGroup, on_delete=models.CASCADE, related_name="lost_counter_floors")
+    bucket = models.PositiveSmallIntegerField()
+    floor = models.PositiveBigIntegerField()
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["group", "bucket"], name="lost_counter_floor_state")]
+
+    def __str__(self) -> str:
+        return f"state {self.bucket} of {self.group}: lost counter from {self.floor}"
+
+
+class Abandoned(models.Model):
+    """One user's running count of the held takes they abandoned (cancelled, or let lapse) of
+    one item, its stock group's, and when the last was (docs/design.md, "Abandoned holds"):
+    the item's cap and cooldown are checked against this one row, never by counting the
+    user's records. Written by every release, in its transaction (docs/design.md, "Abandoned holds")."""
+
+    # No foreign key in the database: a release counts here after it locked the stock rows,
+    # and the key's check would take a shared lock on the group's row then, which every other
+    # writer of both locks first (a db_optimistic take holds it while it waits for the stock
+    # row): the two would deadlock. Deleted with its group by Django all the same.
+    group = models.ForeignKey(StockGroup, on_delete=models.CASCADE, related_name="abandoned", db_constraint=False)
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    holds = models.PositiveIntegerField(default=0)
+    last_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["group", "user"], name="abandoned_one_per_user")]
+
+    def __str__(self) -> str:
+        return f"{self.holds} abandoned by user {self.user_id} in {self.group}"

@@ -28,10 +28,11 @@ from core.errors import DomainError, InvalidInput, Unavailable
 from core.idempotency import idempotency_answered
 from core.outage import dependency_down
 
+from .admission.room import Standing, item_for_queue, room_enter
 from .items import item_for_take
 from .paging import PAGE_SIZE, Cursor, Page
 from .product import Product, product_of
-from .records import Record
+from .records import Admission, Record
 from .views import strategy_switch_view
 
 if TYPE_CHECKING:
@@ -187,6 +188,30 @@ class TakePages:
             )
 
         return self._serve(self._item_route(self.verb), f"{self.item}_{self.verb}", view)
+
+    def queue_standing(self, request, item) -> Standing | None:
+        """Where the page's user stands in the item's waiting room, for its live part: None
+        for an ``open`` item, a user not logged in, or one not in the queue (the Join button)."""
+        if item.admission == Admission.OPEN or not request.user.is_authenticated:
+            return None
+        return room_enter(self.product, item, user_id=request.user.pk, join=False)
+
+    def queue_view(self):
+        """The Join button of an item with a waiting room, served at ``<item>s/<id>/queue``: the
+        user joins its queue (once; again is where they stand) and the item's live part, which
+        shows the place, reloads on the answer's event."""
+
+        @never_cache
+        @require_POST
+        def view(request, **ids) -> HttpResponse:
+            item = item_for_queue(self.product, item_id=ids[f"{self.item}_id"])
+            response = HttpResponse(status=204)
+            if request.user.is_authenticated:
+                room_enter(self.product, item, user_id=request.user.pk, join=True)
+                response["HX-Trigger"] = self.event
+            return response
+
+        return self._serve(self._item_route("queue"), f"{self.item}_queue", view)
 
     def _keyed(
         self,

@@ -61,6 +61,14 @@ class Product(ABC):
         release_clears: the record's column that carries the user's id into the backstop,
             cleared by a release that gives the user the take back (a voucher's buyer may
             buy again); None where a released record still counts (a forfeited draw).
+
+    Buckets (``inventory.buckets``, docs/design.md "Buckets"):
+        routes_home: a bucketed item's take starts at the user's home bucket (a voucher's);
+            False where the product routes each take by weight instead (a pool's draw, whose
+            take carries its ``route``). Under ``redis_lua`` only an item whose takes route
+            home gets a state per bucket: its take runs where the user's takes are marked. A
+            draw's bucket is chosen by the stock of every bucket, which no one state can
+            check atomically, so a bucketed pool keeps its rows in one state.
     """
 
     kind: ClassVar[str]
@@ -75,6 +83,7 @@ class Product(ABC):
     lapsed: ClassVar[str]
     unit_field: ClassVar[str]
     release_clears: ClassVar[str | None] = None
+    routes_home: ClassVar[bool] = True
 
     @property
     def release_frees_take(self) -> bool:

@@ -4,7 +4,7 @@ its own fields and its constraints, named after itself."""
 
 from __future__ import annotations
 
-from django.core.validators import MaxValueValidator
+from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 
 from core.window import SaleWindow
@@ -13,6 +13,34 @@ from .models import default_strategy, strategy_choices
 
 # The longest a unit is held for a payment or a claim: a day.
 MAX_HOLD_SECONDS = 86_400
+
+# The most buckets one item's stock is split into (``inventory.buckets``).
+MAX_BUCKETS = 64
+
+# A waiting room's bounds (``inventory.admission``): admissions per second, and how long a
+# ticket lets its holder take before the next buyer is admitted in its place.
+MIN_ADMISSION_RATE = 0.1
+MAX_ADMISSION_RATE = 10_000.0
+MIN_TICKET_SECONDS = 5
+MAX_TICKET_SECONDS = 3_600
+DEFAULT_ADMISSION_RATE = 10.0
+DEFAULT_TICKET_SECONDS = 60
+
+
+class Admission(models.TextChoices):
+    """Who may take: anyone (``open``), or those the item's waiting room admitted (``queue``)."""
+
+    OPEN = "open", "open: anyone may take"
+    QUEUE = "queue", "queue: a waiting room admits buyers at a rate, each with a ticket"
+
+
+# The abandoned holds a user may leave on one item before their takes of it are refused, and
+# the pause after each (docs/design.md, "Abandoned holds"): by default two, and a minute,
+# so that buying, abandoning and buying again cannot keep a short payment window's stock
+# out of everyone else's reach.
+DEFAULT_ABANDON_LIMIT = 2
+DEFAULT_ABANDON_COOLDOWN_SECONDS = 60
+MAX_ABANDON_LIMIT = 1000
 
 
 class Item(SaleWindow):
@@ -36,6 +64,45 @@ class Item(SaleWindow):
         "0: settled when taken.",
     )
 
+    abandon_limit = models.PositiveSmallIntegerField(
+        default=DEFAULT_ABANDON_LIMIT,
+        validators=[MaxValueValidator(MAX_ABANDON_LIMIT)],
+        help_text="How many held takes one user may abandon (cancel, or let lapse) before their takes of "
+        "the item are refused; 0: no cap.",
+    )
+    abandon_cooldown_seconds = models.PositiveIntegerField(
+        default=DEFAULT_ABANDON_COOLDOWN_SECONDS,
+        validators=[MaxValueValidator(MAX_HOLD_SECONDS)],
+        help_text="How long after each abandoned hold the same user's takes of the item are refused; 0: none.",
+    )
+
+    buckets = models.PositiveSmallIntegerField(
+        default=1,
+        validators=[MinValueValidator(1), MaxValueValidator(MAX_BUCKETS)],
+        help_text="How many stock rows the item's units are spread over, each taken under its own guard "
+        "(1 to 64; 1: one row, as an item is usually sold).",
+    )
+
+    # The waiting room (docs/design.md, "Admission"): with ``queue``, a take needs a ticket
+    # that the item's queue hands out at ``admission_rate`` per second, each good once for
+    # ``admission_ticket_seconds``.
+    admission = models.CharField(
+        max_length=8,
+        choices=Admission.choices,
+        default=Admission.OPEN,
+        help_text="open: anyone may take; queue: buyers join a waiting room and take with the ticket it gives them.",
+    )
+    admission_rate = models.FloatField(
+        default=DEFAULT_ADMISSION_RATE,
+        validators=[MinValueValidator(MIN_ADMISSION_RATE), MaxValueValidator(MAX_ADMISSION_RATE)],
+        help_text="With a queue: how many buyers are admitted per second (0.1 to 10,000).",
+    )
+    admission_ticket_seconds = models.PositiveIntegerField(
+        default=DEFAULT_TICKET_SECONDS,
+        validators=[MinValueValidator(MIN_TICKET_SECONDS), MaxValueValidator(MAX_TICKET_SECONDS)],
+        help_text="With a queue: how long an admitted buyer's ticket lets them take, once (5 to 3,600 s).",
+    )
+
     class Meta:
         abstract = True
         ordering = ["begin_at", "id"]
@@ -46,6 +113,19 @@ class Item(SaleWindow):
         constraints = [
             models.CheckConstraint(
                 condition=models.Q(hold_seconds__lte=MAX_HOLD_SECONDS), name="%(class)s_hold_bounded"
+            ),
+            models.CheckConstraint(
+                condition=models.Q(buckets__gte=1, buckets__lte=MAX_BUCKETS), name="%(class)s_buckets_bounded"
+            ),
+            models.CheckConstraint(
+                condition=models.Q(
+                    admission__in=Admission.values,
+                    admission_rate__gte=MIN_ADMISSION_RATE,
+                    admission_rate__lte=MAX_ADMISSION_RATE,
+                    admission_ticket_seconds__gte=MIN_TICKET_SECONDS,
+                    admission_ticket_seconds__lte=MAX_TICKET_SECONDS,
+                ),
+                name="%(class)s_admission_bounded",
             ),
         ]
 

@@ -48,7 +48,9 @@ def item_take(
     """One take of ``item`` by ``user_id`` under the item's strategy: the record.
 
     Raises the window's ``NotStarted``/``Ended``, ``product.over_limit`` when the user has
-    used every take, ``product.sold_out`` when nothing is left, ``LockBusy`` when the
+    used every take, ``AbandonLimit`` or ``CoolingDown`` when the user abandoned too many
+    holds of it or one too lately (docs/design.md, "Abandoned holds"), ``product.sold_out`` when nothing
+    is left, ``LockBusy`` when the
     strategy gave up under contention, ``RateLimited`` over a rate limit, and
     ``StateMissing`` (503) while a ``redis_lua`` item's Redis state is missing. On any
     error nothing is written or reserved.
@@ -70,12 +72,13 @@ def item_take(
 
 
 def _take(product: Product, item: Any, *, user_id: int, rate, now, rng) -> Model:
+    moment = now or timezone.now()
     take = product.take(
         item,
         user_id=user_id,
         now=now,
         rng=rng,
-        hold_until=hold_until(item.hold_seconds, now or timezone.now()),
+        hold_until=hold_until(item.hold_seconds, moment),
         rate=rate,
         # Called only to reserve: a seeded draw under another strategy uses up no number.
         rand=None if rng is None else lambda: rng.random(),
@@ -84,6 +87,10 @@ def _take(product: Product, item: Any, *, user_id: int, rate, now, rng) -> Model
         over_limit=product.over_limit,
         reserved=partial(product.reserved, item, user_id),
         **_rule_counted(product, item, user_id),
+        # The cap on abandoned holds and the cooldown (``strategies.base.abandon_refuse``).
+        abandon_limit=item.abandon_limit,
+        abandon_cooldown=item.abandon_cooldown_seconds,
+        abandon_now=moment,
     )
     try:
         record = STRATEGIES[item.strategy].take(take)

@@ -12,17 +12,21 @@ from celery import shared_task
 from .holds import holds_expire_all
 from .items import items_live
 from .product import product_of
+from .redis_lua.bucket_states import item_states
 from .redis_lua.client import reservations_client
 from .redis_lua.drain import DRAIN_TASK_OPTIONS, TEND_TASK_OPTIONS, drain_task_run
+from .redis_lua.item_buckets import item_bucketed
 from .redis_lua.item_states import item_reservations_persist, item_reservations_reconcile
 from .redis_lua.reconcile import GroupCheck, report_drift
+from .redis_lua.transfers import transfers_client
 
 
 @shared_task(**DRAIN_TASK_OPTIONS)
-def reservations_drain(self, kind: str, item_id: int, group_id: int) -> int:
-    """Persist the item's pending reservations until none is left; the records handled."""
+def reservations_drain(self, kind: str, item_id: int, group_id: int, helper: bool = False) -> int:
+    """Persist the item's pending reservations until none is left; the records handled.
+    ``helper``: asked for by another drain of the group, to write beside it."""
     persist = partial(item_reservations_persist, product_of(kind), item_id=item_id, group_id=group_id)
-    return drain_task_run(self, group_id, persist)
+    return drain_task_run(self, group_id, persist, helper=helper)
 
 
 @shared_task(**TEND_TASK_OPTIONS)
@@ -37,10 +41,24 @@ def reservations_rebuild(kind: str, item_id: int) -> dict:
 def reservations_sweep(kind: str) -> int:
     """Beat: ask for a drain of every ``redis_lua`` item of the kind whose stream has
     reservations waiting (those whose asking was lost: a web process that died after its
-    script, or a broker that was down); the number asked for."""
+    script, or a broker that was down), one per stream of a bucketed item's states; the
+    number asked for. Also the bucketed items' recovery and rebalancer."""
     product = product_of(kind)
     reservations = reservations_client()
-    groups = [(item.pk, product.group_of(item)) for item in items_live(product).order_by()]
+    groups = []
+    for item in items_live(product).order_by():
+        buckets = item_bucketed(product, item)
+        if buckets == 1:
+            groups.append((item.pk, product.group_of(item)))
+            continue
+        # A bucketed item's states: a stream each; and its transfers tended here, the beat's
+        # one pass over the live items: a move left half-done finished, then units moved to
+        # states that ran low (inventory.redis_lua.transfers).
+        states = item_states(product.group_of(item), buckets)
+        groups += [(item.pk, state) for state in states]
+        transfers = transfers_client(reservations)
+        transfers.recover(states)
+        transfers.rebalance(states)
     waiting = [(item_id, group_id) for item_id, group_id in groups if reservations.waiting(group_id=group_id)]
     for item_id, group_id in waiting:
         reservations_drain.delay(kind, item_id, group_id)

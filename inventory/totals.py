@@ -16,10 +16,11 @@ Two totals, each written in the transaction of the write that changes it:
 A page then costs one small read whatever the site's history. The audits still count the
 records, as an independent check, and say whether these totals agree with them.
 
-An item's stock is the rows of its group, one for a voucher today, one per prize of a pool,
-and is read in one way: summed over the group's rows with the item (:func:`stock_sums`), or
-for a group alone (:func:`group_marks`). Only what shows each row apart (a pool's prizes)
-reads the rows themselves.
+An item's stock is the rows of its group, one per bucket of a voucher, one per prize and
+bucket of a pool, and is read in one way: summed over the group's rows with the item
+(:func:`stock_sums`), or for a group alone (:func:`group_marks`); a pool's prize likewise,
+summed over the rows that share its units (``Stock.head``). Only the audits read the rows
+apart.
 
 :func:`totals_recount` sets the totals from the records: for data written around the
 takes (a bulk import, a database built for a benchmark), or a repair. A change of the draw
@@ -55,6 +56,11 @@ class StockMarks:
     def of(cls, stock: Stock) -> StockMarks:
         return cls(supplied=stock.initial_quantity, stock=stock.quantity, taken=stock.taken)
 
+    @classmethod
+    def summed(cls, read: Any) -> StockMarks:
+        """From what was read with :func:`stock_sums` (an item, a prize): its rows as one."""
+        return cls(supplied=read.stock_supplied, stock=read.stock_left, taken=read.stock_taken)
+
     @property
     def over(self) -> int:
         return max(0, self.taken - self.supplied)
@@ -84,8 +90,7 @@ class ItemMarks:
     @classmethod
     def summed(cls, item: Any, group: StockGroup) -> ItemMarks:
         """From an item read with :func:`stock_sums`: its group's rows as one."""
-        row = StockMarks(supplied=item.stock_supplied, stock=item.stock_left, taken=item.stock_taken)
-        return cls(rows=(row,), over_takes=group.over_takes, over_takers=group.over_takers)
+        return cls(rows=(StockMarks.summed(item),), over_takes=group.over_takes, over_takers=group.over_takers)
 
     @property
     def supplied(self) -> int:
@@ -121,7 +126,7 @@ class ItemMarks:
 STOCK_SUMS = {"stock_left": "quantity", "stock_supplied": "initial_quantity", "stock_taken": "taken"}
 
 
-def stock_sums(model: type[Model], *names: str, group: str = "group_id") -> dict[str, RawSQL]:
+def stock_sums(model: type[Model], *names: str, group: str = "group_id", key: str = "group_id") -> dict[str, RawSQL]:
     """The one read of an item's stock: the annotations that read, with each row of ``model``
     (an item, whose column ``group`` is its stock group), its group's stock rows summed:
     ``stock_left`` (units left), ``stock_supplied`` (the initial stock and every restock) and
@@ -130,12 +135,16 @@ def stock_sums(model: type[Model], *names: str, group: str = "group_id") -> dict
     A correlated sum per figure over the group's rows (indexed by group), written as SQL:
     Django spends more time compiling the ORM's aggregate than the database spends answering
     it, and every take of a flash crowd reads one. Made once per model, a module's constant
-    (``items.annotate(**SUMS)``), so that a take's read calls nothing here."""
+    (``items.annotate(**SUMS)``), so that a take's read calls nothing here.
+
+    With ``key="head_id"`` and ``group`` the column naming a head row (a prize's
+    ``stock_id``), the rows summed are those that share that head's units (``Stock.head``):
+    a prize's stock over its buckets, read as an item's is."""
     outer = f"{model._meta.db_table}.{group}"
     return {
         # Read as a whole number (MariaDB sums into a decimal).
         name: RawSQL(
-            f"SELECT COALESCE(SUM(s.{column}), 0) FROM {Stock._meta.db_table} s WHERE s.group_id = {outer}",
+            f"SELECT COALESCE(SUM(s.{column}), 0) FROM {Stock._meta.db_table} s WHERE s.{key} = {outer}",
             (),
             output_field=IntegerField(),
         )
@@ -170,11 +179,14 @@ def group_marks(*, group_id: int) -> ItemMarks:
     return ItemMarks.summed(group, group)
 
 
-def group_rows(*, group_id: int) -> list[int]:
+def group_rows(*, group_id: int, buckets: int | None = None) -> list[int]:
     """The ids of a stock group's rows in primary-key order, the order a voucher's takes
-    choose among them (the first with stock): for what writes records around the takes (a
-    big site, a benchmark) and a restock."""
-    return list(Stock.objects.filter(group_id=group_id).order_by("pk").values_list("pk", flat=True))
+    choose among them (the first with stock), of its first ``buckets`` buckets when given:
+    for what writes records around the takes (a big site, a benchmark) and a restock."""
+    rows = Stock.objects.filter(group_id=group_id)
+    if buckets is not None:
+        rows = rows.filter(bucket__lt=buckets)
+    return list(rows.order_by("pk").values_list("pk", flat=True))
 
 
 def totals_counted(product: Product, item: Any) -> tuple[dict[int, int], int, int]:

@@ -52,8 +52,13 @@ LANE_OVERHEAD_SECONDS = 60
 # persist every reservation (within the lane's overhead above); what still waits then
 # breaks the lane.
 DRAIN_TIMEOUT_SECONDS = 30
-# The longest run: every strategy a registry may hold (room for ten) at the longest duration.
-LONGEST_RUN_SECONDS = 10 * (LONGEST_LANE_SECONDS + LANE_OVERHEAD_SECONDS)
+# A run's lanes and its seconds of load in all: every strategy a registry may hold (room
+# for ten) at the longest duration, or twice as many lanes (one row and buckets) at a third
+# of it, so that a bucketed run stays within minutes too (``services.lab_run_create``).
+MOST_LANES = 20
+MOST_LOAD_SECONDS = 10 * LONGEST_LANE_SECONDS
+# The longest run: its load and each lane's overhead.
+LONGEST_RUN_SECONDS = MOST_LOAD_SECONDS + MOST_LANES * LANE_OVERHEAD_SECONDS
 
 
 def lab_dir(run: LabRun) -> Path:
@@ -177,10 +182,11 @@ def _run_lanes_with(run: LabRun, scenario, out: Path, tokens: Path, staff_token:
         _stop_if_cancelled(run)
         lane.status = LabLane.Status.RUNNING
         lane.save(update_fields=["status"])
-        live = LiveLane(lane, run_dir=out / lane.strategy)
+        live = LiveLane(lane, run_dir=out / lane.key)
         result = one_run(
-            args, scenario, lane.strategy, server, tokens, staff_token, lane.strategy, observe=live, stop=live.stop
-        )
+            args, scenario, lane.strategy, server, tokens, staff_token, lane.key, observe=live, stop=live.stop,
+            buckets=lane.buckets,
+        )  # fmt: skip
         results.append(result)
         lane_finish(lane=lane, result=result, cancelled=live.stop.is_set())
     _stop_if_cancelled(run)
@@ -191,6 +197,7 @@ def _run_lanes_with(run: LabRun, scenario, out: Path, tokens: Path, staff_token:
         "buyers": run.crowd,
         "duration_s": run.duration,
         "stock": run.stock,
+        "buckets": run.buckets,
         "server_processes": run.server_processes,
         "race_window_ms": run.race_window_ms,
         "database": run.database,
@@ -199,15 +206,18 @@ def _run_lanes_with(run: LabRun, scenario, out: Path, tokens: Path, staff_token:
     if run.caveat:
         meta["settings"] = run.caveat
     # The report is served at /lab/runs/<id>/report, each Locust report beside it.
-    write_outputs(out, results, meta, locust_href=lambda result: f"locust/{result.strategy}")
+    write_outputs(out, results, meta, locust_href=lambda result: f"locust/{result.label}")
 
 
 def lane_finish(*, lane: LabLane, result, cancelled: bool = False) -> None:
     """The lane's final figures and verdict, from the audited result; ``cancelled`` when its
     crowd was stopped before its time (the figures are up to then)."""
+    # What only the live writes know (its item, its seconds), kept rather than saved over.
+    lane.refresh_from_db(fields=["item_id", "elapsed"])
     figures = dataclasses.asdict(result)
     lane.taken_series = figures.pop("taken_series")
     lane.supply_series = figures.pop("supply_series")
+    lane.bucket_series = figures.pop("bucket_series")
     figures.pop("stock_series")
     lane.figures = figures
     lane.breaks = counted_breaks(result)
@@ -224,10 +234,10 @@ def lane_finish(*, lane: LabLane, result, cancelled: bool = False) -> None:
 
 
 class LiveLane:
-    """The observer of one lane: writes the stock, the counted breaks (from the product's
-    audit, the same rules as the verdict) and Locust's pace to the lane about once a
-    second, for the page that polls it; sets ``stop`` once the run is no longer running
-    (staff cancelled it), which stops the lane's crowd."""
+    """The observer of one lane: writes the stock, the units left in each bucket, the counted
+    breaks (from the product's audit, the same rules as the verdict) and Locust's pace to the
+    lane about once a second, for the page that polls it; sets ``stop`` once the run is no
+    longer running (staff cancelled it), which stops the lane's crowd."""
 
     def __init__(self, lane: LabLane, *, run_dir: Path) -> None:
         self.lane = lane
@@ -236,11 +246,13 @@ class LiveLane:
         self.last_write = 0.0
         self.taken: list[tuple[float, int]] = []
         self.supply: list[tuple[float, int]] = []
+        self.buckets: list[tuple[float, list[int]]] = []
 
     def __call__(self, target: Target, elapsed: float, sample: Sample) -> None:
         at = round(elapsed, 2)
         self.taken.append((at, sample.taken))
         self.supply.append((at, sample.supplied))
+        self.buckets.append((at, list(sample.buckets)))
         now = time.monotonic()
         if now - self.last_write < LIVE_EVERY_SECONDS:
             return
@@ -263,4 +275,5 @@ class LiveLane:
             p95_ms=p95,
             taken_series=self.taken,
             supply_series=self.supply,
+            bucket_series=self.buckets,
         )

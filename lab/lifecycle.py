@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from django.conf import settings
 
-from loadtests.scenarios import SERVER_SETTINGS, Scenario
+from loadtests.scenarios import SERVER_SETTINGS, SURGES, Scenario
 from loadtests.verdict import RELEASE, SETTLE, VOUCHER
 
 # What each setting of a lifecycle run changes, when the site has another value.
@@ -44,7 +44,7 @@ def settings_caveat(scenario: Scenario) -> str:
 
 def lifecycle_cells(product: str, figures: dict) -> list[tuple[str, object, bool]]:
     """(label, value, unsafe) of a lane's lifecycle figures, in the report's order
-    (``loadtests.report.LIFECYCLE_COLUMNS``); [] for a lane without them. Unsafe: a race
+    (``loadtests.columns.LIFECYCLE_COLUMNS``); [] for a lane without them. Unsafe: a race
     broke (returned twice, settled and released, a 200 unsettled, payments off), a unit
     came back unsold, a hold was left or the drain never ended."""
     if figures.get("returned_twice") is None:
@@ -71,3 +71,41 @@ def lifecycle_cells(product: str, figures: dict) -> list[tuple[str, object, bool
         ("drained in", "never" if drain is None else f"{drain:.1f} s", drain is None),
     ]
     return cells
+
+
+def taken_text(product: str, taken: int, supplied: int, figures: dict, *, lifecycle: bool) -> str:
+    """A lane's take against its supply. In a crowd run "105 of 100" is an oversell; in a
+    lifecycle run a unit released and taken again counts each time, so that a safe lane
+    takes more than it was supplied: its words say it was taken again, not beyond."""
+    if not lifecycle:
+        return f"{taken} of {supplied}"
+    verb, again, noun = ("sold", "resold", "units") if product == VOUCHER else ("awarded", "awarded again", "prizes")
+    text = f"{taken} {verb} of {supplied} {noun}"
+    resold = figures.get("resold")
+    if resold:
+        text += f", {resold} of them {again} after {'a release' if product == VOUCHER else 'a forfeit'}"
+    return text
+
+
+def surge_cells(scenario: str, figures: dict) -> list[tuple[str, object, bool]]:
+    """(label, value, bad) of a surge lane's figures once audited, side by side with and
+    without the waiting room (``loadtests.columns.QUEUE_COLUMNS``): the take's p50 and p99,
+    its errors and timeouts, and through the room those admitted, told sold out instead of
+    waiting, the inversions (bad from 1%) and the longest wait; [] for another scenario's lane."""
+    if scenario not in SURGES or not figures:
+        return []
+    failures = figures.get("failures") or 0
+    cells = [
+        ("take p50", f"{figures.get('p50_ms') or 0:,.0f} ms", False),
+        ("take p99", f"{figures.get('p99_ms') or 0:,.0f} ms", False),
+        ("errors and timeouts", failures, bool(failures)),
+    ]
+    if figures.get("admitted") is None:
+        return cells
+    inversions = figures.get("inversions_percent") or 0.0
+    return cells + [
+        ("admitted", figures.get("admitted"), False),
+        ("told sold out", figures.get("told_sold_out"), False),
+        ("inversions", f"{inversions:.2f}%", inversions >= 1.0),
+        ("longest wait", f"{figures.get('longest_wait_s') or 0:.1f} s", False),
+    ]

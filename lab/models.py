@@ -7,14 +7,36 @@ on, and every lane's figures and series, so that ``/proof/`` can show the latest
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from django.conf import settings
+from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 
+from inventory.records import MAX_BUCKETS
 from inventory.texts import Described, described
 from loadtests.scenarios import ALL, HOLD_SECONDS
-from loadtests.verdict import Result, counted_breaks
+from loadtests.verdict import Result, bucketed_name, counted_breaks, sales_per_second
 
-from .lifecycle import lifecycle_cells
+from .lifecycle import lifecycle_cells, surge_cells, taken_text
+
+
+@dataclass(frozen=True)
+class SideBySide:
+    """One strategy of a bucketed run: its sale from one row and from buckets."""
+
+    row: LabLane
+    split: LabLane
+
+    @property
+    def strategy(self) -> str:
+        return self.row.strategy
+
+    @property
+    def ratio(self) -> float | None:
+        """The buckets' sales per second over one row's (None while one row has sold nothing)."""
+        row = self.row.sales_per_second
+        return self.split.sales_per_second / row if row else None
 
 
 class LabRun(models.Model):
@@ -35,6 +57,11 @@ class LabRun(models.Model):
     crowd = models.PositiveIntegerField(help_text="Distinct buyers (or drawing users).")
     users = models.PositiveIntegerField(help_text="Locust users: the concurrency.")
     duration = models.PositiveIntegerField(help_text="Seconds of load per strategy.")
+    # 1: each strategy sells from one row. More: each strategy sells twice, from one row and
+    # from a voucher split into this many buckets, side by side (two lanes).
+    buckets = models.PositiveSmallIntegerField(
+        default=1, validators=[MinValueValidator(1), MaxValueValidator(MAX_BUCKETS)]
+    )
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.QUEUED)
     # Where Locust sends its requests: this same server, as the browser that started the run reached it.
     target_url = models.CharField(max_length=200)
@@ -63,6 +90,9 @@ class LabRun(models.Model):
         constraints = [
             models.CheckConstraint(
                 condition=models.Q(duration__gte=1, duration__lte=60), name="lab_run_duration_bounded"
+            ),
+            models.CheckConstraint(
+                condition=models.Q(buckets__gte=1, buckets__lte=MAX_BUCKETS), name="lab_run_buckets_bounded"
             ),
         ]
 
@@ -99,9 +129,36 @@ class LabRun(models.Model):
         return [label for label, _, _ in lifecycle_cells(self.product, {"returned_twice": 0})]
 
     @property
+    def bucketed(self) -> bool:
+        """Whether each strategy sold from one row and from buckets, side by side."""
+        return self.buckets > 1
+
+    @property
+    def side_by_side(self) -> list[SideBySide]:
+        """Each strategy of a bucketed run: its lane on one row and its lane on buckets
+        ([] for another run)."""
+        if not self.bucketed:
+            return []
+        lanes = list(self.lanes.all())
+        rows = {lane.strategy: lane for lane in lanes if lane.buckets == 1}
+        return [SideBySide(rows[lane.strategy], lane) for lane in lanes if lane.buckets > 1 and lane.strategy in rows]
+
+    @property
+    def bucket_ratios(self) -> tuple[float | None, float | None]:
+        """The lowest and highest of its strategies' sales per second on buckets over one
+        row's (None, None) where none has both."""
+        ratios = [pair.ratio for pair in self.side_by_side if pair.ratio is not None]
+        return (min(ratios), max(ratios)) if ratios else (None, None)
+
+    @property
+    def stranded_on_buckets(self) -> int:
+        """Units stranded by all of its lanes on buckets."""
+        return sum(pair.split.stranded or 0 for pair in self.side_by_side)
+
+    @property
     def figure_columns(self) -> int:
         """How many columns of its matrix hold a lane's figures (what a lane not run spans)."""
-        return len(self.break_labels) + 5 + len(self.lifecycle_labels)
+        return len(self.break_labels) + 5 + len(self.lifecycle_labels) + (2 if self.bucketed else 0)
 
     @property
     def break_labels(self) -> list[str]:
@@ -125,6 +182,9 @@ class LabLane(models.Model):
     run = models.ForeignKey(LabRun, on_delete=models.CASCADE, related_name="lanes")
     position = models.PositiveIntegerField()
     strategy = models.CharField(max_length=32)
+    # The rows its item's stock was split into: 1, or the run's buckets on the second lane
+    # of a strategy in a bucketed run.
+    buckets = models.PositiveSmallIntegerField(default=1)
     # The lane's fresh voucher or pool (its page shows what it sold beyond its stock).
     item_id = models.PositiveBigIntegerField(null=True, blank=True)
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.WAITING)
@@ -139,6 +199,9 @@ class LabLane(models.Model):
     p95_ms = models.FloatField(default=0)
     taken_series = models.JSONField(default=list)
     supply_series = models.JSONField(default=list)
+    # [[seconds, [units left in bucket 0, bucket 1, ...]], ...]: one query over the item's
+    # rows per sample.
+    bucket_series = models.JSONField(default=list)
     # Once audited: the verdict and every figure of the matrix row.
     verdict = models.CharField(max_length=300, blank=True)
     expected_to_break = models.BooleanField(default=False)
@@ -150,17 +213,56 @@ class LabLane(models.Model):
         constraints = [models.UniqueConstraint(fields=["run", "position"], name="lab_lane_one_per_position")]
 
     def __str__(self) -> str:
-        return f"{self.run_id}/{self.strategy}"
+        return f"{self.run_id}/{self.key}"
+
+    @property
+    def key(self) -> str:
+        """Its name within its run (its folder, anchor and Locust report's): the strategy, with
+        its buckets when split (``db_atomic-8-buckets``)."""
+        return bucketed_name(self.strategy, self.buckets)
+
+    @property
+    def shape(self) -> str:
+        """What its item sold from, in a bucketed run ("one row", "8 buckets"); "" in another."""
+        if not self.run.bucketed:
+            return ""
+        return "one row" if self.buckets == 1 else f"{self.buckets} buckets"
+
+    @property
+    def sales_per_second(self) -> float:
+        """Units taken per second while it sold, from its series (live, then final)."""
+        return sales_per_second(self.taken_series)
+
+    @property
+    def stranded(self) -> int | None:
+        """Units left at the end while buyers were told sold out, once audited (None before,
+        and where not counted: ``loadtests.verdict.stranded_units``)."""
+        return (self.figures or {}).get("stranded")
 
     @property
     def broken(self) -> bool:
-        return any(count > 0 for _, count in self.breaks) or any(bad for _, _, bad in self.lifecycle_cells)
+        return (
+            any(count > 0 for _, count in self.breaks)
+            or any(bad for _, _, bad in self.lifecycle_cells)
+            or any(bad for _, _, bad in self.surge_cells)
+            or bool(self.buckets > 1 and self.stranded)
+        )
+
+    @property
+    def taken_text(self) -> str:
+        return taken_text(self.run.product, self.taken, self.supplied, self.figures or {}, lifecycle=self.run.lifecycle)
 
     @property
     def lifecycle_cells(self) -> list[tuple[str, object, bool]]:
         """(label, value, unsafe) of its lifecycle figures, once audited ([] before, and
         for another scenario's lane)."""
         return lifecycle_cells(self.run.product, self.figures or {})
+
+    @property
+    def surge_cells(self) -> list[tuple[str, object, bool]]:
+        """(label, value, bad) of a surge lane's figures, once audited ([] before, and for
+        another scenario's lane)."""
+        return surge_cells(self.run.scenario, self.figures or {})
 
     @property
     def verdict_short(self) -> str:

@@ -6,7 +6,7 @@ from django.db.models import Prefetch, QuerySet
 from django.shortcuts import get_object_or_404
 
 from inventory.strategies import strategy_names
-from loadtests.scenarios import ALL
+from loadtests.scenarios import ALL, SURGES
 
 from .models import LabLane, LabRun
 from .services import DEFAULTS
@@ -38,20 +38,46 @@ def lab_run_proof(*, product: str, lifecycle: bool = False) -> LabRun | None:
     little, and does not replace the proof unless staff say so. With ``lifecycle``, of the
     lifecycle's scenarios (``LIFECYCLE``), else of the others: each has a proof of its own,
     as a run of one proves nothing of the other."""
-    scenarios = [name for name, scenario in ALL.items() if scenario.lifecycle == lifecycle]
+    scenarios = [name for name, scenario in ALL.items() if scenario.lifecycle == lifecycle and name not in SURGES]
     done = LabRun.objects.prefetch_related(_LANES).filter(
-        product=product, status=LabRun.Status.DONE, scenario__in=scenarios
+        product=product, status=LabRun.Status.DONE, scenario__in=scenarios, buckets=1
     )
+    return _latest(
+        done,
+        done.filter(**DEFAULTS),
+        lambda lanes: [lane.strategy for lane in lanes] == strategy_names(),
+    )
+
+
+def lab_run_proof_bucketed(*, product: str) -> LabRun | None:
+    """What ``/proof/`` shows of ``product`` split into buckets: the latest finished bucketed
+    run (each strategy on one row and on buckets, side by side), of any scenario, size and
+    strategies, each lane run to its end, or a later one staff published. It never replaces
+    the proof of one row (``lab_run_proof``), which shows every strategy."""
+    done = LabRun.objects.prefetch_related(_LANES).filter(product=product, status=LabRun.Status.DONE, buckets__gt=1)
+    return _latest(done, done, lambda lanes: True)
+
+
+def lab_run_proof_surge(*, scenario: str) -> LabRun | None:
+    """What ``/proof/`` shows of a surge (``loadtests.scenarios.SURGES``: at the take at once,
+    and through the waiting room), each beside the other: the latest finished run of
+    ``scenario``, of any size and strategies, each lane run to its end, or a later one staff
+    published. It never replaces the crowd's proof."""
+    done = LabRun.objects.prefetch_related(_LANES).filter(scenario=scenario, status=LabRun.Status.DONE, buckets=1)
+    return _latest(done, done, lambda lanes: True)
+
+
+def _latest(done: QuerySet[LabRun], sized: QuerySet[LabRun], complete) -> LabRun | None:
+    """Of finished runs ``done``: the one staff published last, or the latest of ``sized``
+    whose lanes ``complete`` accepts and all ran to their end, whichever came last."""
     published = done.filter(published_at__isnull=False).order_by("-published_at", "-id").first()
-    complete = None
-    for run in done.filter(**DEFAULTS).order_by("-finished_at", "-id")[:20]:
+    latest = None
+    for run in sized.order_by("-finished_at", "-id")[:20]:
         lanes = list(run.lanes.all())
-        if [lane.strategy for lane in lanes] == strategy_names() and all(
-            lane.status == LabLane.Status.DONE for lane in lanes
-        ):
-            complete = run
+        if complete(lanes) and all(lane.status == LabLane.Status.DONE for lane in lanes):
+            latest = run
             break
     candidates = [(run.published_at, run) for run in [published] if run] + [
-        (run.finished_at, run) for run in [complete] if run
+        (run.finished_at, run) for run in [latest] if run
     ]
     return max(candidates, key=lambda pair: pair[0])[1] if candidates else None

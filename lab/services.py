@@ -12,12 +12,13 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from core.errors import InvalidInput
+from inventory.records import MAX_BUCKETS
 from inventory.strategies import strategy_names
 from loadtests.products import PRODUCTS
 from loadtests.scenarios import ALL
 
 from .errors import LabBusy, LabNotConfigured
-from .execute import LANE_OVERHEAD_SECONDS, LONGEST_LANE_SECONDS, lab_run_fail, run_end
+from .execute import LANE_OVERHEAD_SECONDS, LONGEST_LANE_SECONDS, MOST_LANES, MOST_LOAD_SECONDS, lab_run_fail, run_end
 from .models import LabLane, LabRun
 from .tasks import lab_run_task
 
@@ -28,6 +29,7 @@ BOUNDS = {
     "crowd": (1, 5_000),
     "users": (1, 200),
     "duration": (1, LONGEST_LANE_SECONDS),
+    "buckets": (1, MAX_BUCKETS),
 }
 # A run's size unless staff choose another (the form's initial values): the proof page
 # shows a complete run of every strategy at this size, or a run staff published.
@@ -39,6 +41,23 @@ def _bounded(name: str, value: int) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
         raise InvalidInput(f"{name} must be a whole number from {low:,} to {high:,}.")
     return value
+
+
+def _lanes_planned(strategies: list[str], buckets: int, duration: int) -> list[tuple[str, int]]:
+    """(strategy, buckets) of each lane: one per strategy, or with ``buckets`` above 1 two, one
+    row then the buckets, side by side. Raises ``InvalidInput`` for a run longer than the lab
+    allows (``MOST_LANES``, ``MOST_LOAD_SECONDS`` of load in all)."""
+    shapes = [1] if buckets == 1 else [1, buckets]
+    lanes = [(strategy, shape) for strategy in strategies for shape in shapes]
+    load = len(lanes) * duration
+    if len(lanes) > MOST_LANES or load > MOST_LOAD_SECONDS:
+        each = f", each on one row and on {buckets} buckets" if buckets > 1 else ""
+        raise InvalidInput(
+            f"{len(lanes)} lanes ({len(strategies)} strategies{each}) of {duration} s each would load the server "
+            f"{load:,} s; a run may have {MOST_LANES} lanes and {MOST_LOAD_SECONDS:,} s of load: choose fewer "
+            "strategies or fewer seconds."
+        )
+    return lanes
 
 
 def _abandon_stale_runs(now) -> None:
@@ -61,16 +80,20 @@ def lab_run_create(
     crowd: int,
     users: int,
     duration: int,
+    buckets: int = 1,
 ) -> LabRun:
     """A queued run with one lane per strategy, and its Celery task sent once the run is
     committed. ``strategies`` None or empty means all of the registry's, in its order.
+    ``buckets`` above 1 gives each strategy two lanes: its voucher on one row, then split
+    into that many buckets (``inventory.buckets``).
 
     The crowd goes to ``settings.LAB_TARGET_URL`` and nowhere else: never to an address
     the request names (its Host), which would send the crowd's tokens, and the staff
     token of a restock run, wherever the caller points them.
 
     Raises ``InvalidInput`` for a product, scenario or strategy that does not exist, a
-    scenario of the other product, or a number out of ``BOUNDS``; ``LabBusy`` while
+    scenario of the other product, a number out of ``BOUNDS``, buckets for a product
+    sold from one (a pool, for now) or a run too long (``_lanes_planned``); ``LabBusy`` while
     another run is queued or running; ``LabNotConfigured`` without ``LAB_TARGET_URL``.
     """
     if not settings.LAB_TARGET_URL:
@@ -86,6 +109,8 @@ def lab_run_create(
     unknown = sorted(set(strategies or []) - set(known))
     if unknown:
         raise InvalidInput(f"Unknown strategies: {', '.join(unknown)}.")
+    buckets = _bounded("buckets", buckets)
+    lanes = _lanes_planned(chosen, buckets, _bounded("duration", duration))
     now = timezone.now()
     _abandon_stale_runs(now)
     # Refuses a second run in the usual case. Two clicks at the same instant may still
@@ -100,7 +125,8 @@ def lab_run_create(
         stock=_bounded("stock", stock),
         crowd=_bounded("crowd", crowd),
         users=_bounded("users", users),
-        duration=_bounded("duration", duration),
+        duration=duration,
+        buckets=buckets,
         target_url=settings.LAB_TARGET_URL.rstrip("/"),
         race_window_ms=settings.RACE_WINDOW_MS,
         server_processes=settings.LAB_SERVER_PROCESSES,
@@ -109,7 +135,8 @@ def lab_run_create(
         created_by=user,
     )
     LabLane.objects.bulk_create(
-        LabLane(run=run, position=position, strategy=name) for position, name in enumerate(chosen, start=1)
+        LabLane(run=run, position=position, strategy=name, buckets=shape)
+        for position, (name, shape) in enumerate(lanes, start=1)
     )
     transaction.on_commit(lambda: lab_run_task.delay(run.pk))
     return run

@@ -11,6 +11,6 @@ urlpatterns = [
     path("lab/runs/<int:run_id>/cancel", views.lab_run_cancel_view, name="run_cancel"),
     path("lab/runs/<int:run_id>/publish", views.lab_run_publish_view, name="run_publish"),
     path("lab/runs/<int:run_id>/report", views.lab_run_report, name="run_report"),
-    path("lab/runs/<int:run_id>/locust/<str:strategy>", views.lab_run_locust_report, name="run_locust"),
+    path("lab/runs/<int:run_id>/locust/<str:lane>", views.lab_run_locust_report, name="run_locust"),
     path("proof/", views.proof_page, name="proof"),
 ]

@@ -15,12 +15,21 @@ from core.csp import csp_replace, policy
 from core.errors import DomainError
 from inventory.strategies import strategy_names
 from inventory.texts import described
+from loadtests.scenarios import SURGES
 
-from .charts import lane_chart
+from .charts import bucket_chart, lane_chart
 from .execute import lab_dir
-from .forms import LabRunForm, scenarios_by_product
+from .forms import LabRunForm, scenarios_by_product, scenarios_explained
+from .headline import headline
 from .models import LabRun
-from .selectors import lab_run_active, lab_run_get, lab_run_list, lab_run_proof
+from .selectors import (
+    lab_run_active,
+    lab_run_get,
+    lab_run_list,
+    lab_run_proof,
+    lab_run_proof_bucketed,
+    lab_run_proof_surge,
+)
 from .services import lab_run_cancel, lab_run_create, lab_run_publish
 
 # The report is a file the load-test runner writes, with its stylesheet inline and no script.
@@ -37,11 +46,13 @@ ITEM_PAGES = {LabRun.Product.VOUCHER: "pages:voucher_detail", LabRun.Product.POO
 
 
 def _lanes(run: LabRun) -> list[dict]:
-    """Each lane with its chart and its item's page, for the lane cards."""
+    """Each lane with its charts and its item's page, for the lane cards: in a bucketed run,
+    its units left per bucket beside its orders."""
     return [
         {
             "lane": lane,
             "chart": lane_chart(lane, duration=run.duration),
+            "buckets": bucket_chart(lane, duration=run.duration) if run.bucketed else None,
             "item_url": reverse(ITEM_PAGES[run.product], args=[lane.item_id]) if lane.item_id else "",
         }
         for lane in run.lanes.all()
@@ -71,6 +82,7 @@ def lab_page(request):
         "runs": lab_run_list(),
         "race_window_ms": settings.RACE_WINDOW_MS,
         "scenarios": scenarios_by_product(),
+        "scenarios_explained": scenarios_explained(),
     }
     return render(request, "lab/lab.html", context, status=422 if form.errors else 200)
 
@@ -118,31 +130,42 @@ def lab_run_report(request, run_id: int):
     report = lab_dir(run) / "report.html"
     if not report.is_file():
         raise Http404("This run has no report (it has not finished, or it failed).")
-    return FileResponse(report.open("rb"), content_type="text/html; charset=utf-8")
+    # The runner writes the same page for `make loadtest`, where there is no lab to go back
+    # to: the lab adds its way back as it serves it, to reports written before this too.
+    back = (
+        '<nav class="back" data-testid="report-back">'
+        f'<a href="{reverse("lab:run", args=[run.pk])}">&larr; Run {run.pk}</a> · '
+        f'<a href="{reverse("lab:lab")}">Race lab</a></nav>'
+    )
+    page = report.read_text(encoding="utf-8").replace("<body>", f"<body>\n{back}", 1)
+    return HttpResponse(page, content_type="text/html; charset=utf-8")
 
 
 @staff_permission_required(*LAB_READ)
 @require_GET
-def lab_run_locust_report(request, run_id: int, strategy: str):
-    """A lane's Locust report, as a download: Locust's own page runs its own scripts, which
-    this site's pages do not serve from its origin."""
+def lab_run_locust_report(request, run_id: int, lane: str):
+    """A lane's Locust report (``lane``: its key, the strategy and any buckets), as a download:
+    Locust's own page runs its own scripts, which this site's pages do not serve from its origin."""
     run = lab_run_get(run_id=run_id)
-    if strategy not in {lane.strategy for lane in run.lanes.all()}:
+    if lane not in {each.key for each in run.lanes.all()}:
         raise Http404("This run has no such strategy.")
-    report = lab_dir(run) / strategy / "locust.html"
+    report = lab_dir(run) / lane / "locust.html"
     if not report.is_file():
         raise Http404("This strategy has no Locust report (it did not run).")
-    return FileResponse(report.open("rb"), as_attachment=True, filename=f"lab-run-{run.pk}-{strategy}-locust.html")
+    return FileResponse(report.open("rb"), as_attachment=True, filename=f"lab-run-{run.pk}-{lane}-locust.html")
 
 
 @require_GET
 def proof_page(request):
-    """Public: each product's proof (``lab_run_proof``), a summary of it first, and what each
-    strategy does and costs."""
+    """Public: each product's proof (``lab_run_proof``), its latest bucketed run beside it
+    (``lab_run_proof_bucketed``), the latest surge at the take and through the waiting room
+    side by side (``lab_run_proof_surge``), a summary of them first, and what each strategy
+    does and costs."""
     proofs = []
     for product, label in LabRun.Product.choices:
         run = lab_run_proof(product=product)
         held = lab_run_proof(product=product, lifecycle=True)
+        split = lab_run_proof_bucketed(product=product)
         proofs.append(
             {
                 "product": product,
@@ -151,9 +174,16 @@ def proof_page(request):
                 "lanes": _lanes(run) if run else [],
                 "lifecycle": held,
                 "lifecycle_lanes": _lanes(held) if held else [],
+                "bucketed": split,
+                "bucketed_lanes": _lanes(split) if split else [],
             }
         )
+    surge_runs = [lab_run_proof_surge(scenario=scenario) for scenario in SURGES]
+    surges = [{"run": run, "lanes": _lanes(run)} for run in surge_runs if run is not None]
     strategies = [described(name) for name in strategy_names()]
     # With no run at all the summary would only say "no run yet" above the sections that say it.
-    summary = any(proof["run"] or proof["lifecycle"] for proof in proofs)
-    return render(request, "lab/proof.html", {"proofs": proofs, "strategies": strategies, "summary": summary})
+    summary = any(proof["run"] or proof["lifecycle"] or proof["bucketed"] for proof in proofs)
+    # The opening sentence tells the flash sale's run, or the prize draw's where the sale has none.
+    opening = next((text for text in (headline(proof["run"]) for proof in proofs) if text), "")
+    context = {"proofs": proofs, "surges": surges, "strategies": strategies, "summary": summary, "headline": opening}
+    return render(request, "lab/proof.html", context)

@@ -37,8 +37,18 @@ from pathlib import Path
 # Also 503 `unavailable`, documented for redis_lua when the item's Redis state is missing: a run
 # loads that state before its crowd arrives, so under load a 503 means the state went missing,
 # and it fails the run.
-PURCHASE_REFUSALS = {409: {"sold_out", "already_purchased", "busy"}, 403: {"not_started", "ended"}}
-DRAW_REFUSALS = {409: {"draw_limit", "pool_empty", "busy"}, 403: {"not_started", "ended"}}
+# A buyer who abandoned too many holds of the item, or one too lately, hears 409 `abandon_limit`
+# or 429 `cooling_down` (docs/design.md, "Abandoned holds").
+PURCHASE_REFUSALS = {
+    409: {"sold_out", "already_purchased", "busy", "abandon_limit"},
+    403: {"not_started", "ended"},
+    429: {"cooling_down"},
+}
+DRAW_REFUSALS = {
+    409: {"draw_limit", "pool_empty", "busy", "abandon_limit"},
+    403: {"not_started", "ended"},
+    429: {"cooling_down"},
+}
 # The statuses a 201 (written: settled, or held for its payment or claim when the item has a
 # hold window) and a 202 (accepted, to be written by a worker) may say.
 ANSWERED_STATUS = {201: ("confirmed", "held"), 202: ("pending",)}
@@ -59,6 +69,9 @@ COME_BACK = {UNAVAILABLE, UNCONFIRMED}
 # The prefix of the request names of open tabs polling the pages (``watched.py``): the
 # runner leaves them out of the take's figures.
 WATCH = "watch"
+# The prefix of the request names of a waiting room's joins and polls (``queue_calls``): left
+# out of the take's figures likewise.
+QUEUE = "queue"
 # Nothing left to take: a purchase's refusal, and a draw's.
 OUT_OF_STOCK = {"sold_out", "pool_empty"}
 # How often a process writes down that it was told nothing was left; the margin the audit
@@ -254,24 +267,27 @@ def _refused(response, body: dict, refusals: dict[int, set[str]]) -> str:
     return ERROR
 
 
-def purchase(user, voucher: int, token: str) -> str:
+def purchase(user, voucher: int, token: str, *, ticket: str | None = None) -> str:
     """POST the purchase and validate the answer; returns the outcome.
 
     A 201 (written) or a 202 (accepted, written later by a worker) must carry an order id
     and say ``confirmed`` or ``held`` (201) or ``pending`` (202) (logged for the audit, a 202
     marked ``pending``); a refusal must be one of the documented codes with its documented
-    status. Anything else fails.
+    status. Anything else fails. ``ticket``: the waiting room's, sent as ``Admission-Ticket``.
     """
-    return purchase_answer(user, voucher, token)[0]
+    return purchase_answer(user, voucher, token, ticket=ticket)[0]
 
 
-def purchase_answer(user, voucher: int, token: str) -> tuple[str, dict | None]:
+def purchase_answer(user, voucher: int, token: str, *, ticket: str | None = None) -> tuple[str, dict | None]:
     """``purchase``, with the answer's body when it took a unit (None otherwise): the
     lifecycle's locustfiles go on from its order id and ``pay_by``."""
     started = time.time()
+    headers = {"Authorization": f"Bearer {token}"}
+    if ticket:
+        headers["Admission-Ticket"] = ticket
     with user.client.post(
         f"/api/vouchers/{voucher}/purchase",
-        headers={"Authorization": f"Bearer {token}"},
+        headers=headers,
         name="/api/vouchers/[id]/purchase",
         catch_response=True,
     ) as response:

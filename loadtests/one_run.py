@@ -9,39 +9,30 @@ Imported once Django is set up.
 from __future__ import annotations
 
 import csv
-import logging
 import os
 import signal
 import subprocess
 import sys
 import tempfile
 import threading
-import time
 from argparse import Namespace
-from collections.abc import Callable
 from dataclasses import asdict, replace
 from pathlib import Path
 
-from django.db import close_old_connections, connection
+from django.db import close_old_connections
 from django.utils import timezone
 
 from harness.server import ROOT, Server
 from inventory.strategies import STRATEGIES
 
 from . import lifecycle
-from .common import ERROR, WATCH, accepted, crowd_exhausted, read_outcomes
+from .admissions import admissions_figures
+from .common import CONFIRMED, ERROR, QUEUE, WATCH, accepted, crowd_exhausted, read_outcomes
 from .console import say
-from .products import PRODUCTS, Product, Sample, Supply, Target
-from .scenarios import LOCUSTFILES, Scenario
-from .verdict import TAKEN, Result, judge
-
-logger = logging.getLogger(__name__)
-
-# Called with the run's target, the seconds since Locust started and a sample of the stock,
-# about four times a second while Locust runs and its records are written (the race lab
-# shows them live).
-Observer = Callable[[Target, float, Sample], None]
-
+from .products import PRODUCTS, Supply
+from .sampler import Observer, Sampler, from_crowd_start
+from .scenarios import ADMISSION_RATE, LOCUSTFILES, Scenario
+from .verdict import Result, judge, sales_per_second
 
 # How often a running Locust is checked for a request to stop it.
 STOP_POLL_SECONDS = 0.2
@@ -81,15 +72,17 @@ def run_locust(
                 break
             except subprocess.TimeoutExpired:
                 if stop is not None and stop.is_set() and not stopping:
-                    locust.send_signal(signal.SIGTERM)
+                    # As Ctrl-C: Locust writes its HTML report too (not on SIGTERM).
+                    locust.send_signal(signal.SIGINT)
                     stopping = True
         if returncode != 0 and not stopping:
             errors.seek(0)
             raise LoadRunFailed(f"Locust failed ({returncode}):\n{errors.read().decode(errors='replace')[-3000:]}")
     with open(f"{prefix}_stats.csv") as stats:
         rows = list(csv.DictReader(stats))
-    # The take's endpoint: not the total, nor the open tabs' polls (``watched.py``).
-    endpoints = [row for row in rows if row["Name"] != "Aggregated" and not row["Name"].startswith(WATCH)]
+    # The take's endpoint: not the total, nor the open tabs' polls (``watched.py``), nor a
+    # waiting room's joins and polls (``queue_calls``).
+    endpoints = [row for row in rows if row["Name"] != "Aggregated" and not row["Name"].startswith((WATCH, QUEUE))]
     if endpoints:
         return max(endpoints, key=lambda row: int(row["Request Count"]))
     # A run of a second or so can end before any request was counted: Locust then lists
@@ -116,16 +109,6 @@ def crowd_started_at(prefix: Path) -> float | None:
     return number(first, "Timestamp") or None if first else None
 
 
-def from_crowd_start(series: list[tuple[float, int]], offset: float) -> list[tuple[float, int]]:
-    """A sampled series on the crowd's clock: ``offset`` seconds (the sampler's lead, while
-    Locust started) taken off, what came before kept as its last value at 0."""
-    if offset <= 0:
-        return series
-    before = [v for t, v in series if t < offset]
-    after = [(round(t - offset, 2), v) for t, v in series if t >= offset]
-    return ([(0.0, before[-1])] if before else []) + after
-
-
 def locust_now(prefix: Path) -> tuple[float, float]:
     """(requests per second, p95 ms) of the last few seconds, from the stats history that
     Locust appends to every second while it runs; zeros before its first line."""
@@ -149,64 +132,6 @@ def locust_now(prefix: Path) -> tuple[float, float]:
     return rps, number(last, "95%")
 
 
-class Sampler(threading.Thread):
-    """Samples the product's stock, its supply and the records that took it while Locust
-    runs, for the charts and the progress line."""
-
-    def __init__(self, product: Product, target: Target, observe: Observer | None = None) -> None:
-        super().__init__(daemon=True)
-        self.product = product
-        self.target = target
-        self.observe = observe
-        self.stock: list[tuple[float, int]] = []
-        self.taken: list[tuple[float, int]] = []
-        self.took: list[tuple[float, int]] = []
-        self.supply: list[tuple[float, int]] = []
-        # (``time.time()``, reservations waiting to be written): when the crowd stopped is
-        # known afterwards, by the time of its last answer.
-        self.waiting: list[tuple[float, int]] = []
-        self.stopped = threading.Event()
-        self.started_at = time.time()
-
-    def run(self) -> None:
-        started = time.monotonic()
-        self.started_at = time.time()
-        next_report = 5.0
-        name = TAKEN[self.product.name]
-        try:
-            while not self.stopped.is_set():
-                try:
-                    sample = self.product.sample(self.target)
-                except Exception:  # noqa: BLE001  (a dependency down on purpose: the fault runner)
-                    # A connection the database lost stays dead: the next sample opens another.
-                    close_old_connections()
-                    self.stopped.wait(0.25)
-                    continue
-                self.waiting.append((time.time(), sample.waiting))
-                elapsed = time.monotonic() - started
-                at = round(elapsed, 2)
-                self.stock.append((at, sample.stock))
-                self.taken.append((at, sample.taken))
-                self.took.append((at, sample.took))
-                self.supply.append((at, sample.supplied))
-                if self.observe is not None:
-                    try:
-                        self.observe(self.target, elapsed, sample)
-                    except Exception:  # noqa: BLE001  (the sampling, and the run, go on)
-                        logger.exception("observing run %s failed", self.target)
-                if elapsed >= next_report:
-                    waiting = f", waiting to be written {sample.waiting}" if sample.waiting else ""
-                    say(f"  ... {elapsed:.0f}s, stock left {sample.stock}, {name} {sample.taken}{waiting}")
-                    next_report += 5.0
-                self.stopped.wait(0.25)
-        finally:
-            connection.close()
-
-    def stop(self) -> None:
-        self.stopped.set()
-        self.join()
-
-
 def one_run(
     args: Namespace,
     scenario: Scenario,
@@ -217,9 +142,11 @@ def one_run(
     name: str,
     observe: Observer | None = None,
     stop: threading.Event | None = None,
+    buckets: int = 1,
 ) -> Result:
     """``stop``, once set, stops the crowd before its time (``run_locust``): the run is then
-    audited and judged on what it did until then."""
+    audited and judged on what it did until then. ``buckets``: the rows its item's stock is
+    split into (``inventory.buckets``)."""
     product = PRODUCTS[scenario.product]
     supply = Supply(
         stock=args.stock,
@@ -227,19 +154,26 @@ def one_run(
         draws_per_user=args.draws_per_user,
         no_prize_weight=args.no_prize_weight,
         hold_seconds=lifecycle.hold_seconds(args, scenario.lifecycle),
+        buckets=buckets,
+        admission_rate=getattr(args, "admission_rate", ADMISSION_RATE) if scenario.queue else None,
+        abandon=abandon_rules(args, scenario),
     )
+    # --watchers for a scenario with tabs; the lab's runs and the fault runner name none.
+    watchers = scenario.watchers
+    if watchers and getattr(args, "watchers", None) is not None:
+        watchers = args.watchers
     target = product.create(
-        title=f"load {scenario.name} {strategy} {timezone.now():%H:%M:%S}", strategy=strategy, supply=supply
+        title=f"load {scenario.name} {strategy} {timezone.now():%H:%M:%S}",
+        strategy=strategy,
+        supply=supply,
+        # Anonymous tabs watch the item's page: an unlisted item is not found by them.
+        listed=bool(watchers),
     )
     run_dir = args.out / name
     outcomes_dir = run_dir / "outcomes"
     if outcomes_dir.exists():
         raise LoadRunFailed(f"{outcomes_dir} exists: each run needs a folder of its own")
     outcomes_dir.mkdir(parents=True)
-    # --watchers for a scenario with tabs; the lab's runs and the fault runner name none.
-    watchers = scenario.watchers
-    if watchers and getattr(args, "watchers", None) is not None:
-        watchers = args.watchers
     env = dict(os.environ)
     env.update(
         product.locust_env(target),
@@ -254,7 +188,14 @@ def one_run(
     deferred = STRATEGIES[strategy].deferred
     deferred_figures: dict = {}
     lifecycle_figures: dict = {}
-    sampler = Sampler(product, target, observe)
+    # --stop-when-sold-out: a scenario that ends when its stock does stops its crowd once
+    # nothing is left and nothing more is taken (the tests' short runs), not at --duration.
+    ends_sold_out = scenario.ends_sold_out and not scenario.lifecycle
+    if getattr(args, "stop_when_sold_out", False) and ends_sold_out and stop is None:
+        stop = threading.Event()
+        sampler = Sampler(product, target, observe, sold_out=stop)
+    else:
+        sampler = Sampler(product, target, observe)
     sampler.start()
     try:
         cpu_before, worker_cpu_before = server.cpu_seconds(), server.worker_cpu_seconds()
@@ -298,16 +239,25 @@ def one_run(
     outcomes = read_outcomes(outcomes_dir)
     if scenario.lifecycle:
         lifecycle_figures |= lifecycle.figures(product, target, audit, outcomes, outcomes_dir)
+    if scenario.honest_buyer:
+        lifecycle_figures |= honest_figures(outcomes_dir, supply.abandon)
     confirmed, lost = product.confirmations(target, outcomes)
+    queue_figures = admissions_figures(outcomes_dir) if scenario.queue else {}
     if deferred:
         deferred_figures["accepted"] = sum(1 for outcome in outcomes if accepted(outcome))
     # Counted from the validated answers: Locust's own table can close before the last
     # in-flight requests return.
     requests = len(outcomes)
+    # Units left while buyers were refused: a lifecycle scenario counts its own (returns
+    # unsold), and stock not conserved (lost updates) says nothing of the buckets.
+    counted = not scenario.lifecycle and audit.figures["conserved"]
     result = Result(
         scenario=scenario.name,
         strategy=strategy,
         product=product.name,
+        buckets=buckets,
+        stranded=sampler.stranded(audit.figures["stock_left"], outcomes_dir) if counted else None,
+        sales_per_second=sales_per_second(from_crowd_start(sampler.taken, offset)),
         requests=requests,
         failures=sum(1 for outcome in outcomes if outcome[0] == ERROR),
         confirmed=confirmed,
@@ -315,6 +265,7 @@ def one_run(
         **audit.figures,
         **deferred_figures,
         **lifecycle_figures,
+        **queue_figures,
         rps=number(stats, "Requests/s"),
         p50_ms=number(stats, "50%"),
         p95_ms=number(stats, "95%"),
@@ -327,11 +278,38 @@ def one_run(
         taken_series=from_crowd_start(sampler.taken, offset),
         took_series=from_crowd_start(sampler.took, offset),
         supply_series=from_crowd_start(sampler.supply, offset),
+        bucket_series=from_crowd_start(sampler.buckets, offset),
     )
     verdict = judge(
         result, breaks=STRATEGIES[strategy].breaks, server_processes=args.server_processes, audit_ok=audit.ok
     )
     return replace(result, **asdict(verdict))
+
+
+def abandon_rules(args: Namespace, scenario: Scenario) -> dict[str, int]:
+    """The cap on abandoned holds and the cooldown of the run's item, by name: none of either
+    for a scenario whose buyers abandon and buy again by design; ``--abandon-limit`` and
+    ``--abandon-cooldown-seconds`` where given; the item's defaults otherwise."""
+    if scenario.abandons_freely:
+        return {"abandon_limit": 0, "abandon_cooldown_seconds": 0}
+    given = {
+        "abandon_limit": getattr(args, "abandon_limit", None),
+        "abandon_cooldown_seconds": getattr(args, "abandon_cooldown_seconds", None),
+    }
+    return {name: value for name, value in given.items() if value is not None}
+
+
+def honest_figures(outcomes_dir: Path, abandon: dict[str, int]) -> dict:
+    """The honest buyer's figures of a hoarding run (``locustfiles/hoarding.py``): how often
+    they asked, how often they heard ``sold_out``, whether they bought; and whether the item
+    capped abandoned holds or cooled them down (the defaults, unless both were given 0)."""
+    answers = [line for f in outcomes_dir.glob("honest-*.txt") for line in f.read_text().split()]
+    return {
+        "honest_asks": len(answers),
+        "honest_sold_out": answers.count("sold_out"),
+        "honest_bought": CONFIRMED in answers,
+        "abandon_capped": any(abandon.get(name, 1) for name in ("abandon_limit", "abandon_cooldown_seconds")),
+    }
 
 
 def last_answer_at(outcomes_dir: Path) -> float | None:

@@ -16,7 +16,7 @@ Imported once Django is set up (the runner does so before it needs a product).
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import ClassVar
 
@@ -58,6 +58,21 @@ class Supply:
     # The hold window (a voucher's payment window, a pool's claim window): 0, settled when
     # taken, but for the lifecycle's scenarios.
     hold_seconds: int = 0
+    # The rows a voucher's stock is split into (``inventory.buckets``): 1, one row, unless a
+    # run compares buckets (``--buckets``, the race lab's buckets).
+    buckets: int = 1
+    # The item's waiting room: None, open; a rate, ``queue`` at that many admissions a second.
+    admission_rate: float | None = None
+
+    @property
+    def admission(self) -> dict:
+        if self.admission_rate is None:
+            return {}
+        return {"admission": "queue", "admission_rate": self.admission_rate}
+
+    # The item's cap on a user's abandoned holds and its cooldown after each, by name
+    # (``abandon_limit``, ``abandon_cooldown_seconds``): the item's defaults where not given.
+    abandon: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -77,6 +92,8 @@ class Sample:
     waiting: int = 0
     # The records that took a unit, released since or not: what was written, which only grows.
     took: int = 0
+    # Units left in each bucket, by bucket number (one figure for an item on one row).
+    buckets: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -95,6 +112,15 @@ def split_stock(total: int, parts: int) -> list[int]:
         raise ValueError("a pool needs at least one prize")
     share, rest = divmod(total, parts)
     return [share + (1 if i < rest else 0) for i in range(parts)]
+
+
+def units_by_bucket(group_id: int) -> tuple[int, ...]:
+    """Units left in each bucket of a stock group, empty ones included, by bucket number,
+    read in one query over its rows (summed over a pool's prizes)."""
+    units: dict[int, int] = {}
+    for bucket, quantity in Stock.objects.filter(group_id=group_id).values_list("bucket", "quantity"):
+        units[bucket] = units.get(bucket, 0) + quantity
+    return tuple(units[bucket] for bucket in sorted(units))
 
 
 def sale_window() -> dict:
@@ -118,7 +144,10 @@ class Product:
     # A held record's status once settled: paid, claimed.
     settle_status: ClassVar[str]
 
-    def create(self, *, title: str, strategy: str, supply: Supply) -> Target:
+    def create(self, *, title: str, strategy: str, supply: Supply, listed: bool = False) -> Target:
+        """The run's own item: unlisted, so that only the load crowd and staff see it, buy or
+        draw it (``accounts.unlisted``), unless ``listed``, for a run whose anonymous open
+        tabs watch its page."""
         raise NotImplementedError
 
     def records(self, target: Target) -> QuerySet:
@@ -173,8 +202,8 @@ class Product:
         return reservations_client().waiting(group_id=target.group_id)
 
     def sample(self, target: Target) -> Sample:
-        """The stock left, the units supplied so far, the records that took one and the
-        reservations waiting to be written, now."""
+        """The stock left, the units supplied so far, the records that took one, the
+        reservations waiting to be written and the units left in each bucket, now."""
         marks = group_marks(group_id=target.group_id)
         return Sample(
             stock=marks.stock,
@@ -182,6 +211,7 @@ class Product:
             taken=self.taken(target).count(),
             waiting=self.waiting(target),
             took=self.took(target).count(),
+            buckets=units_by_bucket(target.group_id),
         )
 
     def activity(self, target: Target) -> tuple[int, int, int, int]:
@@ -233,13 +263,16 @@ class VoucherProduct(Product):
     record_model = Order
     settle_status = Order.Status.PAID
 
-    def create(self, *, title: str, strategy: str, supply: Supply) -> Target:
+    def create(self, *, title: str, strategy: str, supply: Supply, listed: bool = False) -> Target:
         voucher = voucher_create(
             title=title,
             stock=supply.stock,
             strategy=strategy,
-            listed=False,
+            listed=listed,
             hold_seconds=supply.hold_seconds,
+            buckets=supply.buckets,
+            **supply.admission,
+            **supply.abandon,
             **sale_window(),
         )
         return Target(pk=voucher.pk, group_id=voucher.group_id)
@@ -280,14 +313,16 @@ class PoolProduct(Product):
     detail_field = "prize_id"
     settle_status = Draw.Status.CLAIMED
 
-    def create(self, *, title: str, strategy: str, supply: Supply) -> Target:
+    def create(self, *, title: str, strategy: str, supply: Supply, listed: bool = False) -> Target:
         pool = pool_create(
             name=title,
             draws_per_user=supply.draws_per_user,
             no_prize_weight=supply.no_prize_weight,
             strategy=strategy,
-            listed=False,
+            listed=listed,
             hold_seconds=supply.hold_seconds,
+            buckets=supply.buckets,
+            **supply.abandon,
             **sale_window(),
         )
         for n, stock in enumerate(split_stock(supply.stock, supply.prizes), start=1):

@@ -7,9 +7,13 @@ import csv
 import json
 import math
 from dataclasses import asdict
+from datetime import datetime
 from html import escape
 from pathlib import Path
 
+from core.moments import moment_text
+
+from .columns import columns_of
 from .verdict import TAKEN, Result, broken_invariants, counted_breaks, lifecycle, lifecycle_races, taken
 
 PALETTE = ["#1f77b4", "#2ca02c", "#17becf", "#4c4c9d", "#7f7f7f", "#0b6e4f", "#5b8def", "#6a994e"]
@@ -126,9 +130,11 @@ def line_chart(
         parts.append(f'<polyline fill="none" stroke="{colour}" stroke-width="2"{dash} points="{path}"/>')
         if dash and name not in series:
             # A reference line says what it is where it ends, legend or not.
-            t, v = values[-1]
+            # Above its line, or below it where the line runs along the top, under the title.
+            end = float(y(values[-1][1]))
+            label_y = end - 5 if end >= top + 15 else end + 16
             parts.append(
-                f'<text x="{right - 4}" y="{float(y(v)) - 5:.1f}" text-anchor="end" fill="{colour}"'
+                f'<text x="{right - 4}" y="{label_y:.1f}" text-anchor="end" fill="{colour}"'
                 f' class="dashed-label">{escape(name)}</text>'
             )
         if legend:
@@ -136,6 +142,26 @@ def line_chart(
             parts.append(f'<text x="{right + 10}" y="{top + 14 + 16 * i}" fill="{colour}">{escape(label)}</text>')
     parts.append("</svg>")
     return "".join(parts)
+
+
+def bucket_lines(series: list[tuple[float, list[int]]]) -> dict[str, list[tuple[float, int]]]:
+    """A series of units left per bucket as one line per bucket (``bucket 0``, ...); a bucket
+    added by a split mid-run starts at its first sample."""
+    count = max((len(units) for _, units in series), default=0)
+    return {
+        f"bucket {bucket}": [(t, units[bucket]) for t, units in series if bucket < len(units)]
+        for bucket in range(count)
+    }
+
+
+def bucket_charts(rows: list[Result]) -> str:
+    """Each bucketed run's units left per bucket over time: a bucket stranding units stays
+    above 0 while the others are empty."""
+    return "".join(
+        line_chart(f"{r.label}: units left per bucket over time", bucket_lines(r.bucket_series), legend=0)
+        for r in rows
+        if r.buckets > 1 and r.bucket_series
+    )
 
 
 def supply_lines(rows: list[Result]) -> dict[str, list[tuple[float, int]]]:
@@ -146,7 +172,7 @@ def supply_lines(rows: list[Result]) -> dict[str, list[tuple[float, int]]]:
         (supplied,) = values
         t_max = max((t for r in rows for t, _ in r.supply_series), default=0)
         return {f"supply {supplied}": [(0.0, supplied), (t_max, supplied)]}
-    return {r.strategy: r.supply_series for r in rows if r.supply_series}
+    return {r.label: r.supply_series for r in rows if r.supply_series}
 
 
 def broke(result: Result) -> bool:
@@ -158,7 +184,7 @@ def line_colours(rows: list[Result]) -> dict[str, str]:
     """Each strategy's line: a red for one that broke something, a cool colour otherwise."""
     reds = iter(REDS * len(rows))
     cools = iter(PALETTE * len(rows))
-    return {r.strategy: next(reds) if broke(r) else next(cools) for r in rows}
+    return {r.label: next(reds) if broke(r) else next(cools) for r in rows}
 
 
 def charted_breaks(result: Result) -> list[tuple[str, int]]:
@@ -170,12 +196,12 @@ def charted_breaks(result: Result) -> list[tuple[str, int]]:
 def scenario_section(scenario: str, rows: list[Result], baseline: Result | None) -> str:
     labels = " + ".join(label for label, _ in charted_breaks(rows[0]))
     broken = [
-        (r.strategy, float(count), BROKE if count else HELD)
+        (r.label, float(count), BROKE if count else HELD)
         for r in rows
         for count in [sum(n for _, n in charted_breaks(r))]
     ]
     colours = line_colours(rows)
-    speed = [(r.strategy, r.rps, "#1f77b4") for r in rows]
+    speed = [(r.label, r.rps, "#1f77b4") for r in rows]
     reference = (f"no-op baseline {baseline.rps:,.0f} req/s", baseline.rps) if baseline else None
     name = TAKEN[rows[0].product]
     return (
@@ -184,43 +210,13 @@ def scenario_section(scenario: str, rows: list[Result], baseline: Result | None)
         + bar_chart("Throughput", speed, "req/s", reference)
         + line_chart(
             f"{name[0].upper()}{name[1:]} over time, against the supply (above it is an oversell)",
-            {r.strategy: r.taken_series for r in rows},
+            {r.label: r.taken_series for r in rows},
             supply_lines(rows),
             colours=colours,
         )
-        + line_chart("Stock left over time", {r.strategy: r.stock_series for r in rows}, colours=colours)
+        + line_chart("Stock left over time", {r.label: r.stock_series for r in rows}, colours=colours)
+        + bucket_charts(rows)
     )
-
-
-# The matrix: (Result field, heading). A product's own columns read "-" on the other's rows,
-# and a deferred strategy's (202s, pending at end, drain s) on the other strategies'.
-COLUMNS = [
-    ("scenario", "scenario"), ("strategy", "strategy"), ("requests", "requests"), ("confirmed", "confirmed"),
-    ("accepted", "202s"), ("orders", "orders"), ("awarded", "awarded"), ("supplied", "supplied"),
-    ("oversold", "oversold"), ("duplicates", "dup orders"), ("over_awarded", "over-awarded"),
-    ("users_over_limit", "users over limit"), ("lost_confirmations", "lost"), ("stock_left", "stock left"),
-    ("pending_at_end", "pending at end"), ("drain_s", "drain s"), ("rps", "req/s"), ("p50_ms", "p50 ms"),
-    ("p95_ms", "p95 ms"), ("p99_ms", "p99 ms"), ("cpu_ms_per_request", "CPU ms/req"), ("verdict", "verdict"),
-]  # fmt: skip
-
-
-# A lifecycle scenario's columns (``verdict.Result``), after the others' and before the
-# verdict, in the matrix only when one of its rows is a lifecycle scenario's.
-LIFECYCLE_COLUMNS = [
-    ("settled", "paid/claimed"), ("released", "released"), ("resold", "resold"),
-    ("returned_twice", "returned twice"), ("settled_and_released", "settled+released"),
-    ("unsettled_200s", "200s unsettled"), ("charges", "charges"), ("refunds", "refunds"),
-    ("payments_off", "payments off"), ("returns_unsold", "returns unsold"), ("held_left", "held left"),
-    ("holds_drain_s", "holds drain s"),
-]  # fmt: skip
-
-
-def columns_of(results: list[Result]) -> list[tuple[str, str]]:
-    """The matrix's columns: ``COLUMNS``, with ``LIFECYCLE_COLUMNS`` before the verdict when
-    a row has them."""
-    if not any(lifecycle(result) for result in results):
-        return COLUMNS
-    return COLUMNS[:-1] + LIFECYCLE_COLUMNS + COLUMNS[-1:]
 
 
 def cell(value) -> str:
@@ -287,6 +283,14 @@ or one refund), <em>returns unsold</em> (units back in stock while buyers were t
 nothing left) and <em>held left</em>.</p>"""
 
 
+def setting_text(name: str, value) -> str:
+    """A setting as the report shows it: the run's start (ISO 8601 in results.json, for
+    machines) as every page writes a moment, with its zone; the rest as given."""
+    if name == "when":
+        return moment_text(datetime.fromisoformat(value))
+    return str(value)
+
+
 def render_report(results: list[Result], meta: dict, *, locust_href=None) -> str:
     """The HTML report. Columns that no row has a figure for (the other product's, a deferred
     strategy's without one, CPU time where it cannot be read) are left out, so that the
@@ -315,7 +319,7 @@ def render_report(results: list[Result], meta: dict, *, locust_href=None) -> str
         f'<tr class="{"ok" if r.ok else "bad"}">' + "".join(td(r, name) for name, _ in columns) + "</tr>"
         for r in results
     )
-    settings = ", ".join(f"{escape(k)}: {escape(str(v))}" for k, v in meta.items())
+    settings = ", ".join(f"{escape(k)}: {escape(setting_text(k, v))}" for k, v in meta.items())
     measured = [name for name, _ in columns]
     baseline_note = (
         " The dashed line in the throughput chart is a no-op JSON endpoint of the same server: what a request"

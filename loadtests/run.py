@@ -2,6 +2,7 @@
 
     .venv/bin/python -m loadtests.run [--scenario crowd] [--strategies all] [--users 50]
         [--spawn-rate 50] [--duration 15] [--server-processes 4] [--race-window-ms 20]
+        [--buckets 1,8]
 
 For each scenario and strategy it creates a fresh voucher or pool, runs Locust
 headless against a gunicorn server it started itself (several worker processes),
@@ -27,7 +28,8 @@ invariant, and when ``none`` or ``local`` (with several server processes) fail t
 reproduce the break: the demonstration never loses its point in silence.
 
 The modules: ``scenarios`` (the registry of scenarios), ``products`` (voucher and
-pool: fresh data, sampling, audit), ``one_run`` (Locust, then the audit), ``verdict``
+pool: fresh data, sampling, audit), ``sampler`` (the stock while Locust runs),
+``one_run`` (Locust, then the audit), ``verdict``
 (the rules, pure), ``report`` (the outputs); this one holds the command line and runs
 the matrix. The server (gunicorn and the Redlock servers) is ``harness.server``'s, which
 the benchmarks start too.
@@ -41,14 +43,16 @@ import sys
 from datetime import datetime
 from pathlib import Path
 
+from django.utils import timezone
+
 from harness.django_setup import setup_django
 from harness.machine import describe
 from harness.server import ROOT, running_server
 
 from .console import say
 from .report import matrix_text, summary, write_outputs
-from .scenarios import ALL, DEFAULT, HOLD_SECONDS, LIFECYCLE, Scenario, scenarios_help, scenarios_named
-from .verdict import Result
+from .scenarios import ADMISSION_RATE, ALL, DEFAULT, HOLD_SECONDS, LIFECYCLE, Scenario, scenarios_help, scenarios_named
+from .verdict import Result, bucketed_name
 
 
 def parse_args(argv):
@@ -80,6 +84,14 @@ def parse_args(argv):
     # Large enough that selling, not answering sold-out buyers, fills a good part of the run:
     # the matrix then measures each strategy's guarded write, and the chart shows its pace.
     parser.add_argument("--stock", type=int, default=500, help="the voucher's stock, or the pool's over its prizes")
+    parser.add_argument(
+        "--buckets",
+        type=_bucket_counts,
+        default=[1],
+        help="the rows a voucher's stock is split into (1 to 64, inventory.buckets), or several comma-separated: "
+        "1,8 runs each scenario and strategy on one row and again on 8 buckets, side by side (a pool is drawn "
+        "from one)",
+    )
     parser.add_argument("--prizes", type=int, default=5, help="prizes of each pool, sharing --stock evenly")
     parser.add_argument("--draws-per-user", type=int, default=3, help="each pool's draw limit per user")
     # With no "no prize" every draw takes a unit: the pool empties within the run and the race shows.
@@ -121,6 +133,32 @@ def parse_args(argv):
         type=int,
         default=0,
         help="PAYMENT_PROVIDER_DELAY_MS of a lifecycle run's server: above 0 a pay answers 202, its callback decides",
+    )
+    parser.add_argument(
+        "--admission-rate",
+        type=float,
+        default=ADMISSION_RATE,
+        help="buyers admitted a second by the waiting room of a scenario that has one (surge-queue)",
+    )
+    parser.add_argument(
+        "--stop-when-sold-out",
+        action="store_true",
+        help="end a run once its stock is gone and nothing more is taken for a second, instead of at --duration "
+        "(not a restock's or a lifecycle scenario's)",
+    )
+    parser.add_argument(
+        "--abandon-limit",
+        type=int,
+        default=None,
+        help="the holds one user may abandon of a run's item before their takes are refused (0: no cap); "
+        "default: the item's default (docs/design.md, Abandoned holds)",
+    )
+    parser.add_argument(
+        "--abandon-cooldown-seconds",
+        type=int,
+        default=None,
+        help="how long after an abandoned hold the same user's takes of a run's item are refused (0: none); "
+        "default: the item's default",
     )
     parser.add_argument("--no-baseline", action="store_true", help="skip the no-op JSON endpoint's run")
     return parser.parse_args(argv)
@@ -170,13 +208,14 @@ def main(argv=None) -> int:
         raise SystemExit(f"[loadtest] {failure}") from None
 
     meta = {
-        "when": datetime.now().isoformat(timespec="seconds"),
+        "when": timezone.now().isoformat(timespec="seconds"),
         "command": " ".join(["python -m loadtests.run", *(argv if argv is not None else sys.argv[1:])]),
         "users": args.users,
         "buyers": args.buyers,
         "spawn_rate": args.spawn_rate,
         "duration_s": args.duration,
         "stock": args.stock,
+        "buckets": ",".join(map(str, args.buckets)),
         "prizes": args.prizes,
         "draws_per_user": args.draws_per_user,
         "no_prize_weight": args.no_prize_weight,
@@ -200,6 +239,17 @@ def main(argv=None) -> int:
         return 1
     say("every safe strategy held every invariant, and every unsafe one was caught breaking one")
     return 0
+
+
+def _bucket_counts(text: str) -> list[int]:
+    """``--buckets``: comma-separated whole numbers from 1 to 64, each once, in the order given."""
+    try:
+        counts = [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        counts = []
+    if not counts or not all(1 <= count <= 64 for count in counts):
+        raise argparse.ArgumentTypeError("whole numbers from 1 to 64, comma-separated")
+    return list(dict.fromkeys(counts))
 
 
 def _pairs(runs: str) -> list[tuple[str, str, str]]:
@@ -236,11 +286,18 @@ def run_matrix(args, pairs: list[tuple[Scenario, str]], tokens: Path, staff_toke
             say(f"baseline: no-op JSON endpoint, {args.baseline_users} users for {args.duration}s ...")
             results.append(baseline_run(args, server))
             say(f"  {results[-1].rps:,.0f} req/s")
-        runs = [(repeat, scenario, strategy) for repeat in range(1, args.repeat + 1) for scenario, strategy in pairs]
-        for n, (repeat, scenario, strategy) in enumerate(runs, start=1):
-            say(f"[{n}/{len(runs)}] {scenario.name} / {strategy}: {args.users} Locust users for {args.duration}s ...")
-            name = f"{scenario.name}-{strategy}" + (f"-{repeat}" if args.repeat > 1 else "")
-            result = one_run(args, scenario, strategy, server, tokens, staff_token, name)
+        runs = [
+            (repeat, scenario, strategy, buckets)
+            for repeat in range(1, args.repeat + 1)
+            for scenario, strategy in pairs
+            for buckets in args.buckets
+        ]
+        for n, (repeat, scenario, strategy, buckets) in enumerate(runs, start=1):
+            shape = f", {buckets} buckets" if buckets > 1 else ""
+            say(f"[{n}/{len(runs)}] {scenario.name} / {strategy}{shape}: {args.users} users for {args.duration}s ...")
+            label = bucketed_name(strategy, buckets)
+            name = f"{scenario.name}-{label}" + (f"-{repeat}" if args.repeat > 1 else "")
+            result = one_run(args, scenario, strategy, server, tokens, staff_token, name, buckets=buckets)
             results.append(result)
             if result.crowd_ran_out:
                 say("  the crowd ran out before the run ended: req/s understates; raise --buyers")

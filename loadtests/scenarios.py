@@ -23,6 +23,9 @@ LOCUSTFILES = Path(__file__).resolve().parent / "locustfiles"
 # The hold window of a lifecycle scenario's items (``--hold-seconds``): short, so that a
 # run of a few seconds sees holds taken, released and taken again, and drains soon.
 HOLD_SECONDS = 2
+# The admissions a second of a waiting room's scenario (``--admission-rate``): well under what
+# the take serves on two cores, so that the take is never the crowd's queue.
+ADMISSION_RATE = 100.0
 
 # What the server's processes and the Celery worker and beat run with once a lifecycle
 # scenario is in the run (``loadtests.lifecycle``), and what ``make run`` gives its own
@@ -58,6 +61,20 @@ class Scenario:
     # Open tabs polling the item's pages beside its crowd (``watched.py``): Locust users
     # added to the run's, whose answers stay out of the take's figures.
     watchers: int = 0
+    # Whether its item has a waiting room (``admission`` ``queue``, at ``--admission-rate`` a
+    # second) that its buyers pass through (``loadtests.queue_calls``), and its run reports
+    # how fairly it admitted them (``loadtests.admissions``).
+    queue: bool = False
+    # Whether its run is over once its stock is (``--stop-when-sold-out``): not a restock's,
+    # whose stock comes back, nor the lifecycle's, whose units do.
+    ends_sold_out: bool = True
+    # Whether its buyers abandon holds and buy again by design (cancel-storm's rounds): its
+    # items then cap no abandoned holds and keep no cooldown (docs/design.md, "Abandoned
+    # holds"), which would answer its second round ``cooling_down``.
+    abandons_freely: bool = False
+    # Whether one honest buyer among hoarders is judged (``hoarding``): whether they bought
+    # (``loadtests.verdict``, ``honest_bought``).
+    honest_buyer: bool = False
 
     @property
     def path(self) -> Path:
@@ -76,13 +93,32 @@ SCENARIOS: dict[str, Scenario] = {
             serves_the_crowd=False,
             repeats=True,
         ),
-        Scenario("restock", "restock.py", VOUCHER, "restocks under purchases: every unit supplied is sold or left"),
+        Scenario(
+            "restock",
+            "restock.py",
+            VOUCHER,
+            "restocks under purchases: every unit supplied is sold or left",
+            ends_sold_out=False,
+        ),
         Scenario(
             "watched",
             "watched.py",
             VOUCHER,
             "a crowd buying once each while 200 open tabs poll the sale: the pages cost the take nothing",
             watchers=200,
+        ),
+        Scenario(
+            "surge",
+            "surge.py",
+            VOUCHER,
+            "a crowd far beyond the take's capacity at the take at once: sold once, but latencies grow",
+        ),
+        Scenario(
+            "surge-queue",
+            "surge_queue.py",
+            VOUCHER,
+            "the same crowd through a waiting room: sold once, the take unhurried, admitted in order",
+            queue=True,
         ),
         Scenario(
             "draw-crowd",
@@ -127,6 +163,17 @@ LIFECYCLE: dict[str, Scenario] = {
             "cancels fired many at once, some with a pay, buyers buying again: each unit back once",
             lifecycle=True,
             repeats=True,  # a buyer buys again after each cancel
+            abandons_freely=True,
+        ),
+        Scenario(
+            "hoarding",
+            "hoarding.py",
+            VOUCHER,
+            "accounts that buy, cancel and buy again: one honest buyer still gets a unit (the cap and cooldown)",
+            serves_the_crowd=False,
+            repeats=True,  # a hoarder buys again after each cancel
+            lifecycle=True,
+            honest_buyer=True,
         ),
         Scenario(
             "draw-abandon",
@@ -146,6 +193,9 @@ LIFECYCLE: dict[str, Scenario] = {
         ),
     )
 }
+# The surge's two runs, whose lanes in the race lab show the take's latencies, errors and
+# timeouts side by side, and the waiting room's fairness.
+SURGES = ("surge", "surge-queue")
 # Every scenario the runner knows, the race lab's first.
 ALL: dict[str, Scenario] = SCENARIOS | LIFECYCLE
 DEFAULT = "crowd"

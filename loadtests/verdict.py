@@ -10,7 +10,11 @@ A run is judged on its product's invariants (docs/design.md, "Invariants"):
   stock + awards = supplied for every prize;
 
 and, for both, every confirmation the API gave exists in the database once, as it
-was announced, and no stock is below zero.
+was announced, and no stock is below zero; and no unit is stranded: a sale (not the
+lifecycle's, whose returns unsold say it) that told a buyer ``sold_out`` or ``pool_empty``
+ends with no unit left but those supplied after that (``stranded_units``), which a bucketed
+item keeps by answering sold out only when every bucket is empty (a run on one row reports
+the count, and is not judged on it).
 
 A lifecycle scenario (items with a hold window: ``abandon``, ``pay-race``,
 ``cancel-storm``, ``draw-abandon``, ``claim-race``) is judged once every hold has drained,
@@ -20,6 +24,11 @@ confirmation exactly one paid order or one refund (a voucher's), no hold left, a
 released unit left in stock while buyers were told there was nothing left. A strategy
 expected to break must break one of the first four there: an oversell by its takes alone
 does not show the lifecycle's race.
+
+A hoarding run (``hoarding``) is judged on its honest buyer too: with the item's cap on
+abandoned holds or its cooldown on, the honest buyer must get a unit; with both off, the
+run demonstrates the hoarding, and passes when the honest buyer heard ``sold_out`` ask after
+ask (``HOARDED_ASKS``).
 
 A deferred strategy (``redis_lua``) answers 202 and a worker writes the records
 afterwards: it is judged once every reservation is persisted, its 202s count as
@@ -59,6 +68,11 @@ REDIS_DRIFT = {
 }
 
 
+# A unit supplied this long before the crowd was last told nothing was left may not have
+# been seen by that refusal, which answers what its strategy read a moment before.
+STRANDED_MARGIN_SECONDS = 1.0
+
+
 @dataclass
 class Result:
     """One row of the matrix. A product's own figures are None on the other product's rows
@@ -67,6 +81,8 @@ class Result:
     scenario: str
     strategy: str
     product: str = ""  # VOUCHER, POOL, or "" for the baseline
+    # The rows its item's stock was split into (``inventory.buckets``).
+    buckets: int = 1
     requests: int = 0
     failures: int = 0
     # Units the API said were taken: orders confirmed, prizes announced as won.
@@ -86,6 +102,11 @@ class Result:
     draws_over_limit: int | None = None
     # Both products'.
     lost_confirmations: int | None = None
+    # Units taken per second while it sold (``sales_per_second``).
+    sales_per_second: float | None = None
+    # Units left at the end while buyers were told nothing was left (``stranded_units``):
+    # None where not counted (the baseline, a lifecycle scenario, stock not conserved).
+    stranded: int | None = None
     # A deferred strategy's (None on the others' rows): answers with 202, reservations
     # waiting when the crowd stopped, seconds from then until none waited (None when the
     # wait ran out), those still waiting then, and its Redis state against the database:
@@ -117,6 +138,20 @@ class Result:
     payments_off: int | None = None
     returns_unsold: int | None = None
     holds_drain_s: float | None = None
+    # A run through a waiting room's (None on the others' rows, ``loadtests.admissions``):
+    # buyers admitted, buyers told it was sold out instead, the share of ordered pairs
+    # admitted out of order (inversions), and the longest wait from a join to its admission.
+    admitted: int | None = None
+    told_sold_out: int | None = None
+    inversions_percent: float | None = None
+    longest_wait_s: float | None = None
+    # A hoarding run's (None on the others' rows, ``locustfiles/hoarding.py``): the honest
+    # buyer's asks, how many heard ``sold_out``, whether one bought; and whether the item
+    # capped abandoned holds or cooled them down (docs/design.md, "Abandoned holds").
+    honest_asks: int | None = None
+    honest_sold_out: int | None = None
+    honest_bought: bool | None = None
+    abandon_capped: bool | None = None
     conserved: bool = True
     stock_not_negative: bool = True
     # Whether the running totals the pages show (inventory.totals) say what the audit
@@ -143,6 +178,19 @@ class Result:
     # The records that took a unit, released since or not: it grows with every write.
     took_series: list[tuple[float, int]] = field(default_factory=list)
     supply_series: list[tuple[float, int]] = field(default_factory=list)
+    # (seconds, units left in each bucket by bucket number).
+    bucket_series: list[tuple[float, list[int]]] = field(default_factory=list)
+
+    @property
+    def label(self) -> str:
+        """Its strategy, and its buckets when split: the name of its row, lines and folder."""
+        return bucketed_name(self.strategy, self.buckets)
+
+
+def bucketed_name(strategy: str, buckets: int) -> str:
+    """A run's name among runs of one strategy on one row and on buckets: ``db_atomic``,
+    ``db_atomic-8-buckets``."""
+    return strategy if buckets == 1 else f"{strategy}-{buckets}-buckets"
 
 
 @dataclass(frozen=True)
@@ -213,12 +261,18 @@ def broken_invariants(result: Result, *, audit_ok: bool = True) -> list[str]:
         broken.append("confirmations lost")
     if not result.stock_not_negative or (result.stock_left or 0) < 0:
         broken.append("stock below zero")
+    # What buckets promise: sold out only once every bucket is empty. A run on one row
+    # reports its count and is judged as before (a fault's run may leave a unit so).
+    if result.stranded and result.buckets > 1:
+        broken.append("units stranded while sold out")
     if result.unpersisted:
         broken.append("reservations not persisted")
     if result.redis_state is False:
         broken.append("Redis state missing")
     broken += [REDIS_DRIFT[name] for name, count in (result.redis_drift or {}).items() if count]
     broken += lifecycle_broken(result)
+    if result.abandon_capped and result.honest_bought is False:
+        broken.append("hoarded: the honest buyer got no unit")
     if not audit_ok and not broken:
         broken.append("audit failed")
     return broken
@@ -252,6 +306,12 @@ def judge(result: Result, *, breaks: str | None, server_processes: int, audit_ok
             expected_to_break=expected_to_break(breaks, server_processes),
             ok=False,
         )
+    if (
+        result.honest_bought is not None
+        and not result.abandon_capped
+        and not expected_to_break(breaks, server_processes)
+    ):
+        return _hoarding_uncapped(result, broken)
     if expected_to_break(breaks, server_processes):
         raced = [label for label, count in lifecycle_races(result) if count > 0]
         if lifecycle(result) and not raced:
@@ -265,6 +325,49 @@ def judge(result: Result, *, breaks: str | None, server_processes: int, audit_ok
     if result.failures:
         return Verdict(f"UNEXPECTED ANSWERS ({result.failures})", expected_to_break=False, ok=False)
     return Verdict("holds", expected_to_break=False, ok=True)
+
+
+# The honest buyer's sold_out answers that show a hoarding: a unit is on sale between a
+# hoarder's cancel and another's purchase, milliseconds, so one ask in many may land there.
+HOARDED_ASKS = 4
+
+
+def _hoarding_uncapped(result: Result, broken: list[str]) -> Verdict:
+    """A hoarding run with no cap on abandoned holds and no cooldown: it demonstrates that
+    hoarders keep the stock, so it passes when the honest buyer heard ``sold_out`` ask after
+    ask (``HOARDED_ASKS`` at least), and every invariant held."""
+    if broken:
+        return Verdict(f"BROKEN: {', '.join(broken)}", expected_to_break=True, ok=False)
+    asked = f"{result.honest_sold_out} of {result.honest_asks} asks"
+    if (result.honest_sold_out or 0) < HOARDED_ASKS:
+        return Verdict(f"FAILED TO REPRODUCE the hoarding: sold_out {asked}", expected_to_break=True, ok=False)
+    return Verdict(f"hoarded as expected, no cap: the honest buyer heard sold_out {asked}", True, ok=True)
+
+
+def sales_per_second(taken: list[tuple[float, int]]) -> float:
+    """How fast a run sold while it sold: the units taken from the crowd's start until the
+    count last grew, over those seconds (a sale that sold out early is not diluted by the
+    refusals after); 0 when it sold nothing."""
+    if not taken:
+        return 0.0
+    first, last = taken[0][1], taken[-1][1]
+    done = next(t for t, n in taken if n == last)
+    return (last - first) / done if done > 0 and last > first else 0.0
+
+
+def stranded_units(stock_left: int, supply: list[tuple[float, int]], refused_at: float | None) -> int:
+    """Units stranded: left in stock at the end of a sale although a buyer was told nothing
+    was left. ``supply`` is the units supplied over time and ``refused_at`` the last moment
+    the crowd was refused for want of stock (None: never), on one clock. The stock left,
+    less the units supplied from ``STRANDED_MARGIN_SECONDS`` before that refusal on (a
+    restock it may not have seen): each of the others sat in some bucket, or row, while a
+    buyer was turned away. 0 when nobody was refused for want of stock."""
+    if refused_at is None:
+        return 0
+    seen = [units for at, units in supply if at <= refused_at - STRANDED_MARGIN_SECONDS]
+    supplied_then = seen[-1] if seen else (supply[0][1] if supply else 0)
+    supplied_later = (supply[-1][1] if supply else supplied_then) - supplied_then
+    return max(0, stock_left - max(0, supplied_later))
 
 
 def lost_confirmations(announced: Iterable[tuple[int, int | None]], recorded: Mapping[int, int | None]) -> int:

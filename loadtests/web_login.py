@@ -2,7 +2,8 @@
 compose stack's ``locust-master``): Locust protects every page of its UI then and leaves
 who may pass to the locustfile. One account, ``LOCUST_WEB_USERNAME`` (``locust`` unless
 set) with ``LOCUST_WEB_PASSWORD``, which has no default: without it the master refuses to
-start. Loaded beside a scenario's locustfile: ``-f loadtests/locustfiles/crowd.py,loadtests/web_login.py``.
+start. Failed logins are throttled as the site's are (``loadtests/login_throttle.py``).
+Loaded beside a scenario's locustfile: ``-f loadtests/locustfiles/crowd.py,loadtests/web_login.py``.
 """
 
 from __future__ import annotations
@@ -11,9 +12,11 @@ import hmac
 import os
 import secrets
 
-from flask import Blueprint, redirect, request, session, url_for
+from flask import Blueprint, Response, redirect, request, session, url_for
 from flask_login import UserMixin, login_user
 from locust import events
+
+from loadtests.login_throttle import LoginThrottle
 
 
 class Operator(UserMixin):
@@ -44,13 +47,26 @@ def web_login_set_up(environment, **_kwargs) -> None:
     web_ui.auth_args = {"username_password_callback": "/login_submit"}
 
     blueprint = Blueprint("web_login", __name__)
+    throttle = LoginThrottle()
 
     @blueprint.route("/login_submit", methods=["POST"])
     def login_submit():
+        address = request.remote_addr or ""
+        # Refused before the password is compared: a flood of guesses finds nothing.
+        wait = throttle.retry_after(address)
+        if wait:
+            return Response(
+                f"Too many failed logins: try again in {wait} s.\n",
+                status=429,
+                headers={"Retry-After": str(wait)},
+                mimetype="text/plain",
+            )
         given = (request.form.get("username", ""), request.form.get("password", ""))
         if credentials_match(given, (username, password)):
+            throttle.success(address)
             login_user(Operator(username))
             return redirect(url_for("locust.index"))
+        throttle.failure(address)
         session["auth_error"] = "Wrong username or password."
         return redirect(url_for("locust.login"))
 

@@ -189,3 +189,105 @@ if redis.call('GET', KEYS[1]) == ARGV[1] then
 end
 return 0
 """
+
+# -- the read-write lock (locking.shared, locking.exclusive) ----------------------------------
+#
+# One resource's keys, under one hash tag: the exclusive holder's key (its token, with its
+# lease as the key's expiry), the shared holders (a sorted set: token -> the end of its lease
+# in ms of Redis' clock, so that holders in any process share one clock), the flag of a
+# waiting exclusive caller (its token, expiring unless it keeps asking) and the fence counter.
+# A shared holder whose lease ended is dropped by the next script that reads the set.
+
+# Take a shared holding when no exclusive holder holds or waits and fewer than the limit do.
+# KEYS[1] exclusive key, KEYS[2] shared holders, KEYS[3] waiting flag, KEYS[4] fence counter
+# ARGV[1] token, ARGV[2] lease in ms, ARGV[3] the most shared holders at once
+# Returns {1, fence} when taken, else {0, ms after which the obstacle ends at the latest}.
+SHARED_ACQUIRE = """
+local clock = redis.call('TIME')
+local now = clock[1] * 1000 + math.floor(clock[2] / 1000)
+redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)
+local exclusive = redis.call('PTTL', KEYS[1])
+if exclusive ~= -2 then return {0, exclusive} end
+local wanted = redis.call('PTTL', KEYS[3])
+if wanted ~= -2 then return {0, wanted} end
+if redis.call('ZCARD', KEYS[2]) >= tonumber(ARGV[3]) then
+    local first = redis.call('ZRANGE', KEYS[2], 0, 0, 'WITHSCORES')
+    return {0, tonumber(first[2]) - now}
+end
+local lease = tonumber(ARGV[2])
+redis.call('ZADD', KEYS[2], now + lease, ARGV[1])
+if redis.call('PTTL', KEYS[2]) < lease then redis.call('PEXPIRE', KEYS[2], lease) end
+return {1, redis.call('INCR', KEYS[4])}
+"""
+
+# Renew a shared holding whose lease has not ended.
+# KEYS[1] shared holders; ARGV[1] token, ARGV[2] lease in ms
+# Returns 1 when renewed, 0 when the holding is gone (its lease ended, or an exclusive caller
+# found it ended and dropped it).
+SHARED_RENEW = """
+local clock = redis.call('TIME')
+local now = clock[1] * 1000 + math.floor(clock[2] / 1000)
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
+if not redis.call('ZSCORE', KEYS[1], ARGV[1]) then return 0 end
+local lease = tonumber(ARGV[2])
+redis.call('ZADD', KEYS[1], now + lease, ARGV[1])
+if redis.call('PTTL', KEYS[1]) < lease then redis.call('PEXPIRE', KEYS[1], lease) end
+return 1
+"""
+
+# Release a shared holding.
+# KEYS[1] shared holders; ARGV[1] token
+# Returns 1 when released, 0 when it was not held any more (its lease had ended).
+SHARED_RELEASE = """
+local clock = redis.call('TIME')
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', clock[1] * 1000 + math.floor(clock[2] / 1000))
+return redis.call('ZREM', KEYS[1], ARGV[1])
+"""
+
+# How many shared holders hold now (leases not ended), and whether an exclusive caller holds
+# or waits. Reads only.
+# KEYS[1] shared holders, KEYS[2] exclusive key, KEYS[3] waiting flag
+# Returns {holders, 1 when an exclusive caller holds or waits else 0}.
+SHARED_COUNT = """
+local clock = redis.call('TIME')
+local now = clock[1] * 1000 + math.floor(clock[2] / 1000)
+local exclusive = redis.call('EXISTS', KEYS[2]) + redis.call('EXISTS', KEYS[3])
+return {redis.call('ZCOUNT', KEYS[1], '(' .. now, '+inf'), math.min(exclusive, 1)}
+"""
+
+# Take the exclusive holding when nobody holds, shared or exclusive; else, when asked to,
+# raise the waiting flag (or keep it up), so that no new shared holding is taken meanwhile.
+# KEYS[1] exclusive key, KEYS[2] shared holders, KEYS[3] waiting flag, KEYS[4] fence counter
+# ARGV[1] token, ARGV[2] lease in ms, ARGV[3] how long the flag stands in ms ("" for a caller
+# that does not wait)
+# Returns {1, fence} when taken, else {0, ms after which the obstacle ends at the latest}.
+EXCLUSIVE_ACQUIRE = """
+local clock = redis.call('TIME')
+local now = clock[1] * 1000 + math.floor(clock[2] / 1000)
+redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)
+local exclusive = redis.call('PTTL', KEYS[1])
+if exclusive == -2 and redis.call('ZCARD', KEYS[2]) == 0 then
+    redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+    if redis.call('GET', KEYS[3]) == ARGV[1] then redis.call('DEL', KEYS[3]) end
+    return {1, redis.call('INCR', KEYS[4])}
+end
+if ARGV[3] ~= '' then
+    local waiting = redis.call('GET', KEYS[3])
+    if not waiting or waiting == ARGV[1] then redis.call('SET', KEYS[3], ARGV[1], 'PX', ARGV[3]) end
+end
+if exclusive ~= -2 then return {0, exclusive} end
+local last = redis.call('ZRANGE', KEYS[2], -1, -1, 'WITHSCORES')
+return {0, tonumber(last[2]) - now}
+"""
+
+# Release the exclusive holding, or a waiting caller's flag when it gives up.
+# KEYS[1] exclusive key, KEYS[2] waiting flag; ARGV[1] token
+# Returns 1 when the holding was released, else 0 (it was not ours any more).
+EXCLUSIVE_RELEASE = """
+if redis.call('GET', KEYS[2]) == ARGV[1] then redis.call('DEL', KEYS[2]) end
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+    redis.call('DEL', KEYS[1])
+    return 1
+end
+return 0
+"""

@@ -3,19 +3,30 @@ when the prize is added and grows only through the guarded restock, so it cannot
 the draws."""
 
 from django import forms
-from django.contrib import admin
-from django.shortcuts import get_object_or_404
+from django.contrib import admin, messages
+from django.http import HttpResponseRedirect
 from django.urls import reverse
 from django.utils.html import format_html, format_html_join
 
 from core.admin import SaleWindowColumns
 from core.forms import NamedForm, SaleWindowForm
-from inventory.admin import HeldColumn, ItemForm, RecordAdmin, RestockUrl, audit_line, restock_page
+from inventory.admin import (
+    ADMISSION_FIELDS,
+    HeldColumn,
+    ItemForm,
+    ListedItemsFilter,
+    RecordAdmin,
+    RestockUrl,
+    audit_line,
+    buckets_field,
+    restock_page,
+)
+from inventory.errors import RowsLocked
 from inventory.services import MAX_UNITS
-from inventory.totals import StockMarks, stock_sums
+from inventory.totals import stock_sums
 
 from .models import Draw, Pool, Prize
-from .selectors import pool_audit
+from .selectors import pool_audit, prize_get, prize_marks, prizes_stocked
 from .services import MAX_DRAWS_PER_USER, MAX_NO_PRIZE_WEIGHT, pool_create, pool_update, prize_create, prize_update
 
 
@@ -63,13 +74,17 @@ class PrizeInline(admin.TabularInline):
     fields = ["name", "description", "value", "initial_stock", "stock_left", "supplied", "restock_link"]
     readonly_fields = ["stock_left", "supplied", "restock_link"]
 
+    def get_queryset(self, request):
+        # Each prize with its stock summed over its rows (one per bucket of the pool).
+        return prizes_stocked(super().get_queryset(request))
+
     @admin.display(description="left")
     def stock_left(self, obj):
-        return obj.stock.quantity if obj.pk else "-"
+        return obj.stock_left if obj.pk else "-"
 
     @admin.display(description="supplied")
     def supplied(self, obj):
-        return obj.stock.initial_quantity if obj.pk else "-"
+        return obj.stock_supplied if obj.pk else "-"
 
     @admin.display(description="")
     def restock_link(self, obj):
@@ -92,6 +107,12 @@ class PoolAddForm(ItemForm, SaleWindowForm):
         initial=0,
         help_text=Pool._meta.get_field("no_prize_weight").help_text,
     )
+    buckets = buckets_field("each prize's units are", changeable=True)
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        if self.instance.pk is not None:
+            self.fields["buckets"].initial = self.instance.buckets
 
     class Meta:
         model = Pool
@@ -104,6 +125,9 @@ class PoolAddForm(ItemForm, SaleWindowForm):
             "no_prize_weight",
             "strategy",
             "hold_seconds",
+            *ADMISSION_FIELDS,
+            "abandon_limit",
+            "abandon_cooldown_seconds",
         ]
 
 
@@ -121,11 +145,22 @@ class PoolAdmin(HeldColumn, RestockUrl, SaleWindowColumns, admin.ModelAdmin):
     list_display = ["name", "prizes_left", "held", "window", "draws_each", "no_prize", "strategy_name"]
     list_filter = ["strategy", "listed"]
     search_fields = ["name"]
-    fields = [*PoolAddForm.Meta.fields, "audit"]
+    # ``buckets`` is no model field of the form: the services make the prizes' rows one per
+    # bucket, and spread them again when it changes (``pool_update``).
+    fields = [*PoolAddForm.Meta.fields, "buckets", "audit"]
     readonly_fields = ["audit"]
 
     def get_queryset(self, request):
         return super().get_queryset(request).annotate(**_STOCK)
+
+    def changeform_view(self, request, object_id=None, form_url="", extra_context=None):
+        # A split that found a row held by a draw cannot try again inside the page's own
+        # transaction (``item_changes_save``): everything rolled back, the page says so.
+        try:
+            return super().changeform_view(request, object_id, form_url, extra_context)
+        except RowsLocked as exc:
+            self.message_user(request, exc.message, messages.ERROR)
+            return HttpResponseRedirect(request.get_full_path())
 
     # Short headers: the admin keeps a header on one line, and with the held column the field
     # names ("draws per user", "no prize weight") took the list 34 px past a 1280 px screen.
@@ -169,10 +204,13 @@ class PoolAdmin(HeldColumn, RestockUrl, SaleWindowColumns, admin.ModelAdmin):
     def save_model(self, request, obj, form, change):
         data = form.cleaned_data
         if change:
+            # The form set the new count on ``obj``: the service compares it with the stored one.
+            obj.buckets = Pool.objects.values_list("buckets", flat=True).get(pk=obj.pk)
             pool_update(
                 pool=obj,
                 draws_per_user=data["draws_per_user"],
                 no_prize_weight=data["no_prize_weight"],
+                buckets=data["buckets"],
                 **form.item_fields(),
             )
             obj.name, obj.description = data["name"], data["description"]
@@ -183,9 +221,11 @@ class PoolAdmin(HeldColumn, RestockUrl, SaleWindowColumns, admin.ModelAdmin):
             description=data["description"],
             draws_per_user=data["draws_per_user"],
             no_prize_weight=data["no_prize_weight"],
+            buckets=data["buckets"] or 1,
             **form.item_fields(),
         )
-        obj.pk, obj.group = created.pk, created.group
+        # The prizes of the page are made next, one row per bucket of the pool as made.
+        obj.pk, obj.group, obj.buckets = created.pk, created.group, created.buckets
         obj._state.adding = False
 
     def save_formset(self, request, form, formset, change):
@@ -211,13 +251,13 @@ class PoolAdmin(HeldColumn, RestockUrl, SaleWindowColumns, admin.ModelAdmin):
                 formset.changed_objects.append((prize_form.instance, prize_form.changed_data))
 
     def restock_view(self, request, prize_id: int):
-        prize = get_object_or_404(Prize.objects.select_related("stock", "pool"), pk=prize_id)
+        prize = prize_get(prize_id=prize_id)
         return restock_page(
             self,
             request,
             item=f"{prize} ({prize.pool})",
-            # A prize is one stock row, shown apart: read again by its restock.
-            marks=lambda: StockMarks.of(prize.stock),
+            # A prize's rows summed (one per bucket), read again by its restock.
+            marks=lambda: prize_marks(prize_get(prize_id=prize_id)),
             restock=lambda quantity: prize_update(prize=prize, restock=quantity),
             parent=prize.pool,
             back_to=reverse("admin:lottery_pool_change", args=[prize.pool_id]),
@@ -227,6 +267,7 @@ class PoolAdmin(HeldColumn, RestockUrl, SaleWindowColumns, admin.ModelAdmin):
 @admin.register(Draw)
 class DrawAdmin(RecordAdmin):
     list_display = ["id", "pool", "user", "prize", "status", "created"]
-    list_filter = ["status", "pool"]
+    item_field = "pool"
+    list_filter = [ListedItemsFilter, "status", "pool"]
     list_prefetch = ("pool", "user", "prize")
-    readonly_fields = ["user", "pool", "prize", "status", "created_at"]
+    readonly_fields = ["user", "pool", "prize", "status", "created"]

@@ -12,10 +12,16 @@ from ninja import Query, Router, Schema, Status
 from pydantic import Field
 
 from accounts.auth import optional_auth, require_permission
+from accounts.unlisted import item_shown
 from core.api import staff_read, staff_write
 from core.metrics import draw_counted
 from core.schemas import InputSchema, Money, UtcDatetime, answers, text, whole
+from inventory.admission.api import AdmissionIn, AdmissionOut, AdmissionPatchIn, QueueCall, queue_answers
 from inventory.api import (
+    ABANDON_COOLDOWN_SAID,
+    ABANDON_LIMIT_SAID,
+    AbandonCooldown,
+    AbandonLimit,
     ChangeCall,
     HoldCountsOut,
     HoldWindow,
@@ -29,6 +35,7 @@ from inventory.api import (
     take_answers,
 )
 from inventory.models import Strategy
+from inventory.records import DEFAULT_ABANDON_COOLDOWN_SECONDS, DEFAULT_ABANDON_LIMIT, MAX_BUCKETS
 from inventory.services import MAX_UNITS
 
 from . import links
@@ -42,6 +49,7 @@ from .selectors import (
     pool_get,
     pool_list,
     pool_odds,
+    pool_shown,
     prize_get,
 )
 from .services import (
@@ -57,7 +65,7 @@ from .services import (
 router = Router(tags=["pools"])
 
 
-class PoolSummaryOut(Schema):
+class PoolSummaryOut(AdmissionOut):
     id: int
     name: str
     begin_at: datetime
@@ -81,7 +89,7 @@ class PrizeOut(Schema):
     probability: float = Field(ge=0, le=1, description="stock / (sum of stock + no_prize_weight), now")
 
 
-class PoolOut(Schema):
+class PoolOut(AdmissionOut):
     id: int
     name: str
     description: str
@@ -92,6 +100,9 @@ class PoolOut(Schema):
     strategy: str
     state: str
     claim_window_seconds: int = Field(description="how long a prize won is held for its claim; 0: claimed when won")
+    buckets: int = Field(description="how many stock rows each prize's units are spread over (1-64)")
+    abandon_limit: int = Field(description=ABANDON_LIMIT_SAID)
+    abandon_cooldown_seconds: int = Field(description=ABANDON_COOLDOWN_SAID)
     no_prize_probability: float = Field(ge=0, le=1)
     prizes: list[PrizeOut]
     draws_left: int | None = Field(default=None, description="for an authenticated caller only")
@@ -158,7 +169,7 @@ class PoolAuditOut(Schema):
     ok: bool
 
 
-class PoolCreateIn(InputSchema):
+class PoolCreateIn(AdmissionIn):
     name: text(200)
     description: str = Field(default="", max_length=10_000)
     begin_at: UtcDatetime
@@ -167,15 +178,21 @@ class PoolCreateIn(InputSchema):
     no_prize_weight: whole(0, MAX_NO_PRIZE_WEIGHT)
     strategy: Strategy = Field(default_factory=lambda: Strategy(settings.DEFAULT_STRATEGY))
     claim_window_seconds: HoldWindow = 0
+    buckets: whole(1, MAX_BUCKETS) = 1
+    abandon_limit: AbandonLimit = DEFAULT_ABANDON_LIMIT
+    abandon_cooldown_seconds: AbandonCooldown = DEFAULT_ABANDON_COOLDOWN_SECONDS
 
 
-class PoolPatchIn(InputSchema):
+class PoolPatchIn(AdmissionPatchIn):
     strategy: Strategy | None = None
     begin_at: UtcDatetime | None = None
     end_at: UtcDatetime | None = None
     draws_per_user: whole(1, MAX_DRAWS_PER_USER) | None = None
     no_prize_weight: whole(0, MAX_NO_PRIZE_WEIGHT) | None = None
     claim_window_seconds: HoldWindow | None = None
+    buckets: whole(1, MAX_BUCKETS) | None = None
+    abandon_limit: AbandonLimit | None = None
+    abandon_cooldown_seconds: AbandonCooldown | None = None
 
 
 class PrizeCreateIn(InputSchema):
@@ -198,8 +215,9 @@ def _prize_out(prize: Prize, probability: float) -> dict:
         "name": prize.name,
         "description": prize.description,
         "value": prize.value,
-        "stock": prize.stock.quantity,
-        "initial_stock": prize.stock.initial_quantity,
+        # Summed over the prize's rows, one per bucket (``lottery.selectors.prizes_stocked``).
+        "stock": prize.stock_left,
+        "initial_stock": prize.stock_supplied,
         "probability": probability,
     }
 
@@ -217,6 +235,12 @@ def _pool_out(pool: Pool, user=None) -> dict:
         "strategy": pool.strategy,
         "state": pool.window_state(),
         "claim_window_seconds": pool.hold_seconds,
+        "buckets": pool.buckets,
+        "admission": pool.admission,
+        "admission_rate": pool.admission_rate,
+        "admission_ticket_seconds": pool.admission_ticket_seconds,
+        "abandon_limit": pool.abandon_limit,
+        "abandon_cooldown_seconds": pool.abandon_cooldown_seconds,
         "no_prize_probability": odds.no_prize,
         "prizes": [_prize_out(prize, odds.by_prize[prize.pk]) for prize in pool.prizes.all()],
         "draws_left": (
@@ -246,7 +270,7 @@ def pools_list(request):
     openapi_extra={"security": [{}], **links.POOL_SHOWN},
 )
 def pools_get(request, pool_id: int):
-    return _pool_out(pool_get(pool_id=pool_id), request.auth)
+    return _pool_out(pool_shown(pool_id=pool_id, user=request.auth), request.auth)
 
 
 DRAW = TakeCall(action="draw", product=POOL, counted=draw_counted)
@@ -262,11 +286,31 @@ def _drawn(draw: Draw) -> dict:
     }
 
 
-# 403 not_started or ended; 409 draw_limit, pool_empty, busy or idempotency_in_progress;
-# 422 an Idempotency-Key malformed or reused.
-@router.post("/pools/{int:pool_id}/draw", response=take_answers(DrawOut), openapi_extra=keyed_openapi(links.DRAWN))
+# 403 not_started or ended; 409 draw_limit, pool_empty, abandon_limit, busy or
+# idempotency_in_progress; 422 an Idempotency-Key malformed or reused; 429 rate_limited or
+# cooling_down.
+@router.post(
+    "/pools/{int:pool_id}/draw", response=take_answers(DrawOut), openapi_extra=keyed_openapi(links.DRAWN, take=True)
+)
 def pools_draw(request, pool_id: int, response: HttpResponse):
     return DRAW.answer(request, response, pool_id, _drawn)
+
+
+QUEUE = QueueCall(product=POOL, shown=item_shown)
+
+
+@router.post("/pools/{int:pool_id}/queue", response=queue_answers(join=True), tags=["waiting room"])
+def pools_queue_join(request, response: HttpResponse, pool_id: int):
+    """Join the pool's waiting room, once (joining again answers where the caller stands): on a pool
+    whose admission is `queue`, each draw needs a ticket the room gives once the caller is admitted."""
+    return QUEUE.join(request, response, pool_id)
+
+
+@router.get("/pools/{int:pool_id}/queue", response=queue_answers(join=False), tags=["waiting room"])
+def pools_queue_poll(request, response: HttpResponse, pool_id: int):
+    """Where the caller stands in the pool's waiting room, and the ticket once admitted; poll every
+    few seconds. 404 `not_queued` once the ticket was used or lapsed, or before joining."""
+    return QUEUE.poll(request, response, pool_id)
 
 
 def _draw_out(draw: Draw) -> dict:

@@ -34,7 +34,10 @@ class Pool(Item):
 
 
 class Prize(models.Model):
-    """One prize of a pool, with its own stock row in the pool's stock group."""
+    """One prize of a pool, with its stock rows in the pool's stock group: one per bucket of the
+    pool, its units spread over them. ``stock`` is the bucket-0 row, which every row of the
+    prize names as its head (``Stock.head``): read them summed through
+    ``lottery.selectors.prizes_stocked``."""
 
     pool = models.ForeignKey(Pool, on_delete=models.PROTECT, related_name="prizes")
     name = models.CharField(max_length=200)
@@ -89,4 +92,5 @@ class Draw(Record):
     draws_limit = 0
 
     def __str__(self) -> str:
-        return f"Draw {self.public_id} in {self.pool_id} by {self.user_id}"
+        # Names, not ids, as an order's (orders.models.Order.__str__).
+        return f"Draw {self.public_id} in {self.pool.name} by {self.user.get_username()}"

@@ -1,6 +1,8 @@
 """The prize draw to the item core (``inventory.product``): a pool's prizes are the rows of its
-stock group, drawn by weight with a weight of no prize, a number of times per user; its
-record is a draw, numbered among the user's draws (``seq``) under the limit's guard."""
+stock group (one per prize, or per prize and bucket), drawn by weight with a weight of no
+prize, a number of times per user; a bucketed pool's draw routes to a bucket by weight first
+(``inventory.buckets.weighted_route``). Its record is a draw, numbered among the user's draws
+(``seq``) under the limit's guard."""
 
 from __future__ import annotations
 
@@ -12,13 +14,16 @@ from datetime import datetime
 from random import Random
 from typing import NoReturn
 
-from django.db.models import QuerySet
+from django.db.models import F, QuerySet
 from django.db.models.base import ModelState
 from django.shortcuts import get_object_or_404
 from django.utils import timezone
 
 from accounts.crowd import crowd_member
+from accounts.unlisted import unlisted_take_refuse
 from core.memo import ProcessMemo
+from inventory.buckets import weighted_route
+from inventory.models import Stock
 from inventory.product import Product
 from inventory.redis_lua.values import Failed, Pending, Reserved, Rules, reservation_moment
 from inventory.strategies.base import Take
@@ -40,6 +45,9 @@ _DRAW_FIELDS = (
     "group_id",
     "listed",
     "hold_seconds",
+    "buckets",
+    "abandon_limit",
+    "abandon_cooldown_seconds",
 )
 
 
@@ -63,19 +71,27 @@ class PrizeNamed:
     stock_id: int
 
 
-# Prizes by their stock row.
+# Prizes by any of their stock rows.
 _prizes: ProcessMemo[int, PrizeNamed] = ProcessMemo(ttl=5.0)
 
 
+def prizes_of_rows(**rows) -> QuerySet[Prize]:
+    """The prizes of the stock rows that ``rows`` filter (``id=``, ``id__in=``, ``group_id=``):
+    a prize's rows, one per bucket, share its head row (``Prize.stock``, ``Stock.head``), so
+    any of them leads to it. Each prize is read once per row, with ``row_id`` its row."""
+    shares = {f"stock__shares__{name}": value for name, value in rows.items()}
+    return Prize.objects.filter(**shares).annotate(row_id=F("stock__shares__id"))
+
+
 def prize_for_stock(*, stock_id: int) -> Prize:
-    """The prize of a stock row, its id and name only (enough to announce it), read once
-    per five seconds in this process: every ``redis_lua`` draw announces one. What is kept
-    is a frozen ``PrizeNamed``; each call answers a ``Prize`` of its own, so that what one
-    draw does with it reaches no other."""
+    """The prize of a stock row (any of its buckets'), its id and name only (enough to
+    announce it), read once per five seconds in this process: every ``redis_lua`` draw
+    announces one. What is kept is a frozen ``PrizeNamed``; each call answers a ``Prize`` of
+    its own, so that what one draw does with it reaches no other."""
     named = _prizes.get(stock_id)
     if named is None:
-        prize_id, name = Prize.objects.values_list("id", "name").get(stock_id=stock_id)
-        named = PrizeNamed(id=prize_id, name=name, stock_id=stock_id)
+        prize_id, name, head_id = prizes_of_rows(id=stock_id).values_list("id", "name", "stock_id").get()
+        named = PrizeNamed(id=prize_id, name=name, stock_id=head_id)
         _prizes.put(stock_id, named)
     return _prize_of(named)
 
@@ -93,20 +109,24 @@ def _prize_of(named: PrizeNamed) -> Prize:
 _system_random = secrets.SystemRandom()
 
 
-def weighted_choice(*, no_prize_weight: int, rng: Random) -> Callable[[Mapping[int, int]], int | None]:
-    """A chooser that picks stock row i with probability ``remaining_i / (sum + no_prize_weight)``,
-    and nothing with the rest.
+def weighted_choice(*, no_prize_weight: int, rng: Random, scale: int = 1) -> Callable[[Mapping[int, int]], int | None]:
+    """A chooser that picks stock row i with probability
+    ``remaining_i / (sum + no_prize_weight / scale)``, and nothing with the rest.
 
-    Integer arithmetic only: one ticket is drawn uniformly from ``sum + no_prize_weight``
-    and walks the rows in id order, so the odds are exact whatever the numbers.
+    Integer arithmetic only: one ticket is drawn uniformly from
+    ``scale * sum + no_prize_weight`` and walks the rows in id order, each weighing
+    ``scale * remaining_i``, so the odds are exact whatever the numbers. ``scale`` is a
+    bucketed pool's number of buckets: each bucket carries ``no_prize_weight / buckets`` of
+    no prize (``inventory.buckets.weighted_route``), and scaling every weight by it keeps
+    that share whole. A bucket with no stock then draws no prize.
     """
 
     def choose(remaining: Mapping[int, int]) -> int | None:
-        ticket = rng.randrange(sum(remaining.values()) + no_prize_weight)
+        ticket = rng.randrange(scale * sum(remaining.values()) + no_prize_weight)
         for stock_id in sorted(remaining):
-            if ticket < remaining[stock_id]:
+            if ticket < scale * remaining[stock_id]:
                 return stock_id
-            ticket -= remaining[stock_id]
+            ticket -= scale * remaining[stock_id]
         return None
 
     return choose
@@ -124,6 +144,8 @@ class PoolProduct(Product):
     backstop = ("draw_one_per_seq", "lottery_draw.pool_id, lottery_draw.user_guard, lottery_draw.seq")
     # A forfeited draw still counts against the user's draws: its release clears nothing.
     settled, lapsed, unit_field = Draw.Status.CLAIMED, Draw.Status.FORFEITED, "stock_id"
+    # A bucketed pool's draw routes by weight (its take's ``route``), not to a home bucket.
+    routes_home = False
 
     def take(
         self,
@@ -144,11 +166,13 @@ class PoolProduct(Product):
         is the snapshot of the strategies whose own read is unguarded.
 
         An unlisted pool (a load run's own) is open only to the load crowd
-        (``accounts.crowd``): ``NotOpen`` for anyone else, who would skew its audit."""
+        (``accounts.crowd``): anyone else would skew its audit. Staff hear ``NotOpen``; others,
+        who may not see the pool at all, what an id of nothing answers (``accounts.unlisted``)."""
         if not pool.listed and not crowd_member(user_id=user_id):
-            raise NotOpen()
+            unlisted_take_refuse(user_id=user_id, refusal=NotOpen())
         used = 0
-        prize_by_stock: dict[int, tuple[int, str]] = {}
+        prize_by_stock: dict[int, tuple[int, str, int]] = {}
+        by_bucket: dict[int, int] = {}
 
         def check() -> None:
             nonlocal used
@@ -166,11 +190,17 @@ class PoolProduct(Product):
             # stock summed (``pool_for_draw``) answers them without the prizes' rows.
             if getattr(pool, "stock_left", None) is not None and pool.stock_left <= 0:
                 refuse_empty()
-            # One query, a few small columns per prize, whatever the pool's size: the snapshot,
-            # and the prize each stock row stands for (named, so that the answer needs no query).
-            rows = Prize.objects.filter(pool_id=pool.pk).values_list("stock_id", "id", "name", "stock__quantity")
-            prize_by_stock.update((stock_id, (prize_id, name)) for stock_id, prize_id, name, _ in rows)
-            snapshot = {stock_id: quantity for stock_id, _, _, quantity in rows}
+            # One query, a few small columns per stock row (a prize's, one per bucket), whatever
+            # the pool's size: the snapshot, the units of each bucket (the first route's), and
+            # the prize each row stands for (named, so that the answer needs no query).
+            rows = Stock.objects.filter(group_id=pool.group_id).values_list(
+                "id", "bucket", "quantity", "head__prize__id", "head__prize__name", "head_id"
+            )
+            snapshot: dict[int, int] = {}
+            for stock_id, bucket, quantity, prize_id, name, head_id in rows:
+                prize_by_stock[stock_id] = (prize_id, name, head_id)
+                snapshot[stock_id] = quantity
+                by_bucket[bucket] = by_bucket.get(bucket, 0) + max(quantity, 0)
             if not any(quantity > 0 for quantity in snapshot.values()):
                 refuse_empty()
             return snapshot
@@ -179,10 +209,10 @@ class PoolProduct(Product):
             prize = None
             if stock_id is not None:
                 if stock_id not in prize_by_stock:  # a prize added since the snapshot
-                    prize_by_stock[stock_id] = Prize.objects.values_list("id", "name").get(stock_id=stock_id)
-                prize_id, name = prize_by_stock[stock_id]
+                    prize_by_stock[stock_id] = prizes_of_rows(id=stock_id).values_list("id", "name", "stock_id").get()
+                prize_id, name, head_id = prize_by_stock[stock_id]
                 # The prize as the snapshot read it (id and name): enough to announce it.
-                prize = Prize(pk=prize_id, name=name, pool_id=pool.pk, stock_id=stock_id)
+                prize = Prize(pk=prize_id, name=name, pool_id=pool.pk, stock_id=head_id)
             draw = Draw.objects.create(
                 user_id=user_id,
                 pool_id=pool.pk,
@@ -198,13 +228,29 @@ class PoolProduct(Product):
             draw.draws_limit = pool.draws_per_user
             return draw
 
+        rng = rng or _system_random
+        route = None
+        if pool.buckets > 1:
+            # A bucketed pool (docs/design.md, "Buckets"): the bucket by weight, each bucket with
+            # its share of no prize, then the prize within it; every weight scaled by the
+            # buckets. Its first try reads the units per bucket that ``admit`` read before it.
+            route = weighted_route(
+                group_id=pool.group_id,
+                buckets=pool.buckets,
+                nothing_weight=pool.no_prize_weight,
+                rng=rng,
+                first=by_bucket,
+            )
         return Take(
             group_id=pool.group_id,
-            choose=weighted_choice(no_prize_weight=pool.no_prize_weight, rng=rng or _system_random),
+            choose=weighted_choice(no_prize_weight=pool.no_prize_weight, rng=rng, scale=pool.buckets),
             check=check,
             record=record,
             admit=admit,
             user_id=user_id,
+            buckets=pool.buckets,
+            route=route,
+            choose_empty=pool.no_prize_weight > 0,
             **carried,
         )
 
@@ -213,7 +259,12 @@ class PoolProduct(Product):
 
     def rules(self, item: Pool) -> Rules:
         return Rules(
-            begin_at=item.begin_at, end_at=item.end_at, limit=item.draws_per_user, no_take=item.no_prize_weight
+            begin_at=item.begin_at,
+            end_at=item.end_at,
+            limit=item.draws_per_user,
+            no_take=item.no_prize_weight,
+            abandon_limit=item.abandon_limit,
+            abandon_cooldown=item.abandon_cooldown_seconds,
         )
 
     def takes(self, records: QuerySet) -> tuple[dict[int, int], list[tuple[int, int]]]:
@@ -223,7 +274,8 @@ class PoolProduct(Product):
         return dict(Counter(user_id for user_id, _ in seqs)), seqs
 
     def rows(self, item_id: int, fresh: list[Pending]) -> list[Draw]:
-        prize_of = dict(Prize.objects.filter(pool_id=item_id).values_list("stock_id", "id"))
+        # Any row of a prize (one per bucket) is the prize's.
+        prize_of = dict(prizes_of_rows(id__in={one.stock_id for one in fresh}).values_list("row_id", "id"))
         window = Pool.objects.values_list("hold_seconds", flat=True).get(pk=item_id)
         return [
             Draw(
@@ -261,7 +313,7 @@ class PoolProduct(Product):
         return draw
 
     def unsaved(self, found: Pending | Failed, item: Pool, **fields) -> Draw:
-        prize = None if found.stock_id is None else Prize.objects.filter(stock_id=found.stock_id).first()
+        prize = None if found.stock_id is None else prizes_of_rows(id=found.stock_id).first()
         return Draw(
             user_id=found.user_id,
             pool=item,

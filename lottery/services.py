@@ -15,10 +15,17 @@ from django.db import transaction
 from core.errors import InvalidInput
 from core.names import name_clean
 from core.ratelimit import RateCount
+from inventory.buckets import buckets_valid
 from inventory.holds import hold_settle
 from inventory.item_fields import item_changes_clean, item_changes_save, item_create, item_fields_clean
 from inventory.redis_lua.item_states import item_update
-from inventory.services import stock_create, stock_group_create, stock_restock
+from inventory.services import (
+    stock_group_create,
+    stock_group_rebucket,
+    stock_shares,
+    stock_shares_create,
+    stock_shares_restock,
+)
 from inventory.take import item_take
 from inventory.totals import over_recount
 from inventory.validators import whole
@@ -48,7 +55,8 @@ def _value(value: Decimal | int | float | str) -> Decimal:
 def pool_create(*, name: str, draws_per_user: int, no_prize_weight: int, **fields: Unpack[ItemFields]) -> Pool:
     """A pool with no prizes yet (add them with :func:`prize_create`), and the fields every item
     has (``inventory.item_fields``); ``listed=False`` keeps it out of the shop's lists (a load
-    test's own)."""
+    test's own). With ``buckets`` (1 to 64) each prize's units are spread over that many rows,
+    one per bucket (docs/design.md, "Buckets")."""
     checked = item_fields_clean(**fields)
     return item_create(
         POOL,
@@ -65,11 +73,15 @@ def pool_update(
     pool: Pool,
     draws_per_user: int | None = None,
     no_prize_weight: int | None = None,
+    buckets: int | None = None,
     **changes: Unpack[ItemChanges],
 ) -> Pool:
-    """Change a pool's limit or no-prize weight and/or the fields every item has (its window,
-    strategy or description: ``inventory.item_fields``); all or nothing, with its
-    ``redis_lua`` state in step."""
+    """Change a pool's limit or no-prize weight, split each prize's units left into another
+    number of ``buckets`` (``inventory.services.stock_group_rebucket``: every prize keeps its
+    units), and/or change the fields every item has (its window, strategy or description:
+    ``inventory.item_fields``); all or nothing, with its ``redis_lua`` state in step (one
+    state whatever the buckets, ``Product.routes_home``: built again from the database after
+    the rows move, as a voucher's)."""
     checked = item_changes_clean(pool, **changes)
     if draws_per_user is not None:
         checked["draws_per_user"] = whole(draws_per_user, name="draws_per_user", minimum=1, maximum=MAX_DRAWS_PER_USER)
@@ -77,9 +89,19 @@ def pool_update(
         checked["no_prize_weight"] = whole(
             no_prize_weight, name="no_prize_weight", minimum=0, maximum=MAX_NO_PRIZE_WEIGHT
         )
-    # Who is over the limit depends on the limit: its running totals are counted again.
-    then = (lambda: over_recount(POOL, pool) or {}) if "draws_per_user" in checked else None
-    item_changes_save(POOL, pool, checked, then=then)
+    rebucket = buckets is not None and buckets_valid(buckets) != pool.buckets
+    if rebucket:
+        checked["buckets"] = buckets
+
+    def then() -> dict[int, int]:
+        moved = stock_group_rebucket(group_id=pool.group_id, buckets=buckets) if rebucket else {}
+        if "draws_per_user" in checked:
+            # Who is over the limit depends on the limit: its running totals are counted again.
+            over_recount(POOL, pool)
+        return moved
+
+    changed_more = rebucket or "draws_per_user" in checked
+    item_changes_save(POOL, pool, checked, then=then if changed_more else None, rows_moved=rebucket)
     return pool
 
 
@@ -91,8 +113,9 @@ def _pool_change(pool: Pool, change: Callable[[], R], *, units: Callable[[R], di
 
 
 def prize_create(*, pool: Pool, name: str, stock: int, description: str = "", value: Decimal | int | str = 0) -> Prize:
-    """A prize of ``stock`` units, a new row of the pool's stock group (and of its Redis
-    state under ``redis_lua``)."""
+    """A prize of ``stock`` units: new rows of the pool's stock group, one per bucket of the
+    pool, the units spread over them (``inventory.services.stock_shares_create``; and of its
+    Redis state under ``redis_lua``)."""
     name = name_clean(name)
     amount = _value(value)
 
@@ -103,10 +126,10 @@ def prize_create(*, pool: Pool, name: str, stock: int, description: str = "", va
             name=name,
             description=description,
             value=amount,
-            stock=stock_create(group=pool.group, quantity=stock),
+            stock=stock_shares_create(group=pool.group, units=stock, buckets=pool.buckets),
         )
 
-    return _pool_change(pool, create, units=lambda prize: {prize.stock_id: stock})
+    return _pool_change(pool, create, units=lambda prize: stock_shares(head_id=prize.stock_id))
 
 
 def prize_update(
@@ -117,7 +140,9 @@ def prize_update(
     description: str | None = None,
     value: Decimal | int | str | None = None,
 ) -> Prize:
-    """Rename or revalue a prize and/or add units through the guarded restock; all or nothing."""
+    """Rename or revalue a prize and/or add units through the guarded restock, spread over its
+    rows (one per bucket); all or nothing. Read it again (``lottery.selectors.prize_get``) to
+    see its stock."""
     changes: dict[str, object] = {}
     if name is not None:
         changes["name"] = name_clean(name)
@@ -127,19 +152,20 @@ def prize_update(
         changes["value"] = _value(value)
 
     @transaction.atomic
-    def change() -> None:
+    def change() -> dict[int, int]:
         for field, new in changes.items():
             setattr(prize, field, new)
         if changes:
             prize.save(update_fields=list(changes))
-        if restock is not None:
-            stock_restock(stock_id=prize.stock_id, quantity=restock)
+        if restock is None:
+            return {}
+        buckets = Pool.objects.values_list("buckets", flat=True).get(pk=prize.pool_id)  # as split now
+        return stock_shares_restock(head_id=prize.stock_id, quantity=restock, buckets=buckets)
 
     if restock is None:
         change()
     else:
-        _pool_change(prize.pool, change, units=lambda done: {prize.stock_id: restock})
-    prize.stock.refresh_from_db()
+        _pool_change(prize.pool, change, units=lambda added: added)
     return prize
 
 
@@ -169,7 +195,7 @@ def pool_draw(
             ``RateLimited`` (429) when over one.
 
     An unlisted pool (a load run's own) is open only to the load crowd: ``NotOpen`` for
-    anyone else.
+    staff, ``Http404`` (as for an id of nothing) for anyone else.
     """
     return item_take(POOL, pool, user_id=user.pk, rate=rate, now=now, rng=rng)
 

@@ -8,7 +8,6 @@ from accounts.permissions import staff_holds
 from core.errors import Unavailable
 from inventory.forms import StrategyForm
 from inventory.pages import TakePages, live_view
-from inventory.totals import StockMarks
 
 from .api import CLAIM, DRAW
 from .selectors import (
@@ -22,6 +21,8 @@ from .selectors import (
     pool_list_marked,
     pool_marks,
     pool_odds,
+    pool_shown,
+    prize_marks,
 )
 from .services import pool_update
 
@@ -33,7 +34,7 @@ pool_rows_partial = live_view("lottery/_pool_rows.html", lambda request: {"pools
 def _odds_context(pool) -> dict:
     odds = pool_odds(pool=pool)
     prizes = [
-        {"prize": prize, "percent": odds.by_prize[prize.pk] * 100, "marks": StockMarks.of(prize.stock)}
+        {"prize": prize, "percent": odds.by_prize[prize.pk] * 100, "marks": prize_marks(prize)}
         for prize in pool.prizes.all()
     ]
     return {
@@ -70,12 +71,13 @@ def _standing_context(request, pool) -> dict:
         "my_draws": DRAWS.states(my_draws),
         "unread": unread,
         "refusal": pool_draw_refusal(pool=pool, draws_left=draws_left, empty=empty),
+        "queue": DRAWS.queue_standing(request, pool),
     }
 
 
 def _page_context(request, pool_id: int) -> dict:
     """The odds, the user's standing, and the strategy switch for staff who may change the pool."""
-    pool = pool_get(pool_id=pool_id)
+    pool = pool_shown(pool_id=pool_id, user=request.user)
     context = {**_odds_context(pool), **_standing_context(request, pool)}
     if staff_holds(request.user, "lottery.change_pool"):
         context["strategy_form"] = StrategyForm(initial={"strategy": pool.strategy})
@@ -96,16 +98,20 @@ DRAWS = TakePages(
 pool_detail_page = DRAWS.item_view("lottery/pool_detail.html", _page_context)
 # Each prize's stock and probability now, polled by the pool page and reloaded after a draw.
 pool_odds_partial = DRAWS.item_view(
-    "lottery/_odds.html", lambda request, pool_id: _odds_context(pool_get(pool_id=pool_id)), part="odds"
+    "lottery/_odds.html",
+    lambda request, pool_id: _odds_context(pool_shown(pool_id=pool_id, user=request.user)),
+    part="odds",
 )
 # The user's draws left, the Draw button and past draws, polled and reloaded after a draw.
 pool_standing_partial = DRAWS.item_view(
     "lottery/_standing.html",
-    lambda request, pool_id: _standing_context(request, pool_get(pool_id=pool_id)),
+    lambda request, pool_id: _standing_context(request, pool_shown(pool_id=pool_id, user=request.user)),
     part="standing",
 )
 
 pool_draw_view = DRAWS.take_view()
+# The Join button of a pool with a waiting room.
+pool_queue_join = DRAWS.queue_view()
 # A draw's fragment, and a won prize's Claim before its claim_by.
 draw_status_partial = DRAWS.status_view(read=draw_get, changes=[CLAIM])
 # The user's draws in every pool, a page at a time, with those still pending or failed under ``redis_lua``.

@@ -8,7 +8,17 @@ from django.utils.html import format_html
 
 from core.admin import SaleWindowColumns
 from core.forms import SaleWindowForm
-from inventory.admin import HeldColumn, ItemForm, RecordAdmin, RestockUrl, audit_line, restock_page
+from inventory.admin import (
+    ADMISSION_FIELDS,
+    HeldColumn,
+    ItemForm,
+    ListedItemsFilter,
+    RecordAdmin,
+    RestockUrl,
+    audit_line,
+    buckets_field,
+    restock_page,
+)
 from inventory.services import MAX_UNITS
 from inventory.totals import group_marks
 
@@ -24,11 +34,15 @@ class VoucherForm(ItemForm, SaleWindowForm):
 
     class Meta:
         model = Voucher
-        fields = ["title", "description", "begin_at", "end_at", "strategy", "hold_seconds"]
+        fields = [
+            *("title", "description", "begin_at", "end_at", "strategy", "hold_seconds"),
+            *(*ADMISSION_FIELDS, "abandon_limit", "abandon_cooldown_seconds"),
+        ]
 
 
 class VoucherAddForm(VoucherForm):
     initial_stock = forms.IntegerField(min_value=0, max_value=MAX_UNITS, help_text="Units on sale.")
+    buckets = buckets_field("the units are")
 
 
 @admin.register(Voucher)
@@ -47,13 +61,22 @@ class VoucherAdmin(HeldColumn, RestockUrl, SaleWindowColumns, admin.ModelAdmin):
         "end_at",
         "strategy",
         "hold_seconds",
+        *ADMISSION_FIELDS,
+        "abandon_limit",
+        "abandon_cooldown_seconds",
+        "buckets",
         "stock_left",
         "supplied",
+        "restock_page",
         "audit",
     ]
     # The fields of the add page: the stock to start with, not the stock's figures and audit.
-    add_fields = ["title", "description", "begin_at", "end_at", "strategy", "hold_seconds", "initial_stock"]
-    readonly_fields = ["stock_left", "supplied", "audit"]
+    add_fields = [
+        *("title", "description", "begin_at", "end_at", "strategy", "hold_seconds"),
+        *(*ADMISSION_FIELDS, "abandon_limit", "abandon_cooldown_seconds", "buckets", "initial_stock"),
+    ]
+    # Set when the voucher is made: its rows are made with it, one per bucket.
+    readonly_fields = ["buckets", "stock_left", "supplied", "restock_page", "audit"]
 
     def get_queryset(self, request):
         # Each voucher with its stock, its group's rows summed in the query of the list's page.
@@ -84,6 +107,13 @@ class VoucherAdmin(HeldColumn, RestockUrl, SaleWindowColumns, admin.ModelAdmin):
     @admin.display(description="")
     def restock_link(self, obj):
         return format_html('<a href="{}">Restock</a>', reverse("admin:orders_voucher_restock", args=[obj.pk]))
+
+    @admin.display(description="restock")
+    def restock_page(self, obj):
+        """The way to add units from the voucher's own page, beside its stock, as its row in
+        the list has."""
+        url = reverse("admin:orders_voucher_restock", args=[obj.pk])
+        return format_html('<a href="{}" class="button" data-testid="restock">Restock</a>', url)
 
     @admin.display(description="audit")
     def audit(self, obj):
@@ -124,6 +154,7 @@ class VoucherAdmin(HeldColumn, RestockUrl, SaleWindowColumns, admin.ModelAdmin):
             title=form.cleaned_data["title"],
             description=form.cleaned_data["description"],
             stock=form.cleaned_data["initial_stock"],
+            buckets=form.cleaned_data["buckets"] or 1,
             **form.item_fields(),
         )
         obj.pk, obj.group = created.pk, created.group
@@ -144,6 +175,7 @@ class VoucherAdmin(HeldColumn, RestockUrl, SaleWindowColumns, admin.ModelAdmin):
 @admin.register(Order)
 class OrderAdmin(RecordAdmin):
     list_display = ["id", "voucher", "user", "status", "created"]
-    list_filter = ["status", "voucher"]
+    item_field = "voucher"
+    list_filter = [ListedItemsFilter, "status", "voucher"]
     list_prefetch = ("voucher", "user")
-    readonly_fields = ["user", "voucher", "status", "created_at"]
+    readonly_fields = ["user", "voucher", "status", "created"]

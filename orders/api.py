@@ -8,11 +8,17 @@ from django.http import HttpResponse
 from ninja import Query, Router, Schema, Status
 from pydantic import Field
 
-from accounts.auth import require_permission
+from accounts.auth import optional_auth, require_permission
+from accounts.unlisted import item_shown
 from core.api import staff_read, staff_write
 from core.metrics import purchase_counted
-from core.schemas import InputSchema, UtcDatetime, answers, text, whole
+from core.schemas import UtcDatetime, answers, text, whole
+from inventory.admission.api import AdmissionIn, AdmissionOut, AdmissionPatchIn, QueueCall, queue_answers
 from inventory.api import (
+    ABANDON_COOLDOWN_SAID,
+    ABANDON_LIMIT_SAID,
+    AbandonCooldown,
+    AbandonLimit,
     ChangeCall,
     HoldCountsOut,
     HoldWindow,
@@ -26,18 +32,19 @@ from inventory.api import (
     take_answers,
 )
 from inventory.models import Strategy
+from inventory.records import DEFAULT_ABANDON_COOLDOWN_SECONDS, DEFAULT_ABANDON_LIMIT, MAX_BUCKETS
 from inventory.services import MAX_UNITS
 
 from . import links
 from .models import Voucher
 from .product import VOUCHER
-from .selectors import order_get, order_page, order_refund, voucher_audit, voucher_get, voucher_list
+from .selectors import order_get, order_page, order_refund, voucher_audit, voucher_get, voucher_list, voucher_shown
 from .services import order_cancel, voucher_create, voucher_update
 
 router = Router(tags=["vouchers"])
 
 
-class VoucherOut(Schema):
+class VoucherOut(AdmissionOut):
     id: int
     title: str
     description: str
@@ -48,6 +55,9 @@ class VoucherOut(Schema):
     strategy: str
     state: str
     payment_window_seconds: int = Field(description="how long an order is held for its payment; 0: paid when made")
+    buckets: int = Field(description="how many stock rows the units are spread over, each under its own guard (1-64)")
+    abandon_limit: int = Field(description=ABANDON_LIMIT_SAID)
+    abandon_cooldown_seconds: int = Field(description=ABANDON_COOLDOWN_SAID)
 
     # The voucher as read with its stock (``orders.selectors.voucher_get``, ``voucher_list``).
     @staticmethod
@@ -67,7 +77,7 @@ class VoucherOut(Schema):
         return obj.hold_seconds
 
 
-class VoucherCreateIn(InputSchema):
+class VoucherCreateIn(AdmissionIn):
     title: text(200)
     description: str = Field(default="", max_length=10_000)
     stock: whole(0, MAX_UNITS)
@@ -75,14 +85,20 @@ class VoucherCreateIn(InputSchema):
     end_at: UtcDatetime
     strategy: Strategy = Field(default_factory=lambda: Strategy(settings.DEFAULT_STRATEGY))
     payment_window_seconds: HoldWindow = 0
+    buckets: whole(1, MAX_BUCKETS) = 1
+    abandon_limit: AbandonLimit = DEFAULT_ABANDON_LIMIT
+    abandon_cooldown_seconds: AbandonCooldown = DEFAULT_ABANDON_COOLDOWN_SECONDS
 
 
-class VoucherPatchIn(InputSchema):
+class VoucherPatchIn(AdmissionPatchIn):
     restock: whole(1, MAX_UNITS) | None = None
+    buckets: whole(1, MAX_BUCKETS) | None = None
     strategy: Strategy | None = None
     begin_at: UtcDatetime | None = None
     end_at: UtcDatetime | None = None
     payment_window_seconds: HoldWindow | None = None
+    abandon_limit: AbandonLimit | None = None
+    abandon_cooldown_seconds: AbandonCooldown | None = None
 
 
 @router.get(
@@ -92,9 +108,15 @@ def vouchers_list(request):
     return list(voucher_list())
 
 
-@router.get("/vouchers/{int:voucher_id}", response=answers({200: VoucherOut}, login=False, item=True), auth=None)
+@router.get(
+    "/vouchers/{int:voucher_id}",
+    response=answers({200: VoucherOut}, login=False, item=True),
+    auth=optional_auth,
+    # Anyone may read a listed voucher; a login (staff, the load crowd) shows an unlisted one too.
+    openapi_extra={"security": [{}]},
+)
 def vouchers_get(request, voucher_id: int):
-    return voucher_get(voucher_id=voucher_id)
+    return voucher_shown(voucher_id=voucher_id, user=request.auth)
 
 
 @staff_write(router, "POST", "/admin/vouchers", {201: VoucherOut}, links=links.VOUCHER_CREATED)
@@ -133,7 +155,10 @@ class RefundOut(Schema):
 
 
 class OrderOut(Schema):
-    id: int = Field(description="the id the purchase answered: a redis_lua order keeps its reservation's id")
+    order_id: int = Field(description="the id the purchase answered: a redis_lua order keeps its reservation's id")
+    # Orders named their id `id` before they answered `order_id` as draws answer `draw_id`;
+    # kept, the same number, so that no client reading it breaks.
+    id: int = Field(deprecated=True, description="deprecated: the same as order_id, which clients should read")
     voucher_id: int
     voucher_title: str
     status: str = Field(
@@ -148,6 +173,10 @@ class OrderOut(Schema):
     @staticmethod
     def resolve_refund(obj) -> dict | None:
         return order_refund(order=obj)
+
+    @staticmethod
+    def resolve_order_id(obj) -> int:
+        return obj.public_id
 
     @staticmethod
     def resolve_id(obj) -> int:
@@ -187,12 +216,13 @@ class AuditOut(Schema):
 PURCHASE = TakeCall(action="purchase", product=VOUCHER, counted=purchase_counted)
 
 
-# 403 not_started or ended; 409 sold_out, already_purchased, busy or idempotency_in_progress;
-# 422 an Idempotency-Key malformed or reused.
+# 403 not_started or ended; 409 sold_out, already_purchased, abandon_limit, busy or
+# idempotency_in_progress; 422 an Idempotency-Key malformed or reused; 429 rate_limited or
+# cooling_down.
 @router.post(
     "/vouchers/{int:voucher_id}/purchase",
     response=take_answers(PurchaseOut),
-    openapi_extra=keyed_openapi(links.PURCHASED),
+    openapi_extra=keyed_openapi(links.PURCHASED, take=True),
 )
 def vouchers_purchase(request, voucher_id: int, response: HttpResponse):
     return PURCHASE.answer(
@@ -201,6 +231,24 @@ def vouchers_purchase(request, voucher_id: int, response: HttpResponse):
         voucher_id,
         lambda order: {"order_id": order.public_id, "status": order.status, "pay_by": order.hold_until},
     )
+
+
+QUEUE = QueueCall(product=VOUCHER, shown=item_shown)
+
+
+@router.post("/vouchers/{int:voucher_id}/queue", response=queue_answers(join=True), tags=["waiting room"])
+def vouchers_queue_join(request, response: HttpResponse, voucher_id: int):
+    """Join the voucher's waiting room, once (joining again answers where the caller stands), and
+    hear where the caller stands: on a voucher whose admission is `queue`, a purchase needs the
+    ticket the room gives once the caller is admitted."""
+    return QUEUE.join(request, response, voucher_id)
+
+
+@router.get("/vouchers/{int:voucher_id}/queue", response=queue_answers(join=False), tags=["waiting room"])
+def vouchers_queue_poll(request, response: HttpResponse, voucher_id: int):
+    """Where the caller stands in the voucher's waiting room, and the ticket once admitted; poll every
+    few seconds. 404 `not_queued` once the ticket was used or lapsed, or before joining."""
+    return QUEUE.poll(request, response, voucher_id)
 
 
 @router.get(

@@ -60,4 +60,6 @@ class Order(Record):
         ]
 
     def __str__(self) -> str:
-        return f"Order {self.public_id} of {self.voucher_id} by {self.user_id}"
+        # Names, not ids: the admin titles a record's page with it. Its pages fetch the voucher
+        # and the user with the orders they show (RecordAdmin.list_prefetch).
+        return f"Order {self.public_id} of {self.voucher.title} by {self.user.get_username()}"

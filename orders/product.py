@@ -1,6 +1,7 @@
 """The flash sale to the item core (``inventory.product``): a voucher is the rows of its stock
-group (one today) sold one unit per user, the first row with stock first; its record is an
-order, written through the one-per-user guard with the row it took."""
+group (one, or one per bucket: ``inventory.buckets``) sold one unit per user, the first row
+with stock first (of the buyer's bucket); its record is an order, written through the
+one-per-user guard with the row it took."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from django.shortcuts import get_object_or_404
 from django.utils import timezone
 
 from accounts.crowd import crowd_member
+from accounts.unlisted import unlisted_take_refuse
 from inventory.errors import SoldOut
 from inventory.product import Product
 from inventory.redis_lua.values import Failed, Pending, Reserved, Rules, reservation_moment
@@ -57,9 +59,10 @@ class VoucherProduct(Product):
         take instead of reading it again; with several rows the strategy reads them itself.
 
         An unlisted voucher (a load run's own) is sold only to the load crowd
-        (``accounts.crowd``): ``NotForSale`` for anyone else, who would skew its audit."""
+        (``accounts.crowd``): anyone else would skew its audit. Staff hear ``NotForSale``; others,
+        who may not see the voucher at all, what an id of nothing answers (``accounts.unlisted``)."""
         if not voucher.listed and not crowd_member(user_id=user_id):
-            raise NotForSale()
+            unlisted_take_refuse(user_id=user_id, refusal=NotForSale())
 
         def check() -> None:
             # A cancelled or expired order leaves its buyer free to buy again (``Product.taking``).
@@ -92,6 +95,7 @@ class VoucherProduct(Product):
             record=record,
             admit=admit,
             user_id=user_id,
+            buckets=voucher.buckets,
             **carried,
         )
 
@@ -101,7 +105,13 @@ class VoucherProduct(Product):
         return get_object_or_404(Voucher.objects.annotate(**VOUCHER_TAKE_STOCK), pk=item_id)
 
     def rules(self, item: Voucher) -> Rules:
-        return Rules(begin_at=item.begin_at, end_at=item.end_at, limit=1)
+        return Rules(
+            begin_at=item.begin_at,
+            end_at=item.end_at,
+            limit=1,
+            abandon_limit=item.abandon_limit,
+            abandon_cooldown=item.abandon_cooldown_seconds,
+        )
 
     def rows(self, item_id: int, fresh: list[Pending]) -> list[Order]:
         window = Voucher.objects.values_list("hold_seconds", flat=True).get(pk=item_id)

@@ -10,6 +10,7 @@ from django.db.models import Count, Q, QuerySet
 from django.shortcuts import get_object_or_404
 from django.utils import timezone
 
+from accounts.unlisted import item_shown
 from core.errors import Unavailable
 from inventory.audits import Audit, HoldCounts, record_totals
 from inventory.items import record_get, records_of_user, reservation_takes
@@ -45,6 +46,13 @@ def voucher_list() -> QuerySet[Voucher]:
 def voucher_get(*, voucher_id: int) -> Voucher:
     """The voucher with its stock (:func:`vouchers_stocked`); raises ``Http404`` when there is none."""
     return get_object_or_404(vouchers_stocked(), pk=voucher_id)
+
+
+def voucher_shown(*, voucher_id: int, user) -> Voucher:
+    """The voucher as :func:`voucher_get` reads it, for ``user`` to see: an unlisted one (a load
+    run's own) is as missing (``Http404``) to all but staff and the load crowd
+    (``accounts.unlisted``)."""
+    return item_shown(voucher_get(voucher_id=voucher_id), user=user)
 
 
 def order_list(*, user) -> QuerySet[Order]:
@@ -111,10 +119,16 @@ def voucher_held(*, voucher: Voucher, user) -> str | None:
     if voucher.strategy != Strategy.REDIS_LUA:
         return None
     try:
-        takes = reservation_takes(group_id=voucher.group_id, user_id=user.pk)
+        takes = reservation_takes(group_id=voucher.group_id, user_id=user.pk, buckets=voucher.buckets)
     except Unavailable:
         return None
     return Order.Status.PENDING if takes > 0 else None
+
+
+def voucher_held_order(*, voucher: Voucher, user) -> Order | None:
+    """The user's order of the voucher held for its payment, if any: the voucher's page shows
+    it with Pay and Cancel, as the purchase answered it (one row, on ``order_voucher_user_status``)."""
+    return Order.objects.filter(voucher=voucher, user=user, status=Order.Status.HELD).first()
 
 
 @dataclass(frozen=True)

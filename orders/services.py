@@ -10,9 +10,10 @@ from django.db import transaction
 
 from core.names import name_clean
 from core.ratelimit import RateCount
+from inventory.buckets import buckets_valid
 from inventory.holds import hold_release
 from inventory.item_fields import item_changes_clean, item_changes_save, item_create, item_fields_clean
-from inventory.services import stock_create, stock_group_create, stock_group_restock
+from inventory.services import stock_group_create_spread, stock_group_rebucket, stock_group_restock
 from inventory.take import item_take
 
 from .models import Order, Voucher
@@ -24,27 +25,42 @@ if TYPE_CHECKING:
 
 @transaction.atomic
 def voucher_create(*, title: str, stock: int, **fields: Unpack[ItemFields]) -> Voucher:
-    """A voucher with ``stock`` units in a stock group of its own (one row), and the fields
+    """A voucher with ``stock`` units in a stock group of its own: one row, or one per bucket
+    with the units spread over them (``buckets``, ``inventory.buckets``); and the fields
     every item has (``inventory.item_fields``); ``listed=False`` keeps it out of the shop's
     lists (a load test's own). Read it with ``orders.selectors.voucher_get`` to see its stock."""
     title = name_clean(title, field="title")
     checked = item_fields_clean(**fields)
-    group = stock_group_create()
-    stock_create(group=group, quantity=stock)
+    group = stock_group_create_spread(units=stock, buckets=checked["buckets"])
     return item_create(VOUCHER, title=title, group=group, **checked)
 
 
-def voucher_update(*, voucher: Voucher, restock: int | None = None, **changes: Unpack[ItemChanges]) -> Voucher:
-    """Add stock to a voucher's group and/or change the fields every item has (its window,
-    strategy or description: ``inventory.item_fields``); all or nothing, with its ``redis_lua``
-    state in step. The voucher is given back changed; read it again (``voucher_get``) to
-    see its stock."""
-
-    def restocked() -> dict[int, int]:
-        return {stock_group_restock(group_id=voucher.group_id, quantity=restock): restock}
-
+def voucher_update(
+    *,
+    voucher: Voucher,
+    restock: int | None = None,
+    buckets: int | None = None,
+    **changes: Unpack[ItemChanges],
+) -> Voucher:
+    """Add stock to a voucher's group, split its stock into another number of ``buckets``
+    (the units left spread again: ``inventory.services.stock_group_rebucket``), and/or change
+    the fields every item has (its window, strategy or description: ``inventory.item_fields``);
+    all or nothing, with its ``redis_lua`` state in step. The voucher is given back changed;
+    read it again (``voucher_get``) to see its stock."""
     checked = item_changes_clean(voucher, **changes)
-    item_changes_save(VOUCHER, voucher, checked, then=None if restock is None else restocked)
+    rebucket = buckets is not None and buckets_valid(buckets) != voucher.buckets
+    if rebucket:
+        checked["buckets"] = buckets
+
+    def stock_changed() -> dict[int, int]:
+        moved = stock_group_rebucket(group_id=voucher.group_id, buckets=buckets) if rebucket else {}
+        if restock is None:
+            return moved
+        added = stock_group_restock(group_id=voucher.group_id, quantity=restock, buckets=voucher.buckets)
+        return {row: moved.get(row, 0) + added.get(row, 0) for row in moved.keys() | added.keys()}
+
+    then = stock_changed if rebucket or restock is not None else None
+    item_changes_save(VOUCHER, voucher, checked, then=then, rows_moved=rebucket)
     return voucher
 
 
@@ -67,7 +83,7 @@ def order_purchase(
     ``RateLimited`` (429) when over one.
 
     An unlisted voucher (a load run's own) is sold only to the load crowd: ``NotForSale``
-    for anyone else.
+    for staff, ``Http404`` (as for an id of nothing) for anyone else.
     """
     return item_take(VOUCHER, voucher, user_id=user.pk, rate=rate, now=now)
 

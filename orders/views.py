@@ -18,8 +18,10 @@ from .selectors import (
     voucher_buy_refusal,
     voucher_get,
     voucher_held,
+    voucher_held_order,
     voucher_list_marked,
     voucher_marks,
+    voucher_shown,
 )
 from .services import voucher_update
 
@@ -36,7 +38,7 @@ voucher_stock_partial = live_view("pages/_voucher_rows.html", _list_context)
 def _live_context(request, voucher_id: int) -> dict:
     """The stock left, the running totals' marks and the Buy button's state, polled by the
     voucher page."""
-    voucher = voucher_get(voucher_id=voucher_id)
+    voucher = voucher_shown(voucher_id=voucher_id, user=request.user)
     # A reservation still being written counts as bought: a second purchase would be refused.
     held = voucher_held(voucher=voucher, user=request.user) if request.user.is_authenticated else None
     return {
@@ -44,12 +46,19 @@ def _live_context(request, voucher_id: int) -> dict:
         "held": held,
         "marks": voucher_marks(voucher=voucher),
         "refusal": voucher_buy_refusal(voucher=voucher, bought=held is not None),
+        "queue": PURCHASES.queue_standing(request, voucher),
     }
 
 
 def _page_context(request, voucher_id: int) -> dict:
-    """The live part, and the strategy switch for staff who may change the voucher."""
+    """The live part, the buyer's order still held with its Pay and Cancel (as the purchase
+    answered it: a reload keeps them), and the strategy switch for staff who may change the
+    voucher."""
     context = _live_context(request, voucher_id)
+    if context["held"] == Order.Status.HELD:
+        order = voucher_held_order(voucher=context["voucher"], user=request.user)
+        if order is not None:
+            context["held_order"] = PURCHASES.outcome(order, context["voucher"])
     if staff_holds(request.user, "orders.change_voucher"):
         context["strategy_form"] = StrategyForm(initial={"strategy": context["voucher"].strategy})
     return context
@@ -84,6 +93,8 @@ voucher_detail_page = PURCHASES.item_view("pages/voucher_detail.html", _page_con
 voucher_live_partial = PURCHASES.item_view("pages/_voucher_live.html", _live_context, part="live")
 
 voucher_buy = PURCHASES.take_view()
+# The Join button of a voucher with a waiting room.
+voucher_queue_join = PURCHASES.queue_view()
 # An order's fragment, and a held one's Cancel; its Pay is the payments' (payments.views).
 order_status_partial = PURCHASES.status_view(read=order_get, changes=[CANCEL])
 # The user's orders, a page at a time, with those still pending or failed under ``redis_lua``.

@@ -55,7 +55,9 @@ PAY = ChangeCall(action="pay", product=VOUCHER, record="order", read=order_get, 
 # idempotency_in_progress; 422 an Idempotency-Key malformed or reused.
 @router.post(
     "/orders/{int:order_id}/pay",
-    response=answers({200: PayOut, 202: PayOut}, unsafe=True, item=True, body="none", refusals=(409, 422)),
+    response=answers(
+        {200: PayOut, 202: PayOut}, unsafe=True, item=True, body="none", refusals=(409, 422), limited=True
+    ),
     openapi_extra={**PAID, "parameters": [PARAMETER]},
 )
 def orders_pay(request, order_id: int, response: HttpResponse):
@@ -66,18 +68,27 @@ def orders_pay(request, order_id: int, response: HttpResponse):
     return PAY.answer(request, response, order_id)
 
 
-# 403 bad_signature; 404 a reference nobody charged; 409 busy (the provider sends it again).
+def _provider_signed(request) -> bool:
+    """The callback's proof, checked over the raw body before the body is parsed: whatever
+    was not signed by the provider, lately and once, is 403 before its fields are read."""
+    callback_verify(request.body, request.META.get(META))
+    return True
+
+
+# 403 bad_signature, signature_expired or signature_replayed; 404 a reference nobody charged;
+# 409 busy (the provider sends it again).
 @router.post(
     "/payments/callback",
-    auth=None,
+    auth=_provider_signed,
     response=answers({200: CallbackOut}, login=False, body="json", refusals=(403, 404, 409)),
     openapi_extra={"parameters": [SIGNATURE]},
     tags=["payments"],
 )
 def payments_callback(request, payload: CallbackIn):
     """The payment provider's confirmation of a charge, signed (`X-Provider-Signature`, an
-    HMAC of the body): no login, the signature is the caller's proof. Sent late, twice or
-    again, it resolves the payment once."""
-    callback_verify(request.body, request.META.get(META))
+    HMAC of the time it was sent, a nonce and the body): no login, the signature is the
+    caller's proof, checked before the body is read. A signature older than
+    `PAYMENT_CALLBACK_TOLERANCE_SECONDS`, or accepted before, is refused. Sent late, twice or
+    again (each post signed afresh), it resolves the payment once."""
     payment = payment_confirm(reference=payload.reference)
     return {"reference": payment.reference, "status": payment.status}

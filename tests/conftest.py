@@ -84,9 +84,12 @@ def make_voucher() -> Callable[..., Voucher]:
         starts_in: timedelta = -timedelta(minutes=1),
         lasts: timedelta = timedelta(hours=1),
         title: str = "Test voucher",
+        **fields,
     ) -> Voucher:
         begin_at = timezone.now() + starts_in
-        return voucher_create(title=title, stock=stock, begin_at=begin_at, end_at=begin_at + lasts, strategy=strategy)
+        return voucher_create(
+            title=title, stock=stock, begin_at=begin_at, end_at=begin_at + lasts, strategy=strategy, **fields
+        )
 
     return make
 
@@ -202,6 +205,8 @@ def make_pool():
         starts_in: timedelta = -timedelta(minutes=1),
         lasts: timedelta = timedelta(hours=1),
         name: str = "Test pool",
+        buckets: int = 1,
+        **fields,
     ):
         begin_at = timezone.now() + starts_in
         pool = pool_create(
@@ -211,6 +216,8 @@ def make_pool():
             draws_per_user=draws_per_user,
             no_prize_weight=no_prize_weight,
             strategy=strategy,
+            buckets=buckets,
+            **fields,
         )
         for prize_name, stock in prizes:
             prize_create(pool=pool, name=prize_name, stock=stock)
@@ -234,3 +241,42 @@ def reservations_redis():
         client.delete(key)
     yield client
     client.close()
+
+
+@pytest.fixture
+def idempotency_keys():
+    """The idempotency keys' Redis, with no key (nor rate-limit counter) left by an earlier
+    test: the test database hands out the same user ids again."""
+    from core.idempotency import idempotency_client
+    from core.namespace import instance_key
+
+    client = idempotency_client()
+
+    def clear():
+        for pattern in ("idem:*", "rate:*"):
+            for key in client.scan_iter(match=instance_key(pattern), count=1000):
+                client.delete(key)
+
+    clear()
+    yield client
+    clear()
+
+
+@pytest.fixture
+def rooms():
+    """The waiting rooms' Redis, with no room left by an earlier test (the test database hands
+    out the same item ids again), and no units read by this process of an earlier test's items."""
+    from core.namespace import instance_key
+    from inventory.admission.room import item_for_queue_forget, room_client, units_forget_all
+
+    client = room_client()
+
+    def clear():
+        units_forget_all()
+        item_for_queue_forget()
+        for key in client.scan_iter(match=instance_key("room:*"), count=1000):
+            client.delete(key)
+
+    clear()
+    yield client
+    clear()

@@ -13,8 +13,10 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+import redis
 from django.db import connection
 
+from core.namespace import instance_key
 from locking.testing import free_port
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -27,6 +29,19 @@ def database_url() -> str:
         return f"sqlite:///{config['NAME']}"
     host, port = config["HOST"] or "127.0.0.1", config["PORT"] or 3306
     return f"mysql://{config['USER']}:{config['PASSWORD']}@{host}:{port}/{config['NAME']}"
+
+
+def broker_emptied(url: str) -> None:
+    """Delete this instance's keys (``core.namespace``) from a broker's Redis database that test
+    runs of other checkouts may share at the same time, each under its own namespace: a flush
+    of the whole database would take their queued tasks and their workers' acknowledgements."""
+    client = redis.Redis.from_url(url)
+    try:
+        keys = list(client.scan_iter(match=instance_key("*"), count=1000))
+        if keys:
+            client.delete(*keys)
+    finally:
+        client.close()
 
 
 @contextmanager

@@ -34,11 +34,12 @@ def users(count: int) -> list:
     return model.objects.bulk_create([model(username=f"many-{batch}-{n}", password="!") for n in range(count)])
 
 
-def orders(voucher, count: int) -> list[Order]:
+def orders(voucher, count: int, *, row: int | None = None) -> list[Order]:
     """``count`` orders of ``voucher`` by as many users, the statuses in turn (held ones due
-    tomorrow, released ones freed from the one-per-user key, as a release leaves them)."""
+    tomorrow, released ones freed from the one-per-user key, as a release leaves them), taken
+    from stock ``row`` (the voucher's one row unless given: a bucketed voucher has several)."""
     tomorrow = timezone.now() + timedelta(days=1)
-    row = stock_row(voucher)
+    row = row or stock_row(voucher)
     rows = []
     for user, status in zip(users(count), itertools.cycle(ORDER_STATUSES), strict=False):
         released = status in RELEASED

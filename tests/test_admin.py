@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
+from django.urls import reverse
 from django.utils import timezone
 
 from inventory.models import Stock
@@ -125,3 +126,11 @@ def test_what_the_services_refuse_is_a_form_error_not_a_500(admin_client_, make_
     assert response.status_code == 200
     assert list(response.context["adminform"].form.errors) == [field]
     assert list(Voucher.objects.values_list("title", flat=True)) == ["Kept"]
+
+
+def test_the_vouchers_change_page_leads_to_its_restock(admin_client_, make_voucher):
+    voucher = make_voucher(stock=5)
+    page = admin_client_.get(reverse("admin:orders_voucher_change", args=[voucher.pk])).content.decode()
+    restock = reverse("admin:orders_voucher_restock", args=[voucher.pk])
+    assert f'<a href="{restock}" class="button" data-testid="restock">Restock</a>' in page
+    assert admin_client_.get(restock).status_code == 200

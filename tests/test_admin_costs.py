@@ -213,6 +213,32 @@ def test_the_item_lists_show_the_held_records_and_the_orders(admin_client_, make
     assert '<td class="field-held">4</td>' in page
 
 
+def test_the_record_lists_show_the_shops_records_unless_asked_for_the_labs(admin_client_, make_voucher, make_pool):
+    """A lab run's or a load test's thousands of records would bury the shop's: the lists show
+    the listed items' by default, and theirs too, or alone, when asked."""
+    shop, lab = make_voucher(stock=0, title="Shop"), make_voucher(stock=0, title="Lab", listed=False)
+    shop_pool, lab_pool = make_pool(name="Shop pool"), make_pool(name="Lab pool", listed=False)
+    add_users("buyer")
+    add_orders(shop, 3, "buyer")
+    add_orders(lab, 5, "buyer")
+    add_draws(shop_pool, 4, "buyer")
+    add_draws(lab_pool, 6, "buyer")
+
+    def shown(url: str) -> list[str]:
+        page = admin_client_.get(url)
+        return sorted({str(getattr(one, "voucher", None) or one.pool) for one in page.context["cl"].result_list})
+
+    orders, draws = "/admin/orders/order/", "/admin/lottery/draw/"
+    assert shown(orders) == [str(shop)] and shown(draws) == [str(shop_pool)]
+    assert shown(f"{orders}?items=all") == sorted([str(shop), str(lab)])
+    assert shown(f"{orders}?items=unlisted") == [str(lab)]
+    assert shown(f"{draws}?items=unlisted&status__exact=confirmed") == [str(lab_pool)]
+    assert len(admin_client_.get(f"{draws}?items=all").context["cl"].result_list) == 10
+    # An item picked in its filter shows its records, listed or not.
+    assert shown(f"{orders}?voucher__id__exact={lab.pk}") == [str(lab)]
+    assert "The shop&#x27;s (listed)" in admin_client_.get(orders).content.decode()
+
+
 BIG = 20_000
 
 
@@ -227,20 +253,25 @@ def test_the_order_and_draw_lists_read_their_page_not_every_record(admin_client_
     for voucher in vouchers:
         add_orders(voucher, BIG, "buyer")
     add_draws(pool, 2 * BIG, "buyer")
+    # And a lab run's item beside them, which the lists leave out unless asked.
+    add_orders(make_voucher(stock=0, title="Lab", listed=False), 500, "buyer")
+    add_draws(make_pool(name="Lab", listed=False), 500, "buyer")
     analyze("auth_user", "orders_order", "lottery_draw", "payments_payment")
     lists = {
         "orders_order": [
             "/admin/orders/order/",
-            "/admin/orders/order/?p=30",
+            "/admin/orders/order/?items=all&p=30",
             "/admin/orders/order/?status__exact=held",
             f"/admin/orders/order/?voucher__id__exact={vouchers[0].pk}&p=5",
             "/admin/orders/order/?q=buyer-12",
+            "/admin/orders/order/?items=unlisted",
         ],
         "lottery_draw": [
             "/admin/lottery/draw/",
-            "/admin/lottery/draw/?p=30",
+            "/admin/lottery/draw/?items=all&p=30",
             f"/admin/lottery/draw/?pool__id__exact={pool.pk}&status__exact=claimed",
             "/admin/lottery/draw/?q=buyer-12",
+            "/admin/lottery/draw/?items=unlisted&p=2",
         ],
     }
     for table, urls in lists.items():

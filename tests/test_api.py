@@ -181,7 +181,8 @@ def test_a_user_sees_only_their_own_orders(api_client, make_voucher):
     my_order = mine.post(f"/api/vouchers/{voucher.pk}/purchase").json()["order_id"]
     their_order = theirs.post(f"/api/vouchers/{voucher.pk}/purchase").json()["order_id"]
     listed = mine.get("/api/orders").json()
-    assert [o["id"] for o in listed] == [my_order]
+    assert [o["order_id"] for o in listed] == [my_order]
+    assert listed[0]["id"] == my_order  # the deprecated name, kept for the clients that read it
     assert listed[0]["voucher_title"] == voucher.title
     assert mine.get(f"/api/orders/{my_order}").json()["status"] == "confirmed"
     assert_error(mine.get(f"/api/orders/{their_order}"), 404, "not_found")

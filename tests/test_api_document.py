@@ -5,7 +5,7 @@ The rules follow what the code does (core.schemas.answers names it per operation
 needs a login can answer 401; one whose method is unsafe takes a session, whose CSRF check
 reads the body (400 for too many fields, 413) and may refuse (403); a staff call 403; an id in
 the path 404; a JSON body 400, 413, 415 and 422; query parameters 422; the purchase, the draw,
-the cancel, the claim and the login 429; and everything that reads the database or Redis 503.
+the pay, the cancel, the claim and the login 429; and everything that reads the database or Redis 503.
 429 and 503 say when to come back (Retry-After). A new operation that forgets one fails here,
 before any client meets it.
 """
@@ -24,12 +24,14 @@ NO_STORE = {("get", "/api/ping")}
 RATE_LIMITED = {
     ("post", "/api/vouchers/{voucher_id}/purchase"),
     ("post", "/api/pools/{pool_id}/draw"),
+    ("post", "/api/orders/{order_id}/pay"),
     ("post", "/api/orders/{order_id}/cancel"),
     ("post", "/api/draws/{draw_id}/claim"),
     ("post", "/api/auth/login"),
 }
-# Anyone may call it; a login tells more (a pool's draws left).
-OPTIONAL_LOGIN = {("get", "/api/pools/{pool_id}")}
+# Anyone may call them; a login tells more (a pool's draws left; to staff and the load
+# crowd, a load run's unlisted item, which is 404 to everyone else).
+OPTIONAL_LOGIN = {("get", "/api/pools/{pool_id}"), ("get", "/api/vouchers/{voucher_id}")}
 
 
 @pytest.fixture(scope="module")
@@ -83,7 +85,7 @@ def test_the_rules_above_cover_every_operation_and_name_no_stale_one(document):
     known = {(method, path) for method, path, _ in operations(document)}
     assert len(known) >= 23
     assert RATE_LIMITED | NO_STORE | OPTIONAL_LOGIN <= known
-    # Only the rate limited operations say 429, and only the optional one takes no login.
+    # Only the rate limited operations say 429, and only the optional ones take no login.
     assert {(m, p) for m, p, op in operations(document) if 429 in declared(op)} == RATE_LIMITED
     optional = {(m, p) for m, p, op in operations(document) if {} in (op.get("security") or [])}
     assert optional == OPTIONAL_LOGIN
@@ -95,7 +97,6 @@ def test_only_the_public_reads_and_the_login_take_no_login(document):
         ("get", "/api/ping"),
         ("post", "/api/auth/login"),
         ("get", "/api/vouchers"),
-        ("get", "/api/vouchers/{voucher_id}"),
         ("get", "/api/pools"),
         # The payment provider's: its signature over the body is its proof (payments.signature).
         ("post", "/api/payments/callback"),
@@ -186,3 +187,21 @@ def _resolve(document, schema: dict) -> dict:
     while "$ref" in schema:
         schema = document["components"]["schemas"][schema["$ref"].rsplit("/", 1)[1]]
     return schema
+
+
+def test_an_order_and_a_draw_name_their_id_alike_and_the_old_name_is_deprecated(document):
+    """Orders answered `id` where draws answer `draw_id`: both now name the record, and the
+    orders' `id` stays, the same number, marked deprecated in the document."""
+    schemas = document["components"]["schemas"]
+
+    def item(path: str) -> dict:
+        ref = document["paths"][path]["get"]["responses"]["200"]["content"]["application/json"]["schema"]
+        ref = ref.get("items", ref)["$ref"]
+        return schemas[ref.rsplit("/", 1)[1]]
+
+    orders, draws = item("/api/orders"), item("/api/draws")
+    assert item("/api/orders/{order_id}") == orders and item("/api/draws/{draw_id}") == draws
+    assert {"order_id", "id"} <= set(orders["required"]) and "draw_id" in draws["required"]
+    assert orders["properties"]["id"].get("deprecated") is True
+    assert not orders["properties"]["order_id"].get("deprecated")
+    assert "id" not in draws["properties"]

@@ -15,6 +15,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
+from inventory.models import Stock
 from inventory.redis_lua.client import reservations_client
 from inventory.tasks import holds_sweep, reservations_reconcile, reservations_sweep
 from lottery.services import pool_update
@@ -49,12 +50,14 @@ def full_scans(sql: str) -> list[str]:
 
 
 class Site:
-    """A redis_lua voucher and pool live, an ended voucher and pool (history), and the
-    provider's charges: acknowledged, and sent a moment ago (none due)."""
+    """A redis_lua voucher and pool live, a redis_lua voucher of 4 buckets (a state each)
+    live, an ended voucher and pool (history), and the provider's charges: acknowledged, and
+    sent a moment ago (none due)."""
 
     def __init__(self, make_voucher, make_pool, settings) -> None:
         settings.PAYMENT_CALLBACK_URL = "http://127.0.0.1:9/api/payments/callback"
         self.voucher = make_voucher(stock=5000)
+        self.bucketed = make_voucher(stock=5000, buckets=4)
         self.pool = make_pool(prizes=(("Gold", 5),), draws_per_user=2, no_prize_weight=1)
         self.old_voucher = make_voucher(stock=1, starts_in=-timedelta(days=2), lasts=timedelta(days=1))
         self.old_pool = make_pool(prizes=(("Gold", 1),), starts_in=-timedelta(days=2), lasts=timedelta(days=1))
@@ -66,14 +69,17 @@ class Site:
         more = size - self.size
         self.voucher = voucher_update(voucher=self.voucher, strategy="db_atomic")
         self.pool = pool_update(pool=self.pool, strategy="db_atomic")
+        self.bucketed = voucher_update(voucher=self.bucketed, strategy="db_atomic")
         for item in (self.voucher, self.old_voucher):
             records.orders(item, more)
+        records.orders(self.bucketed, more, row=Stock.objects.filter(group_id=self.bucketed.group_id).first().pk)
         for item in (self.pool, self.old_pool):
             records.draws(item, more)
         records.charges(more, sent_at=timezone.now() - timedelta(days=1), acknowledged=True)
         records.charges(more, sent_at=timezone.now())
         self.voucher = voucher_update(voucher=self.voucher, strategy="redis_lua")
         self.pool = pool_update(pool=self.pool, strategy="redis_lua")
+        self.bucketed = voucher_update(voucher=self.bucketed, strategy="redis_lua")
         self.size = size
         for kind in ("voucher", "pool"):
             reservations_reconcile(kind)  # each user compared once: the totals stand in after

@@ -26,13 +26,14 @@ pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("payment_provider")
 
 # The queries of each change given the record as read, by what makes them:
 #   cancel: the group's takes past the rule (whether the release keeps their totals), and
-#       the guarded release: savepoint, the stock row locked, the order, the stock, release.
+#       the guarded release: savepoint, the stock row locked, the order, the user's count of
+#       abandoned holds (one upsert), the stock, release.
 #   pay: the payment and the provider's charge, with the order read again past the
 #       one-open-payment guard (savepoint, insert, status, insert, release); its confirmation
 #       at once: savepoint, the payment locked, the guarded settle (savepoint, update,
 #       release), the payment, release.
 #   claim: the guarded settle: savepoint, update, release.
-SERVICE = {"cancel": 6, "pay": 12, "claim": 3}
+SERVICE = {"cancel": 7, "pay": 12, "claim": 3}
 # The API's request adds the record's one read (the bearer token reads nothing).
 API = {action: count + 1 for action, count in SERVICE.items()}
 # A page's adds the session and its user, and the fragment's reads of what it shows: a

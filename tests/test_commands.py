@@ -27,6 +27,8 @@ def test_seed_demo_makes_a_live_a_held_an_upcoming_and_a_sold_out_voucher_once(c
     assert states == [("live", False), ("live", True), ("live", True), ("upcoming", True)]
     assert demo_voucher("Coffee for 1 cent").hold_seconds == 0
     assert demo_voucher("Bakery box, pay within ten minutes").hold_seconds == 600
+    drop = demo_voucher("Midnight sneaker drop")
+    assert (drop.admission, drop.admission_rate, drop.admission_ticket_seconds) == ("queue", 2.0, 120)
     [pool] = Pool.objects.all()
     assert pool.window_state() == "live"
     assert sorted(p.stock.quantity for p in pool.prizes.select_related("stock")) == [1, 5, 20, 60]

@@ -78,7 +78,8 @@ def compose_config(*profiles: str, **env: str) -> subprocess.CompletedProcess:
     base = {
         k: v
         for k, v in os.environ.items()
-        if k not in COMPOSE_SECRETS and not k.startswith(("DJANGO_", "BIND_", "LOCUST_", "RESERVATIONS_"))
+        if k not in COMPOSE_SECRETS
+        and not k.startswith(("DJANGO_", "BIND_", "LOCUST_", "RESERVATIONS_", "REDIS_MAXMEMORY"))
     }
     chosen = [part for profile in profiles or ("loadtest", "cluster") for part in ("--profile", profile)]
     return subprocess.run(
@@ -229,6 +230,20 @@ def test_compose_redis_keeps_reservations_it_has_not_persisted(compose):
     assert command[command.index("--maxmemory-policy") + 1] == "noeviction"
     assert command[command.index("--appendonly") + 1] == "yes"
     assert any(target == "/data" for _, target in mounts(compose["services"]["redis"]))
+
+
+def test_compose_redis_refuses_writes_at_a_bound_rather_than_grow_until_the_host_kills_it():
+    """A maxmemory with noeviction: full, writes are refused (503) and nothing is evicted;
+    without one, Redis grows until the kernel kills it. REDIS_MAXMEMORY sets the bound."""
+    nodes = ["redis", *(f"redis-node-{n}" for n in range(1, 7))]
+    for env, bound in (({}, "1gb"), ({"REDIS_MAXMEMORY": "256mb"}, "256mb")):
+        result = compose_config(**COMPOSE_SECRETS, **env)
+        assert result.returncode == 0, result.stderr
+        services = yaml.safe_load(result.stdout)["services"]
+        for name in nodes:
+            command = services[name]["command"]
+            assert command[command.index("--maxmemory") + 1] == bound, name
+            assert command[command.index("--maxmemory-policy") + 1] == "noeviction", name
 
 
 def test_compose_runs_locust_master_and_workers_on_the_repository_locustfiles(compose):

@@ -102,3 +102,11 @@ def test_every_file_and_test_a_page_names_exists():
             if not source.exists() or not re.search(rf"def {test}\b", source.read_text()):
                 missing.append(f"{page.relative_to(ROOT)}: {path}::{test}")
     assert not missing, "\n".join(missing)
+
+
+def test_the_api_pages_holds_name_the_call_that_pays_a_held_order():
+    """Paying was once no call of the API, and the holds' section said so after it was one."""
+    page = (ROOT / "docs" / "api.md").read_text()
+    holds = page.split("## Holds: pay by and claim by", 1)[1].split("\n## ", 1)[0]
+    assert "`POST /api/orders/{id}/pay`" in holds
+    assert "not a call of this API" not in page

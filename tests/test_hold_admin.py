@@ -55,6 +55,9 @@ def test_a_payment_window_the_services_refuse_is_a_form_error(admin_client_, mak
         response = admin_client_.post(url, voucher_form(hold_seconds=seconds))
         assert response.status_code == 200
         assert list(response.context["adminform"].form.errors) == ["hold_seconds"]
+        if seconds != "an hour":  # not a number: the form field's own "Enter a whole number."
+            error = response.context["adminform"].form.errors["hold_seconds"][0]
+            assert error == "Payment window (seconds) must be a whole number from 0 to 86,400.", error
     assert list(Voucher.objects.values_list("title", "hold_seconds")) == [("Kept", 0)]
 
 
@@ -71,7 +74,9 @@ def test_the_pool_forms_take_the_claim_window(admin_client_):
         "/admin/lottery/pool/add/", pool_form(begin, begin + timedelta(days=1), name="Too long", hold_seconds="86401")
     )
     assert refused.status_code == 200
-    assert "Hold window (seconds) must be a whole number from 0 to 86,400." in refused.content.decode()
+    # In the words of the field's label: the pool's hold window is its claim window.
+    assert "Claim window (seconds) must be a whole number from 0 to 86,400." in refused.content.decode()
+    assert "Hold window" not in refused.content.decode()
     assert not Pool.objects.filter(name="Too long").exists()
 
 

@@ -24,7 +24,7 @@ from inventory.totals import group_rows
 from lottery.errors import DrawLimit
 from lottery.models import Draw, Pool
 from lottery.product import POOL
-from lottery.selectors import draw_get, pool_audit, pool_get
+from lottery.selectors import draw_get, pool_audit, pool_audits, pool_get
 from lottery.services import draw_claim, pool_draw
 from orders.errors import AlreadyPurchased
 from orders.models import Order, Voucher
@@ -70,7 +70,8 @@ def stock_of(voucher: Voucher) -> int:
 
 @pytest.mark.parametrize("strategy", EVERY, indirect=True)
 def test_a_held_order_cancelled_returns_its_unit_once_and_its_buyer_may_buy_again(make_voucher, make_user, strategy):
-    voucher = windowed(make_voucher(stock=1, strategy=strategy))
+    # No cooldown after a cancel (docs/design.md, "Abandoned holds"): the buyer buys again at once.
+    voucher = windowed(make_voucher(stock=1, strategy=strategy, abandon_cooldown_seconds=0))
     first = make_user()
     order = buy(voucher, first)
     assert order.status == Order.Status.HELD
@@ -282,6 +283,17 @@ def test_a_draw_of_no_prize_is_settled_at_once(make_pool, make_user):
     nothing = pool_draw(user=make_user(), pool=pool_get(pool_id=pool.pk), rng=NoPrize())
     assert nothing.status == Draw.Status.CONFIRMED and nothing.hold_until is None
 
+    # Settled, but no prize: the audit's claimed count is of prizes, as its awarded is.
+    class Gold(Random):
+        def randrange(self, stop):  # the first ticket: Gold's
+            return 0
+
+    won = pool_draw(user=make_user(), pool=pool_get(pool_id=pool.pk), rng=Gold())
+    draw_claim(draw=draw_get(user=won.user, draw_id=won.public_id))
+    audit = pool_audit(pool_id=pool.pk)
+    assert (audit.awarded, audit.holds.settled, audit.no_prize_draws, audit.ok) == (1, 1, 1, True), audit
+    assert pool_audits(pool_ids=[pool.pk])[0].holds.settled == 1
+
 
 @pytest.mark.parametrize("strategy", GUARDED, indirect=True)
 def test_due_prizes_are_forfeited_once_by_the_sweep(make_pool, make_user, strategy):
@@ -388,7 +400,8 @@ def test_redis_restarted_empty_with_units_held_is_rebuilt_without_them_and_their
 
 
 def test_a_return_that_missed_redis_is_made_good_by_reconciliation(make_voucher, make_user, settings):
-    voucher = windowed(make_voucher(stock=2, strategy="redis_lua"))
+    # No cooldown after the cancel (docs/design.md, "Abandoned holds"): the holder buys again.
+    voucher = windowed(make_voucher(stock=2, strategy="redis_lua", abandon_cooldown_seconds=0))
     holder = make_user()
     order = buy(voucher, holder)
     reachable = settings.RESERVATIONS_REDIS_URL

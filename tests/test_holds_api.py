@@ -50,8 +50,8 @@ def staff(api_client):
     return api_client(staff=True)
 
 
-def windowed_voucher(staff, make_voucher, *, stock: int = 2, strategy: str = "db_atomic") -> Voucher:
-    voucher = make_voucher(stock=stock, strategy=strategy)
+def windowed_voucher(staff, make_voucher, *, stock: int = 2, strategy: str = "db_atomic", **voucher) -> Voucher:
+    voucher = make_voucher(stock=stock, strategy=strategy, **voucher)
     answer = patch_json(staff, f"/api/admin/vouchers/{voucher.pk}", {"payment_window_seconds": WINDOW})
     assert answer.status_code == 200, answer.content
     return voucher
@@ -170,7 +170,8 @@ def test_without_a_window_a_purchase_is_confirmed_and_pay_by_is_null(api_client,
 
 
 def test_the_buyer_cancels_a_held_order_once_and_may_buy_again(api_client, staff, make_voucher, document):
-    voucher = windowed_voucher(staff, make_voucher, stock=1)
+    # No cooldown after a cancel (docs/design.md, "Abandoned holds"): the buyer buys again at once.
+    voucher = windowed_voucher(staff, make_voucher, stock=1, abandon_cooldown_seconds=0)
     buyer = api_client()
     order_id = buyer.post(f"/api/vouchers/{voucher.pk}/purchase").json()["order_id"]
     assert stock_of(voucher) == 0
@@ -267,7 +268,7 @@ def send(client: Client, url: str, key: str = KEY):
 
 
 def test_a_cancel_sent_again_with_its_key_answers_the_same_and_cancels_once(api_client, staff, make_voucher):
-    voucher = windowed_voucher(staff, make_voucher, stock=2)
+    voucher = windowed_voucher(staff, make_voucher, stock=2, abandon_cooldown_seconds=0)
     buyer = api_client()
     first_id = buyer.post(f"/api/vouchers/{voucher.pk}/purchase").json()["order_id"]
 
@@ -358,7 +359,7 @@ def test_under_redis_lua_a_prize_is_pending_then_held_and_then_claimed(api_clien
 
 
 def test_a_cancel_over_the_limit_hears_429_and_changes_nothing(api_client, staff, make_voucher, settings):
-    voucher = windowed_voucher(staff, make_voucher, stock=3)
+    voucher = windowed_voucher(staff, make_voucher, stock=3, abandon_cooldown_seconds=0)
     buyer = api_client()
     first = buyer.post(f"/api/vouchers/{voucher.pk}/purchase").json()["order_id"]
     settings.RATE_LIMITS_ENABLED = True

@@ -31,7 +31,7 @@ def test_short_matrix_catches_the_naive_strategies_and_clears_the_safe_ones(tmp_
     command = [
         sys.executable, "-m", "loadtests.run", "--scenario", "crowd,draw-crowd",
         "--strategies", "none,local,db_atomic,redis_lock,redis_lua", "--users", "40", "--spawn-rate", "40",
-        "--buyers", "6000", "--stock", "200", "--duration", "10", "--out", str(out),
+        "--buyers", "6000", "--stock", "200", "--duration", "10", "--stop-when-sold-out", "--out", str(out),
     ]  # fmt: skip
     completed = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=600)
     print(completed.stdout[-6000:])
@@ -100,10 +100,13 @@ def test_the_locust_web_ui_with_two_worker_processes_drives_make_run(tmp_path):
     """docs/loadtests.md's recipe: ``make run``, tokens from ``issue_tokens``, and Locust's web UI
     with ``--processes 2``, swarmed through the UI's own HTTP API."""
     import MySQLdb
+    from django.conf import settings
 
     from locking.testing import free_port
 
-    database = "flashsale_ui"
+    # Named after the run's own database: checkouts that share the MariaDB server each drop
+    # and create theirs.
+    database = f"{settings.DATABASES['default']['NAME']}_ui"[:64]
     connection = MySQLdb.connect(host="127.0.0.1", user="root", passwd="")
     connection.cursor().execute(f"DROP DATABASE IF EXISTS `{database}`")
     connection.cursor().execute(f"CREATE DATABASE `{database}` CHARACTER SET utf8mb4")

@@ -43,6 +43,8 @@ def throttled(settings, clock):
     settings.LOGIN_FAILURES_PER_ACCOUNT = 20
     settings.LOGIN_FAILURES_PER_ADDRESS = 8
     settings.LOGIN_FAILURE_WINDOW_SECONDS = 900
+    settings.LOGIN_KNOWN_ADDRESSES = 3
+    settings.LOGIN_KNOWN_ADDRESS_SECONDS = 30 * 24 * 3600
     client = redis.Redis.from_url(settings.LOCK_REDIS_URL)
     for key in client.scan_iter(match=instance_key("login-failures:*")):
         client.delete(key)
@@ -99,6 +101,38 @@ def test_an_account_guessed_from_many_addresses_meets_its_ceiling_everywhere(thr
     for key in throttled.scan_iter(match=instance_key("login-failures:account:victim")):
         throttled.delete(key)  # the window ended
     assert api_login("victim", PASSWORD, address="10.1.2.1").status_code == 200
+
+
+def guess_from_many_addresses(username: str) -> list[int]:
+    """Three wrong passwords from each of ten addresses: over the account's ceiling (20),
+    under each address's own (5 for the account, 8 for any)."""
+    return [api_login(username, f"guess-{n}", address=f"10.1.1.{n % 10}").status_code for n in range(30)]
+
+
+def test_guesses_from_elsewhere_do_not_lock_the_owner_out_of_an_address_it_logged_in_from(throttled, make_user):
+    make_user("victim", password=PASSWORD)
+    assert api_login("victim", PASSWORD, address="10.1.5.1").status_code == 200
+    answers = guess_from_many_addresses("victim")
+    assert answers[:20] == [401] * 20 and set(answers[20:]) == {429}
+    assert api_login("victim", PASSWORD, address="10.1.2.1").status_code == 429  # a stranger
+    assert api_login("Victim ", PASSWORD, address="10.1.5.1").status_code == 200
+    # The owner's address keeps its own budget: guessing from it still backs it off.
+    assert [api_login("victim", f"typo-{n}", address="10.1.5.1").status_code for n in range(6)] == [401] * 5 + [429]
+
+
+def test_only_the_most_recent_addresses_are_remembered_and_only_for_a_while(throttled, settings, clock, make_user):
+    make_user("victim", password=PASSWORD)
+    for n in range(4):  # one more than LOGIN_KNOWN_ADDRESSES
+        assert api_login("victim", PASSWORD, address=f"10.1.6.{n}").status_code == 200
+        clock.now += 1
+    [known] = throttled.scan_iter(match=instance_key("login-failures:known:victim"))
+    assert throttled.zcard(known) == 3
+    assert 0 < throttled.pttl(known) <= settings.LOGIN_KNOWN_ADDRESS_SECONDS * 1000
+    guess_from_many_addresses("victim")
+    assert api_login("victim", PASSWORD, address="10.1.6.0").status_code == 429  # the oldest, forgotten
+    assert api_login("victim", PASSWORD, address="10.1.6.1").status_code == 200
+    clock.now += settings.LOGIN_KNOWN_ADDRESS_SECONDS
+    assert api_login("victim", PASSWORD, address="10.1.6.3").status_code == 429  # unused too long
 
 
 def test_an_address_guessing_many_accounts_is_refused(throttled, make_user):

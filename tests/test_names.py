@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import sys
 from datetime import timedelta
+from typing import Annotated
 
 import pytest
 from django.test import Client
 from django.utils import timezone
-from pydantic import TypeAdapter, ValidationError
+from pydantic import Field, TypeAdapter, ValidationError
 
 from core.errors import InvalidInput
 from core.names import NAME_PATTERN, name_clean, name_problem
@@ -26,7 +27,20 @@ from .http import assert_error, patch_json, post_json
 # combining accent, Hangul filler, a no-break and an ideographic space together.
 INVISIBLE = ["\u200b", "\u2060", "\ufeff", "\u200e\u200f", "\u00ad", "\U000e0041", "\u0301", "\u3164", "\u00a0\u3000"]
 HOLDING_NUL = ["Gift\x00card", "\x00", "Gift\x07"]
-REFUSED = INVISIBLE + HOLDING_NUL
+# Bidirectional controls beside characters that show: each would reorder the title as drawn.
+HOLDING_BIDI = [
+    "Gift\u202egnp.exe",
+    "\u202aA\u202c",
+    "A\u202bB",
+    "A\u202dB",
+    "A\u2066B\u2069",
+    "A\u2067B",
+    "A\u2068B",
+    "Sale\u200e",
+    "Sale\u200f!",
+    "\u061cSale",
+]
+REFUSED = INVISIBLE + HOLDING_NUL + HOLDING_BIDI
 
 
 def window() -> dict:
@@ -40,13 +54,14 @@ def test_the_documents_pattern_is_the_services_rule_for_every_character():
     # others alike.
     api = TypeAdapter(text(200))
     chars = [chr(code) for code in range(sys.maxunicode + 1) if not 0xD800 <= code <= 0xDFFF]
-    # One call for them all: pydantic says which items it refused.
-    with pytest.raises(ValidationError) as refused:
-        TypeAdapter(list[text(200)]).validate_python(chars)
-    api_refused = {chars[error["loc"][0]] for error in refused.value.errors()}
     services_refused = {char for char in chars if name_problem(char) is not None}
     assert len(services_refused) > 2000
-    assert api_refused == services_refused
+    # The pattern alone, as a client reading the document applies it, and the API's type.
+    for checked in (Annotated[str, Field(pattern=NAME_PATTERN)], text(200)):
+        # One call for them all: pydantic says which items it refused.
+        with pytest.raises(ValidationError) as refused:
+            TypeAdapter(list[checked]).validate_python(chars)
+        assert {chars[error["loc"][0]] for error in refused.value.errors()} == services_refused
     for name in ["Gift card", " Gift ", "\ufeffA", "e\u0301", "\u200bA\u200b", "A\tB"]:
         assert name_problem(name.strip()) is None
         assert api.validate_python(name) == name
@@ -80,6 +95,23 @@ def test_the_api_refuses_an_invisible_name_or_one_holding_nul(api_client, make_p
     assert not Voucher.objects.exists()
     assert list(Pool.objects.values_list("name", flat=True)) == ["Test pool"]
     assert Prize.objects.get(pk=prize.pk).name == prize.name
+
+
+@pytest.mark.django_db
+def test_the_api_names_the_field_and_the_bidirectional_control_it_refuses(api_client, make_voucher, make_pool):
+    staff = api_client(staff=True)
+    prize = make_pool().prizes.first()
+    answers = {
+        "title": post_json(staff, "/api/admin/vouchers", {"title": "Gift\u202egnp.exe", "stock": 1, **window()}),
+        "name": patch_json(staff, f"/api/admin/prizes/{prize.pk}", {"name": "Gold\u2066!\u2069"}),
+    }
+    for field, response in answers.items():
+        assert_error(response, 422, "invalid")
+        assert f"{field}: must not hold a bidirectional control character" in response.json()["message"]
+    # The changes of a voucher or a pool take no title or name at all.
+    voucher = make_voucher(title="Kept")
+    assert_error(patch_json(staff, f"/api/admin/vouchers/{voucher.pk}", {"title": "A\u202eB"}), 422, "invalid")
+    assert Voucher.objects.get(pk=voucher.pk).title == "Kept"
 
 
 @pytest.mark.django_db
@@ -122,7 +154,7 @@ def _window_form(**fields) -> dict:
 
 
 @pytest.mark.django_db
-@pytest.mark.parametrize("name", ["\u200b", "\u2060\ufeff", "Gift\x00card"])
+@pytest.mark.parametrize("name", ["\u200b", "\u2060\ufeff", "Gift\x00card", "Gift\u202egnp.exe", "A\u2067B"])
 def test_the_admin_refuses_an_invisible_name_or_one_holding_nul(admin_client_, make_voucher, make_pool, name):
     voucher = make_voucher(title="Kept")
     for url in ("/admin/orders/voucher/add/", f"/admin/orders/voucher/{voucher.pk}/change/"):

@@ -129,3 +129,28 @@ def test_the_api_documentation_is_laid_out_for_a_phone_and_leads_back(browser, l
     page.get_by_test_id("api-docs-link").click()
     expect(page.locator("#swagger-ui .info")).to_be_visible()
     context.close()
+
+
+WIDEST = """() => [...document.querySelectorAll('#swagger-ui *')]
+    .map(e => [Math.round(e.getBoundingClientRect().right), e.className])
+    .sort((a, b) => b[0] - a[0]).slice(0, 3)"""
+
+
+@browser_test
+def test_an_opened_operation_of_the_api_documentation_fits_the_width(browser, live_server):
+    """An operation's responses table (code, description with its example, links) laid out
+    at its content's width pushed a phone's page out to some 720 px."""
+    for width in (1280, 390):
+        context = browser.new_context(viewport={"width": width, "height": 844}, is_mobile=width < 600)
+        page = context.new_page()
+        page.goto(f"{live_server.url}/api/docs")
+        operations = page.locator("#swagger-ui .opblock")
+        expect(operations.first).to_be_visible()
+        for operation in operations.all():
+            operation.locator(".opblock-summary-control").click()
+            expect(operation.locator(".responses-table").first).to_be_visible()
+        widest = page.evaluate("""() => [...document.querySelectorAll('#swagger-ui *')]
+            .map(e => [Math.round(e.getBoundingClientRect().right), e.className])
+            .sort((a, b) => b[0] - a[0]).slice(0, 5)""")
+        assert page.evaluate("document.documentElement.scrollWidth") <= width, widest
+        context.close()

@@ -131,3 +131,13 @@ def test_under_redis_lua_the_limit_is_counted_by_the_reserving_script_and_reserv
     assert Reservations(reservations_redis).takes(group_id=pool.group_id, user_id=drawer.user.pk) == 2
     assert not Draw.objects.exists() and not Order.objects.exists()
     assert Stock.objects.get(pk=stock_row(voucher)).quantity == 10  # nothing written yet either way
+
+
+def test_every_call_that_takes_an_idempotency_key_is_limited_per_user_and_address(settings):
+    """Each such call may leave a kept answer in Redis for a day: none of them is unlimited."""
+    from lottery.api import CLAIM, DRAW
+    from orders.api import CANCEL, PURCHASE
+    from payments.api import PAY
+
+    for call in (PURCHASE, DRAW, PAY, CANCEL, CLAIM):
+        assert set(settings.RATE_LIMITS.get(call.action, {})) == {"user", "address"}, call.action

@@ -16,6 +16,7 @@ from django.utils import timezone
 
 from core.window import NotStarted
 from inventory.models import StockGroup
+from inventory.redis_lua.bucket_states import states_present
 from inventory.redis_lua.client import reservations_client
 from inventory.redis_lua.drain import persist_all
 from inventory.redis_lua.item_states import (
@@ -40,17 +41,15 @@ pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("
 
 
 def persist_voucher(voucher) -> int:
-    """Persist what waits, as the drain task does."""
+    """Persist what waits, as the drain task does (one per stream of a bucketed voucher's states)."""
     reservations = reservations_client()
-    return persist_all(
-        lambda batch: item_reservations_persist(
-            VOUCHER,
-            item_id=voucher.pk,
-            group_id=voucher.group_id,
-            reservations=reservations,
-            consumer="test",
-            batch=batch,
+    return sum(
+        persist_all(
+            lambda batch, state=state: item_reservations_persist(
+                VOUCHER, item_id=voucher.pk, group_id=state, reservations=reservations, consumer="test", batch=batch
+            )
         )
+        for state in [voucher.group_id, *states_present(reservations, voucher.group_id)]
     )
 
 

@@ -18,6 +18,7 @@ import pytest
 from django.test import Client
 from redis.cluster import ClusterNode
 
+from inventory.redis_lua.backlog import reservations_backlog
 from inventory.redis_lua.client import reservations_client
 from inventory.redis_lua.drain import persist_all
 from inventory.redis_lua.item_states import (
@@ -86,7 +87,7 @@ def test_a_sale_spread_over_the_masters_reserves_writes_releases_reconciles_and_
         assert reservation_group(answers[0].json()["order_id"]) == voucher.group_id
         assert_error(purchase(first, voucher), 409, "already_purchased")
         assert first.get(f"/api/orders/{answers[0].json()['order_id']}").json()["status"] == "pending"
-        assert reservations_client().backlog(group_ids=[v.group_id for v in vouchers])[0] >= 2
+        assert reservations_backlog(reservations_client(), group_ids=[v.group_id for v in vouchers])[0] >= 2
 
         assert persist(voucher) == 2
         held = first.get(f"/api/orders/{answers[0].json()['order_id']}").json()
@@ -155,3 +156,31 @@ def test_a_client_follows_a_slot_moved_to_another_node(make_voucher, settings, c
         nodes.initialize()
     assert reserved.refusal is None and not reserved.unconfirmed
     assert reservations.stock(group_id=voucher.group_id) == {stock_row(voucher): 1}
+
+
+def test_a_bucketed_vouchers_states_land_on_every_master_and_sell_it_whole(
+    api_client, make_voucher, cluster_reservations
+):
+    from inventory.redis_lua.bucket_states import item_states
+    from inventory.redis_lua.drain import persist_all as persist_stream
+
+    voucher = make_voucher(stock=5, strategy="redis_lua", buckets=8)
+    states = item_states(voucher.group_id, 8)
+    assert len({cluster_reservations.get_node_from_key(GroupKeys.of(state).state).port for state in states}) == 3
+    answers = [purchase(api_client(), voucher) for _ in range(9)]
+    assert [answer.status_code for answer in answers].count(202) == 5  # borrowing across masters
+    assert all(answer.status_code in (202, 409) for answer in answers)
+    for state in states:
+        persist_stream(
+            lambda batch, state=state: item_reservations_persist(
+                VOUCHER,
+                item_id=voucher.pk,
+                group_id=state,
+                reservations=reservations_client(),
+                consumer="t",
+                batch=batch,
+            )
+        )
+    assert Order.objects.filter(voucher=voucher).count() == 5
+    assert stock_left(voucher) == 0
+    assert not item_reservations_check(VOUCHER, item=voucher, reservations=reservations_client()).drifted

@@ -24,7 +24,7 @@ from inventory.redis_lua.values import GroupKeys, Rules
 from inventory.tasks import reservations_drain
 from lottery.models import Draw
 from orders.models import Order
-from tests.live import database_url
+from tests.live import broker_emptied, database_url
 from tests.stock import stock_left, stock_row
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -38,10 +38,11 @@ class Worker:
     """A Celery worker process (or, with ``beat``, the beat) on the test database, started
     and killed at will. ``env`` overrides its environment."""
 
-    def __init__(self, broker: str = BROKER, *, beat: bool = False, **env: str) -> None:
+    def __init__(self, broker: str = BROKER, *, beat: bool = False, concurrency: int = 1, **env: str) -> None:
         self.process: subprocess.Popen | None = None
         self.broker = broker
         self.beat = beat
+        self.concurrency = concurrency
         self.env = env
 
     def start(self) -> None:
@@ -61,7 +62,7 @@ class Worker:
             schedule = Path(tempfile.mkdtemp()) / "beat-schedule"
             command = ["beat", "--schedule", str(schedule)]
         else:
-            command = ["worker", "--concurrency", "1",
+            command = ["worker", "--concurrency", str(self.concurrency),
                        "--without-gossip", "--without-mingle", "--without-heartbeat"]  # fmt: skip
         self.process = subprocess.Popen(
             [sys.executable, "-m", "celery", "-A", "config", "--quiet", *command],
@@ -83,7 +84,7 @@ class Worker:
 
 @pytest.fixture
 def worker():
-    redis.Redis.from_url(BROKER).flushdb()
+    broker_emptied(BROKER)
     worker = Worker()
     worker.start()
     yield worker
@@ -139,6 +140,28 @@ def test_a_worker_persists_every_reservation_of_a_voucher_once(worker, reservati
     rows = set(Order.objects.filter(voucher=voucher).values_list("reservation", flat=True))
     assert rows == {r.reservation_id for r in reserved}
     wait_for(lambda: reservations[0].client.xlen(GroupKeys.of(group).pending) == 0, timeout=10)
+    assert stock_left(voucher) == 0
+
+
+def test_a_busy_voucher_gets_a_second_drain_from_the_first_and_writes_each_reservation_once(reservations, make_voucher):
+    """One task sent, as a crowd's first reservation sends it: its first full batch asks for
+    another drain, which a second worker process runs beside it (two consumers read the
+    stream), and every reservation is written once."""
+    broker_emptied(BROKER)
+    worker = Worker(concurrency=2, RESERVATIONS_PERSIST_CONSUMERS="2")
+    worker.start()
+    try:
+        voucher = make_voucher(stock=6000)
+        group = load(reservations, voucher, {stock_row(voucher): 6000}, limit=1)
+        reserved = [reservations[0].reserve(group_id=group, user_id=u, rand=0.5) for u in users(6000)]
+        send(reservations_drain, "voucher", voucher.pk, voucher.group_id)
+        wait_for(lambda: Order.objects.filter(voucher=voucher).count() == 6000)
+    finally:
+        worker.stop()
+    rows = list(Order.objects.filter(voucher=voucher).values_list("reservation", flat=True))
+    assert len(rows) == 6000 and set(rows) == {r.reservation_id for r in reserved}
+    consumers = reservations[0].client.xinfo_consumers(GroupKeys.of(group).pending, "persist")
+    assert len(consumers) == 2, consumers  # the first drain and the one it asked for
     assert stock_left(voucher) == 0
 
 

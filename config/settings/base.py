@@ -23,6 +23,7 @@ from .cluster import *  # noqa: F403  (redis_lua's reservations on a Redis Clust
 from .environment import env_bool, env_int, env_list
 from .payments import *  # noqa: F403  (the payment provider's settings)
 from .payments import PAYMENT_PROVIDER_RESEND_SECONDS
+from .strategies import *  # noqa: F403  (the strategies' knobs)
 
 BASE_DIR = Path(__file__).resolve().parent.parent.parent
 VAR_DIR = Path(os.environ.get("VAR_DIR", BASE_DIR / "var"))
@@ -213,6 +214,8 @@ RESERVATIONS_REDIS_URL = os.environ.get("RESERVATIONS_REDIS_URL", REDIS_URL)
 # this many seconds while the database was unreachable is undone and its user told.
 RESERVATIONS_CLAIM_IDLE_MS = env_int("RESERVATIONS_CLAIM_IDLE_MS", 30_000)
 RESERVATIONS_GIVE_UP_SECONDS = env_int("RESERVATIONS_GIVE_UP_SECONDS", 300)
+# How many drains may write one item's reservations at once (inventory.redis_lua.drain).
+RESERVATIONS_PERSIST_CONSUMERS = env_int("RESERVATIONS_PERSIST_CONSUMERS", 2)
 # One reservation in this many ms asks a worker to persist its item's reservations (the
 # rest of a crowd does not enqueue a task each); the beat's sweep catches any ask that
 # was lost, every RESERVATIONS_SWEEP_SECONDS.
@@ -268,13 +271,13 @@ RATE_LIMITS_ENABLED = env_bool("RATE_LIMITS_ENABLED", True)
 # swallowing an error (named here, where every package is known, so that core imports none).
 RATE_LIMITS_REDIS_CLIENT = "locking.integration.locks_redis"
 # A person buys or draws a few times a second at most; an address may be a shop's NAT. A
-# cancel and a claim change stock under the item's strategy as a take does: the same limits,
-# each counted apart, on the record's item.
+# cancel, a claim and a pay change stock (or charge) under the item's strategy as a take
+# does, and each may leave an idempotency record: the same limits, each counted apart, on
+# the record's item.
 _PER_USER = env_int("RATE_LIMIT_PER_USER_PER_SECOND", 5)
 _PER_ADDRESS = env_int("RATE_LIMIT_PER_ADDRESS_PER_SECOND", 100)
-RATE_LIMITS = {
-    action: {"user": (_PER_USER, 1), "address": (_PER_ADDRESS, 1)} for action in ("purchase", "draw", "cancel", "claim")
-}
+_LIMITED = ("purchase", "draw", "pay", "cancel", "claim")
+RATE_LIMITS = {action: {"user": (_PER_USER, 1), "address": (_PER_ADDRESS, 1)} for action in _LIMITED}
 
 # Idempotency keys (core.idempotency): an answer is kept IDEMPOTENCY_KEY_SECONDS for the same
 # user's retries with its key; a claim whose request died lapses after
@@ -283,9 +286,16 @@ RATE_LIMITS = {
 # may queue for its lock) before 409. In the rate limits' Redis: that client never swallows
 # an error, and it is not the cache, which may be run to evict (a lost record takes twice).
 IDEMPOTENCY_REDIS_CLIENT = RATE_LIMITS_REDIS_CLIENT
+# The waiting rooms' lines and tickets (inventory.admission): the same client, for the same
+# reasons; a room lost with its Redis is joined again, and nothing taken is lost with it.
+ADMISSION_REDIS_CLIENT = RATE_LIMITS_REDIS_CLIENT
 IDEMPOTENCY_KEY_SECONDS = env_int("IDEMPOTENCY_KEY_SECONDS", 24 * 3600)
 IDEMPOTENCY_RUNNING_SECONDS = env_int("IDEMPOTENCY_RUNNING_SECONDS", 60)
 IDEMPOTENCY_WAIT_SECONDS = float(os.environ.get("IDEMPOTENCY_WAIT_SECONDS", "5"))
+# Each user keeps at most this many live records under keys, whatever the calls (a new key
+# past it is 429 until the oldest lapses): a client sending a fresh key with each request
+# fills a bounded part of Redis, about 800 bytes a record, not one that grows with its rate.
+IDEMPOTENCY_KEYS_PER_USER = env_int("IDEMPOTENCY_KEYS_PER_USER", 1000)
 
 # The proxies whose X-Forwarded-For names the client (comma-separated addresses or
 # networks): the rate limits and the login throttle count a request from one of them under
@@ -308,6 +318,11 @@ LOGIN_BACKOFF_SECONDS = env_int("LOGIN_BACKOFF_SECONDS", 30)
 LOGIN_FAILURES_PER_ACCOUNT = env_int("LOGIN_FAILURES_PER_ACCOUNT", 50)
 LOGIN_FAILURES_PER_ADDRESS = env_int("LOGIN_FAILURES_PER_ADDRESS", 30)
 LOGIN_FAILURE_WINDOW_SECONDS = env_int("LOGIN_FAILURE_WINDOW_SECONDS", 900)
+# The addresses an account logged in from (accounts.known_addresses) are not held to the
+# account's ceiling, so guesses from elsewhere cannot lock its owner out: the most recent
+# LOGIN_KNOWN_ADDRESSES per account, each for LOGIN_KNOWN_ADDRESS_SECONDS after its last login.
+LOGIN_KNOWN_ADDRESSES = env_int("LOGIN_KNOWN_ADDRESSES", 5)
+LOGIN_KNOWN_ADDRESS_SECONDS = env_int("LOGIN_KNOWN_ADDRESS_SECONDS", 30 * 24 * 3600)
 AUTHENTICATION_BACKENDS = ["accounts.backends.ThrottledModelBackend"]
 
 # A bearer token works this long after it was issued (issue_tokens may choose another
@@ -331,26 +346,6 @@ METRICS_TOKEN = os.environ.get("METRICS_TOKEN", "")
 METRICS_ALLOWED_NETWORKS = env_list(
     "METRICS_ALLOWED_NETWORKS", "127.0.0.0/8,::1/128,10.0.0.0/8,172.16.0.0/12,192.168.0.0/16,fc00::/7"
 )
-
-# Checked against inventory.models.Strategy by a system check (inventory.checks).
-DEFAULT_STRATEGY = os.environ.get("DEFAULT_STRATEGY", "db_atomic")
-# A pause between the check and the write inside every strategy, the same for all,
-# so that a small machine reproduces the race reliably. Reported with every result.
-RACE_WINDOW_MS = env_int("RACE_WINDOW_MS", 0)
-# redis_lock: a lock's lease (renewed by the watchdog while held) and how long a buyer
-# waits for the item lock before being told "busy".
-LOCK_LEASE_SECONDS = float(os.environ.get("LOCK_LEASE_SECONDS", "5"))
-LOCK_WAIT_SECONDS = float(os.environ.get("LOCK_WAIT_SECONDS", "5"))
-# The lock and reservations client's bounds (locking.integration.locks_redis): seconds to
-# connect, and to wait for a reply (by default a second past the lease, so that a waiter's
-# BLPOP, which never waits longer than a lease, is not cut short).
-LOCK_CONNECT_TIMEOUT = float(os.environ.get("LOCK_CONNECT_TIMEOUT") or "2")
-LOCK_SOCKET_TIMEOUT = float(os.environ.get("LOCK_SOCKET_TIMEOUT") or LOCK_LEASE_SECONDS + 1)
-# How often db_optimistic retries a lost compare-and-set before answering "busy".
-OPTIMISTIC_MAX_ATTEMPTS = env_int("OPTIMISTIC_MAX_ATTEMPTS", 8)
-# How often db_atomic reads and chooses again after its conditional UPDATE missed
-# (the chosen prize ran out meanwhile) before answering "busy".
-ATOMIC_MAX_ATTEMPTS = env_int("ATOMIC_MAX_ATTEMPTS", 3)
 
 # The race lab (/lab/): Locust drives this same server at LAB_TARGET_URL (make run sets it to
 # its own address; behind a proxy, the proxy's). Never the address a request names: its Host

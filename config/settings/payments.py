@@ -24,5 +24,9 @@ PAYMENT_PROVIDER_JITTER_MS = env_int("PAYMENT_PROVIDER_JITTER_MS", 0)
 PAYMENT_PROVIDER_DUPLICATE_RATE = env_rate("PAYMENT_PROVIDER_DUPLICATE_RATE", 0.0)
 PAYMENT_PROVIDER_LOSS_RATE = env_rate("PAYMENT_PROVIDER_LOSS_RATE", 0.0)
 PAYMENT_PROVIDER_RESEND_SECONDS = env_int("PAYMENT_PROVIDER_RESEND_SECONDS", 30)
+# A callback's signature covers the time it was signed: one signed further than this from
+# now (either way, for the clocks' drift) is refused, and each accepted one is remembered
+# this long, so that none is accepted twice (payments.signature).
+PAYMENT_CALLBACK_TOLERANCE_SECONDS = env_int("PAYMENT_CALLBACK_TOLERANCE_SECONDS", 300)
 # How long the provider waits for the site to answer a callback before trying again later.
 PAYMENT_CALLBACK_TIMEOUT_SECONDS = 10

@@ -12,7 +12,7 @@ master that dies takes with it no reservation acknowledged or written (docs/oper
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING
 
 import redis
@@ -26,6 +26,7 @@ from core.redis_script import function_on_own_connections
 from locking.integration import locks_redis, locks_redis_options
 
 from . import scripts
+from .returns import RETURN
 from .values import (
     HANDED_BACK_IDLE_MS,
     PERSIST_GROUP,
@@ -37,6 +38,7 @@ from .values import (
     Reserved,
     Rules,
     group_tag,
+    lost_counter_floor,
     marks_of,
     marks_value,
     reservation_group,
@@ -69,7 +71,7 @@ class Reservations:
         self._add_units = client.register_script(scripts.ADD_UNITS)
         self._set_rules = client.register_script(scripts.SET_RULES)
         self._repair = client.register_script(scripts.REPAIR)
-        self._return = client.register_script(scripts.RETURN)
+        self._return = client.register_script(RETURN)
 
     def reserve(
         self,
@@ -98,13 +100,13 @@ class Reservations:
         keys = GroupKeys.of(group_id)
         rate_keys, rate_args = ([], []) if rate is None else (rate.keys(tag=group_tag(group_id)), rate.args())
         answer = self._reserve(
-            keys=[keys.state, keys.pending, *rate_keys],
+            keys=[keys.state, keys.pending, keys.abandoned, *rate_keys],
             args=[user_id, repr(rand), kick_ms, request_id, *rate_args],
             wait=self.wait,
         )
         answer, replicas = answer if self.wait else (answer, 0)
         status, *said = text_of(answer).split(" ")
-        if status == "rate_limited":
+        if status in ("rate_limited", "cooling_down"):
             return Reserved(refusal=status, wait_ms=int(said[0]))
         if status != "ok":
             return Reserved(refusal=status)
@@ -239,6 +241,9 @@ class Reservations:
         takers: Mapping[int, int] | None = None,
         seqs: Mapping[int, Iterable[int]] | None = None,
         last_reservation: int = 0,
+        epoch: str = "",
+        lost_floor: Callable[[int, int], int] | None = None,
+        abandoned: Mapping[int, str] | None = None,
     ) -> bool:
         """Load the group's state (built from the database) unless one is already there;
         True when loaded. Raises ``PendingReservations`` while reservations wait in the
@@ -250,17 +255,31 @@ class Reservations:
                 1 to the user's takes.
             last_reservation: the highest reservation id of the group the database holds,
                 so that numbering goes on above it.
+            epoch: a bucketed item's load of all its states (``inventory.redis_lua.transfers``).
+            lost_floor: ``lost_floor(group_id, floor)``, where a counter Redis lost starts (the
+                database's ``floor`` given), recorded before it answers
+                (``inventory.redis_lua.numbering``); by default ``lost_counter_floor``, recorded
+                nowhere: for a group no database row stands for.
+            abandoned: each user's abandoned holds (``abandoned_value``): the database's.
         """
         floor = 0 if not last_reservation else last_reservation - reservation_id(group_id, 1) + 1
         takers = dict(takers or {})
         seqs = {user_id: range(1, takes + 1) for user_id, takes in takers.items()} if seqs is None else seqs
         left = sum(units for units in stock.values() if units > 0)
-        args: list = [PERSIST_GROUP, floor, rules_value(rules), rows_value(stock), sum(takers.values()), left]
+        args: list = [PERSIST_GROUP, floor, rules_value(rules), rows_value(stock), sum(takers.values()), left, ""]
         for user_id in takers.keys() | seqs.keys():
             if takers.get(user_id) or seqs.get(user_id):
                 args += [user_id, marks_value(takers.get(user_id, 0), seqs.get(user_id, ()))]
-        keys = GroupKeys.of(group_id)
-        loaded = self._load(keys=[keys.state, keys.pending, keys.ids, keys.takers, keys.seqs, keys.kick], args=args)
+        args += ["epoch", epoch] if epoch else []
+        names = GroupKeys.of(group_id)
+        keys = [names.state, names.pending, names.ids, names.takers, names.seqs, names.kick]
+        self.client.delete(names.abandoned)  # the database's counts, before RESERVE can read them
+        if abandoned:
+            self.client.hset(names.abandoned, mapping=dict(abandoned))
+        loaded = self._load(keys=keys, args=args)
+        if loaded == -2:  # the counter is lost: it starts past all it may have counted
+            args[6] = lost_counter_floor(floor) if lost_floor is None else lost_floor(group_id, floor)
+            loaded = self._load(keys=keys, args=args)
         if loaded == -1:
             raise PendingReservations(f"group {group_id} has reservations waiting to be persisted")
         return bool(loaded)
@@ -296,15 +315,21 @@ class Reservations:
         args += [f"{user_id}:{n}" for user_id, n in seqs]
         return bool(self._repair(keys=[keys.state], args=args))
 
-    def units_return(self, *, group_id: int, units: Mapping[int, int], takes_freed: Iterable[int]) -> bool:
-        """Return released records' ``units`` (per stock row) and a take to each user of
-        ``takes_freed`` (once per take), where the state is loaded; False when none is."""
+    def units_return(
+        self, *, group_id: int, units: Mapping[int, int], takes_freed: Iterable[int], abandoned: Mapping | None = None
+    ) -> bool:
+        """Return released records' ``units`` (per stock row), a take to each user of
+        ``takes_freed`` (once per take), and set each user's ``abandoned`` holds
+        (``abandoned_value``), where the state is loaded; False when none is."""
         keys = GroupKeys.of(group_id)
-        args: list = [len(units)]
+        abandoned = abandoned or {}
+        args: list = [len(units), len(abandoned)]
         for stock_id, count in units.items():
             args += [stock_id, count]
+        for user_id, value in abandoned.items():
+            args += [user_id, value]
         args += list(takes_freed)
-        return bool(self._return(keys=[keys.state], args=args))
+        return bool(self._return(keys=[keys.state, keys.abandoned], args=args))
 
     def forget(self, *, group_id: int) -> None:
         """Remove every key of the group, its stream, numbering and undone reservations too:
@@ -322,31 +347,6 @@ class Reservations:
         """How many reservations wait in the group's stream."""
         return int(self.client.xlen(GroupKeys.of(group_id).pending))
 
-    def backlog(self, *, group_ids: list[int]) -> tuple[int, float]:
-        """How many reservations wait in the groups' streams, and how many seconds the oldest
-        of them has waited (0 with none), by Redis' clock, in two round trips (the clock's
-        apart: a cluster's pipeline takes no ``TIME``).
-
-        A stream's first entry is its oldest: entry ids are reservation numbers, handed
-        out in the order the reservations are made, and entries leave only once written
-        or undone.
-        """
-        now = self.client.time()
-        pipe = self.client.pipeline(transaction=False)
-        for group_id in group_ids:
-            key = GroupKeys.of(group_id).pending
-            pipe.xlen(key)
-            pipe.xrange(key, count=1)
-        answers = pipe.execute()
-        now_ms = now[0] * 1000 + now[1] // 1000
-        waiting, oldest_ms = 0, None
-        for group_id, length, first in zip(group_ids, answers[::2], answers[1::2], strict=True):
-            waiting += int(length)
-            if first:
-                at_ms = Pending.from_entry(group_id, *first[0]).at_ms
-                oldest_ms = at_ms if oldest_ms is None else min(oldest_ms, at_ms)
-        return waiting, 0.0 if oldest_ms is None else max(0.0, (now_ms - oldest_ms) / 1000)
-
     def stock(self, *, group_id: int) -> dict[int, int] | None:
         """The units left per row, or None when no state is loaded."""
         return stock_of(self.client.hget(GroupKeys.of(group_id).state, "live"))
@@ -363,8 +363,8 @@ class Reservations:
 
 
 class _Reachable:
-    """``with REACHABLE:`` says Redis out of reach as the sale's ``Unavailable`` (503). A
-    class, not ``contextmanager``: the reserving call of every ``redis_lua`` take runs in it."""
+    """``with REACHABLE:`` says Redis out of reach as the sale's ``Unavailable`` (503): a
+    class, not ``contextmanager``, since every ``redis_lua`` take's reserving call runs in it."""
 
     def __enter__(self) -> None:
         return None
@@ -384,8 +384,7 @@ def reservations_client() -> Reservations:
     (``locking.integration.locks_redis``: one per process, a plain client that never
     swallows an error), or its client of the Redis Cluster that the URL's nodes are of
     (``RESERVATIONS_REDIS_CLUSTER``, ``core.redis_cluster``), with the same timeouts and
-    no retries; waiting for ``RESERVATIONS_WAIT_REPLICAS``. Bound once per client: every
-    request of a sale calls this."""
+    no retries; waiting for ``RESERVATIONS_WAIT_REPLICAS``. Bound once per client."""
     url = settings.RESERVATIONS_REDIS_URL
     if settings.RESERVATIONS_REDIS_CLUSTER:
         client = cluster_redis(url.split(","), **locks_redis_options())

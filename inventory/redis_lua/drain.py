@@ -1,14 +1,19 @@
 """Draining a stock group's stream of reservations under the group's lock
-(``inventory.redis_lua.persist`` writes each batch), and what else runs under that lock:
-rebuilding, opening and retiring the group's Redis state; and the options of the tasks that
-do so.
+(``inventory.redis_lua.persist`` writes each batch), the lock itself, which the rebuild,
+opening and retirement of an item's states also take (``inventory.redis_lua.item_states``),
+and the options of the tasks that run them.
 
-The lock is the one that a group's persisting and its state's rebuild share: a rebuild
-reads the database's stock, which must not miss a batch about to commit.
+The lock is a read-write lock (``locking.shared``, ``locking.exclusive``): up to
+``RESERVATIONS_PERSIST_CONSUMERS`` drains hold it shared and write the group at once (the
+stream's consumer group hands each entry to one of them), while a rebuild, an open, a
+retire, a reconciliation, a staff change and a release hold it exclusive: they read or write
+the database's stock and Redis' apart, and must see no batch between its commit and its
+acknowledgement.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import socket
 import time
@@ -20,13 +25,17 @@ from django.conf import settings
 from django.db import DatabaseError
 
 from core.namespace import key_prefix
-from locking import Lock
+from locking import ExclusiveLock, SharedLock
 from locking.integration import locks_redis
 from locking.lease import LeasedLock
 
 from ..errors import LockBusy
+from .bucket_states import busiest_state
 from .client import Reservations, reservations_client
 from .persist import Persisted
+from .values import state_of
+
+logger = logging.getLogger(__name__)
 
 R = TypeVar("R")
 
@@ -38,8 +47,10 @@ def consumer_name() -> str:
 
 def persist_options(*, holding_group_lock: bool = False) -> dict:
     """The options of ``reservations_persist`` for this process, from the settings. Under
-    the group's lock (``holding_group_lock``) no other consumer is writing, so the entries
-    another one was handed are taken over at once."""
+    the group's exclusive lock (``holding_group_lock``) no other consumer is writing, so the
+    entries another one was handed are taken over at once; a drain, one of several, takes
+    over only those left idle ``RESERVATIONS_CLAIM_IDLE_MS`` (their consumer died), never
+    those another drain is writing."""
     return {
         "reservations": reservations_client(),
         "consumer": consumer_name(),
@@ -48,12 +59,29 @@ def persist_options(*, holding_group_lock: bool = False) -> dict:
     }
 
 
+def _lock_name(group_id: int) -> str:
+    # A bucket's state (``values.state_id``) is locked as its group: a drain of one bucket's
+    # stream shares the lock that a rebuild of all the item's states holds exclusive.
+    return f"reservations:{state_of(group_id)[0]}"
+
+
 def group_lock(group_id: int, **options) -> LeasedLock:
-    """The lock that one stock group's persisting and its state's rebuild share: a rebuild
-    reads the database's stock, which must not miss a batch about to commit. Options are
-    ``locking.Lock``'s (``blocking``, ``blocking_timeout``)."""
-    name = f"reservations:{group_id}"
-    return Lock(locks_redis(), name, key_prefix=key_prefix(), lease=settings.LOCK_LEASE_SECONDS, **options)
+    """The group's lock held exclusive: by a rebuild, an open, a retire, a reconciliation, a
+    staff change and a release, which read or write the database's stock and Redis' apart
+    and must not see a batch between its commit and its acknowledgement. Options are
+    ``locking.ExclusiveLock``'s (``blocking``, ``blocking_timeout``)."""
+    lease = settings.LOCK_LEASE_SECONDS
+    return ExclusiveLock(locks_redis(), _lock_name(group_id), key_prefix=key_prefix(), lease=lease, **options)
+
+
+def group_share(group_id: int, **options) -> SharedLock:
+    """The group's lock held shared, by one of up to ``RESERVATIONS_PERSIST_CONSUMERS``
+    drains at once. Options are ``locking.SharedLock``'s."""
+    limit = settings.RESERVATIONS_PERSIST_CONSUMERS
+    return SharedLock(
+        locks_redis(), _lock_name(group_id), limit=limit, key_prefix=key_prefix(), lease=settings.LOCK_LEASE_SECONDS,
+        **options,
+    )  # fmt: skip
 
 
 # A drain that found its group's lock held tries again this often, this many times (the
@@ -70,11 +98,13 @@ def drain_group(
     batch: int = 500,
     pace_seconds: float | None = None,
     stay_seconds: float = 5.0,
+    more: Callable[[], None] | None = None,
 ) -> int | None:
     """Call ``step(batch)`` (one ``reservations_persist`` of the group) under the group's
-    lock until the stream is empty; the number handled. None at once when another worker
-    holds the lock (the caller tries again shortly: the holder may have read its last
-    batch already).
+    lock, held shared, until the stream is empty; the number handled. None at once when the
+    lock cannot be had (``RESERVATIONS_PERSIST_CONSUMERS`` drains hold it, or a rebuild holds
+    or waits for it): the caller tries again shortly, since a holder may have read its last
+    batch already.
 
     While reservations keep arriving the drain stays, for up to ``stay_seconds``, reading
     every ``pace_seconds`` (``RESERVATIONS_KICK_MS`` by default: the pace at which a crowd
@@ -82,10 +112,16 @@ def drain_group(
     another task meanwhile: a crowd is written in batches of what arrives in a pace,
     not in a task of a few rows per request burst. Then it clears the flag and reads
     once more: a reservation that lands after that read finds the flag clear and asks
-    for a drain of its own."""
+    for a drain of its own. A drain leaves its stay early when an exclusive caller waits
+    (it has the rest to persist itself).
+
+    ``more()`` asks for one more drain: called once, at the first full batch (more wait than
+    one batch holds) while fewer drains than the limit hold the lock, so that a busy group
+    gets up to ``RESERVATIONS_PERSIST_CONSUMERS`` drains, each asking for the next, and a
+    quiet one a single drain, one task at a time."""
     if pace_seconds is None:
         pace_seconds = settings.RESERVATIONS_KICK_MS / 1000
-    lock = group_lock(group_id, blocking=False)
+    lock = group_share(group_id, blocking=False)
     if lock.acquire() is None:
         return None
     hold_ms = int((pace_seconds + 2) * 1000)  # a pace and a batch's writing, with room
@@ -97,12 +133,27 @@ def drain_group(
             done = step(batch)
             handled += done.handled
             if done.handled == batch:
+                if more is not None and _room_for_another(lock):
+                    _ask_quietly(more, group_id)
+                    more = None
                 continue
-            if done.handled and time.monotonic() < until:
+            if done.handled and time.monotonic() < until and not lock.holders()[1]:
                 time.sleep(pace_seconds)
                 continue
             reservations.rearm(group_id=group_id)
             return handled + persist_all(step, batch=batch)
+
+
+def _room_for_another(lock: SharedLock) -> bool:
+    holders, exclusive = lock.holders()
+    return holders < lock.limit and not exclusive
+
+
+def _ask_quietly(more: Callable[[], None], group_id: int) -> None:
+    try:
+        more()
+    except Exception:  # the broker down: the drains there still write everything
+        logger.warning("Could not ask for one more drain of group %s.", group_id, exc_info=True)
 
 
 def persist_all(step: Callable[[int], Persisted], *, batch: int = 500) -> int:
@@ -116,62 +167,10 @@ def persist_all(step: Callable[[int], Persisted], *, batch: int = 500) -> int:
             return handled
 
 
-def group_rebuild(
-    group_id: int,
-    reservations: Reservations,
-    *,
-    step: Callable[[int], Persisted],
-    load: Callable[[], bool],
-    replace: bool,
-    wait_seconds: float = 30,
-) -> bool:
-    """Under the group's lock: persist what waits in the stream (``step``, as in
-    :func:`persist_all`), drop the state when ``replace``, then ``load()`` it from the
-    database (loaded only where none is, or was just dropped); True when loaded."""
-
-    def run() -> bool:
-        persist_all(step)
-        if replace:
-            reservations.drop(group_id=group_id)
-        return load()
-
-    return with_group_lock(group_id, run, wait_seconds=wait_seconds)
-
-
-def group_open(group_id: int, reservations: Reservations, *, load: Callable[[], bool]) -> bool:
-    """Under the group's lock: forget whatever Redis holds for the group, then ``load()`` its
-    state; for a group just created, which no reservation can have reached yet."""
-
-    def run() -> bool:
-        reservations.forget(group_id=group_id)
-        return load()
-
-    return with_group_lock(group_id, run, wait_seconds=30)
-
-
-def group_retire(
-    group_id: int,
-    reservations: Reservations,
-    *,
-    step: Callable[[int], Persisted],
-    then: Callable[[], R],
-    wait_seconds: float = 30,
-) -> R:
-    """Under the group's lock: drop the state (reservations answer ``unavailable`` from now
-    on), persist every reservation that waits, then ``then()`` (the switch to another
-    strategy, committed before the lock is released, so that no rebuild slips in)."""
-
-    def run() -> R:
-        reservations.drop(group_id=group_id)
-        persist_all(step)
-        return then()
-
-    return with_group_lock(group_id, run, wait_seconds=wait_seconds)
-
-
 def with_group_lock(group_id: int, action: Callable[[], R], *, wait_seconds: float) -> R:
-    """``action()`` under the group's lock, waited for up to ``wait_seconds``; raises
-    ``LockBusy`` when it could not be had."""
+    """``action()`` under the group's lock held exclusive (every drain has left, and none
+    starts meanwhile), waited for up to ``wait_seconds``; raises ``LockBusy`` when it could
+    not be had."""
     lock = group_lock(group_id, blocking_timeout=wait_seconds)
     if lock.acquire() is None:
         raise LockBusy("The reservations of this item are being persisted; try again.")
@@ -214,11 +213,25 @@ TEND_TASK_OPTIONS = {
 }
 
 
-def drain_task_run(task, group_id: int, persist: Callable[..., Persisted]) -> int:
+def drain_task_run(task, group_id: int, persist: Callable[..., Persisted], *, helper: bool = False) -> int:
     """The body of a drain task: ``persist(batch=..., **persist_options())`` until the
-    group is drained; retried shortly when another worker holds the group."""
+    group is drained; retried shortly when the lock cannot be had. A ``helper`` (a drain
+    asked for by another at a full batch, of the item's busiest stream:
+    ``bucket_states.busiest_state``) that finds no room just ends: the drains there write
+    everything."""
     options = persist_options()
-    handled = drain_group(group_id, lambda batch: persist(batch=batch, **options), reservations=options["reservations"])
+
+    def more() -> None:
+        # The task's last argument is the state whose stream it drains: the helper takes the
+        # item's busiest stream, this one or another bucket's.
+        *item, _ = task.request.args
+        task.apply_async(args=(*item, busiest_state(options["reservations"], group_id)), kwargs={"helper": True})
+
+    handled = drain_group(
+        group_id, lambda batch: persist(batch=batch, **options), reservations=options["reservations"], more=more
+    )
     if handled is None:
+        if helper:
+            return 0
         raise task.retry(countdown=BUSY_RETRY_SECONDS, max_retries=BUSY_RETRIES)
     return handled

@@ -9,7 +9,6 @@ process's client (``inventory.redis_lua.client.reservations_client``) unless giv
 from __future__ import annotations
 
 from collections.abc import Callable
-from functools import partial
 from typing import Any, TypeVar
 
 from django.db import transaction
@@ -17,12 +16,23 @@ from django.db.models import Max
 
 from ..models import Stock, Strategy
 from ..product import Product
-from ..take import hold_expire_later
+from .bucket_states import item_states as item_states_of
 from .client import Reservations, reservations_client
-from .drain import group_open, group_rebuild, group_retire, persist_options, with_group_lock
+from .drain import persist_options, with_group_lock
+from .item_buckets import (
+    abandoned_values,
+    item_bucketed,
+    states_change,
+    states_drop,
+    states_forget,
+    states_load_item,
+    states_persist,
+)
+from .numbering import lost_floor_record
 from .persist import Persisted, reservations_persist
 from .reconcile import GroupCheck, group_check, group_reconcile
-from .values import Pending
+from .reconcile_buckets import states_check
+from .records_insert import RecordsInsert
 
 R = TypeVar("R")
 
@@ -39,16 +49,14 @@ def item_reservations_persist(
     def persisted(ids: list[int]) -> set[int]:
         return set(written.filter(reservation__in=ids).values_list("reservation", flat=True))
 
-    def write(fresh: list[Pending]) -> None:
-        rows = written.bulk_create(product.rows(item_id, fresh))
-        hold_expire_later(product, item_id, [row.hold_until for row in rows])
-
+    insert = RecordsInsert(product, item_id)
     return reservations_persist(
         group_id=group_id,
         reservations=reservations,
         consumer=consumer,
         persisted=persisted,
-        write=write,
+        prepare=insert.prepare,
+        write=insert.write,
         kind=product.kind,
         item_id=item_id,
         **options,
@@ -66,6 +74,8 @@ def _load(product: Product, item: Any, reservations: Reservations) -> bool:
     item = product.items().get(pk=item.pk)
     if item.strategy != Strategy.REDIS_LUA:
         return False
+    if (buckets := item_bucketed(product, item)) > 1:
+        return states_load_item(product, item, buckets, reservations)
     records = product.taking(product.records(item.pk))
     takers, numbers = product.takes(records)
     seqs: dict[int, list[int]] = {}
@@ -78,29 +88,35 @@ def _load(product: Product, item: Any, reservations: Reservations) -> bool:
         takers=takers,
         seqs=seqs,
         last_reservation=records.aggregate(last=Max("reservation"))["last"] or 0,
+        lost_floor=lost_floor_record,
+        abandoned=abandoned_values(product.group_of(item)),
     )
 
 
-def _persist_step(product: Product, item: Any) -> Callable[[int], Persisted]:
+def _persist_step(product: Product, item: Any) -> Callable[[int, int], Persisted]:
+    """One batch of one of the item's states' streams (``step(state, batch)``)."""
     options = persist_options(holding_group_lock=True)
-    ids = {"item_id": item.pk, "group_id": product.group_of(item)}
-    return lambda batch: item_reservations_persist(product, **ids, batch=batch, **options)
+    return lambda state, batch: item_reservations_persist(
+        product, item_id=item.pk, group_id=state, batch=batch, **options
+    )
 
 
 def _rebuild(
     product: Product, item: Any, reservations: Reservations | None, *, replace: bool, wait_seconds: float = 30
 ) -> bool:
-    """``inventory.redis_lua.drain.group_rebuild`` of the item's group, loading its state from
-    the database."""
+    """Under the group's lock: persist what waits in every stream of the item's states, drop
+    them when ``replace``, then load them from the database (loaded only where none is, or
+    was just dropped; a bucketed item's all together); True when loaded."""
     reservations = reservations or reservations_client()
-    return group_rebuild(
-        product.group_of(item),
-        reservations,
-        step=_persist_step(product, item),
-        load=partial(_load, product, item, reservations),
-        replace=replace,
-        wait_seconds=wait_seconds,
-    )
+    group_id = product.group_of(item)
+
+    def run() -> bool:
+        states_persist(group_id, reservations, _persist_step(product, item))
+        if replace:
+            states_drop(group_id, reservations)
+        return _load(product, item, reservations)
+
+    return with_group_lock(group_id, run, wait_seconds=wait_seconds)
 
 
 def item_reservations_load(
@@ -129,7 +145,13 @@ def item_reservations_open(product: Product, *, item: Any, reservations: Reserva
     """The item was just created under ``redis_lua``: its state is loaded, and any key Redis
     still holds for a group of the same id is forgotten (a stale copy)."""
     reservations = reservations or reservations_client()
-    return group_open(product.group_of(item), reservations, load=partial(_load, product, item, reservations))
+    group_id = product.group_of(item)
+
+    def run() -> bool:
+        states_forget(group_id, reservations)
+        return _load(product, item, reservations)
+
+    return with_group_lock(group_id, run, wait_seconds=30)
 
 
 def item_reservations_retire(
@@ -138,7 +160,14 @@ def item_reservations_retire(
     """The item leaves ``redis_lua``: its state is dropped, every waiting reservation is
     persisted, and ``then()`` (the switch) commits, all under the group's lock."""
     reservations = reservations or reservations_client()
-    return group_retire(product.group_of(item), reservations, step=_persist_step(product, item), then=then)
+    group_id = product.group_of(item)
+
+    def run() -> R:
+        states_drop(group_id, reservations)
+        states_persist(group_id, reservations, _persist_step(product, item))
+        return then()
+
+    return with_group_lock(group_id, run, wait_seconds=30)
 
 
 def item_reservations_change(
@@ -158,7 +187,11 @@ def item_reservations_change(
 
     def run() -> R:
         done = change()
-        reservations.set_rules(group_id=group_id, rules=product.rules(product.items().get(pk=item.pk)))
+        now = product.items().get(pk=item.pk)
+        if (buckets := item_bucketed(product, now)) > 1:
+            states_change(group_id, buckets, reservations, product.rules(now), units(done))
+            return done
+        reservations.set_rules(group_id=group_id, rules=product.rules(now))
         for stock_id, added in units(done).items():
             reservations.add_units(group_id=group_id, stock_id=stock_id, units=added)
         return done
@@ -179,6 +212,21 @@ def item_reservations_check(
     differ (or the last such comparison is old)."""
     group_id = product.group_of(item)
     records = product.taking(product.records(item.pk))
+    if (buckets := item_bucketed(product, item)) > 1:
+        return states_check(
+            group_id=group_id,
+            states=item_states_of(group_id, buckets),
+            reservations=reservations or reservations_client(),
+            database_stock=lambda: _group_stock(group_id),
+            database_takes=lambda: product.takes(records),
+            database_takes_total=records.count,
+            row_buckets=lambda: {
+                row: bucket % buckets
+                for row, bucket in Stock.objects.filter(group_id=group_id).values_list("id", "bucket")
+            },
+            repair=repair,
+            totals_first=totals_first,
+        )
     return group_check(
         group_id=group_id,
         reservations=reservations or reservations_client(),
@@ -187,6 +235,7 @@ def item_reservations_check(
         database_takes_total=records.count,
         repair=repair,
         totals_first=totals_first,
+        database_abandoned=lambda: abandoned_values(group_id),
     )
 
 
@@ -219,16 +268,25 @@ def item_update(
     *,
     switch_to: str | None = None,
     units: Callable[[R], dict[int, int]] | None = None,
+    rows_moved: bool = False,
 ) -> R:
     """``change()`` (database writes that commit), with the item's Redis state in step when the
     item is or becomes ``redis_lua``: a switch to it builds the state from the database, a
     switch away persists what waits and drops the state, and new rules or units (``units(done)``:
-    added per stock row) are applied to the state too. ``switch_to`` is the new strategy, if any."""
+    added per stock row) are applied to the state too. ``switch_to`` is the new strategy, if any.
+
+    ``rows_moved``: the change moves units between rows (a voucher split into another number
+    of buckets), computed from the database's stock, which counts no reservation still in the
+    stream: the state is retired (every waiting reservation persisted) before the change and
+    built again from the database after it, as a switch away and back would."""
     was = product.item_model.objects.values_list("strategy", flat=True).get(pk=item.pk)
     now = switch_to or was
     reservations = reservations_client()
-    if was == Strategy.REDIS_LUA and now != Strategy.REDIS_LUA:
-        return item_reservations_retire(product, item=item, then=change, reservations=reservations)
+    if was == Strategy.REDIS_LUA and (now != Strategy.REDIS_LUA or rows_moved):
+        done = item_reservations_retire(product, item=item, then=change, reservations=reservations)
+        if now == Strategy.REDIS_LUA:
+            item_reservations_start(product, item=item, reservations=reservations)
+        return done
     if was == Strategy.REDIS_LUA:
         return item_reservations_change(
             product, item=item, change=change, units=units or (lambda done: {}), reservations=reservations

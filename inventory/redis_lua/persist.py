@@ -11,6 +11,15 @@ acknowledged. One that the database refuses for good is undone (``Reservations.r
 stock and take back in Redis, marked failed) without holding back the rest of its batch.
 While the database is unreachable nothing is acknowledged, and reservations older than
 ``give_up_seconds`` are undone, so that no user waits on a pending order for ever.
+
+Several consumers may persist one group at once (``inventory.redis_lua.drain``). Each batch's
+transaction first locks its stock rows (``_stock_locked``: the rows of its state's bucket and
+those its reservations name), in primary-key order, then re-checks which reservations have a
+record and which were undone meanwhile: an INSERT of records takes a shared lock on the stock
+row they name (their foreign key), and the UPDATE after it an exclusive one, so two consumers
+that inserted first would each wait for the other (deadlock). An undo re-checks under the
+same locks that no record exists: between two consumers handed one reservation (one took
+over the other's after ``claim_idle_ms``), the record and the undo exclude each other.
 """
 
 from __future__ import annotations
@@ -28,7 +37,7 @@ from redis import RedisError
 from ..models import Stock
 from ..strategies.base import units_out
 from .client import Reservations
-from .values import Pending
+from .values import GroupKeys, Pending, reservation_id, state_of
 
 logger = logging.getLogger(__name__)
 
@@ -60,6 +69,7 @@ def reservations_persist(
     consumer: str,
     persisted: Callable[[list[int]], set[int]],
     write: Callable[[list[Pending]], None],
+    prepare: Callable[[list[Pending]], None] | None = None,
     batch: int = 500,
     claim_idle_ms: int = 30_000,
     give_up_seconds: float = 300,
@@ -72,6 +82,9 @@ def reservations_persist(
         consumer: this worker's name in the stream's consumer group.
         persisted: given reservation ids, those that already have a record.
         write: writes the records of the given reservations (in the caller's transaction).
+        prepare: called with the reservations of each transaction before it begins, so that
+            ``write`` finds their records ready (``inventory.redis_lua.records_insert``): the
+            transaction holds its stock rows, which the other consumers of its state wait for.
         claim_idle_ms: reservations given to another consumer this long ago without an
             acknowledgement are taken over (that consumer died or hangs).
         give_up_seconds: while the database cannot be reached (not when it refuses, deadlocks
@@ -92,8 +105,9 @@ def reservations_persist(
     committed: list[Pending] = []
     try:
         result = _write_apart(
-            pending, persisted, write, group_id=group_id, reservations=reservations, about=about, committed=committed
-        )
+            pending, persisted, write, group_id=group_id, reservations=reservations, about=about, committed=committed,
+            prepare=prepare,
+        )  # fmt: skip
     except DatabaseError as exc:
         if unreachable(exc):
             # A part written before the database went away has its records: never undo those.
@@ -124,6 +138,7 @@ def _write_apart(
     reservations: Reservations,
     about: _About,
     committed: list[Pending],
+    prepare: Callable | None = None,
 ) -> Persisted:
     """Write ``pending`` in one transaction; when the database refuses one of them, write
     each half apart, and a part of fewer than ``WRITTEN_ALONE_BELOW`` one reservation at a
@@ -137,7 +152,9 @@ def _write_apart(
     reservations whose records a committed part holds.
     """
     try:
-        fresh = _write(pending, persisted, write)
+        if prepare is not None:
+            prepare(pending)
+        fresh = _write(pending, persisted, write, group_id=group_id, reservations=reservations)
     except IntegrityError as exc:
         if len(pending) > 1:
             half = len(pending) // 2
@@ -154,29 +171,96 @@ def _write_apart(
                     reservations=reservations,
                     about=about,
                     committed=committed,
+                    prepare=prepare,
                 )
             return result
         why = f"the database refused the record: {exc.args[-1]}"[:300]
-        if reservations.release(group_id=group_id, pending=pending[0], why=why):
-            about.failed(pending[0], why)
-            return Persisted(failed=1)
-        return Persisted()
+        return _undo_unless_written(
+            pending[0], persisted, why, group_id=group_id, reservations=reservations, about=about
+        )
     committed.extend(pending)
     about.each(pending, fresh)
     return Persisted(written=len(fresh), repeated=len(pending) - len(fresh))
 
 
 @transaction.atomic
-def _write(pending: list[Pending], persisted: Callable, write: Callable) -> list[Pending]:
-    """Write the records of the reservations that have none yet; those, once committed."""
+def _write(
+    pending: list[Pending], persisted: Callable, write: Callable, *, group_id: int, reservations: Reservations
+) -> list[Pending]:
+    """Write the records of the reservations that have none yet and were not undone; those,
+    once committed. The batch's stock rows are locked first (``_stock_locked``), so that what
+    is read next stays true until the commit."""
+    taken = _stock_locked(group_id, pending)
     already = persisted([one.reservation_id for one in pending])
     fresh = [one for one in pending if one.reservation_id not in already]
+    undone = _undone(fresh, group_id=group_id, reservations=reservations)
+    fresh = [one for one in fresh if one.reservation_id not in undone]
     if fresh:
         write(fresh)
-        taken = Counter(one.stock_id for one in fresh if one.stock_id is not None)
-        for stock_id, units in sorted(taken.items()):  # rows in key order, as every writer takes them
-            Stock.objects.filter(pk=stock_id).update(**units_out(units))
+        units = Counter(one.stock_id for one in fresh if one.stock_id is not None)
+        for stock_id in taken:  # rows in key order, as every writer takes them
+            if units[stock_id]:
+                Stock.objects.filter(pk=stock_id).update(**units_out(units[stock_id]))
     return fresh
+
+
+def _stock_locked(state: int, pending: list[Pending]) -> list[int]:
+    """Lock the stock rows a batch of the state's reservations must hold (``SELECT ... FOR
+    UPDATE`` by primary key, ascending, as every writer of stock takes them) for the caller's
+    transaction; their ids.
+
+    Those are the rows of the state's bucket (its anchor: every batch and every undo of the
+    state holds it, a reservation that names no row, a draw of nothing, included) and the rows
+    its reservations name (a borrowed unit names another bucket's row, which the UPDATE
+    writes). An unbucketed group's rows are all of bucket 0: it locks every row, as one state.
+    A bucket with no row of its own (never made by a split) anchors on every row of the group.
+
+    Why no more: a reservation lives in one state's stream (its id carries the state,
+    ``values.reservation_id``), and a consumer reads and takes over entries of one stream
+    only, so every write and every undo of one reservation run for the same state, and both
+    lock that state's anchor and the reservation's row: they exclude each other. Both read
+    the same anchor, unlocked: a row never changes bucket, and a split adds rows under the
+    group's lock held exclusive (``drain.group_lock``), beside which no drain runs. Batches of
+    different buckets' streams share no row unless one holds a unit borrowed from the
+    other's bucket, and then wait for each other only for that row, never in a cycle: each
+    takes all its locks in one statement, in key order.
+    """
+    group_id, bucket = state_of(state)
+    rows = Stock.objects.filter(group_id=group_id)
+    anchor = set(rows.filter(bucket=bucket).values_list("pk", flat=True)) or set(rows.values_list("pk", flat=True))
+    wanted = anchor | {one.stock_id for one in pending if one.stock_id is not None}
+    locked = Stock.objects.filter(pk__in=wanted).order_by("pk").select_for_update()
+    return list(locked.values_list("pk", flat=True))
+
+
+def _undone(pending: list[Pending], *, group_id: int, reservations: Reservations) -> set[int]:
+    """The reservations of ``pending`` that were undone (marked failed): another consumer,
+    handed them too, found the database refusing them. One round trip."""
+    if not pending:
+        return set()
+    first = reservation_id(group_id, 1)
+    marks = reservations.client.hmget(
+        GroupKeys.of(group_id).failed, [one.reservation_id - first + 1 for one in pending]
+    )
+    return {one.reservation_id for one, mark in zip(pending, marks, strict=True) if mark is not None}
+
+
+def _undo_unless_written(
+    one: Pending, persisted: Callable, why: str, *, group_id: int, reservations: Reservations, about: _About
+) -> Persisted:
+    """Undo ``one``, which the database refused, unless its record exists: another consumer,
+    handed it too, may have written it. Under the locks of its state's anchor and its own row
+    (``_stock_locked``), which every batch that writes it holds from before its check until
+    its commit, so that no record can commit between this check and the undo."""
+    with transaction.atomic():
+        _stock_locked(group_id, [one])
+        if persisted([one.reservation_id]):
+            about.each([one], [])
+            return Persisted(repeated=1)
+        if reservations.release(group_id=group_id, pending=one, why=why):
+            about.failed(one, why)
+            return Persisted(failed=1)
+    return Persisted()
 
 
 class _About:

@@ -36,6 +36,10 @@ under ``manage.py reconcile`` and ``audit``: such a drift is found within that p
 pool whose database holds two draws of one user under one number (written by an unguarded
 strategy before ``redis_lua``) keeps both takes and the one number in that user's field
 (``2:1``, ``inventory.redis_lua.scripts``), and agrees with it.
+
+A bucketed item's states are compared by ``inventory.redis_lua.reconcile_buckets``, totals
+first by the same rule (``totals_stand_in``) and marked whole by the same key
+(``whole_marked``).
 """
 
 from __future__ import annotations
@@ -107,6 +111,7 @@ def group_check(
     repair: bool = False,
     totals_first: bool = False,
     wait_seconds: float = 30,
+    database_abandoned: Callable[[], dict[int, str]] | None = None,
 ) -> GroupCheck:
     """Compare the group's Redis state with the database and, with ``repair``, set it right.
     With ``totals_first``, each user's takes are compared only when the totals differ or the
@@ -117,6 +122,9 @@ def group_check(
         database_takes: returns ``{user id: records}`` and the ``(user id, take number)`` of
             every record.
         database_takes_total: returns the number of records.
+        database_abandoned: returns each user's abandoned holds (``abandoned_value``): with
+            ``repair``, the comparison per user sets Redis' counts to them where they differ
+            (a release whose return missed Redis), as a load writes them.
     """
     keys = GroupKeys.of(group_id)
 
@@ -131,16 +139,13 @@ def group_check(
         if found is None:
             return GroupCheck(group_id=group_id, state=False, pending=len(pending))
         takes, redis_stock = found
-        if not checked or _stock_drift(redis_stock, database_stock(), pending):
-            return None
-        if takes != database_takes_total() + len(pending):
-            return None
-        return GroupCheck(
-            group_id=group_id,
-            state=True,
-            pending=len(pending),
-            oldest_pending_seconds=_oldest_seconds(pending),
-            per_user=False,
+        return totals_stand_in(
+            group_id,
+            checked=bool(checked),
+            rows_differ=lambda: bool(_stock_drift(redis_stock, database_stock(), pending)),
+            takes=takes,
+            database_takes_total=database_takes_total,
+            pending=pending,
         )
 
     def per_user() -> GroupCheck:
@@ -173,15 +178,56 @@ def group_check(
                 unused=unused,
             )
             check = replace(check, repaired=repaired and check.drifted)
+        if repair and database_abandoned is not None:
+            _abandoned_repair(reservations, keys.abandoned, database_abandoned())
         if not check.drifted or check.repaired:
-            # Whole now: the totals may stand in for this comparison until the key expires.
-            reservations.client.set(keys.checked, 1, ex=settings.RESERVATIONS_RECONCILE_FULL_SECONDS)
+            whole_marked(reservations, group_id)
         return check
 
     def run() -> GroupCheck:
         return (totals_first and totals_agree()) or per_user()
 
     return with_group_lock(group_id, run, wait_seconds=wait_seconds)
+
+
+def _abandoned_repair(reservations: Reservations, key: str, database: dict[int, str]) -> None:
+    """Set the group's abandoned holds in Redis to the database's where they differ: a count
+    only grows, and the database's is the one every release wrote."""
+    found = {int(user): value.decode() if isinstance(value, bytes) else value for user, value in
+             reservations.client.hgetall(key).items()}  # fmt: skip
+    differ = {user: value for user, value in database.items() if found.get(user) != value}
+    if differ:
+        reservations.client.hset(key, mapping=differ)
+
+
+def totals_stand_in(
+    group_id: int,
+    *,
+    checked: bool,
+    rows_differ: Callable[[], bool],
+    takes: int,
+    database_takes_total: Callable[[], int],
+    pending: list[Pending],
+) -> GroupCheck | None:
+    """The check when the totals may stand in for the comparison per user, else None: the
+    last comparison per user found the group whole and has not expired (``checked``), no
+    stock row differs, and the takes of every user together in Redis (``takes``) are the
+    records that count against the limit + the reservations ``pending`` (each one take)."""
+    if not checked or rows_differ() or takes != database_takes_total() + len(pending):
+        return None
+    return GroupCheck(
+        group_id=group_id,
+        state=True,
+        pending=len(pending),
+        oldest_pending_seconds=_oldest_seconds(pending),
+        per_user=False,
+    )
+
+
+def whole_marked(reservations: Reservations, group_id: int) -> None:
+    """A comparison per user found the group whole (or made it so): the totals may stand in
+    for the next ones until the key expires (``RESERVATIONS_RECONCILE_FULL_SECONDS``)."""
+    reservations.client.set(GroupKeys.of(group_id).checked, 1, ex=settings.RESERVATIONS_RECONCILE_FULL_SECONDS)
 
 
 def _stock_drift(redis_stock: dict[int, int], stock: dict[int, int], pending: list[Pending]) -> dict:

@@ -7,8 +7,9 @@ single Cluster slot (``docs/design.md``, "A reservation in Redis"):
 - ``...:state``, a hash laid out so that RESERVE reads it with one ``HMGET`` and writes it
   with one ``HSET``; its numbers are big-endian doubles (``struct``: no text to parse or
   format). ``rules``: the layout (2), the sale window (ms), the takes per user (1 for a
-  voucher, the draw limit for a pool) and the weight of taking nothing (a pool's "no
-  prize"). ``live``: the group's last reservation number, every user's takes together
+  voucher, the draw limit for a pool), the weight of taking nothing (a pool's "no
+  prize"), the cap on abandoned holds and the cooldown after each (ms; absent from a state
+  loaded before they were: neither). ``live``: the group's last reservation number, every user's takes together
   (reconciliation's total), the units of the rows that have some, the Redis time (ms) until
   which the kick flag stands, then each row's stock id and units, ascending by id.
   ``<user id>``: the user's takes and the take numbers they use, ``<k>`` for k takes
@@ -18,6 +19,10 @@ single Cluster slot (``docs/design.md``, "A reservation in Redis"):
   database, and must not repeat). A state is loaded while it has ``live``: one of an
   earlier layout (``stock:<id>`` fields; ``...:takers``, ``...:seqs``, ``...:kick`` beside)
   is none: RESERVE answers ``unavailable`` (the caller asks for a rebuild), LOAD replaces it;
+- ``...:abandoned``, a hash: user id -> ``<holds>:<ms>``, the user's abandoned holds of the
+  item and when the last was released, as the database counts them (``Abandoned``): set by
+  RETURN with each release's unit, written by a load; RESERVE refuses at the rules' cap, or
+  within their cooldown of the last (docs/design.md, "Abandoned holds");
 - ``...:checked``, a flag that expires: set by a reconciliation that found each user whole;
 - ``...:pending``, a stream: one entry per reservation not yet persisted, read by the
   persisting worker through the consumer group ``persist``, its id ``<n>-0`` (n the
@@ -41,14 +46,15 @@ The rate limits of a request count in RESERVE's round trip: their counters
 from core.ratelimit import RATE_WAIT
 
 # Reserve one unit for a user: count the request's rate limits; check the window (Redis
-# time), the user's takes and the stock; choose a row weighted by its stock (or nothing,
+# time), the user's takes, their abandoned holds (the cap and the cooldown, where the rules
+# carry them) and the stock; choose a row weighted by its stock (or nothing,
 # by the weight of taking nothing); append the pending reservation, then write the state
 # (the row's units, the counters, the user's take numbers) with one HSET. The append
 # comes first: should it fail (an entry id not above the stream's last), nothing is taken.
 # Every purchase and draw pays its cost, so it is written for it (docs/design.md): numbers
 # packed, or made text with %d (tostring formats floats), text answered, one row spliced.
-# KEYS[1] state, KEYS[2] pending stream, KEYS[3...] the request's rate-limit counters (none
-#         when the limits are off)
+# KEYS[1] state, KEYS[2] pending stream, KEYS[3] abandoned holds, KEYS[4...] the request's
+#         rate-limit counters (none when the limits are off)
 # ARGV[1] user id, ARGV[2] a uniform random number in [0, 1) drawn by the caller (so that
 #         tests can seed it), ARGV[3] the kick flag's lifetime in ms, ARGV[4] the request's
 #         id ("" for none), stored in the stream entry for the worker's log line,
@@ -57,13 +63,14 @@ from core.ratelimit import RATE_WAIT
 # number among the user's takes (the database's per-user backstop), n the reservation's
 # number in the group, marks the user's field after it (its takes first), kick 1 when the
 # caller should ask for the stream to be persisted, and limit the limit of takes it
-# checked; or "rate_limited <ms to wait>"; or a refusal: "unavailable" (no state: never
-# sell from nothing), "not_started", "ended", "limit", "sold_out".
+# checked; or "rate_limited <ms to wait>" or "cooling_down <ms to wait>"; or a refusal:
+# "unavailable" (no state: never sell from nothing), "not_started", "ended", "limit",
+# "abandon_limit", "sold_out".
 RESERVE = (
-    "if #KEYS > 2 then\n"
+    "if #KEYS > 3 then\n"
     + RATE_WAIT
     + """
-    local wait = rate_wait(3, 5)
+    local wait = rate_wait(4, 5)
     if wait > 0 then return string.format('rate_limited %d', wait) end
 end
 local sub, format, pack, unpack = string.sub, string.format, struct.pack, struct.unpack
@@ -98,6 +105,15 @@ if marks then
         if takes + 0 ~= count or top ~= count + 1 then
             value = value .. ':' .. sub(listed, 2) .. (listed == ':' and '' or ',') .. seq
         end
+    end
+end
+if #got[1] > 40 then
+    local cap, cool = unpack('>dd', got[1], 41)
+    local gave = (cap > 0 or cool > 0) and redis.call('HGET', KEYS[3], user)
+    if gave then
+        local holds, last = string.match(gave, '^(%d+):(%d+)$')
+        if cap > 0 and holds + 0 >= cap then return 'abandon_limit' end
+        if cool > 0 and now_ms < last + cool then return format('cooling_down %d', last + cool - now_ms) end
     end
 end
 if left <= 0 then return 'sold_out' end
@@ -219,11 +235,6 @@ return 1
 """
 )
 
-# How far past the database's highest reservation number a counter that Redis lost starts
-# again: more reservations than can wait unwritten at once (bounded by a sale's stock and
-# draws); 2**30 numbers per stock group leave room for a thousand such restarts.
-LOST_NUMBERS_GAP = 1 << 20
-
 # Load a group's state built from the database, unless a state is already there: live
 # Redis state is never overwritten blindly (reconciliation repairs it field by field); what
 # an earlier layout left is none, and is replaced. Refused while reservations wait in the
@@ -233,15 +244,18 @@ LOST_NUMBERS_GAP = 1 << 20
 # The counter starts at the highest of the database's last number, the one a dropped state
 # left (``...:ids``) and the stream's last entry: no id the database holds is handed out
 # again, and a new entry's id is above the stream's last. With neither ``...:ids`` nor the
-# stream, nothing tells how far a lost Redis had counted past the database (its waiting
-# reservations were answered 202 with their ids, and are gone with it): the counter starts
-# LOST_NUMBERS_GAP above, so that no id names two reservations.
+# stream the counter is lost, with the reservations the lost Redis answered 202 and the
+# database may hold none of (lost twice before one was written): it answers -2 unless
+# ARGV[7] gives the floor to start from, which the caller wrote to the database first,
+# above every number an earlier load could have handed out (``inventory.redis_lua.numbering``).
 # KEYS[1] state, KEYS[2] pending stream, KEYS[3] the kept counter, KEYS[4] takers, KEYS[5]
 # take numbers and KEYS[6] kick flag of the earlier layout
 # ARGV[1] consumer group, ARGV[2] the counter's floor, ARGV[3] the rules field, ARGV[4] the
 # rows of ``live`` (packed, ascending), ARGV[5] the takes of every user together, ARGV[6]
-# the units left, then user/field pairs (the users' takes and numbers)
-# Returns 1 when loaded, 0 when a state was already there, -1 while reservations wait.
+# the units left, ARGV[7] the floor of a lost counter (or ""), then user/field pairs (the
+# users' takes and numbers)
+# Returns 1 when loaded, 0 when a state was already there, -1 while reservations wait, -2
+# when the counter is lost and ARGV[7] is "" (nothing loaded).
 LOAD = """
 if redis.call('HEXISTS', KEYS[1], 'live') == 1 then return 0 end
 if redis.call('EXISTS', KEYS[2]) == 1 and redis.call('XLEN', KEYS[2]) > 0 then return -1 end
@@ -249,7 +263,8 @@ redis.call('DEL', KEYS[1], KEYS[4], KEYS[5], KEYS[6])
 local floor = tonumber(ARGV[2])
 local kept = redis.call('GET', KEYS[3])
 if redis.call('EXISTS', KEYS[2]) == 0 then
-    if not kept then floor = floor + LOST_NUMBERS_GAP end
+    if not kept and ARGV[7] == '' then return -2 end
+    if not kept then floor = math.max(floor, tonumber(ARGV[7])) end
     redis.call('XGROUP', 'CREATE', KEYS[2], ARGV[1], '0', 'MKSTREAM')
 else
     redis.pcall('XGROUP', 'CREATE', KEYS[2], ARGV[1], '0')
@@ -263,11 +278,11 @@ end
 floor = math.max(floor, tonumber(kept or '0'))
 local live = struct.pack('>dddd', floor, tonumber(ARGV[5]), tonumber(ARGV[6]), 0) .. ARGV[4]
 redis.call('HSET', KEYS[1], 'rules', ARGV[3], 'live', live)
-for i = 7, #ARGV, 1000 do
+for i = 8, #ARGV, 1000 do
     redis.call('HSET', KEYS[1], unpack(ARGV, i, math.min(i + 999, #ARGV)))
 end
 return 1
-""".replace("LOST_NUMBERS_GAP", str(LOST_NUMBERS_GAP))
+"""
 
 # Remove the group's state (RESERVE answers ``unavailable`` from then on), with what an
 # earlier layout left, keeping its reservation counter in ``...:ids`` for the next LOAD.
@@ -362,37 +377,6 @@ for j = i, #ARGV do
     user_of(user).used[tonumber(n)] = j >= i + u or nil  -- the unused dropped, the missing marked
 end
 for user, one in pairs(users) do marks_write(KEYS[1], state, user, one.before, one.takes, one.used) end
-state_write(KEYS[1], state)
-return 1
-"""
-)
-
-# Return released records' units to a loaded state, and their takes to users whose release
-# frees them (a voucher's buyer may buy again: number 1 is the only take such a product
-# has): called once per batch of releases, after the database committed them, under the
-# group's lock, so that reconciliation never reads one side changed and the other not. A
-# missing state is rebuilt from the database, which holds the releases.
-# KEYS[1] state
-# ARGV[1] the number of stock rows s, then s stock id/units pairs, then the users whose
-#         take is freed, one each time a take of theirs is
-# Returns 1 when returned, 0 when no state is loaded.
-RETURN = (
-    STATE
-    + """
-local state = state_read(KEYS[1])
-if not state then return 0 end
-local s = tonumber(ARGV[1])
-local i = 2
-for _ = 1, s do
-    rows_add(state, ARGV[i], ARGV[i + 1])
-    i = i + 2
-end
-while i <= #ARGV do
-    local takes, used = marks_read(KEYS[1], ARGV[i])
-    used[1] = nil
-    marks_write(KEYS[1], state, ARGV[i], takes, takes - 1, used)
-    i = i + 1
-end
 state_write(KEYS[1], state)
 return 1
 """

@@ -16,13 +16,16 @@ from datetime import UTC, datetime
 
 from core.namespace import key_prefix
 
+from .slots import bucket_tag
+
 # The consumer group that persists pending reservations to the database.
 PERSIST_GROUP = "persist"
 # How idle a handed-back entry looks (a day): past any consumer's claim_idle_ms.
 HANDED_BACK_IDLE_MS = 24 * 3600 * 1000
-# Reservation ids: 2**62 + (group id << 30) + the group's reservation number. Unique
-# across groups, told apart from the database's own ids (which never get that high),
-# and made in the script without a second round trip.
+# Reservation ids: 2**62 + (state id << 30) + the state's reservation number (a state id is
+# the group's own id for an unbucketed group, ``state_id``). Unique across states, told
+# apart from the database's own ids (which never get that high), and made in the script
+# without a second round trip.
 RESERVATION_BASE = 1 << 62
 _NUMBER_BITS = 30
 
@@ -34,8 +37,22 @@ def reservation_id(group_id: int, number: int) -> int:
     return RESERVATION_BASE | group_id << _NUMBER_BITS | number
 
 
+# How far a counter that Redis lost starts past every number an earlier load of its state
+# could have handed out: more reservations than can wait unwritten at once (bounded by a
+# sale's stock and draws); 2**30 numbers per state leave room for a thousand such losses.
+LOST_NUMBERS_GAP = 1 << 20
+
+
+def lost_counter_floor(database_floor: int, lost_before: int = 0) -> int:
+    """Where a state's counter that Redis lost starts again: LOST_NUMBERS_GAP above both the
+    database's last number and the floor the state's last lost counter started from
+    (``lost_before``), since what Redis answered past either may be gone with it."""
+    return max(database_floor, lost_before) + LOST_NUMBERS_GAP
+
+
 def reservation_group(reservation: int) -> int | None:
-    """The stock group a reservation id belongs to, or None for any other id: one in the
+    """The state (an unbucketed group's id, else ``state_id``) whose stream holds a
+    reservation id, or None for any other id: one in the
     range that ``reservation_id`` never makes (group 0, number 0) is no reservation's, and
     its callers answer it as they answer any id that names nothing."""
     if reservation < RESERVATION_BASE or reservation >= 1 << 63:
@@ -44,9 +61,47 @@ def reservation_group(reservation: int) -> int | None:
     return group_id if group_id and number else None
 
 
+# State ids: the state of a group's bucket 0 (an unbucketed group's only state) is named by
+# the group's id; bucket b >= 1 of group g by 2**31 | b << 25 | g. A reservation id carries
+# its state's id (``reservation_id``), so ``reservation_group`` names the state whose stream
+# holds it, and every lookup reads one slot as before. A bucketed group's id is below 2**25
+# and any group's below 2**31, so the two kinds never meet.
+_BUCKET_STATE = 1 << 31
+_BUCKET_SHIFT = 25
+_BUCKET_MAX = 63  # six bits; Item.buckets stops at 64
+
+
+def state_id(group_id: int, bucket: int = 0) -> int:
+    """The id of the state of a group's ``bucket``: the group's own id for bucket 0."""
+    if not 0 < group_id < _BUCKET_STATE:
+        raise ValueError(f"no redis_lua state for group {group_id}: ids stop below 2**31")
+    if bucket == 0:
+        return group_id
+    if not 0 < bucket <= _BUCKET_MAX or group_id >= 1 << _BUCKET_SHIFT:
+        raise ValueError(
+            f"no redis_lua state for bucket {bucket} of group {group_id}: a bucketed group's id stops below 2**25"
+        )
+    return _BUCKET_STATE | bucket << _BUCKET_SHIFT | group_id
+
+
+def state_of(state: int) -> tuple[int, int]:
+    """The group and the bucket a state id names (``state_id`` reversed)."""
+    if state < _BUCKET_STATE:
+        return state, 0
+    return state & ((1 << _BUCKET_SHIFT) - 1), (state - _BUCKET_STATE) >> _BUCKET_SHIFT
+
+
+def bucketed_states_allowed(group_id: int, buckets: int) -> bool:
+    """Whether a group can have ``buckets`` states of its own (its id small enough)."""
+    return buckets <= 1 or (group_id < 1 << _BUCKET_SHIFT and buckets <= _BUCKET_MAX + 1)
+
+
 def group_tag(group_id: int) -> str:
-    """The hash tag of a stock group's keys: every key under it is in one Cluster slot."""
-    return f"{{group:{group_id}}}"
+    """The hash tag of a state's keys (``group_id`` a state id): every key under it is in one
+    Cluster slot, ``{group:<g>}`` for a group's bucket 0, ``{group:<g>:<b>:<n>}`` for bucket b,
+    n chosen for the slot, so that an item's states spread evenly over the slots and a
+    cluster's masters (``inventory.redis_lua.slots``)."""
+    return "{" + bucket_tag(*state_of(group_id)) + "}"
 
 
 @dataclass(frozen=True)
@@ -66,6 +121,13 @@ class GroupKeys:
     # group whole: until it expires the beat's may compare totals only
     # (``inventory.redis_lua.reconcile``).
     checked: str
+    # A bucketed item's transfers of units between its states (``inventory.redis_lua.transfers``):
+    # ``outbox`` in the giving state, ``applied`` in the receiving one.
+    outbox: str
+    applied: str
+    # Each user's abandoned holds of the item and when the last was, ``<holds>:<ms>``
+    # (``abandoned_value``): what RESERVE checks the cap and the cooldown against.
+    abandoned: str
 
     @classmethod
     @functools.lru_cache(maxsize=1024)  # every reservation names them: built once per group
@@ -81,6 +143,9 @@ class GroupKeys:
             kick=f"{tag}:kick",
             rebuild=f"{tag}:rebuild",
             checked=f"{tag}:checked",
+            outbox=f"{tag}:outbox",
+            applied=f"{tag}:applied",
+            abandoned=f"{tag}:abandoned",
         )
 
     def all(self) -> list[str]:
@@ -94,6 +159,9 @@ class GroupKeys:
             self.kick,
             self.rebuild,
             self.checked,
+            self.outbox,
+            self.applied,
+            self.abandoned,
         ]
 
 
@@ -105,12 +173,16 @@ class Rules:
         begin_at, end_at: the sale window, compared with Redis' clock.
         limit: takes per user (1 for a voucher, the draw limit for a pool).
         no_take: the weight of taking nothing (a pool's "no prize"), 0 for a voucher.
+        abandon_limit, abandon_cooldown: the item's cap on a user's abandoned holds and the
+            cooldown after each, in seconds (docs/design.md, "Abandoned holds"; 0: none).
     """
 
     begin_at: datetime
     end_at: datetime
     limit: int
     no_take: int = 0
+    abandon_limit: int = 0
+    abandon_cooldown: int = 0
 
 
 @dataclass(frozen=True)
@@ -136,7 +208,7 @@ class Reserved:
     unconfirmed: bool = False
 
 
-REFUSALS = ("rate_limited", "unavailable", "not_started", "ended", "limit", "sold_out")
+REFUSALS = ("rate_limited", "unavailable", "not_started", "ended", "limit", "abandon_limit", "cooling_down", "sold_out")
 
 
 class PendingReservations(Exception):
@@ -206,15 +278,31 @@ def _ms(moment: datetime) -> int:
 
 
 # The layout of a group's state hash that the scripts read (``inventory.redis_lua.scripts``): the first
-# number of its ``rules`` field. Its numbers are big-endian doubles: ``rules`` five, ``live``
+# number of its ``rules`` field. Its numbers are big-endian doubles: ``rules`` seven (five in a
+# state loaded before abandoned holds were capped: RESERVE reads those as no cap), ``live``
 # four, then two per row.
 STATE_LAYOUT = 2
-_RULES, _LIVE, _ROW = struct.Struct(">ddddd"), struct.Struct(">dddd"), struct.Struct(">dd")
+_RULES, _LIVE, _ROW = struct.Struct(">ddddddd"), struct.Struct(">dddd"), struct.Struct(">dd")
 
 
 def rules_value(rules: Rules) -> bytes:
-    """The state's ``rules`` field: the layout, the window, the limit, the weight of nothing."""
-    return _RULES.pack(STATE_LAYOUT, _ms(rules.begin_at), _ms(rules.end_at), rules.limit, rules.no_take)
+    """The state's ``rules`` field: the layout, the window, the limit, the weight of nothing,
+    the cap on abandoned holds and the cooldown after each (ms)."""
+    return _RULES.pack(
+        STATE_LAYOUT,
+        _ms(rules.begin_at),
+        _ms(rules.end_at),
+        rules.limit,
+        rules.no_take,
+        rules.abandon_limit,
+        rules.abandon_cooldown * 1000,
+    )
+
+
+def abandoned_value(holds: int, last_at: datetime | None) -> str:
+    """A user's field of the state's abandoned holds (``GroupKeys.abandoned``): ``<holds>:<ms>``,
+    the count and when the last was released (0: never)."""
+    return f"{holds}:{0 if last_at is None else _ms(last_at)}"
 
 
 def rows_value(stock: Mapping[int, int]) -> bytes:

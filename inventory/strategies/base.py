@@ -19,23 +19,16 @@ prize of a pool), a chooser, the per-user rule and a recorder. The base class
    changed what it read) says so, and the sequence goes back to step 3, a bounded
    number of times, then answers ``busy``;
 7. **record** the order or award in the same transaction as the decrement, told which
-   row was taken; then that transaction commits and the guard releases.
+   row was taken, and check the user's abandoned holds of the item (``abandon_refuse``);
+   then that transaction commits and the guard releases.
 
-A ``Change`` (``changes.py``) is the other half of a unit's life (docs/design.md, "Lifecycle"): one
-held record settled (paid, claimed) or released (cancelled, expired, forfeited: its unit
-back in the stock). It runs a sequence of its own, under the same guard and write scope
-as the take: **read** whether the record is still held, pause ``RACE_WINDOW_MS``, and
-**write** its new status, with the unit's return in the same transaction. A guarded
-strategy's write changes only a record still held, so of a pay and an expiry racing, or
-two expiries, exactly one writes; ``none`` and ``local`` write whatever they read, so
-they can pay and release one record, or release it twice.
-
-An ``Expiry`` (``changes.py``) releases an item's held records past their deadline, a batch
-at a time: each strategy owns it (``StockStrategy.expire``), as it owns its take and its
-change. A guarded strategy releases a batch in one transaction (``expiry_write``), each
-record only while still held; ``none`` and ``local`` release each record by their change,
-their naive way; ``redis_lua`` returns the batch's units to Redis too. Every return of a
-unit to a stock row, one record's or a batch's, is one write (``units_return``).
+A ``Change`` (``changes.py``, docs/design.md "Lifecycle") settles a held record or releases
+it (its unit back in the stock), under the take's guard and write scope: **read** whether
+it is still held, pause ``RACE_WINDOW_MS``, **write** its status and the unit's return in one
+transaction. A guarded write changes only a record still held (of racing changes, one
+writes); ``none`` and ``local`` write what they read, and may release a record twice. An
+``Expiry`` releases an item's due holds a batch at a time, each strategy its own way
+(``StockStrategy.expire``); every return of units to a row is one write (``units_return``).
 
 Steps 6 and 7 run inside the strategy's **write scope**: nothing more for a strategy
 whose guard already is the transaction, and the transaction of the write for ``none``
@@ -45,13 +38,11 @@ together; so they race on every database, SQLite included, whose transactions he
 begin ``IMMEDIATE`` and would otherwise serialise the whole take.
 
 Each strategy supplies only its guard, read and write (and, if it needs one, its write
-scope), in a module of its own. The products' adapters (``orders.product``, ``lottery.product``) own
-the rules, and ``inventory.take`` is the one entry point; strategies
-own only the concurrency.
-
-``guarded`` strategies write the record with its database backstop key (the unique
-constraint behind the per-user rule); ``none`` and ``local`` do not, or the
-demonstration that they break would prove nothing.
+scope), in a module of its own. The products' adapters (``orders.product``,
+``lottery.product``) own the rules, ``inventory.take`` is the one entry point; strategies
+own only the concurrency. ``guarded`` strategies write the record with its database
+backstop key (the unique constraint behind the per-user rule); ``none`` and ``local`` do
+not, or the demonstration that they break would prove nothing.
 """
 
 from __future__ import annotations
@@ -59,19 +50,22 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager, nullcontext
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from datetime import datetime
+from math import ceil
 from typing import Any, ClassVar, Generic, TypeVar
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
-from django.db.models import F
+from django.db.models import Expression, F, QuerySet
 
 from core.errors import DomainError
 from core.ratelimit import RateCount
 from locking.lease import LeasedLock
 
-from ..errors import InvalidQuantity, LockBusy, SoldOut
-from ..models import Stock
+from ..buckets import Route, home_route
+from ..errors import AbandonLimit, CoolingDown, InvalidQuantity, LockBusy, SoldOut
+from ..models import Abandoned, Stock
 from ..records import Record
 from ..redis_lua.values import Reserved, group_tag
 from .changes import Change, Expiry, change_write, expiry_write, lock_group, over_counted, rule_scope
@@ -111,6 +105,16 @@ class Take(Generic[R]):
             taken (None when the chooser took nothing) and whether the strategy is
             guarded, that is whether to write the database backstop key.
         quantity: units to take, at least 1.
+        buckets: how many buckets the item's stock is split into (``inventory.buckets``):
+            with more than one, the take reads and guards one bucket's rows, the one
+            ``route`` names, and falls over to the others while any has stock.
+        route: which bucket to try, first and after one found empty under its guard
+            (``inventory.buckets.Route``); None: the user's home bucket first, then the next
+            with stock (``home_route``, a voucher's). A pool routes by weight.
+        choose_empty: whether ``choose`` is asked of a bucket with no row left, to take
+            nothing (a bucketed pool with a weight of no prize: each bucket carries its share
+            of it, so an empty bucket draws no prize); otherwise such a bucket is sold out and
+            the take falls over.
 
     What a deferred strategy (``redis_lua``) reads, reserving in the request and leaving
     the record to a worker:
@@ -120,6 +124,10 @@ class Take(Generic[R]):
         reserved: the answer, given the reservation: the record as it will be, pending.
         rand: the weighted choice's uniform number in [0, 1), called only to reserve; a
             system random one when None.
+
+    What every strategy that takes in the request checks (``abandon_refuse``; ``redis_lua``
+    checks it in its script): ``abandon_limit`` abandoned holds per user (0: no cap) and
+    ``abandon_cooldown`` seconds after each (0: none), at ``abandon_now``.
 
     What an unguarded strategy (``none``, ``local``) reads to keep the running totals of
     takes past the per-user rule (``over_counted``), since only its writes make them:
@@ -136,6 +144,9 @@ class Take(Generic[R]):
     rate: RateCount | None = None
     admit: Callable[[], Mapping[int, int] | None] = lambda: None
     quantity: int = 1
+    buckets: int = 1
+    route: Route | None = None
+    choose_empty: bool = False
     kind: str = ""
     item_id: int = 0
     over_limit: Callable[[], DomainError] | None = None
@@ -143,6 +154,9 @@ class Take(Generic[R]):
     rand: Callable[[], float] | None = None
     counted: Callable[[], int] | None = None
     allowed: Callable[[], int] | None = None
+    abandon_limit: int = 0
+    abandon_cooldown: int = 0
+    abandon_now: datetime | None = None
 
     @property
     def user_key(self) -> str:
@@ -151,10 +165,30 @@ class Take(Generic[R]):
         return rule_scope(self.kind, self.item_id, self.user_id)
 
 
-def units_out(units: int) -> dict[str, Any]:
-    """The fields of a stock row's UPDATE when ``units`` leave it for records: its running
-    total of units taken moves with the stock, in the same statement."""
+def units_out(units: int | Expression) -> dict[str, Any]:
+    """The fields of a stock row's UPDATE when ``units`` leave it for records (a number, or an
+    expression of the row: ``db_optimistic`` writes a bucket's rows at once, units leaving one
+    of them): its running total of units taken moves with the stock, in the same statement."""
     return {"quantity": F("quantity") - units, "taken": F("taken") + units, "version": F("version") + 1}
+
+
+def abandon_refuse(take: Take) -> None:
+    """Refuse the take of a user at the item's cap of abandoned holds (``AbandonLimit``) or
+    within the cooldown after the last (``CoolingDown``), from the user's one row of the group
+    (docs/design.md, "Abandoned holds"). Checked once, after the record, in its transaction (a
+    refusal rolls the take back): by then a release that raced it has committed, or waits for
+    the stock row the take holds. A read before the take would cost every take a query to
+    spare the rare refused one its write."""
+    if not (take.abandon_limit or take.abandon_cooldown):
+        return
+    found = Abandoned.objects.filter(group_id=take.group_id, user_id=take.user_id).values_list("holds", "last_at")
+    holds, last_at = found.first() or (0, None)
+    if take.abandon_limit and holds >= take.abandon_limit:
+        raise AbandonLimit()
+    if take.abandon_cooldown and last_at is not None and take.abandon_now is not None:
+        left = (last_at - take.abandon_now).total_seconds() + take.abandon_cooldown
+        if left > 0:
+            raise CoolingDown(ceil(left))
 
 
 def choose_first(remaining: Mapping[int, int]) -> int:
@@ -165,18 +199,14 @@ def choose_first(remaining: Mapping[int, int]) -> int:
 
 def race_window() -> None:
     """Sleep ``RACE_WINDOW_MS`` between the choice and the write."""
-    pause_ms = settings.RACE_WINDOW_MS
-    if pause_ms > 0:
-        time.sleep(pause_ms / 1000)
+    if settings.RACE_WINDOW_MS > 0:
+        time.sleep(settings.RACE_WINDOW_MS / 1000)
 
 
 def constraint_violated(exc: IntegrityError, name: str) -> bool:
-    """Whether ``exc`` was raised by the database constraint called ``name``.
-
-    MySQL and MariaDB name the constraint (or the unique key) in the message;
-    SQLite names the columns of a unique index, so callers pass a name that
-    matches either.
-    """
+    """Whether ``exc`` was raised by the database constraint called ``name``: MySQL and
+    MariaDB name the constraint (or the unique key) in the message; SQLite names the columns
+    of a unique index, so callers pass a name that matches either."""
     return name in str(exc)
 
 
@@ -195,15 +225,30 @@ class Held:
     """What one take holds while its guard is entered; strategies keep their state here."""
 
     group_version: int = 0
+    # db_optimistic's bucketed take: the version of each row it read.
+    row_versions: dict[int, int] = field(default_factory=dict)
     group_lock: LeasedLock | None = None
     # What the take's ``admit`` read, unguarded, before the guard.
     snapshot: Mapping[int, int] | None = None
+    # The bucket whose rows the take reads and guards; None: every row of the group.
+    bucket: int | None = None
 
 
-def read_remaining(group_id: int, quantity: int) -> dict[int, int]:
-    return dict(
-        Stock.objects.filter(group_id=group_id, quantity__gte=quantity).order_by("id").values_list("id", "quantity")
-    )
+def candidates(group_id: int, bucket: int | None) -> QuerySet[Stock]:
+    """The rows a take chooses among: the group's, or one bucket's of them."""
+    rows = Stock.objects.filter(group_id=group_id)
+    return rows if bucket is None else rows.filter(bucket=bucket)
+
+
+def read_remaining(group_id: int, quantity: int, bucket: int | None = None) -> dict[int, int]:
+    rows = candidates(group_id, bucket).filter(quantity__gte=quantity)
+    return dict(rows.order_by("id").values_list("id", "quantity"))
+
+
+def guard_hold() -> None:
+    """Sleep ``GUARD_HOLD_MS`` right after the stock write, inside every guard (benchmarks)."""
+    if settings.GUARD_HOLD_MS > 0:
+        time.sleep(settings.GUARD_HOLD_MS / 1000)
 
 
 class StockStrategy:
@@ -288,12 +333,39 @@ class StockStrategy:
         if take.rate is not None:
             take.rate.count(tag=group_tag(take.group_id))
         snapshot = take.admit()
+        if take.buckets == 1:
+            return self._take_from(take, None, snapshot)
+        return self._take_bucketed(take)
+
+    # How many buckets one take tries, the home one included, before it answers busy: each
+    # further one was read with stock and found empty under its guard (taken meanwhile).
+    FALL_OVER_TRIES = 8
+
+    def _take_bucketed(self, take: Take[R]) -> R:
+        """The bucket the take's route names (a voucher's: the home bucket); when it has
+        nothing left under its guard, the one the route names next from an unguarded read of
+        the buckets with stock, each under its own guard; sold out only when that read finds
+        none. Each bucket is tried in a guard of its own, never two at once, so takes that
+        fall over from different buckets cannot deadlock on each other's rows."""
+        route = take.route or home_route(
+            group_id=take.group_id, user_id=take.user_id, buckets=take.buckets, quantity=take.quantity
+        )
+        bucket = route(None)
+        for _ in range(self.FALL_OVER_TRIES):
+            try:
+                return self._take_from(take, bucket, None)
+            except SoldOut:
+                bucket = route(bucket)
+        raise LockBusy()
+
+    def _take_from(self, take: Take[R], bucket: int | None, snapshot: Mapping[int, int] | None) -> R:
         with self.guard(take) as held:
             held.snapshot = snapshot
+            held.bucket = bucket
             take.check()
             for attempt in range(self.max_attempts()):
                 remaining = self.read(take, held, attempt)
-                chosen = self._choose(take, remaining)
+                chosen = self._choose(take, remaining, empty_ok=bucket is not None and take.choose_empty)
                 if attempt == 0:
                     race_window()
                 with self.writing(take, held):
@@ -301,7 +373,9 @@ class StockStrategy:
                     if counts_over:
                         lock_group(take.group_id)  # before the stock row, as every writer of both
                     if chosen is None or self.write(take, held, chosen, remaining):
+                        guard_hold()
                         record = take.record(chosen, self.guarded)
+                        abandon_refuse(take)
                         if counts_over:
                             over_counted(take.group_id, counted=take.counted, allowed=take.allowed, delta=1)
                         return record
@@ -309,9 +383,9 @@ class StockStrategy:
             raise LockBusy()
 
     @staticmethod
-    def _choose(take: Take, remaining: Mapping[int, int]) -> int | None:
+    def _choose(take: Take, remaining: Mapping[int, int], *, empty_ok: bool = False) -> int | None:
         available = {stock_id: left for stock_id, left in remaining.items() if left >= take.quantity}
-        if not available:
+        if not available and not empty_ok:
             raise SoldOut()
         chosen = take.choose(available)
         if chosen is not None and chosen not in available:

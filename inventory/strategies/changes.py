@@ -2,7 +2,8 @@
 :class:`Change` settles a held record (paid, claimed) or releases it (cancelled, expired,
 forfeited: its unit back in the stock), under the guard that took it
 (``StockStrategy.change``); :func:`change_write` is its write, and keeps the stock's running
-totals (docs/design.md, "Running totals") in step with what the record became. An
+totals (docs/design.md, "Running totals") in step with what the record became, and counts a
+release as the user's abandoned hold (docs/design.md, "Abandoned holds"). An
 :class:`Expiry` releases an item's held records past their deadline, a batch at a time
 (``StockStrategy.expire``); :func:`expiry_write` is the batch's write.
 
@@ -19,10 +20,10 @@ from datetime import datetime
 from functools import partial
 from typing import Any, NamedTuple
 
-from django.db import transaction
+from django.db import connections, router, transaction
 from django.db.models import F, QuerySet
 
-from ..models import Stock, StockGroup
+from ..models import Abandoned, Stock, StockGroup
 from ..records import TAKING, Record
 
 
@@ -177,6 +178,10 @@ def change_write(change: Change, *, guarded: bool) -> bool:
         was, unit = _read_overwritten(change)
     if not records.update(status=change.target, **fields):
         return False
+    if change.releases:
+        # An abandoned hold, counted last: the user's row is locked after the stock row and
+        # the record, as every release locks them (docs/design.md, "Abandoned holds").
+        abandons_add(change.group_id, {change.user_id: 1}, change.fields["released_at"])
     # +1: the record holds its unit again; -1: it gave it back; 0: no change.
     taken = int(change.target in TAKING) - int(was in TAKING)
     if returns:
@@ -228,6 +233,7 @@ def expiry_write(expiry: Expiry) -> list[Returned]:
         units = Counter(row.stock_id for row in rows if row.stock_id is not None)
         for stock_id, count in sorted(units.items()):
             units_return(stock_id, count)
+        abandons_add(expiry.group_id, Counter(row.user_id for row in rows), expiry.fields["released_at"])
         if over_rule:
             for user_id, count in Counter(row.user_id for row in rows).items():
                 over_counted(
@@ -280,3 +286,25 @@ def lock_rows(stock_ids: list[int]) -> None:
     """Lock stock rows in primary-key order for the caller's transaction (a no-op outside
     one, and on SQLite, whose transactions hold its one write lock)."""
     list(Stock.objects.select_for_update().filter(pk__in=stock_ids).order_by("pk").values_list("pk", flat=True))
+
+
+def abandons_add(group_id: int, users: Mapping[int, int], at: datetime) -> None:
+    """Count ``users[u]`` more abandoned holds of the group's item for each user ``u``, the last
+    released ``at``, in the caller's transaction, in one statement: an INSERT that adds to the
+    user's row where there is one (its unique key, the group and the user), so that releases
+    of one user racing each other count each; the rows in the key's order, as every release
+    locks them."""
+    if not users:
+        return
+    connection = connections[router.db_for_write(Abandoned)]
+    table = connection.ops.quote_name(Abandoned._meta.db_table)
+    when = connection.ops.adapt_datetimefield_value(at)
+    rows = sorted(users.items())
+    params = [value for user_id, holds in rows for value in (group_id, user_id, holds, when)]
+    if connection.vendor == "mysql":
+        add = "ON DUPLICATE KEY UPDATE holds = holds + VALUES(holds), last_at = VALUES(last_at)"
+    else:  # SQLite (``make run``)
+        add = "ON CONFLICT (group_id, user_id) DO UPDATE SET holds = holds + excluded.holds, last_at = excluded.last_at"
+    values = ", ".join(["(%s, %s, %s, %s)"] * len(rows))
+    with connection.cursor() as cursor:
+        cursor.execute(f"INSERT INTO {table} (group_id, user_id, holds, last_at) VALUES {values} {add}", params)

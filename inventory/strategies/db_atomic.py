@@ -46,7 +46,7 @@ class AtomicStrategy(StockStrategy):
     def read(self, take: Take, held: Held, attempt: int) -> Mapping[int, int]:
         if attempt == 0 and held.snapshot is not None:
             return held.snapshot
-        return read_remaining(take.group_id, take.quantity)
+        return read_remaining(take.group_id, take.quantity, held.bucket)
 
     def write(self, take: Take, held: Held, stock_id: int, remaining: Mapping[int, int]) -> bool:
         with sold_out_on_negative_stock():

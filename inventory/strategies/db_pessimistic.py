@@ -1,6 +1,7 @@
 """``SELECT ... FOR UPDATE`` on every row of the group, in primary-key order.
 
-The choice depends on every candidate's stock, so every candidate is locked,
+The choice depends on every candidate's stock, so every candidate is locked (every
+row of the group, or of the bucket a bucketed item's take reads: only that bucket),
 always in the same order so that two takes never deadlock; a restock, which
 updates a row, waits for the lock like a buyer. Buyers of one group queue. A held
 record is settled or released under ``FOR UPDATE`` on its own row.
@@ -17,7 +18,7 @@ from collections.abc import Iterator, Mapping
 
 from ..models import Stock, Strategy
 from ..records import Record
-from .base import Held, StockStrategy, Take, in_transaction, sold_out_on_negative_stock, units_out
+from .base import Held, StockStrategy, Take, candidates, in_transaction, sold_out_on_negative_stock, units_out
 from .changes import Change, lock_rows
 
 
@@ -28,7 +29,7 @@ class PessimisticStrategy(StockStrategy):
         return in_transaction()
 
     def read(self, take: Take, held: Held, attempt: int) -> Mapping[int, int]:
-        rows = Stock.objects.select_for_update().filter(group_id=take.group_id).order_by("id")
+        rows = candidates(take.group_id, held.bucket).select_for_update().order_by("id")
         return dict(rows.values_list("id", "quantity"))
 
     def write(self, take: Take, held: Held, stock_id: int, remaining: Mapping[int, int]) -> bool:

@@ -33,7 +33,7 @@ class NaiveStrategy(StockStrategy):
         return transaction.atomic()
 
     def read(self, take: Take, held: Held, attempt: int) -> Mapping[int, int]:
-        return read_remaining(take.group_id, take.quantity)
+        return read_remaining(take.group_id, take.quantity, held.bucket)
 
     def write(self, take: Take, held: Held, stock_id: int, remaining: Mapping[int, int]) -> bool:
         # An absolute write: a concurrent buyer's decrement is silently lost.

@@ -9,8 +9,9 @@ held, the fenced conditional UPDATE writes the chosen row; should that row have
 run out since the read, the take reads and chooses again while still holding the
 group lock, so the second choice is made on exact stock and cannot miss. A held record is
 settled or released under the user's lock, by an UPDATE conditional on its status. One lock
-name per group (``stock-group:<id>``): fences are per name, so every row of a
-group is always written under the same name.
+name per group (``stock-group:<id>``), and per bucket of a bucketed item
+(``stock-group:<id>:<bucket>``, bucket 0 keeping the group's name): fences are per name, and a
+row never changes bucket, so every row is always written under the same name.
 """
 
 from __future__ import annotations
@@ -31,6 +32,12 @@ from locking.lease import LeasedLock
 from ..errors import LockBusy
 from ..models import Stock, Strategy
 from .base import Held, StockStrategy, Take, read_remaining, sold_out_on_negative_stock, units_out
+
+
+def stock_lock_name(group_id: int, bucket: int | None) -> str:
+    """The lock of a group's rows, or of one bucket's: bucket 0 keeps the group's name, which
+    its row was always written under, so that an item split later keeps its fences."""
+    return f"stock-group:{group_id}" if not bucket else f"stock-group:{group_id}:{bucket}"
 
 
 @lru_cache(maxsize=4096)
@@ -115,12 +122,13 @@ class RedisLockStrategy(StockStrategy):
     def read(self, take: Take, held: Held, attempt: int) -> Mapping[int, int]:
         if attempt == 0 and held.snapshot is not None:
             return held.snapshot
-        return read_remaining(take.group_id, take.quantity)
+        return read_remaining(take.group_id, take.quantity, held.bucket)
 
     def write(self, take: Take, held: Held, stock_id: int, remaining: Mapping[int, int]) -> bool:
         decrement = fenced_decrement(stock_id, take.quantity)
         if held.group_lock is None:
-            group_lock = self._lock(f"stock-group:{take.group_id}", blocking_timeout=settings.LOCK_WAIT_SECONDS)
+            name = stock_lock_name(take.group_id, held.bucket)
+            group_lock = self._lock(name, blocking_timeout=settings.LOCK_WAIT_SECONDS)
             if group_lock.acquire() is None:
                 raise LockBusy()
             held.group_lock = group_lock

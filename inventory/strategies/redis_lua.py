@@ -2,7 +2,8 @@
 
 None of the base sequence runs in the request: one script call
 (``inventory.redis_lua.scripts.RESERVE``, through ``Reservations.reserve``) counts the
-request's rate limits, checks the window by Redis' clock, the user's takes and the stock,
+request's rate limits, checks the window by Redis' clock, the user's takes, their abandoned
+holds (the item's cap and cooldown, docs/design.md, "Abandoned holds") and the stock,
 chooses by weight, decrements and appends the pending reservation, atomically; the take
 answers with the record as it will be, pending (the API's 202). Nothing here reads the
 database.
@@ -13,7 +14,8 @@ A worker writes the records and the stock rows' decrement in batches
 raised, and the beat's sweep catches up. A held record is settled or released by one
 UPDATE conditional on its status, as ``db_atomic`` does; a release returns its unit to
 Redis as well, once the database committed it, under the group's lock (which
-reconciliation holds to compare the two), and so does an expiry's batch, released as every
+reconciliation holds to compare the two), with the user's abandoned holds as the database
+counted them, and so does an expiry's batch, released as every
 guarded strategy releases it. ``StateMissing`` (503) when Redis holds no state
 for the item: nothing is sold from nothing, a worker is asked (at most once a second per
 group) to rebuild it from the database, and a caller that read the item before a switch
@@ -28,6 +30,7 @@ import logging
 import random
 from collections import Counter
 from collections.abc import Callable
+from math import ceil
 
 from celery import current_app
 from django.conf import settings
@@ -38,10 +41,14 @@ from core.errors import DomainError
 from core.ratelimit import rate_refuse
 from core.window import Ended, NotStarted
 
-from ..errors import SoldOut, StateMissing, Unconfirmed
+from ..errors import AbandonLimit, CoolingDown, SoldOut, StateMissing, Unconfirmed
 from ..models import Strategy
+from ..redis_lua.bucket_states import item_states, reserve_at_home
 from ..redis_lua.client import REACHABLE, reservations_client
 from ..redis_lua.drain import with_group_lock
+from ..redis_lua.item_buckets import abandoned_values, states_units_return
+from ..redis_lua.transfers import transfers_client
+from ..redis_lua.values import GroupKeys, bucketed_states_allowed, reservation_group
 from .base import R, StockStrategy, Take
 from .changes import Change, Expiry, Returned, change_write, expiry_write
 
@@ -54,7 +61,12 @@ _system_random = random.SystemRandom()
 DRAIN_TASK = "inventory.tasks.reservations_drain"
 REBUILD_TASK = "inventory.tasks.reservations_rebuild"
 
-_REFUSED: dict[str, type[DomainError]] = {"not_started": NotStarted, "ended": Ended, "sold_out": SoldOut}
+_REFUSED: dict[str, type[DomainError]] = {
+    "not_started": NotStarted,
+    "ended": Ended,
+    "sold_out": SoldOut,
+    "abandon_limit": AbandonLimit,
+}
 
 
 class RedisLuaStrategy(StockStrategy):
@@ -63,19 +75,27 @@ class RedisLuaStrategy(StockStrategy):
 
     def take(self, take: Take[R]) -> R:
         reservations = reservations_client()
+        options = {
+            "user_id": take.user_id,
+            "rand": _system_random.random() if take.rand is None else take.rand(),
+            "kick_ms": settings.RESERVATIONS_KICK_MS,
+            # Kept with the reservation, for the worker's line about its row.
+            "request_id": requestid.current() or "",
+            "rate": take.rate,
+        }
         with REACHABLE:
-            reserved = reservations.reserve(
-                group_id=take.group_id,
-                user_id=take.user_id,
-                rand=_system_random.random() if take.rand is None else take.rand(),
-                kick_ms=settings.RESERVATIONS_KICK_MS,
-                # Kept with the reservation, for the worker's line about its row.
-                request_id=requestid.current() or "",
-                rate=take.rate,
-            )
+            # A take with a route of its own (a pool's, by weight) keeps one state
+            # (``Product.routes_home``, ``item_bucketed``).
+            if take.buckets > 1 and take.route is None and bucketed_states_allowed(take.group_id, take.buckets):
+                # One state per bucket, RESERVE at the user's home (docs/design.md, "Buckets").
+                states = item_states(take.group_id, take.buckets)
+                reserved = reserve_at_home(reservations, transfers_client(reservations), states, **options)
+            else:
+                reserved = reservations.reserve(group_id=take.group_id, **options)
         if reserved.refusal is None:
             if reserved.kick:
-                _ask(DRAIN_TASK, (take.kind, take.item_id, take.group_id), "persist", take)
+                state = take.group_id if take.buckets == 1 else reservation_group(reserved.reservation_id)
+                _ask(DRAIN_TASK, (take.kind, take.item_id, state), "persist", take)
             if reserved.unconfirmed:
                 raise Unconfirmed(reserved.reservation_id)
             return take.reserved(reserved)
@@ -83,6 +103,8 @@ class RedisLuaStrategy(StockStrategy):
             rate_refuse(reserved.wait_ms)
         if reserved.refusal == "limit":
             raise take.over_limit()
+        if reserved.refusal == "cooling_down":
+            raise CoolingDown(max(1, ceil(reserved.wait_ms / 1000)))
         if reserved.refusal == "unavailable":
             if reservations.claim_rebuild(group_id=take.group_id):
                 _ask(REBUILD_TASK, (take.kind, take.item_id), "rebuild", take)
@@ -124,10 +146,20 @@ class RedisLuaStrategy(StockStrategy):
             returned = release()
             units = Counter(one.stock_id for one in returned if one.stock_id is not None)
             freed = [one.user_id for one in returned] if frees_take else []
+            # Each releasing user's abandoned holds as the database counts them, now committed.
+            abandoned = abandoned_values(group_id, sorted({one.user_id for one in returned})) if returned else {}
             try:
                 if returned:
                     with REACHABLE:
-                        reservations_client().units_return(group_id=group_id, units=units, takes_freed=freed)
+                        reservations = reservations_client()
+                        # The layout the loaded state says (a bucketed item's states, or one).
+                        layout = reservations.client.hget(GroupKeys.of(group_id).state, "states")
+                        if layout and int(layout) > 1:
+                            states_units_return(group_id, int(layout), reservations, units, freed, abandoned)
+                        else:
+                            reservations.units_return(
+                                group_id=group_id, units=units, takes_freed=freed, abandoned=abandoned
+                            )
             except Exception:  # Redis out of reach: reconciliation returns them from the database
                 logger.warning("Could not return %d %s units to Redis; reconciliation will.", len(returned), kind)
             return len(returned)

@@ -14,11 +14,17 @@ from django.utils.safestring import SafeString
 
 from core.idempotency import HEADER
 
+from ..admission.tickets import HEADER as TICKET_HEADER
+
 register = template.Library()
 
 
 @register.simple_tag
-def idempotency_key() -> SafeString:
-    """The button's ``hx-headers`` attribute with a fresh key; htmx merges it with the
-    headers the page's body sends (the CSRF token)."""
-    return format_html("hx-headers='{}'", json.dumps({HEADER: secrets.token_urlsafe(16)}))
+def idempotency_key(ticket: str | None = None) -> SafeString:
+    """The button's ``hx-headers`` attribute with a fresh key, and the waiting room's
+    ``ticket`` when the buyer was admitted with one (``inventory.admission``); htmx merges it
+    with the headers the page's body sends (the CSRF token)."""
+    headers = {HEADER: secrets.token_urlsafe(16)}
+    if ticket:
+        headers[TICKET_HEADER] = ticket
+    return format_html("hx-headers='{}'", json.dumps(headers))

@@ -31,6 +31,10 @@ class Fault:
     health_names: ClassVar[str | None] = None
     # Seconds after the fault's end within which answers must be normal again.
     recover_within: ClassVar[float] = 10.0
+    # Seconds of load its run keeps after the fault's end at least (``--duration`` is
+    # stretched to give them): a recovery only answers can show is seen only while the
+    # crowd still asks, and one slower than the load left to run would read as none.
+    watched_after: ClassVar[float] = 0.0
     # Whether the runner must serve from a MariaDB server of its own (it restarts it).
     needs_own_mariadb: ClassVar[bool] = False
     # Whether its runs keep redis_lua's reservations on the runner's own Redis Cluster, on a

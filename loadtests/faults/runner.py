@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import sys
 import time
@@ -319,7 +320,7 @@ def serve_runs(
         try:
             for n, (fault, scenario, strategy) in enumerate(plan, start=numbered[0] + 1):
                 run_args = run_arguments(args, fault)
-                load = f"{args.users} users, {args.duration}s, stock {run_args.stock}"
+                load = f"{args.users} users, {run_args.duration}s, stock {run_args.stock}"
                 if run_args.hold_seconds:
                     load += f", held {run_args.hold_seconds}s"
                 say(f"[{n}/{numbered[1]}] {fault.name} / {scenario.name} / {strategy}: {load}")
@@ -363,10 +364,14 @@ def holding(args, fault: Fault) -> bool:
 
 def run_arguments(args, fault: Fault) -> argparse.Namespace:
     """The run's arguments: the hold window and stock of the fault's own, if it has any (its
-    checks count on them), else those given."""
+    checks count on them), else those given; the load long enough to go on for the fault's
+    ``watched_after`` once it has ended."""
     hold = fault.hold_seconds or args.hold_seconds
     stock = fault.stock or (args.stock if args.stock is not None else DEFAULT_STOCK)
-    return argparse.Namespace(**(vars(args) | {"hold_seconds": hold, "stock": stock, "holds_every_scenario": True}))
+    duration = max(args.duration, math.ceil(args.fault_at + fault.lasts(args.down) + fault.watched_after))
+    return argparse.Namespace(
+        **(vars(args) | {"hold_seconds": hold, "stock": stock, "duration": duration, "holds_every_scenario": True})
+    )
 
 
 def ready(host: str, own_redis: RedisServer, timeout: float = 60) -> None:

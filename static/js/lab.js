@@ -22,6 +22,17 @@
     if (mine.indexOf(select.value) === -1 && mine.length) {
       select.value = mine[0];
     }
+    explain(form, mine, select.value);
+  }
+
+  // Beside the list, what the chosen product's scenarios prove, the chosen one marked.
+  function explain(form, mine, value) {
+    var entries = form.querySelectorAll(".scenarios-explained [data-scenario]");
+    Array.prototype.forEach.call(entries, function (entry) {
+      var name = entry.getAttribute("data-scenario");
+      entry.hidden = mine.indexOf(name) === -1;
+      entry.classList.toggle("chosen", name === value);
+    });
   }
 
   function start() {
@@ -32,7 +43,7 @@
     }
     var scenarios = JSON.parse(data.textContent);
     form.addEventListener("change", function (event) {
-      if (event.target.name === "product") {
+      if (event.target.name === "product" || event.target.name === "scenario") {
         offerScenarios(form, scenarios);
       }
     });

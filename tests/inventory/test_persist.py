@@ -15,8 +15,7 @@ from inventory.models import Stock
 from inventory.redis_lua.client import Reservations
 from inventory.redis_lua.item_states import item_reservations_check, item_reservations_load, item_reservations_persist
 from inventory.redis_lua.persist import reservations_persist
-from inventory.redis_lua.scripts import LOST_NUMBERS_GAP
-from inventory.redis_lua.values import GroupKeys, Rules, reservation_id
+from inventory.redis_lua.values import LOST_NUMBERS_GAP, GroupKeys, Rules, reservation_id
 from lottery.models import Draw
 from lottery.product import POOL
 from orders.models import Order
@@ -275,8 +274,10 @@ def test_a_voucher_is_loaded_from_the_database_with_its_buyers_and_numbering(res
     assert reservations.takers(group_id=group) == {early.pk: 1, late.pk: 1}
     assert reservations.reserve(group_id=group, user_id=early.pk, rand=0.5).refusal == "limit"
     next_one = reservations.reserve(group_id=group, user_id=make_user().pk, rand=0.5)
-    # Numbering goes on above the database, and above whatever the lost keys had counted.
-    assert next_one.reservation_id == reservation_id(group, 8 + LOST_NUMBERS_GAP)
+    # Numbering goes on above whatever the lost keys had counted: past the database's last
+    # number (7) and past where the counter lost before started (its creation's load, at
+    # LOST_NUMBERS_GAP, above which it may have handed out ids the database never saw).
+    assert next_one.reservation_id == reservation_id(group, 2 * LOST_NUMBERS_GAP + 1)
     reservations.client.delete(*GroupKeys.of(group).all())
 
 
@@ -297,28 +298,33 @@ def test_a_pool_is_loaded_with_its_rules_prizes_and_each_users_draws(reservation
     reservations.client.delete(*GroupKeys.of(pool.group_id).all())
 
 
-def test_a_rebuild_waits_for_the_batch_being_persisted(reservations, make_voucher):
-    """The rebuild reads the database's stock: it takes the group's lock, which a drain
-    holds while it writes, so it never reads the stock between a batch's rows and its
-    decrement's commit."""
+def test_a_rebuild_waits_for_the_batches_being_persisted_and_drains_wait_for_a_rebuild(reservations, make_voucher):
+    """The rebuild reads the database's stock: it takes the group's lock exclusive, which
+    drains hold shared while they write, so it never reads the stock between a batch's rows
+    and its decrement's commit; and no drain starts while it holds it."""
     from inventory.errors import LockBusy
-    from inventory.redis_lua.drain import drain_group, group_lock
+    from inventory.redis_lua.drain import drain_group, group_lock, group_share
 
     voucher = make_voucher(stock=5, strategy="redis_lua")
     group = voucher.group_id
     reservations.client.delete(*GroupKeys.of(group).all())
-    drainer = group_lock(group)
+    drainer = group_share(group)
     assert drainer.acquire() is not None  # a drain under way
     try:
         with pytest.raises(LockBusy):
             item_reservations_load(VOUCHER, item=voucher, reservations=reservations, wait_seconds=0.3)
         assert not reservations.client.exists(GroupKeys.of(group).state)
+    finally:
+        drainer.release()
+    rebuild = group_lock(group)
+    assert rebuild.acquire() is not None  # a rebuild under way
+    try:
         second = drain_group(
-            group, lambda batch: pytest.fail("a second drain of the group ran"), reservations=reservations
+            group, lambda batch: pytest.fail("a drain ran during a rebuild"), reservations=reservations
         )
         assert second is None
     finally:
-        drainer.release()
+        rebuild.release()
     assert item_reservations_load(VOUCHER, item=voucher, reservations=reservations, wait_seconds=0.3)
     reservations.client.delete(*GroupKeys.of(group).all())
 

@@ -14,8 +14,8 @@ from django.conf import settings
 from django.utils import timezone
 
 from inventory.redis_lua.client import Reservations
-from inventory.redis_lua.scripts import LOST_NUMBERS_GAP
 from inventory.redis_lua.values import (
+    LOST_NUMBERS_GAP,
     PERSIST_GROUP,
     SETTLED,
     GroupKeys,

@@ -11,7 +11,6 @@ import sys
 from types import SimpleNamespace
 
 import pytest
-import redis
 from django.contrib.auth.hashers import PBKDF2PasswordHasher
 from playwright.sync_api import expect
 
@@ -19,7 +18,7 @@ from accounts.models import ApiToken
 from harness.server import ROOT, running_server
 from lab.models import LabLane, LabRun
 from tests import test_browser
-from tests.live import database_url
+from tests.live import broker_emptied, database_url
 from tests.test_browser import PASSWORD, log_in
 
 browser = test_browser.browser
@@ -37,7 +36,7 @@ def stack(tmp_path, monkeypatch):
     """gunicorn with two processes and a Celery worker, on the test database, writing the
     runs' outputs under ``tmp_path``."""
     monkeypatch.setenv("VAR_DIR", str(tmp_path))
-    redis.Redis.from_url(BROKER).flushdb()
+    broker_emptied(BROKER)
     with running_server(database_url=database_url(), redis_url=BROKER, processes=2, race_window_ms=20) as server:
         # As make run starts it: the lab's queue and the default one (redis_lua's drains).
         worker = subprocess.Popen(

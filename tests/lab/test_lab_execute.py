@@ -7,33 +7,43 @@ import threading
 import time
 
 import pytest
-import redis
 from django.contrib.auth import get_user_model
 from django.db import connection
 from django.db.models import Q
+from django.urls import reverse
 
 from accounts import crowd
 from accounts.models import ApiToken
 from harness.server import running_server
+from inventory.models import Stock
 from lab.execute import lab_run_execute
 from lab.models import LabLane, LabRun
 from lab.services import lab_run_cancel, lab_run_create
 from loadtests.scenarios import SERVER_SETTINGS
-from tests.live import database_url
+from orders.models import Voucher
+from tests.live import broker_emptied, database_url
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
 
 BROKER = "redis://127.0.0.1:6379/8"
 
 
-@pytest.fixture
-def server(tmp_path, monkeypatch, settings):
-    """gunicorn (one process) as the lab's configured target; the runs' outputs under ``tmp_path``."""
-    settings.VAR_DIR = tmp_path
-    redis.Redis.from_url(BROKER).flushdb()
+@pytest.fixture(scope="module")
+def gunicorn(django_db_setup):
+    """gunicorn (one process) on the test database, started once for the module's runs: each
+    run makes its own item, crowd and member of staff, and the server keeps nothing of a
+    test's that the next one reads."""
+    broker_emptied(BROKER)
     with running_server(database_url=database_url(), redis_url=BROKER, processes=1, race_window_ms=0) as running:
-        settings.LAB_TARGET_URL = running.host
         yield running
+
+
+@pytest.fixture
+def server(gunicorn, tmp_path, settings):
+    """The server above as the lab's configured target; the runs' outputs under ``tmp_path``."""
+    settings.VAR_DIR = tmp_path
+    settings.LAB_TARGET_URL = gunicorn.host
+    return gunicorn
 
 
 def run_now(user, *, duration: int, strategies=("none",), **overrides):
@@ -96,7 +106,7 @@ def lifecycle_server(tmp_path, settings):
     """gunicorn with the Celery worker and beat a lifecycle run needs (holds released at their
     deadline, swept each second), in the settings ``make run`` gives them."""
     settings.VAR_DIR = tmp_path
-    redis.Redis.from_url(BROKER).flushdb()
+    broker_emptied(BROKER)
     with running_server(
         database_url=database_url(), redis_url=BROKER, processes=1, race_window_ms=0, celery=True,
         settings=SERVER_SETTINGS,
@@ -122,3 +132,50 @@ def test_a_lifecycle_lane_holds_drains_and_is_judged_on_the_lifecycle(lifecycle_
     assert figures["holds_drain_s"] is not None, figures
     assert [label for label, _, _ in lane.lifecycle_cells] == run.lifecycle_labels
     assert not any(bad for _, _, bad in lane.lifecycle_cells)
+
+
+def test_a_bucketed_run_records_each_lanes_units_left_per_bucket_as_the_database_holds_them(server, make_user, client):
+    staff = make_user(staff=True)
+    # More stock than buyers: units are left in every bucket, and nobody is told sold out.
+    run = run_now(staff, duration=2, strategies=("db_atomic",), stock=60, crowd=20, buckets=4)
+    assert run.status == LabRun.Status.DONE, run.error
+    row, split = run.lanes.order_by("position")
+    assert (row.key, split.key) == ("db_atomic", "db_atomic-4-buckets")
+    for lane, buckets in ((row, 1), (split, 4)):
+        assert lane.verdict == "holds", lane.figures
+        assert lane.figures["buckets"] == buckets and lane.stranded == 0, lane.figures
+        group = Voucher.objects.get(pk=lane.item_id).group_id
+        held = dict(Stock.objects.filter(group_id=group).values_list("bucket", "quantity"))
+        _, last = lane.bucket_series[-1]
+        assert last == [held[bucket] for bucket in sorted(held)] and len(last) == buckets
+        assert sum(last) == lane.stock_left == 60 - lane.taken > 0
+    client.force_login(staff)
+    page = client.get(reverse("lab:run", args=[run.pk])).content.decode()
+    assert page.count('data-testid="bucket-chart"') == 2 and 'data-testid="side-by-side"' in page
+    assert client.get(reverse("lab:run_locust", args=[run.pk, split.key])).status_code == 200
+
+
+def test_a_surge_lane_through_the_waiting_room_shows_the_take_and_the_rooms_fairness(server, make_user, client):
+    run = run_now(make_user(staff=True), duration=3, strategies=("db_atomic",), scenario="surge-queue", crowd=40)
+    assert run.status == LabRun.Status.DONE, run.error
+    lane = run.lanes.get()
+    assert lane.verdict == "holds", lane.figures
+    cells = {label: (value, bad) for label, value, bad in lane.surge_cells}
+    assert set(cells) == {
+        "take p50", "take p99", "errors and timeouts", "admitted", "told sold out", "inversions", "longest wait",
+    }  # fmt: skip
+    assert not any(bad for _, bad in cells.values()), cells
+    assert lane.figures["admitted"] >= 5 and lane.figures["told_sold_out"] > 0, lane.figures
+    proof = client.get("/proof/").content.decode()
+    assert 'data-testid="proof-surge"' in proof and "Through the waiting room" in proof
+    assert 'data-testid="surge-counter"' in proof
+
+
+def test_a_hoarding_lane_run_from_the_lab_lets_the_honest_buyer_buy(lifecycle_server, make_user):
+    run = run_now(
+        make_user(staff=True), duration=5, strategies=("db_atomic",), scenario="hoarding", crowd=7, users=7, stock=3
+    )
+    assert run.status == LabRun.Status.DONE, run.error
+    lane = run.lanes.get()
+    assert lane.verdict == "holds", lane.figures
+    assert lane.figures["honest_bought"] is True and lane.figures["abandon_capped"] is True, lane.figures

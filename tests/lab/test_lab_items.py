@@ -7,8 +7,8 @@ from django.test import Client
 
 from accounts.services import users_retire, users_with_tokens_create
 from loadtests.products import PRODUCTS, Supply
-from lottery.models import Draw
-from orders.models import Order
+from lottery.models import Draw, Pool
+from orders.models import Order, Voucher
 
 pytestmark = pytest.mark.django_db
 
@@ -29,10 +29,14 @@ def bearer(token: str) -> Client:
 def test_an_unlisted_item_is_refused_to_anyone_but_the_crowd(api_client, product, strategy):
     target = lab_item(product, strategy)
     path, code = ACTIONS[product]
-    for outsider in (api_client(), api_client(staff=True)):
-        response = outsider.post(path.format(target.pk))
-        assert response.status_code == 403, response.content
-        assert response.json()["code"] == code
+    # Staff, who see the item, hear why; anyone else what an id of nothing answers.
+    response = api_client(staff=True).post(path.format(target.pk))
+    assert response.status_code == 403, response.content
+    assert response.json()["code"] == code
+    outsider = api_client()
+    response, missing = outsider.post(path.format(target.pk)), outsider.post(path.format(target.pk + 1000))
+    assert (response.status_code, response.content) == (missing.status_code, missing.content)
+    assert response.status_code == 404
     assert not Order.objects.exists() and not Draw.objects.exists()
 
 
@@ -46,9 +50,44 @@ def test_the_crowd_buys_and_draws_until_it_is_retired(product):
     assert bearer(second).post(path.format(target.pk)).status_code == 401  # its token revoked
 
 
-def test_a_page_buy_of_an_unlisted_voucher_is_refused(client, make_user):
+def test_a_page_buy_of_an_unlisted_voucher_is_as_of_a_missing_one(client, make_user):
     target = lab_item("voucher", "db_atomic")
     client.force_login(make_user())
-    page = client.post(f"/vouchers/{target.pk}/buy").content.decode()
-    assert 'data-outcome="not_for_sale"' in page
+    assert client.post(f"/vouchers/{target.pk}/buy").status_code == 404
+    assert client.post(f"/vouchers/{target.pk + 1000}/buy").status_code == 404
     assert not Order.objects.exists()
+
+
+MODELS = {"voucher": Voucher, "pool": Pool}
+READS = {
+    "voucher": ["/api/vouchers/{}", "/vouchers/{}/", "/vouchers/{}/live"],
+    "pool": ["/api/pools/{}", "/pools/{}/", "/pools/{}/odds", "/pools/{}/standing"],
+}
+
+
+def answers(client: Client, product: str, item_id: int) -> list[tuple[int, bytes]]:
+    responses = [client.get(path.format(item_id)) for path in READS[product]]
+    return [(response.status_code, response.content) for response in responses]
+
+
+@pytest.mark.parametrize("product", ["voucher", "pool"])
+def test_an_unlisted_item_is_as_missing_to_anyone_but_staff_and_the_crowd(client, api_client, make_user, product):
+    target = lab_item(product, "db_atomic")
+    client.force_login(make_user())
+    for outsider in (Client(), client, api_client()):
+        seen, missing = answers(outsider, product, target.pk), answers(outsider, product, target.pk + 1000)
+        # The answer to an id of nothing, so that trying ids finds nothing: the API's body to
+        # the byte, the pages' status (a page holds a fresh CSRF token each time).
+        assert [status for status, _ in seen] == [status for status, _ in missing] == [404] * len(READS[product])
+        assert seen[0] == missing[0]
+        assert not any(f"lab {product}".encode() in body for _, body in seen)
+    staff = Client()
+    staff.force_login(make_user(staff=True))
+    [(_, member)] = users_with_tokens_create(count=1, prefix="lab998")
+    assert {status for status, _ in answers(staff, product, target.pk)} == {200}
+    # Tokens, staff's and the crowd's, open the API (the pages know sessions only).
+    for insider in (api_client(staff=True), bearer(member)):
+        assert insider.get(READS[product][0].format(target.pk)).status_code == 200
+    listed = lab_item(product, "db_atomic")
+    MODELS[product].objects.filter(pk=listed.pk).update(listed=True)
+    assert {status for status, _ in answers(Client(), product, listed.pk)} == {200}

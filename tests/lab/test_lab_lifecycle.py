@@ -72,3 +72,36 @@ def test_the_proof_shows_the_latest_lifecycle_run_beside_the_crowds(client, make
     assert 'href="#proof-voucher-lifecycle-none"' in page and 'id="proof-voucher-lifecycle-none"' in page
     assert 'data-testid="lifecycle-counter"><dt>returned twice</dt>' in page
     assert 'data-testid="summary-lifecycle-pool"' not in page
+
+
+@pytest.mark.parametrize(
+    ("product", "scenario", "words"),
+    [
+        ("voucher", "pay-race", "{taken} sold of {supplied} units, 58 of them resold after a release"),
+        ("pool", "claim-race", "{taken} awarded of {supplied} prizes, 58 of them awarded again after a forfeit"),
+    ],
+)
+def test_a_safe_lifecycle_lane_counts_its_resold_units_in_words_that_are_no_oversell(
+    client, make_user, product, scenario, words
+):
+    """A unit released and taken again counts each time: "158 of 100" read as the crowd run's oversell."""
+    staff = make_user("lab-staff", staff=True)
+    run = fake_run(staff, product=product, scenario=scenario, strategies=["none", "db_atomic"])
+    lane = run.lanes.get(strategy="db_atomic")
+    lane.taken = lane.supplied + 58
+    lane.figures = {**lane.figures, "resold": 58}
+    lane.save()
+    client.force_login(staff)
+    page = client.get(reverse("lab:run", args=[run.pk])).content.decode()
+    assert words.format(taken=lane.taken, supplied=lane.supplied) in page
+    assert f"{lane.taken} of {lane.supplied}<" not in page
+
+
+def test_a_crowd_lanes_take_beyond_its_supply_still_reads_as_one(client, make_user):
+    staff = make_user("lab-staff", staff=True)
+    run = fake_run(staff, strategies=["none"])
+    lane = run.lanes.get()
+    client.force_login(staff)
+    page = client.get(reverse("lab:run", args=[run.pk])).content.decode()
+    assert lane.taken > lane.supplied
+    assert f'<dd data-testid="taken">{lane.taken} of {lane.supplied}</dd>' in page

@@ -5,7 +5,9 @@ reservations are persisted and the Redis state's comparison with the database.""
 from __future__ import annotations
 
 import pytest
+from django.test import Client
 
+from accounts.services import users_with_tokens_create
 from inventory.product import product_of
 from inventory.redis_lua.client import reservations_client
 from inventory.redis_lua.drain import persist_all
@@ -93,7 +95,8 @@ def test_a_vouchers_orders_are_audited_and_its_confirmations_checked(make_buyer)
 @pytest.mark.parametrize("product", sorted(PRODUCTS))
 def test_a_runs_fresh_item_is_not_for_sale_in_the_shops_lists_but_answers_by_id(client, make_user, product):
     """The race lab creates its items in the shop's own database: they must not crowd the
-    shop's lists (pages and API), while its Locust users reach them by id."""
+    shop's lists (pages and API), while its Locust users, the load crowd, reach them by id;
+    anyone else hears 404 (``accounts.unlisted``)."""
     target = PRODUCTS[product].create(title="lab item", strategy="db_atomic", supply=Supply(stock=3, prizes=1))
     client.force_login(make_user())
     if product == "voucher":
@@ -103,7 +106,17 @@ def test_a_runs_fresh_item_is_not_for_sale_in_the_shops_lists_but_answers_by_id(
     for url in lists:
         page = client.get(url)
         assert page.status_code == 200 and b"lab item" not in page.content, url
-    assert client.get(detail).json()["id"] == target.pk
+    assert client.get(detail).status_code == 404
+    [(_, token)] = users_with_tokens_create(count=1, prefix="lab997")
+    assert Client(headers={"Authorization": f"Bearer {token}"}).get(detail).json()["id"] == target.pk
+
+
+@pytest.mark.parametrize("product", sorted(PRODUCTS))
+def test_an_item_made_listed_for_the_watched_scenario_is_seen_by_anonymous_tabs(product):
+    supply = Supply(stock=3, prizes=1)
+    target = PRODUCTS[product].create(title="watched", strategy="db_atomic", supply=supply, listed=True)
+    page = f"/vouchers/{target.pk}/live" if product == "voucher" else f"/pools/{target.pk}/odds"
+    assert Client().get(page).status_code == 200
 
 
 def persist(product: str, target) -> int:

@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
+from loadtests.columns import COLUMNS, LIFECYCLE_COLUMNS, columns_of
 from loadtests.report import (
-    COLUMNS,
-    LIFECYCLE_COLUMNS,
-    columns_of,
     matrix_text,
     render_report,
     summary,

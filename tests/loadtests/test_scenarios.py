@@ -12,8 +12,8 @@ from loadtests.scenarios import ALL, DEFAULT, LIFECYCLE, SCENARIOS, scenarios_na
 
 def test_all_runs_both_products_scenarios_and_the_default_stays_the_crowd():
     assert [s.name for s in scenarios_named("all")] == [
-        "crowd", "hammer", "restock", "watched", "draw-crowd", "draw-hammer",
-        "abandon", "pay-race", "cancel-storm", "draw-abandon", "claim-race",
+        "crowd", "hammer", "restock", "watched", "surge", "surge-queue", "draw-crowd", "draw-hammer",
+        "abandon", "pay-race", "cancel-storm", "hoarding", "draw-abandon", "claim-race",
     ]  # fmt: skip
     assert {s.product for s in scenarios_named("all")} == {"voucher", "pool"}
     assert DEFAULT == "crowd" and parse_args([]).scenario == "crowd"
@@ -21,7 +21,9 @@ def test_all_runs_both_products_scenarios_and_the_default_stays_the_crowd():
 
 def test_the_lifecycles_scenarios_are_named_together_and_kept_from_the_race_lab():
     lifecycle = scenarios_named("lifecycle")
-    assert [s.name for s in lifecycle] == ["abandon", "pay-race", "cancel-storm", "draw-abandon", "claim-race"]
+    assert [s.name for s in lifecycle] == [
+        "abandon", "pay-race", "cancel-storm", "hoarding", "draw-abandon", "claim-race",
+    ]  # fmt: skip
     assert all(s.lifecycle for s in lifecycle) and not any(s.lifecycle for s in SCENARIOS.values())
     assert {s.product for s in lifecycle} == {"voucher", "pool"}
     # The race lab offers SCENARIOS, the site it drives configured as it is.

@@ -9,8 +9,9 @@ from django.utils import timezone
 
 from inventory.models import Stock
 from lottery.models import Pool
+from tests.stock import stock_rows_held
 
-pytestmark = pytest.mark.django_db
+pytestmark = pytest.mark.django_db(transaction=True)
 
 
 def pool_form(begin, end, **overrides) -> dict:
@@ -49,6 +50,45 @@ def test_add_a_pool_with_a_prize(admin_client_):
         7,
         pool.group_id,
     )
+
+
+def test_add_a_bucketed_pool_whose_prizes_are_spread_over_its_buckets(admin_client_):
+    begin = timezone.now()
+    response = admin_client_.post("/admin/lottery/pool/add/", pool_form(begin, begin + timedelta(days=1), buckets="4"))
+    assert response.status_code == 302, response.content.decode()[-3000:]
+    pool = Pool.objects.get(name="Admin pool")
+    prize = pool.prizes.get()
+    rows = Stock.objects.filter(head_id=prize.stock_id).order_by("bucket")
+    assert (pool.buckets, list(rows.values_list("bucket", "quantity"))) == (4, [(0, 2), (1, 2), (2, 2), (3, 1)])
+    page = admin_client_.get(f"/admin/lottery/pool/{pool.pk}/change/").content.decode()
+    assert 'name="buckets" value="4"' in page and "Kite: awarded 0 of 7 supplied, 7 left" in page
+
+
+def test_a_pools_buckets_changed_on_its_page_spread_each_prize_again(admin_client_):
+    begin = timezone.now()
+    admin_client_.post("/admin/lottery/pool/add/", pool_form(begin, begin + timedelta(days=1), buckets="4"))
+    pool = Pool.objects.get(name="Admin pool")
+    rows = Stock.objects.filter(head_id=pool.prizes.get().stock_id).order_by("bucket")
+    change = pool_form(begin, begin + timedelta(days=1), buckets="2", **{"prizes-TOTAL_FORMS": "0"})
+    response = admin_client_.post(f"/admin/lottery/pool/{pool.pk}/change/", change)
+    assert response.status_code == 302, response.content.decode()[-3000:]
+    assert Pool.objects.get(pk=pool.pk).buckets == 2
+    assert list(rows.values_list("bucket", "quantity", "initial_quantity")) == [
+        (0, 4, 4),
+        (1, 3, 3),
+        (2, 0, 0),
+        (3, 0, 0),
+    ]
+    # A draw holding a row: the page's transaction cannot wait or try again; nothing changes.
+    with stock_rows_held(rows.first().pk):
+        busy = pool_form(begin, begin + timedelta(days=1), buckets="3", **{"prizes-TOTAL_FORMS": "0"})
+        response = admin_client_.post(f"/admin/lottery/pool/{pool.pk}/change/", busy, follow=True)
+        assert "try the change again" in response.content.decode()
+        assert Pool.objects.get(pk=pool.pk).buckets == 2
+    # Left blank, the count stays as it is.
+    blank = pool_form(begin, begin + timedelta(days=1), buckets="", **{"prizes-TOTAL_FORMS": "0"})
+    assert admin_client_.post(f"/admin/lottery/pool/{pool.pk}/change/", blank).status_code == 302
+    assert Pool.objects.get(pk=pool.pk).buckets == 2
 
 
 def test_a_pool_that_ends_before_it_begins_is_refused_with_a_message(admin_client_):

@@ -44,6 +44,9 @@ def test_pools_are_listed_with_their_window_limit_and_strategy(make_pool):
         "draws_per_user": 4,
         "strategy": "redis_lock",
         "state": "live",
+        "admission": "open",
+        "admission_rate": 10.0,
+        "admission_ticket_seconds": 60,
     }
 
 

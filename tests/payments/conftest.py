@@ -21,8 +21,8 @@ from payments.signature import HEADER, callback_sign
 def held_voucher(make_voucher) -> Callable[..., Voucher]:
     """A live voucher whose orders are held ``window`` seconds for their payment."""
 
-    def make(*, window: int = 600, stock: int = 5, strategy: str = "db_atomic") -> Voucher:
-        voucher = make_voucher(stock=stock, strategy=strategy)
+    def make(*, window: int = 600, stock: int = 5, strategy: str = "db_atomic", **fields) -> Voucher:
+        voucher = make_voucher(stock=stock, strategy=strategy, **fields)
         Voucher.objects.filter(pk=voucher.pk).update(hold_seconds=window)
         return voucher_get(voucher_id=voucher.pk)
 

@@ -62,6 +62,10 @@ DEMO_VOUCHERS = {
     UPCOMING: (20, timedelta(minutes=5), 0),
     SOLD_OUT: (5, -timedelta(hours=1), 0),
 }
+# The upcoming drop sells through a waiting room: those who join before it opens wait in its
+# lobby, put in a random order at the opening, then let in two a second with a ticket good
+# for two minutes (docs/api.md, "Waiting room").
+DEMO_QUEUED = {UPCOMING: {"admission": "queue", "admission_rate": 2.0, "admission_ticket_seconds": 120}}
 DEMO_POOL = "Lucky wheel"
 DEMO_PRIZES = [("Weekend trip", 1, 800), ("Headphones", 5, 120), ("Tote bag", 20, 15), ("Free coffee", 60, 3)]
 DEMO_LASTS = timedelta(days=7)
@@ -78,7 +82,10 @@ DEMO_DESCRIPTIONS = {
         "A box of the bakery's pastries. Your voucher is held for you while you pay; one not paid for in time "
         "goes back on sale for the next buyer. One box per buyer."
     ),
-    UPCOMING: "Limited-edition sneakers, released all at once when the sale opens. One pair per buyer.",
+    UPCOMING: (
+        "Limited-edition sneakers, released when the sale opens. Buyers wait their turn in a queue, let in a few "
+        "at a time; join before the opening and your place is drawn at random then. One pair per buyer."
+    ),
     SOLD_OUT: "Tickets to the season's closing concert at cost price. One ticket per buyer.",
     DEMO_POOL: (
         "Spin the wheel for a prize. A draw wins each prize with the probability of its stock left over "
@@ -126,7 +133,11 @@ class Command(BaseCommand):
                 voucher_update(voucher=voucher, begin_at=begin_at, end_at=now + DEMO_LASTS)
             if title == SOLD_OUT:
                 self._sell_out(voucher, supply=supply, now=now)
-            voucher_update(voucher=voucher_get(voucher_id=voucher.pk), description=DEMO_DESCRIPTIONS[title])
+            voucher_update(
+                voucher=voucher_get(voucher_id=voucher.pk),
+                description=DEMO_DESCRIPTIONS[title],
+                **DEMO_QUEUED.get(title, {}),
+            )
         pool = Pool.objects.filter(name=DEMO_POOL).first()
         if pool is None:
             pool = pool_create(

@@ -1,0 +1,299 @@
+"""An item's waiting room (``admission`` ``queue``): joining its line, polling it, and spending
+and giving back the ticket it admits a buyer with (``inventory.admission.scripts``).
+
+Admission is lazy: there is no process that admits anyone. Every join and every poll of the
+item moves its room forward to now by one script call, admitting from the head of the line as
+many as the rate has earned since the last call, up to the units not yet promised; a room that
+nobody polls has nobody to admit. Those who wait poll every few seconds, so a ticket's lifetime
+starts within a poll of its admission.
+
+The units left are read from the database (the item's stock rows, summed) at most twice a
+second per process; between readings the room counts the tickets spent, so that units taken
+are not promised again. The reading lags what a take has reserved and not yet written
+(``redis_lua``) by a moment: a buyer admitted on that lag finds the item sold out, as without a
+waiting room. The take decides, under the item's strategy; the room only orders who asks.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from functools import cache
+from math import ceil
+from typing import Any
+
+from django.conf import settings
+from django.db.models import Sum
+from django.shortcuts import get_object_or_404
+
+from core.errors import DomainError
+from core.idempotency import asks_again
+from core.memo import ProcessMemo
+from core.named_redis import named_client
+from core.namespace import key_prefix
+from core.redis_script import script_on_own_connections
+
+from ..errors import NotAdmitted
+from ..models import Stock
+from ..product import Product
+from ..records import Admission
+from .scripts import ADVANCE, TICKET_RETURN, TICKET_SPEND
+from .tickets import Ticket, ticket_read
+
+# (kind, item id) -> (units left, when read in ms), read again after this long.
+UNITS_READ_SECONDS = 0.5
+_units: ProcessMemo[tuple[str, int], tuple[int, int]] = ProcessMemo(ttl=UNITS_READ_SECONDS)
+
+# The most admissions the rate banks while nobody polls: a second's worth. More let the first
+# poll after a quiet spell (the sale's opening, when the room was first moved) send that many
+# buyers to the take at once; those waiting poll often enough that a second's worth is earned
+# between any two polls.
+BURST_SECONDS = 1.0
+
+# How soon those waiting are asked to poll again (``Standing.poll_after_seconds``).
+POLL_SECONDS = 1
+POLL_SECONDS_MOST = 5
+
+_STATES = {1: "waiting", 3: "sold_out"}
+
+
+@dataclass(frozen=True)
+class RoomKeys:
+    """One item's room, under one hash tag (one Cluster slot) and the instance's namespace."""
+
+    line: str
+    admitted: str
+    serials: str
+    room: str
+
+    @classmethod
+    @cache
+    def of(cls, kind: str, item_id: int) -> RoomKeys:
+        tag = f"{key_prefix()}room:{{{kind}:{item_id}}}"
+        return cls(line=f"{tag}:line", admitted=f"{tag}:admitted", serials=f"{tag}:serials", room=f"{tag}:room")
+
+    @property
+    def all(self) -> list[str]:
+        return [self.line, self.admitted, self.serials, self.room]
+
+
+@dataclass(frozen=True)
+class Standing:
+    """Where a user stands in an item's room: ``status`` (``waiting``, ``admitted``,
+    ``sold_out``, ``closed``); while waiting after the opening, ``position`` (1 is next) and
+    ``ahead``; the estimated wait; the ticket once admitted, and its deadline."""
+
+    status: str
+    position: int | None = None
+    ahead: int | None = None
+    eta_seconds: int | None = None
+    ticket: str | None = None
+    ticket_expires_at: datetime | None = None
+    waiting: int = 0
+
+    @property
+    def poll_after_seconds(self) -> int | None:
+        """When to ask again: at half the estimated wait, from ``POLL_SECONDS`` to
+        ``POLL_SECONDS_MOST``, while waiting or sold out (a unit may come back); None once
+        admitted or closed. A crowd polling at a fixed pace would cost the server more, the
+        longer the line, than the take it waits for."""
+        if self.status not in ("waiting", "sold_out"):
+            return None
+        return min(POLL_SECONDS_MOST, max(POLL_SECONDS, (self.eta_seconds or 0) // 2))
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "status": self.status,
+            "position": self.position,
+            "ahead": self.ahead,
+            "eta_seconds": self.eta_seconds,
+            "ticket": self.ticket,
+            "ticket_expires_at": self.ticket_expires_at,
+            "poll_after_seconds": self.poll_after_seconds,
+        }
+
+
+def room_client():
+    return named_client(settings.ADMISSION_REDIS_CLIENT)
+
+
+# (client, source) -> the script over each thread's own connection: a join, a poll and a take
+# each make one call, and the pool's bookkeeping would cost them more than the call itself
+# (``core.redis_script``).
+_scripts: dict[tuple[int, str], Any] = {}
+
+
+def _script(source: str):
+    client = room_client()
+    script = _scripts.get((id(client), source))
+    if script is None:
+        script = _scripts[(id(client), source)] = script_on_own_connections(client, source)
+    return script
+
+
+def _ms(moment: datetime) -> int:
+    return int(moment.timestamp() * 1000)
+
+
+def _now_ms(now: datetime | None) -> int:
+    return int(time.time() * 1000) if now is None else _ms(now)
+
+
+# (kind, item id) -> the item as its room reads it, for a second per process: its window and
+# its admission settings, which staff change rarely; every join and poll would read it again.
+_queued: ProcessMemo[tuple[str, int], Any] = ProcessMemo(ttl=1.0)
+
+
+def item_for_queue(product: Product, *, item_id: int) -> Any:
+    """The item (``Http404`` when there is none) as its room needs it, kept a second in this
+    process: a change of its settings reaches every process's joins and polls within it."""
+    key = (product.kind, item_id)
+    item = _queued.get(key)
+    if item is None:
+        item = get_object_or_404(product.items(), pk=item_id)
+        _queued.put(key, item)
+    return item
+
+
+def item_for_queue_forget(product: Product | None = None, item_id: int | None = None) -> None:
+    """Read the item (every item, without one) again at its room's next join or poll in this process."""
+    if product is None or item_id is None:
+        _queued.clear()
+    else:
+        _queued.forget((product.kind, item_id))
+
+
+def units_left(product: Product, item: Any) -> tuple[int, int]:
+    """The item's units left as its stock rows hold them, and when they were read (ms): kept
+    :data:`UNITS_READ_SECONDS` in this process."""
+    key = (product.kind, item.pk)
+    reading = _units.get(key)
+    if reading is None:
+        units = Stock.objects.filter(group_id=product.group_of(item)).aggregate(units=Sum("quantity"))["units"]
+        reading = (max(units or 0, 0), int(time.time() * 1000))
+        _units.put(key, reading)
+    return reading
+
+
+def units_forget(product: Product, item_id: int) -> None:
+    """Read the item's units again at its room's next move (a test's restock, a take it waits on)."""
+    _units.forget((product.kind, item_id))
+
+
+def advance_args(product: Product, item: Any, user_id: int, join: bool, now_ms: int) -> list:
+    """The ``ADVANCE`` script's ARGV for ``user_id`` in the item's room at ``now_ms``."""
+    units, units_ms = units_left(product, item)
+    rate = float(item.admission_rate)
+    return [
+        now_ms,
+        _ms(item.begin_at),
+        repr(rate),
+        repr(max(1.0, rate * BURST_SECONDS)),
+        item.admission_ticket_seconds * 1000,
+        units,
+        units_ms,
+        user_id,
+        int(join),
+        repr(random.random()),
+    ]
+
+
+def room_join_many(product: Product, item: Any, user_ids, *, now: datetime | None = None, batch: int = 1000) -> None:
+    """Join every one of ``user_ids`` to the item's line, as many joins would, pipelined: for
+    the benchmarks and tests that fill a room."""
+    client = room_client()
+    advance = client.register_script(ADVANCE)
+    keys = RoomKeys.of(product.kind, item.pk).all
+    now_ms = _now_ms(now)
+    pipe = client.pipeline(transaction=False)
+    for n, user_id in enumerate(user_ids, 1):
+        advance(keys=keys, args=advance_args(product, item, user_id, True, now_ms), client=pipe)
+        if n % batch == 0:
+            pipe.execute()
+    pipe.execute()
+
+
+def units_forget_all() -> None:
+    _units.clear()
+
+
+def room_enter(
+    product: Product, item: Any, *, user_id: int, join: bool, now: datetime | None = None
+) -> Standing | None:
+    """Move the item's room to ``now`` and say where ``user_id`` stands in it; with ``join``,
+    the user joins its line first unless already in it or admitted (idempotent). None when
+    polled (``join`` False) by a user who is neither waiting nor admitted: never joined, or
+    whose ticket was spent or lapsed. An ``open`` item admits everyone: ``admitted`` with no
+    ticket, none being needed."""
+    now_ms = _now_ms(now)
+    if now_ms >= _ms(item.end_at):
+        return Standing(status="closed")
+    if item.admission == Admission.OPEN:
+        return Standing(status="admitted", eta_seconds=0)
+    advance = _script(ADVANCE)
+    keys = RoomKeys.of(product.kind, item.pk).all
+    state, rank, size, serial, deadline, credit = advance(
+        keys=keys, args=advance_args(product, item, user_id, join, now_ms)
+    )
+    state, rank, size = int(state), int(rank), int(size)
+    if state == 4:
+        return None
+    if state == 2:
+        ticket = Ticket(product.kind, item.pk, user_id, int(serial), int(deadline))
+        return Standing(
+            status="admitted",
+            ticket=ticket.signed(),
+            ticket_expires_at=datetime.fromtimestamp(int(deadline) / 1000, tz=UTC),
+            eta_seconds=0,
+            waiting=size,
+        )
+    if rank < 0:
+        # In the lobby: the order is drawn at the opening; the wait is until then, at least.
+        until_opening = max(0, ceil((_ms(item.begin_at) - now_ms) / 1000))
+        return Standing(status=_STATES[state], eta_seconds=until_opening, waiting=size)
+    eta = max(0, ceil((rank + 1 - float(credit)) / float(item.admission_rate)))
+    return Standing(status=_STATES[state], position=rank + 1, ahead=rank, eta_seconds=eta, waiting=size)
+
+
+@contextmanager
+def ticket_spent(
+    product: Product, item: Any, *, user_id: int, ticket: str | None, now: datetime | None = None
+) -> Iterator[None]:
+    """Around a take of ``item`` by ``user_id`` (an item whose admission is ``queue``; an
+    ``open`` one's takes need nothing): spend ``ticket`` first (``NotAdmitted``, 403, unless it
+    is the user's live ticket for the item), and give it back when the take was refused with
+    nothing done and asks to be sent again (busy, rate limited, unavailable), or failed
+    unforeseen. A take that
+    wrote, or was refused for good (sold out, the user's limit, the window), has spent it."""
+    now_ms = _now_ms(now)
+    held = ticket_read(ticket, kind=product.kind, item_id=item.pk, user_id=user_id, now_ms=now_ms)
+    keys = RoomKeys.of(product.kind, item.pk)
+    spend = _script(TICKET_SPEND)
+    deadline = int(spend(keys=[keys.admitted, keys.serials, keys.room], args=[user_id, held.serial, now_ms]))
+    if not deadline:
+        raise NotAdmitted("The admission ticket was used, or has lapsed: join the queue again.")
+    try:
+        yield
+    except DomainError as exc:
+        if asks_again(exc.status, exc.code):
+            _give_back(keys, user_id, held.serial, deadline)
+        raise
+    except Exception:
+        _give_back(keys, user_id, held.serial, deadline)
+        raise
+
+
+def _give_back(keys: RoomKeys, user_id: int, serial: int, deadline: int) -> None:
+    _script(TICKET_RETURN)(
+        keys=[keys.admitted, keys.serials, keys.room], args=[user_id, serial, deadline, _now_ms(None)]
+    )
+
+
+def room_clear(product: Product, item_id: int) -> None:
+    """Forget the item's room: its line, its tickets and its counters (an item deleted, a test)."""
+    room_client().delete(*RoomKeys.of(product.kind, item_id).all)
+    units_forget(product, item_id)

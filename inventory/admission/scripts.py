@@ -1,0 +1,136 @@
+"""The waiting room's Lua scripts, one per step, each atomic on the item's keys
+(``inventory.admission.room.RoomKeys``: one hash tag, so one Cluster slot).
+
+The keys of one item's room:
+
+* ``line``: a sorted set of the users waiting, scored by their place. A user who joins before
+  the sale opens (the lobby) is scored by a random number in [0, 1) that the caller draws;
+  one who joins after, by the room's next arrival number (1, 2, ...) plus 1, so after the
+  whole lobby and in order of arrival. The lobby is thereby shuffled at the opening without
+  any work at the opening: no one learns their place until then.
+* ``admitted``: a sorted set of the users admitted whose ticket is neither used nor lapsed,
+  scored by the ticket's deadline (ms).
+* ``serials``: a hash, user -> the serial of that user's ticket; the signed ticket names it, so
+  that a ticket used, lapsed or replaced is refused.
+* ``room``: a hash of the room's counters: ``arrivals``, ``issued`` (tickets), ``used``
+  (tickets spent on a take), ``credit`` and ``last`` (the rate's token bucket, in admissions
+  and ms), ``units``, ``units_ms`` and ``used_base`` (the last reading of the units left, when
+  it was read, and ``used`` then).
+
+The units left to admit for are the last reading less the tickets used since and the tickets
+still out: a unit is promised to one admitted buyer at most, so admission stops when the stock
+is gone and a unit that comes back (a cancel, an expiry) admits the next buyer.
+"""
+
+# Advance the room to ``now``, join the user to its line if asked, and say where the user
+# stands.
+#
+# KEYS: line, admitted, serials, room
+# ARGV: now (ms), opens (ms), rate (per second), burst (admissions), ticket (ms),
+#       units (the units left as read, or -1 when not read), units_ms (when they were read),
+#       user, join (1 to join, 0 to poll), lobby_score (a random number in [0, 1))
+#
+# Called only before the sale's end (the caller answers ``closed`` after it). Returns
+# {state, rank, size, serial, deadline, credit}: state 1 waiting, 2 admitted, 3 sold out, 4 not
+# in the line; rank the user's 0-based place among those waiting (-1 when
+# not waiting or still in the lobby); size how many wait; serial and deadline the ticket's
+# (admitted); credit the admissions due now, as a string (for the estimated wait).
+ADVANCE = """
+local now, opens = tonumber(ARGV[1]), tonumber(ARGV[2])
+local rate, burst, ticket_ms = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
+local units_read, units_ms = tonumber(ARGV[6]), tonumber(ARGV[7])
+local user, join = ARGV[8], ARGV[9] == '1'
+local room = KEYS[4]
+local used = tonumber(redis.call('HGET', room, 'used') or '0')
+if units_read >= 0 and units_ms > tonumber(redis.call('HGET', room, 'units_ms') or '-1') then
+  redis.call('HSET', room, 'units', units_read, 'units_ms', units_ms, 'used_base', used)
+end
+-- Lapsed tickets: the units they promised go to the next in line.
+local lapsed = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', now)
+if #lapsed > 0 then
+  redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)
+  redis.call('HDEL', KEYS[3], unpack(lapsed))
+end
+local units = tonumber(redis.call('HGET', room, 'units') or '0')
+  - (used - tonumber(redis.call('HGET', room, 'used_base') or '0'))
+local credit = 0
+if now >= opens then
+  local last = math.max(tonumber(redis.call('HGET', room, 'last') or opens), opens)
+  credit = math.min(burst, tonumber(redis.call('HGET', room, 'credit') or '0') + (now - last) * rate / 1000)
+  local room_left = units - redis.call('ZCARD', KEYS[2])
+  local n = math.min(math.floor(credit), room_left)
+  if n > 0 then
+    local heads = redis.call('ZPOPMIN', KEYS[1], n)
+    for i = 1, #heads, 2 do
+      local serial = redis.call('HINCRBY', room, 'issued', 1)
+      redis.call('ZADD', KEYS[2], now + ticket_ms, heads[i])
+      redis.call('HSET', KEYS[3], heads[i], serial)
+    end
+    credit = credit - #heads / 2
+  end
+  redis.call('HSET', room, 'credit', tostring(credit), 'last', now)
+end
+local deadline = redis.call('ZSCORE', KEYS[2], user)
+if deadline then
+  return {2, -1, redis.call('ZCARD', KEYS[1]), tonumber(redis.call('HGET', KEYS[3], user)), tonumber(deadline),
+          tostring(credit)}
+end
+if join and not redis.call('ZSCORE', KEYS[1], user) then
+  local score = ARGV[10]
+  if now >= opens then
+    score = redis.call('HINCRBY', room, 'arrivals', 1) + 1
+  end
+  redis.call('ZADD', KEYS[1], score, user)
+end
+local rank = redis.call('ZRANK', KEYS[1], user)
+local size = redis.call('ZCARD', KEYS[1])
+if not rank then
+  return {4, -1, size, 0, 0, tostring(credit)}
+end
+if now < opens then
+  rank = -1
+end
+if now >= opens and units <= 0 then
+  return {3, rank, size, 0, 0, tostring(credit)}
+end
+return {1, rank, size, 0, 0, tostring(credit)}
+"""
+
+# Spend the user's ticket on a take: only the ticket the room last gave the user (``serial``),
+# before its deadline.
+#
+# KEYS: admitted, serials, room
+# ARGV: user, serial, now (ms)
+#
+# Returns the ticket's deadline (ms) when it was spent, 0 when it was not the user's live one.
+TICKET_SPEND = """
+local deadline = redis.call('ZSCORE', KEYS[1], ARGV[1])
+if not deadline or tonumber(deadline) <= tonumber(ARGV[3]) then
+  return 0
+end
+if redis.call('HGET', KEYS[2], ARGV[1]) ~= ARGV[2] then
+  return 0
+end
+redis.call('ZREM', KEYS[1], ARGV[1])
+redis.call('HDEL', KEYS[2], ARGV[1])
+redis.call('HINCRBY', KEYS[3], 'used', 1)
+return tonumber(deadline)
+"""
+
+# Give a spent ticket back: its take was refused with nothing done and asks to be sent again
+# (busy, rate limited, unavailable). Only until its deadline, and only if the user holds no
+# other ticket meanwhile.
+#
+# KEYS: admitted, serials, room
+# ARGV: user, serial, deadline (ms), now (ms)
+#
+# Returns 1 when the ticket is good again, 0 otherwise.
+TICKET_RETURN = """
+if tonumber(ARGV[3]) <= tonumber(ARGV[4]) or redis.call('ZSCORE', KEYS[1], ARGV[1]) then
+  return 0
+end
+redis.call('ZADD', KEYS[1], ARGV[3], ARGV[1])
+redis.call('HSET', KEYS[2], ARGV[1], ARGV[2])
+redis.call('HINCRBY', KEYS[3], 'used', -1)
+return 1
+"""

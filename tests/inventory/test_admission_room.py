@@ -1,0 +1,228 @@
+"""An item's waiting room on the real Redis, with an injected clock (inventory.admission):
+joining once, first in first out after the opening, the lobby shuffled at the opening, the rate,
+units promised once, tickets lapsing to the next in line, sold out told to everyone waiting,
+and a ticket spent once however many processes race to spend it."""
+
+from __future__ import annotations
+
+from collections import Counter
+from datetime import timedelta
+
+import pytest
+from scipy.stats import chisquare
+
+from core.errors import DomainError
+from inventory.admission.room import RoomKeys, room_clear, room_enter, room_join_many, ticket_spent, units_forget
+from inventory.errors import LockBusy, NotAdmitted, SoldOut
+from orders.product import VOUCHER
+from orders.selectors import voucher_get
+from orders.services import voucher_update
+
+from ..buyers import act_concurrently
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("rooms")]
+
+
+@pytest.fixture
+def queued(make_voucher):
+    """A voucher with a waiting room opening in a minute (so that a test's clock decides),
+    ``stock`` units, admitting ``rate`` a second."""
+
+    def make(*, stock: int = 100, rate: float = 1.0, ticket_seconds: int = 30):
+        voucher = make_voucher(
+            stock=stock,
+            starts_in=timedelta(minutes=1),
+            admission="queue",
+            admission_rate=rate,
+            admission_ticket_seconds=ticket_seconds,
+        )
+        return voucher_get(voucher_id=voucher.pk)
+
+    return make
+
+
+def at(voucher, seconds: float):
+    """The moment ``seconds`` after the voucher's sale opens."""
+    return voucher.begin_at + timedelta(seconds=seconds)
+
+
+def enter(voucher, user_id: int, seconds: float, *, join: bool = True):
+    return room_enter(VOUCHER, voucher, user_id=user_id, join=join, now=at(voucher, seconds))
+
+
+def spend(voucher, user_id: int, ticket: str | None, seconds: float, then=None):
+    with ticket_spent(VOUCHER, voucher, user_id=user_id, ticket=ticket, now=at(voucher, seconds)):
+        if then is not None:
+            raise then
+
+
+def test_a_user_joins_once_and_waits_in_order_of_arrival(queued):
+    voucher = queued()
+    first = enter(voucher, 1, 0.01)
+    assert (first.status, first.position, first.ahead) == ("waiting", 1, 0)
+    assert first.poll_after_seconds == 1  # next, within a second
+    assert enter(voucher, 2, 0.02).position == 2
+    again = enter(voucher, 1, 0.03)
+    assert (again.position, again.waiting) == (1, 2)
+    assert enter(voucher, 3, 0.04, join=False) is None  # polled before joining: not in the line
+
+
+def test_the_head_is_admitted_at_the_rate_with_a_ticket(queued):
+    voucher = queued(rate=1.0)
+    for user in (1, 2, 3, 4):
+        enter(voucher, user, 0.001 * user)
+    enter(voucher, 4, 1.01, join=False)
+    enter(voucher, 4, 2.02, join=False)
+    standing = enter(voucher, 4, 3.03, join=False)  # three admissions earned, a second's worth each
+    assert (standing.status, standing.position) == ("waiting", 1)
+    # A quiet spell banks a second's worth, no more.
+    assert enter(voucher, 4, 3.5, join=False).status == "waiting"
+    admitted = [enter(voucher, user, 3.02, join=False) for user in (1, 2, 3)]
+    assert [s.status for s in admitted] == ["admitted"] * 3
+    assert all(s.ticket and s.ticket_expires_at for s in admitted)
+    assert enter(voucher, 4, 4.04, join=False).status == "admitted"
+
+
+def test_a_lobby_waits_unordered_and_goes_before_later_arrivals(queued):
+    voucher = queued(rate=100.0)
+    lobby = enter(voucher, 1, -30)
+    assert (lobby.status, lobby.position, lobby.ahead) == ("waiting", None, None)
+    assert lobby.eta_seconds == 30
+    enter(voucher, 2, -10)
+    later = enter(voucher, 3, 0.001)  # after the opening: behind the whole lobby
+    assert later.position == 3
+    assert {enter(voucher, user, 0.02, join=False).status for user in (1, 2)} == {"admitted"}
+
+
+def test_the_lobby_is_shuffled_at_the_opening(queued):
+    """Who of a lobby of four is admitted first, over 400 openings: uniform (chi-square), not
+    by arrival."""
+    voucher = queued(rate=1.0)
+    firsts = Counter()
+    for _ in range(400):
+        room_clear(VOUCHER, voucher.pk)
+        for user in (1, 2, 3, 4):
+            enter(voucher, user, -5 + user)
+        standings = {user: enter(voucher, user, 1.0, join=False).status for user in (1, 2, 3, 4)}
+        firsts.update(user for user, status in standings.items() if status == "admitted")
+    assert sum(firsts.values()) == 400
+    assert chisquare([firsts[user] for user in (1, 2, 3, 4)]).pvalue > 1e-4, firsts
+
+
+def test_units_are_promised_once_and_a_spent_ticket_promises_none_again(queued):
+    voucher = queued(stock=2, rate=100.0)
+    for user in (1, 2, 3):
+        enter(voucher, user, 0.001 * user)
+    assert [enter(voucher, user, 1, join=False).status for user in (1, 2, 3)] == ["admitted", "admitted", "waiting"]
+    spend(voucher, 1, enter(voucher, 1, 1.1, join=False).ticket, 1.2)
+    # The units read before the take still say 2: the spent ticket counts against them.
+    assert enter(voucher, 3, 2, join=False).status == "waiting"
+
+
+def test_a_ticket_lapses_and_the_next_buyer_is_admitted_in_its_place(queued):
+    voucher = queued(stock=1, rate=100.0, ticket_seconds=5)
+    enter(voucher, 1, 0.001)
+    enter(voucher, 2, 0.002)
+    ticket = enter(voucher, 1, 1, join=False).ticket
+    assert enter(voucher, 2, 1, join=False).status == "waiting"
+    assert enter(voucher, 2, 6.1, join=False).status == "admitted"
+    assert enter(voucher, 1, 6.2, join=False) is None  # lapsed: out of the line
+    with pytest.raises(NotAdmitted):
+        spend(voucher, 1, ticket, 5.5)
+
+
+def test_sold_out_is_told_to_everyone_waiting_and_a_unit_back_admits_the_next(queued):
+    voucher = queued(stock=0, rate=100.0)
+    for user in (1, 2):
+        enter(voucher, user, 0.001 * user)
+    assert [enter(voucher, user, 1, join=False).status for user in (1, 2)] == ["sold_out", "sold_out"]
+    voucher_update(voucher=voucher, restock=1)
+    units_forget(VOUCHER, voucher.pk)
+    assert [enter(voucher, user, 2, join=False).status for user in (1, 2)] == ["admitted", "waiting"]
+
+
+def test_the_room_is_closed_once_the_sale_ends(queued):
+    voucher = queued()
+    enter(voucher, 1, 0.001)
+    ended = (voucher.end_at - voucher.begin_at).total_seconds()
+    assert enter(voucher, 1, ended).status == "closed"
+
+
+def test_an_open_item_admits_everyone_without_a_ticket(make_voucher):
+    voucher = voucher_get(voucher_id=make_voucher().pk)
+    standing = room_enter(VOUCHER, voucher, user_id=1, join=True)
+    assert (standing.status, standing.ticket) == ("admitted", None)
+
+
+def test_a_ticket_is_spent_by_its_own_user_for_its_own_item_once(queued):
+    voucher, other = queued(rate=100.0), queued(rate=100.0)
+    enter(voucher, 1, 0.001)
+    enter(other, 1, 0.001)
+    ticket = enter(voucher, 1, 1, join=False).ticket
+    for user, item, shown in [(2, voucher, ticket), (1, other, ticket), (1, voucher, ticket[:-2] + "xx")]:
+        with pytest.raises(NotAdmitted):
+            spend(item, user, shown, 1.1)
+    with pytest.raises(NotAdmitted):
+        spend(voucher, 1, None, 1.1)
+    spend(voucher, 1, ticket, 1.2)
+    with pytest.raises(NotAdmitted):
+        spend(voucher, 1, ticket, 1.3)
+
+
+def test_a_take_that_asks_again_gives_the_ticket_back_and_a_final_refusal_spends_it(queued):
+    voucher = queued(rate=100.0)
+    enter(voucher, 1, 0.001)
+    ticket = enter(voucher, 1, 1, join=False).ticket
+    with pytest.raises(LockBusy):
+        spend(voucher, 1, ticket, 1.1, then=LockBusy())
+    assert enter(voucher, 1, 1.2, join=False).status == "admitted"
+    with pytest.raises(SoldOut):
+        spend(voucher, 1, ticket, 1.3, then=SoldOut())
+    assert enter(voucher, 1, 1.4, join=False) is None
+
+
+def test_many_processes_joining_at_once_each_get_one_place(queued, rooms):
+    voucher = queued(rate=1.0)
+    plan = [[p * 4 + t + 1 for t in range(4)] + [p + 1] for p in range(8)]  # users 1-8 join twice
+
+    def join(user_id: int) -> int:
+        return enter(voucher, user_id, 0.5).waiting
+
+    outcome = act_concurrently(act=join, plan=plan, race_ms=0)
+    assert not outcome.unexpected
+    line = rooms.zrange(RoomKeys.of(VOUCHER.kind, voucher.pk).line, 0, -1, withscores=True)
+    assert sorted(int(user) for user, _ in line) == list(range(1, 33))
+    assert sorted(score for _, score in line) == [float(n) for n in range(2, 34)]
+
+
+def test_a_ticket_raced_from_many_processes_is_spent_once(queued):
+    voucher = queued(rate=100.0)
+    enter(voucher, 7, 0.001)
+    ticket = enter(voucher, 7, 1, join=False).ticket
+
+    def take(_slot: int) -> str:
+        try:
+            spend(voucher, 7, ticket, 1.5)
+        except DomainError as exc:
+            return exc.code
+        return "spent"
+
+    outcome = act_concurrently(act=take, plan=[[n * 4 + t for t in range(4)] for n in range(8)], race_ms=0)
+    assert Counter(outcome.confirmed) == {"spent": 1, "not_admitted": 31}
+
+
+# What 100,000 waiting buyers may cost the room's Redis, at most (measured: docs/design.md,
+# "Admission", and benchmarks.admission).
+WAITERS = 100_000
+BOUND_BYTES = 12 * 1024 * 1024
+
+
+def test_a_hundred_thousand_waiting_buyers_cost_bounded_memory(queued, rooms):
+    voucher = queued(rate=1.0)
+    room_join_many(VOUCHER, voucher, range(1, WAITERS + 1), now=at(voucher, 0.5))
+    keys = RoomKeys.of(VOUCHER.kind, voucher.pk)
+    assert rooms.zcard(keys.line) == WAITERS
+    used = sum(rooms.memory_usage(key, samples=0) or 0 for key in keys.all)
+    assert used < BOUND_BYTES, f"{used:,} bytes for {WAITERS:,} waiting"
+    last = enter(voucher, WAITERS, 0.6, join=False)
+    assert (last.position, last.ahead) == (WAITERS, WAITERS - 1)
