@@ -1,12 +1,17 @@
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from datetime import timedelta
 
 import pytest
+from django.conf import settings as django_settings
 from django.db import connection
 from django.test import Client
 from django.utils import timezone
+from hypothesis import HealthCheck
+from hypothesis import settings as hypothesis_settings
+from hypothesis.database import DirectoryBasedExampleDatabase
 
 from accounts import crowd
 from accounts.services import token_issue
@@ -36,6 +41,25 @@ def grant(user, *permissions: str) -> None:
     from accounts.permissions import permissions_named
 
     user.user_permissions.add(*permissions_named(permissions))
+
+
+# The model-based tests' budgets (tests/model/): ``ci`` bounds them to about two minutes in
+# ``make test``; ``explore`` (``make explore``) runs for as long as asked. Every failure either
+# finds is kept under var/ and tried first on the next run, until a story test holds it.
+hypothesis_settings.register_profile(
+    "ci",
+    max_examples=20,
+    stateful_step_count=25,
+    deadline=None,
+    report_multiple_bugs=False,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+    database=DirectoryBasedExampleDatabase(str(django_settings.VAR_DIR / "hypothesis")),
+    print_blob=True,
+)
+hypothesis_settings.register_profile(
+    "explore", parent=hypothesis_settings.get_profile("ci"), max_examples=1_000_000, stateful_step_count=60
+)
+hypothesis_settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 
 @pytest.fixture(autouse=True)

@@ -1,0 +1,79 @@
+"""The stories the state machines found, each kept as a plain test a reader can follow
+(``tests/model/test_voucher_machine.py``): the smallest sequence Hypothesis shrank a failure
+to, written out, with what it showed.
+
+Each story runs through the API where a buyer acts and through the services where staff,
+the worker or the clock act, on the strategy the failure was found on.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+
+from inventory.holds import holds_expire_due
+from orders.models import Order
+from orders.product import VOUCHER
+from orders.selectors import voucher_audit, voucher_get
+from orders.services import voucher_update
+
+pytestmark = [
+    pytest.mark.django_db(transaction=True),
+    pytest.mark.usefixtures("reservations_redis", "idempotency_keys", "payment_provider"),
+    pytest.mark.model,
+]
+
+
+@pytest.fixture
+def sale(make_voucher, api_client):
+    """A voucher of two units under ``redis_lua`` with a minute to pay, and a buyer."""
+
+    def make(**fields):
+        voucher = make_voucher(stock=2, strategy="redis_lua", hold_seconds=60, abandon_cooldown_seconds=0, **fields)
+        return voucher, api_client()
+
+    return make
+
+
+def test_a_switch_away_from_redis_lua_writes_what_it_reserved_and_its_buyer_may_cancel(sale):
+    """Found as: take (202 pending), switch to db_pessimistic, cancel. The switch writes the
+    reservation as a held order before the new strategy takes over, so the cancel finds it
+    (200), and the unit is back once."""
+    voucher, buyer = sale()
+    taken = buyer.post(f"/api/vouchers/{voucher.pk}/purchase").json()
+    assert taken["status"] == "pending"
+
+    voucher_update(voucher=voucher_get(voucher_id=voucher.pk), strategy="db_pessimistic")
+
+    assert Order.objects.get(reservation=taken["order_id"]).status == Order.Status.HELD
+    assert buyer.post(f"/api/orders/{taken['order_id']}/cancel").json()["status"] == "cancelled"
+    audit = voucher_audit(voucher_id=voucher.pk)
+    assert audit.ok and audit.stock == 2 and audit.holds.released == 1
+
+
+def test_a_switch_away_from_redis_lua_lets_the_deadline_release_what_it_reserved(sale):
+    """Found as: take, switch away, time past the deadline, the deadline task. The written
+    order keeps the deadline its reservation was given, and the expiry releases it once."""
+    voucher, buyer = sale()
+    taken = buyer.post(f"/api/vouchers/{voucher.pk}/purchase").json()
+    voucher_update(voucher=voucher_get(voucher_id=voucher.pk), strategy="db_atomic")
+    order = Order.objects.get(reservation=taken["order_id"])
+
+    assert holds_expire_due(VOUCHER, item_id=voucher.pk, now=order.hold_until + timedelta(seconds=1)) == 1
+    assert holds_expire_due(VOUCHER, item_id=voucher.pk, now=order.hold_until + timedelta(seconds=2)) == 0
+    audit = voucher_audit(voucher_id=voucher.pk)
+    assert audit.ok and audit.stock == 2 and audit.holds.returned_twice == 0
+
+
+def test_spreading_redis_lua_units_again_writes_what_it_reserved_and_its_buyer_may_cancel(sale):
+    """Found as: take (202 pending), rebucket to 2, cancel. Splitting the units left over
+    more rows writes the waiting reservations first, so the order exists and cancels once."""
+    voucher, buyer = sale()
+    taken = buyer.post(f"/api/vouchers/{voucher.pk}/purchase").json()
+
+    voucher_update(voucher=voucher_get(voucher_id=voucher.pk), buckets=2)
+
+    assert buyer.post(f"/api/orders/{taken['order_id']}/cancel").json()["status"] == "cancelled"
+    audit = voucher_audit(voucher_id=voucher.pk)
+    assert audit.ok and audit.stock == 2 and audit.holds.released == 1

@@ -1,0 +1,51 @@
+"""Every sequence of a voucher's life, on every safe strategy: the state machine of
+``tests.model.voucher_machine`` run by Hypothesis against the real services.
+
+``make test`` runs the ``ci`` profile (a few dozen runs per strategy, about two minutes in
+all); ``make explore`` runs the ``explore`` profile for as long as asked
+(``scripts/explore.py``). A failure prints the shrunk story of rules that broke it; each
+one found is kept as a plain test in ``tests/model/test_stories.py``.
+"""
+
+from __future__ import annotations
+
+import pytest
+from django.utils import timezone
+from hypothesis import settings
+from hypothesis.stateful import run_state_machine_as_test
+
+from inventory.strategies import STRATEGIES, strategy_names
+
+from .voucher_machine import Clock, VoucherMachine
+
+pytestmark = [
+    pytest.mark.django_db(transaction=True),
+    pytest.mark.usefixtures("reservations_redis", "idempotency_keys", "payment_provider"),
+    pytest.mark.model,
+]
+
+GUARDED = [name for name in strategy_names() if STRATEGIES[name].guarded]
+
+
+def machine_for(strategy: str, clock: Clock) -> type[VoucherMachine]:
+    """The machine of a voucher sold under ``strategy``, which a run may switch to any other
+    guarded strategy while units are held."""
+    return type(
+        f"VoucherMachine_{strategy}",
+        (VoucherMachine,),
+        {"strategy": strategy, "switches": tuple(name for name in GUARDED if name != strategy), "clock": clock},
+    )
+
+
+@pytest.fixture
+def clock(monkeypatch) -> Clock:
+    """``timezone.now()`` as the machine's clock."""
+    clock = Clock()
+    monkeypatch.setattr(timezone, "now", clock)
+    return clock
+
+
+@pytest.mark.parametrize("strategy", GUARDED)
+@pytest.mark.usefixtures("redlock_urls")
+def test_every_sequence_of_a_voucher(strategy, clock):
+    run_state_machine_as_test(machine_for(strategy, clock), settings=settings())
