@@ -57,7 +57,10 @@ hypothesis_settings.register_profile(
     print_blob=True,
 )
 hypothesis_settings.register_profile(
-    "explore", parent=hypothesis_settings.get_profile("ci"), max_examples=1_000_000, stateful_step_count=60
+    "explore",
+    parent=hypothesis_settings.get_profile("ci"),
+    max_examples=int(os.environ.get("EXPLORE_EXAMPLES", "100")),
+    stateful_step_count=50,
 )
 hypothesis_settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 

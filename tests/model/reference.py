@@ -18,7 +18,7 @@ from django.utils.dateparse import parse_datetime
 
 TAKING = ("pending", "held", "paid")
 # Answers a key does not keep: a retry under it runs afresh (docs/api.md, "Idempotency keys").
-NOT_KEPT = {(409, "busy"), (409, "pending")}
+NOT_KEPT = {(409, "busy"), (409, "pending"), (503, "unavailable"), (429, "rate_limited")}
 
 
 @dataclass(frozen=True)
@@ -56,6 +56,8 @@ class Sale:
     def __post_init__(self) -> None:
         self.left = self.units
         self.supplied = self.units
+        # redis_lua's state went with a Redis restart, and nothing rebuilt it yet.
+        self.state_lost = False
 
     # Lookups.
 
@@ -69,6 +71,9 @@ class Sale:
     # The buyers.
 
     def take(self, buyer: int, answer: Answer, *, now: datetime) -> None:
+        if self.deferred and self.state_lost:
+            assert (answer.status, answer.code) == (503, "unavailable"), answer
+            return
         refusals = set()
         if any(order.buyer == buyer and order.status in TAKING for order in self.orders):
             refusals.add("already_purchased")
@@ -87,8 +92,11 @@ class Sale:
             self.orders.append(Unit(answer.body["order_id"], buyer, "held", parse_datetime(answer.body["pay_by"])))
         self.left -= 1
 
+    def kept(self, answer: Answer) -> bool:
+        """Whether a key keeps ``answer`` for a retry to be given again."""
+        return (answer.status, answer.code) not in NOT_KEPT
+
     def sent_again(self, first: Answer, again: Answer) -> None:
-        assert (first.status, first.code) not in NOT_KEPT, first
         assert again == first, (first, again)
 
     def pay(self, order: Unit, answer: Answer, *, now: datetime, confirmed_at_once: bool) -> None:
@@ -160,6 +168,16 @@ class Sale:
         for order in self.orders:
             if order.status == "pending" and order.order_id in written:
                 order.status, order.hold_until = written[order.order_id]
+
+    def redis_lost(self) -> None:
+        """Reservations not written yet are gone with their unit (a lost take is answered 404
+        since: docs/strategies.md); the state is rebuilt from the database."""
+        lost = [order for order in self.orders if order.status == "pending"]
+        for order in lost:
+            self.orders.remove(order)
+            self.left += 1
+        if self.deferred:
+            self.state_lost = True
 
     # Staff.
 

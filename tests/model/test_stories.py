@@ -12,7 +12,9 @@ from datetime import timedelta
 
 import pytest
 
+from core.namespace import instance_key
 from inventory.holds import holds_expire_due
+from inventory.redis_lua.client import reservations_client
 from orders.models import Order
 from orders.product import VOUCHER
 from orders.selectors import voucher_audit, voucher_get
@@ -77,3 +79,21 @@ def test_spreading_redis_lua_units_again_writes_what_it_reserved_and_its_buyer_m
     assert buyer.post(f"/api/orders/{taken['order_id']}/cancel").json()["status"] == "cancelled"
     audit = voucher_audit(voucher_id=voucher.pk)
     assert audit.ok and audit.stock == 2 and audit.holds.released == 1
+
+
+def test_a_take_refused_while_redis_lua_state_is_missing_is_not_kept_and_its_retry_sells(sale):
+    """Found as: Redis restarts empty, a keyed take (503 ``unavailable``), rebucket, the same
+    key again. The 503 did nothing and its key keeps nothing, so the retry runs afresh once
+    the state is rebuilt from the database (here by the rebucket) and reserves (202)."""
+    voucher, buyer = sale()
+    client = reservations_client().client
+    for key in client.scan_iter(match=instance_key("*"), count=1000):
+        client.delete(key)
+    url, key = f"/api/vouchers/{voucher.pk}/purchase", {"HTTP_IDEMPOTENCY_KEY": "story-retry-1"}
+    refused = buyer.post(url, **key)
+    assert (refused.status_code, refused.json()["code"]) == (503, "unavailable")
+
+    voucher_update(voucher=voucher_get(voucher_id=voucher.pk), buckets=2)
+
+    again = buyer.post(url, **key)
+    assert (again.status_code, again.json()["status"]) == (202, "pending")

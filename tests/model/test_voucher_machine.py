@@ -9,6 +9,9 @@ one found is kept as a plain test in ``tests/model/test_stories.py``.
 
 from __future__ import annotations
 
+import json
+import os
+
 import pytest
 from django.utils import timezone
 from hypothesis import settings
@@ -16,7 +19,7 @@ from hypothesis.stateful import run_state_machine_as_test
 
 from inventory.strategies import STRATEGIES, strategy_names
 
-from .voucher_machine import Clock, VoucherMachine
+from .voucher_machine import RULES_RUN, Clock, VoucherMachine
 
 pytestmark = [
     pytest.mark.django_db(transaction=True),
@@ -45,7 +48,17 @@ def clock(monkeypatch) -> Clock:
     return clock
 
 
+@pytest.fixture
+def rules_counted(request):
+    """What ran, appended as a JSON line to ``MODEL_COUNTS`` when set (``make explore``)."""
+    RULES_RUN.clear()
+    yield
+    if path := os.environ.get("MODEL_COUNTS"):
+        with open(path, "a") as counts:
+            counts.write(json.dumps({"test": request.node.name, "rules": dict(RULES_RUN)}) + "\n")
+
+
 @pytest.mark.parametrize("strategy", GUARDED)
-@pytest.mark.usefixtures("redlock_urls")
+@pytest.mark.usefixtures("redlock_urls", "rules_counted")
 def test_every_sequence_of_a_voucher(strategy, clock):
     run_state_machine_as_test(machine_for(strategy, clock), settings=settings())
