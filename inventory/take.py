@@ -62,13 +62,15 @@ def item_take(
     try:
         return _take(product, item, user_id=user_id, rate=rate, now=now, rng=rng)
     except StateMissing:
-        # Switched away from redis_lua since this item was read (or Redis lost the state).
+        # Switched away from redis_lua since this item was read, or its stock split into another
+        # number of buckets (its states laid out again: the state this take looked for is gone),
+        # or Redis lost the state: only the last is the answer.
         item_forget(product, item_id=item.pk)
-        item = product.read(item.pk)
-        if STRATEGIES[item.strategy].deferred:
+        read = product.read(item.pk)
+        if STRATEGIES[read.strategy].deferred and read.buckets == item.buckets:
             raise
         # The script counted the request's rate already.
-        return _take(product, item, user_id=user_id, rate=None, now=now, rng=rng)
+        return _take(product, read, user_id=user_id, rate=None, now=now, rng=rng)
 
 
 def _take(product: Product, item: Any, *, user_id: int, rate, now, rng) -> Model:

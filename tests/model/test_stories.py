@@ -13,6 +13,7 @@ from datetime import timedelta
 import pytest
 
 from core.namespace import instance_key
+from inventory.buckets import home_bucket
 from inventory.holds import holds_expire_due
 from inventory.redis_lua.client import reservations_client
 from orders.models import Order
@@ -97,3 +98,22 @@ def test_a_take_refused_while_redis_lua_state_is_missing_is_not_kept_and_its_ret
 
     again = buyer.post(url, **key)
     assert (again.status_code, again.json()["status"]) == (202, "pending")
+
+
+def test_a_take_just_after_a_rebucket_reserves_in_the_new_layout_not_a_state_that_is_gone(
+    make_voucher, api_client, make_user
+):
+    """Found as: take, rebucket from 3 to 2, take (503 ``unavailable``, "being restored after a
+    Redis restart", with no restart). A server process keeps a redis_lua item a second for its
+    takes; the kept copy still said 3 buckets, so a buyer whose home is the third reserved in a
+    state the new layout no longer has. The take now reads the item again when the state it
+    looked for is missing and the layout changed, and reserves in the new one."""
+    voucher = make_voucher(stock=3, strategy="redis_lua", hold_seconds=60, buckets=3)
+    url = f"/api/vouchers/{voucher.pk}/purchase"
+    assert api_client().post(url).status_code == 202  # this process keeps the item now
+    third = next(user for user in iter(make_user, None) if home_bucket(user.pk, 3) == 2)
+
+    voucher_update(voucher=voucher_get(voucher_id=voucher.pk), buckets=2)
+
+    answer = api_client(third).post(url)
+    assert (answer.status_code, answer.json()["status"]) == (202, "pending")
