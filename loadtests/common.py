@@ -11,7 +11,9 @@ under the runner, in Locust's web UI and in distributed mode:
   outcome, for the audit (optional): ``confirmed <order id>``, ``won <draw id> <prize
   id>``, ``no_prize <draw id>``, the refusal code, or ``error``; a 202 (``redis_lua``:
   accepted, written later) adds ``pending`` to its line, its id being the reservation's;
-  the lifecycle's calls add ``<action> <outcome> <record id>`` (``loadtests.holds_calls``)
+  the lifecycle's calls add ``<action> <outcome> <record id>`` (``loadtests.holds_calls``);
+  and, beside them, every take's, pay's, cancel's, claim's and restock's request and
+  answer in ``history-<pid>.jsonl`` (``loadtests.history_log``)
 - ``LOADTEST_STAFF_TOKEN``: a token of staff with ``orders.change_voucher`` (the restock scenario)
 - ``LOADTEST_WORKERS``: how many Locust processes share the tokens (default 1)
 - ``LOADTEST_UNAVAILABLE_OK``: set (the fault runner) to take 503 ``unavailable`` with
@@ -32,6 +34,8 @@ import re
 import threading
 import time
 from pathlib import Path
+
+from .history_log import history
 
 # Every refusal a purchase or a draw may give, from docs/design.md ("HTTP API"). Anything else is a failure.
 # Also 503 `unavailable`, documented for redis_lua when the item's Redis state is missing: a run
@@ -282,6 +286,12 @@ def purchase_answer(user, voucher: int, token: str, *, ticket: str | None = None
     """``purchase``, with the answer's body when it took a unit (None otherwise): the
     lifecycle's locustfiles go on from its order id and ``pay_by``."""
     started = time.time()
+    outcome, answer, status = _purchase_sent(user, voucher, token, ticket, started)
+    history.took("voucher", voucher, token, started, status, outcome, answer)
+    return outcome, answer
+
+
+def _purchase_sent(user, voucher: int, token: str, ticket: str | None, started: float) -> tuple[str, dict | None, int]:
     headers = {"Authorization": f"Bearer {token}"}
     if ticket:
         headers["Admission-Ticket"] = ticket
@@ -291,19 +301,20 @@ def purchase_answer(user, voucher: int, token: str, *, ticket: str | None = None
         name="/api/vouchers/[id]/purchase",
         catch_response=True,
     ) as response:
-        outcomes.answered(response.status_code or 0, started)
+        status = response.status_code or 0
+        outcomes.answered(status, started)
         body = json_object(response)
         if body is None:
-            return ERROR, None
+            return ERROR, None, status
         if response.status_code in ANSWERED_STATUS:
             if isinstance(body.get("order_id"), int) and body.get("status") in ANSWERED_STATUS[response.status_code]:
                 outcomes.add(CONFIRMED, body["order_id"], *_marks(response))
                 response.success()
-                return CONFIRMED, body
+                return CONFIRMED, body, status
             response.failure(f"malformed purchase {response.status_code} {body}")
             outcomes.add(ERROR)
-            return ERROR, None
-        return _refused(response, body, PURCHASE_REFUSALS), None
+            return ERROR, None, status
+        return _refused(response, body, PURCHASE_REFUSALS), None, status
 
 
 def _marks(response) -> tuple[str, ...]:
@@ -333,16 +344,23 @@ def draw(user, pool: int, token: str) -> str:
 def draw_answer(user, pool: int, token: str) -> tuple[str, dict | None]:
     """``draw``, with the answer's body when it was recorded (None otherwise)."""
     started = time.time()
+    outcome, answer, status = _draw_sent(user, pool, token, started)
+    history.took("pool", pool, token, started, status, outcome, answer)
+    return outcome, answer
+
+
+def _draw_sent(user, pool: int, token: str, started: float) -> tuple[str, dict | None, int]:
     with user.client.post(
         f"/api/pools/{pool}/draw",
         headers={"Authorization": f"Bearer {token}"},
         name="/api/pools/[id]/draw",
         catch_response=True,
     ) as response:
-        outcomes.answered(response.status_code or 0, started)
+        status = response.status_code or 0
+        outcomes.answered(status, started)
         body = json_object(response)
         if body is None:
-            return ERROR, None
+            return ERROR, None, status
         if response.status_code in ANSWERED_STATUS:
             draw_id, prize, draws_left = body.get("draw_id"), body.get("prize"), body.get("draws_left")
             if (
@@ -355,10 +373,10 @@ def draw_answer(user, pool: int, token: str) -> tuple[str, dict | None]:
                 response.success()
                 if prize is None:
                     outcomes.add(NO_PRIZE, draw_id, *_marks(response))
-                    return NO_PRIZE, body
+                    return NO_PRIZE, body, status
                 outcomes.add(WON, draw_id, prize["id"], *_marks(response))
-                return WON, body
+                return WON, body, status
             response.failure(f"malformed draw {response.status_code} {body}")
             outcomes.add(ERROR)
-            return ERROR, None
-        return _refused(response, body, DRAW_REFUSALS), None
+            return ERROR, None, status
+        return _refused(response, body, DRAW_REFUSALS), None, status
