@@ -29,6 +29,7 @@ from . import lifecycle
 from .admissions import admissions_figures
 from .common import CONFIRMED, ERROR, QUEUE, WATCH, accepted, crowd_exhausted, read_outcomes
 from .console import say
+from .history_audit import history_figures
 from .products import PRODUCTS, Supply
 from .sampler import Observer, Sampler, from_crowd_start
 from .scenarios import ADMISSION_RATE, LOCUSTFILES, Scenario
@@ -237,6 +238,7 @@ def one_run(
             "redis_drift": {"stock": len(check.stock), "takers": len(check.takers), "seqs_missing": check.seqs_missing},
         }
     outcomes = read_outcomes(outcomes_dir)
+    history = history_figures(product, target, outcomes_dir)
     if scenario.lifecycle:
         lifecycle_figures |= lifecycle.figures(product, target, audit, outcomes, outcomes_dir)
     if scenario.honest_buyer:
@@ -266,6 +268,7 @@ def one_run(
         **deferred_figures,
         **lifecycle_figures,
         **queue_figures,
+        **history,
         rps=number(stats, "Requests/s"),
         p50_ms=number(stats, "50%"),
         p95_ms=number(stats, "95%"),
