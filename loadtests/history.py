@@ -19,7 +19,9 @@ run has drained (``loadtests.history_audit`` reads them). Three rules:
    and no other take names the same record; a cancel answered 200 names a record that
    ended cancelled; a refusal that says what the record is (``already_paid``,
    ``cancelled``, ``expired``, ``already_claimed``, ``forfeited``) names a record that
-   ended so (every one of those is final).
+   ended so (every one of those is final); but a refusal that the deadline passed, in
+   flight at once with a settle of the same record that went through, is not judged: the
+   server judges a deadline by the moment each request came (``payments.services.order_pay``).
 
 It is not a linearizability check: each answer is checked against the final state and the
 timeline of free units, not against one order of every operation that explains them all.
@@ -54,6 +56,9 @@ VOUCHER_UNIT = 0
 RELEASED = ("cancelled", "expired", "forfeited")
 # What a 200 to a change says its record became.
 DONE = {"pay": "paid", "cancel": "cancelled", "claim": "claimed"}
+# The changes that settle a record, and the refusals that say its deadline passed.
+SETTLES = ("pay", "claim")
+LAPSED = ("expired", "forfeited")
 # The refusals of a change that say what its record is, each a final status.
 REFUSAL_SAYS = {
     "already_paid": "paid",
@@ -219,10 +224,14 @@ def check_history(
     failed = set(failed)
     violations: list[Violation] = []
     named: set[int] = set()
+    settles: dict[int, list[Call]] = defaultdict(list)
+    for call in calls:
+        if call.action in SETTLES and call.status in (200, 202):
+            settles[call.record].append(call)
     for call in calls:
         if call.action == TAKE and call.status in TOOK:
             violations += _took(call, by_id, failed, named)
-        elif call.action in DONE:
+        elif call.action in DONE and not _lapsed_in_a_race(call, settles.get(call.record, ())):
             violations += _changed(call, by_id.get(call.record))
     moments, values = free_units(calls, by_id, supply)
     for call in calls:
@@ -246,6 +255,14 @@ def _took(call: Call, records: Mapping[int, Record], failed: set[int], named: se
     if call.kind == POOL and record.unit != call.prize:
         return [Violation(CONTRADICTED, call, f"record {call.record} won prize {record.unit}, not {call.prize}")]
     return []
+
+
+def _lapsed_in_a_race(call: Call, settles: Iterable[Call]) -> bool:
+    """A refusal ``expired`` or ``forfeited`` while a settle of the same record, in flight at
+    once, went through: the server judges a deadline by the moment each request came, so
+    of a volley straddling it the one sent before it settles and those after it hear the
+    deadline passed, whatever the record ends as."""
+    return call.code in LAPSED and any(s.start < call.end and call.start < s.end for s in settles)
 
 
 def _changed(call: Call, record: Record | None) -> list[Violation]:

@@ -164,6 +164,16 @@ def test_an_answer_the_final_status_contradicts(call, ended):
     assert rules(check_history([call], records, SUPPLY)) == [CONTRADICTED]
 
 
+def test_a_deadline_refusal_racing_a_settle_that_went_through_is_not_judged():
+    # A volley at the deadline: the pay sent before it settled, the one sent after it heard expired.
+    calls = [change("pay", 100, 200, "paid", at=20.0), change("pay", 100, 409, "expired", at=20.01)]
+    records = [Record(id=100, user=1, status="paid", created=10.0)]
+    assert check_history(calls, records, SUPPLY) == []
+    # Not once that pay's answer had come: the order was paid by then.
+    calls = [change("pay", 100, 200, "paid", at=20.0), change("pay", 100, 409, "expired", at=21.0)]
+    assert rules(check_history(calls, records, SUPPLY)) == [CONTRADICTED]
+
+
 def test_refusals_that_prove_nothing_of_the_end_are_not_judged():
     calls = [change("pay", 100, 409, "pending"), change("pay", 100, 409, "busy"), change("pay", 100, 202, "accepted")]
     records = [Record(id=100, user=1, status="expired", created=10.0, released=15.0)]
