@@ -53,7 +53,7 @@ class Staff(FastHttpUser):
                 response.success()
             else:
                 response.failure(f"restock answered {response.status_code}")
-        history.add(
-            start=started, action=RESTOCK, kind=VOUCHER, item=self.voucher, token=self.token,
-            status=response.status_code or 0, code="restocked" if restocked else ERROR, units=RESTOCK_UNITS,
-        )  # fmt: skip
+            history.add(
+                start=started, action=RESTOCK, kind=VOUCHER, item=self.voucher, token=self.token,
+                status=response.status_code or 0, code="restocked" if restocked else ERROR, units=RESTOCK_UNITS,
+            )  # fmt: skip

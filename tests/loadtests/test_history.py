@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from loadtests import history_log
+from loadtests import common, history_log, holds_calls
 from loadtests.columns import columns_of
 from loadtests.faults.table import history_set_aside
 from loadtests.history import (
@@ -24,6 +24,8 @@ from loadtests.history import (
 )
 from loadtests.history_log import HistoryLog, token_user
 from loadtests.verdict import POOL, VOUCHER, Result, judge
+
+from .conftest import FakeResponse
 
 # A voucher of one unit, bought by user 1 at 10 s; user 2 refused sold_out.
 SUPPLY = {0: 1}
@@ -198,6 +200,41 @@ def test_the_log_writes_a_line_per_answer_and_the_checker_reads_it(tmp_path, mon
         ("pay", 42, 200, "paid", 100, None),
     ]
     assert all(c.start < c.end for c in calls)
+
+
+class FakeClient:
+    """A Locust user whose every request gets ``answers`` in turn."""
+
+    def __init__(self, *answers: FakeResponse) -> None:
+        self.client = self
+        self.answers = list(answers)
+
+    def post(self, url: str, **_) -> FakeResponse:
+        return self.answers.pop(0)
+
+
+def test_the_calls_of_the_locustfiles_write_one_line_per_answer(outcomes_dir, monkeypatch):
+    monkeypatch.setattr(common, "history", HistoryLog())
+    monkeypatch.setattr(holds_calls, "history", common.history)
+    monkeypatch.setenv("LOADTEST_VOUCHER", "7")
+    token = "42.1900000000.nonce:sig"
+    user = FakeClient(
+        FakeResponse(201, {"order_id": 100, "status": "held"}),
+        FakeResponse(409, {"code": "sold_out", "message": "..."}),
+        FakeResponse(200, {"order_id": 100, "status": "paid", "payment": "paid"}),
+        FakeResponse(0, ValueError("no answer")),
+    )
+    common.purchase(user, 7, token)
+    common.purchase(user, 7, token)
+    holds_calls.change(user, "pay", 100, token)
+    common.purchase(user, 7, token)
+    calls = parse_history(history_log.history_lines(outcomes_dir))
+    assert [(c.action, c.user, c.item, c.status, c.code, c.record) for c in calls] == [
+        ("take", 42, 7, 201, "held", 100),
+        ("take", 42, 7, 409, "sold_out", None),
+        ("pay", 42, 7, 200, "paid", 100),
+        ("take", 42, 7, 0, "error", None),
+    ]
 
 
 def test_a_token_names_its_user_without_a_lookup():
