@@ -1,7 +1,8 @@
 """One run of the matrix: a fresh product, Locust headless against the server, a wait until
 the server is quiet (under a deferred strategy, ``redis_lua``, first until a worker has
 persisted every reservation; in a lifecycle scenario, until every hold and payment has
-drained), the audit, and the verdict.
+drained), the audit, the check of the run's history against its records
+(``loadtests.history``), and the verdict.
 
 Imported once Django is set up.
 """
