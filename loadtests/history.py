@@ -156,9 +156,11 @@ def free_units(
     came, or, with none, when the client gave up. Each of these errs towards fewer units
     free: a refusal is then found wrong only when it surely was."""
     answered_at: dict[int, float] = {}
+    unit_named: dict[int, int | None] = {}
     for call in calls:
         if call.action == TAKE and call.status in TOOK and call.record is not None:
             answered_at[call.record] = min(call.end, answered_at.get(call.record, call.end))
+            unit_named.setdefault(call.record, unit_of(call))
     gave_up: dict[int, list[float]] = defaultdict(list)
     for call in calls:
         if unanswered(call) and call.user is not None:
@@ -168,18 +170,16 @@ def free_units(
     for record in records.values():
         if record.unit is None:
             continue
-        held_from = min(record.created, answered_at.get(record.id, record.created))
-        if record.id not in answered_at:
+        if record.id in answered_at:
+            held_from = min(record.created, answered_at[record.id])
+        else:
             held_from = min([record.created, *(s for s in gave_up.get(record.user, ()) if s <= record.created)])
         events.append((held_from, record.unit, 1, 0))
         if record.status in RELEASED and record.released is not None:
             events.append((max(record.released, held_from), record.unit, -1, 0))
     for record_id, at in answered_at.items():
-        if record_id in records:
-            continue
-        call = next(c for c in calls if c.record == record_id and c.action == TAKE and c.status in TOOK)
-        if unit_of(call) is not None:
-            events.append((at, unit_of(call), 1, 0))
+        if record_id not in records and unit_named[record_id] is not None:
+            events.append((at, unit_named[record_id], 1, 0))
     supplied = dict(supply)
     for call in calls:
         if call.action == RESTOCK and (call.status == 200 or call.status == 0) and call.units:
