@@ -59,13 +59,16 @@ DONE = {"pay": "paid", "cancel": "cancelled", "claim": "claimed"}
 # The changes that settle a record, and the refusals that say its deadline passed.
 SETTLES = ("pay", "claim")
 LAPSED = ("expired", "forfeited")
-# The refusals of a change that say what its record is, each a final status.
+# What a ``redis_lua`` reservation undone for good is: never a row, read from Redis.
+FAILED = "failed"
+# The refusals of a change that say what its record is, each a final status (an undone
+# reservation is refused as cancelled: ``inventory.holds``).
 REFUSAL_SAYS = {
-    "already_paid": "paid",
-    "cancelled": "cancelled",
-    "expired": "expired",
-    "already_claimed": "claimed",
-    "forfeited": "forfeited",
+    "already_paid": ("paid",),
+    "cancelled": ("cancelled", FAILED),
+    "expired": ("expired",),
+    "already_claimed": ("claimed",),
+    "forfeited": ("forfeited",),
 }
 
 
@@ -232,7 +235,8 @@ def check_history(
         if call.action == TAKE and call.status in TOOK:
             violations += _took(call, by_id, failed, named)
         elif call.action in DONE and not _lapsed_in_a_race(call, settles.get(call.record, ())):
-            violations += _changed(call, by_id.get(call.record))
+            record = by_id.get(call.record)
+            violations += _changed(call, record.status if record else FAILED if call.record in failed else None)
     moments, values = free_units(calls, by_id, supply)
     for call in calls:
         if call.action == TAKE and call.code in OUT_OF_STOCK:
@@ -265,8 +269,9 @@ def _lapsed_in_a_race(call: Call, settles: Iterable[Call]) -> bool:
     return call.code in LAPSED and any(s.start < call.end and call.start < s.end for s in settles)
 
 
-def _changed(call: Call, record: Record | None) -> list[Violation]:
-    status = record.status if record is not None else "missing"
+def _changed(call: Call, status: str | None) -> list[Violation]:
+    """``status``: what the record named ended as (None: no record of the item)."""
+    status = status or "missing"
     if call.status == 200:
         if status == DONE[call.action]:
             return []
@@ -274,7 +279,7 @@ def _changed(call: Call, record: Record | None) -> list[Violation]:
         rule = CONTRADICTED if call.action == "cancel" else LOST
         return [Violation(rule, call, f"answered {DONE[call.action]}, record {call.record} ended {status}")]
     said = REFUSAL_SAYS.get(call.code or "")
-    if call.status == 409 and said is not None and status != said:
+    if call.status == 409 and said is not None and status not in said:
         return [Violation(CONTRADICTED, call, f"refused {call.code}, record {call.record} ended {status}")]
     return []
 

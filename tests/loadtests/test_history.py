@@ -176,6 +176,16 @@ def test_a_deadline_refusal_racing_a_settle_that_went_through_is_not_judged():
     assert rules(check_history(calls, records, SUPPLY)) == [CONTRADICTED]
 
 
+def test_a_change_of_a_reservation_undone_for_good_is_refused_as_cancelled():
+    reservation = 9_000_001
+    calls = [
+        take(1, 10.0, status=202, code="pending", record=reservation),
+        change("pay", reservation, 409, "cancelled"),
+    ]
+    assert check_history(calls, [], SUPPLY, failed={reservation}) == []
+    assert rules(check_history(calls, [], SUPPLY)) == [LOST, CONTRADICTED]
+
+
 def test_refusals_that_prove_nothing_of_the_end_are_not_judged():
     calls = [change("pay", 100, 409, "pending"), change("pay", 100, 409, "busy"), change("pay", 100, 202, "accepted")]
     records = [Record(id=100, user=1, status="expired", created=10.0, released=15.0)]
