@@ -128,7 +128,7 @@ def parse_history(lines: Iterable[str]) -> list[Call]:
                 record=d.get("record"),
                 prize=d.get("prize"),
                 units=d.get("units") or 0,
-            )  # fmt: skip
+            )
         )
     return sorted(calls, key=lambda call: call.end)
 

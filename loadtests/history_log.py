@@ -46,7 +46,6 @@ class HistoryLog:
         self._folder = os.environ.get("LOADTEST_OUTCOMES")
         self._file = None
         self._pid = 0
-        self._users: dict[str, int | None] = {}
 
     @property
     def kept(self) -> bool:
@@ -73,15 +72,15 @@ class HistoryLog:
             Path(self._folder).mkdir(parents=True, exist_ok=True)
             self._file = open(Path(self._folder) / f"history-{os.getpid()}.jsonl", "a", buffering=1)  # noqa: SIM115
             self._pid = os.getpid()
-        if token not in self._users:
-            self._users[token] = token_user(token)
         line = {
-            "start": round(start, 4), "end": round(end, 4), "user": self._users[token], "action": action,
+            "start": round(start, 4), "end": round(end, 4), "user": token_user(token), "action": action,
             "kind": kind, "item": item, "status": status, "code": code, "record": record, **more,
         }  # fmt: skip
         self._file.write(json.dumps(line, separators=(",", ":")) + "\n")
 
-    def took(self, kind: str, item: int, token: str, start: float, status: int, outcome: str, answer: dict | None):
+    def took(
+        self, kind: str, item: int, token: str, start: float, status: int, outcome: str, answer: dict | None
+    ) -> None:
         """A take's line: ``answer`` is the body of one that took (None otherwise)."""
         if answer is None:
             self.add(start=start, action=TAKE, kind=kind, item=item, token=token, status=status, code=outcome)
