@@ -26,7 +26,8 @@ VIOLATIONS_KEPT = 200
 
 def history_figures(product: Product, target: Target, outcomes_dir: Path) -> dict:
     """``history_violations`` and ``history_rules`` of ``verdict.Result``; the first
-    violations, if any, go to ``history-violations.jsonl`` beside the outcomes."""
+    violations, if any, go to ``history-violations.jsonl`` in the run's folder (not beside
+    the histories, where the next read would take them for one)."""
     calls = [
         call
         for call in parse_history(history_lines(outcomes_dir))
@@ -38,7 +39,7 @@ def history_figures(product: Product, target: Target, outcomes_dir: Path) -> dic
     )
     if violations:
         kept = [{"rule": v.rule, "why": v.why, **asdict(v.call)} for v in violations[:VIOLATIONS_KEPT]]
-        (outcomes_dir / "history-violations.jsonl").write_text("".join(json.dumps(v) + "\n" for v in kept))
+        (outcomes_dir.parent / "history-violations.jsonl").write_text("".join(json.dumps(v) + "\n" for v in kept))
     return {"history_violations": len(violations), "history_rules": counted(violations)}
 
 
