@@ -28,7 +28,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 TAKE, RESTOCK = "take", "restock"
-HISTORY_GLOB = "history-*.jsonl"
+# One per Locust process, named by its pid.
+HISTORY_GLOB = "history-[0-9]*.jsonl"
 
 
 def token_user(token: str) -> int | None:
