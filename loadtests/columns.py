@@ -7,13 +7,15 @@ from .verdict import Result, lifecycle
 
 # The matrix: (Result field, heading). A product's own columns read "-" on the other's rows,
 # and a deferred strategy's (202s, pending at end, drain s) on the other strategies'.
+# ``history``: the answers the run's history shows wrong (``loadtests.history``), 0 when clean.
 COLUMNS = [
     ("scenario", "scenario"), ("strategy", "strategy"), ("requests", "requests"), ("confirmed", "confirmed"),
     ("accepted", "202s"), ("orders", "orders"), ("awarded", "awarded"), ("supplied", "supplied"),
     ("oversold", "oversold"), ("duplicates", "dup orders"), ("over_awarded", "over-awarded"),
     ("users_over_limit", "users over limit"), ("lost_confirmations", "lost"), ("stock_left", "stock left"),
     ("pending_at_end", "pending at end"), ("drain_s", "drain s"), ("rps", "req/s"), ("p50_ms", "p50 ms"),
-    ("p95_ms", "p95 ms"), ("p99_ms", "p99 ms"), ("cpu_ms_per_request", "CPU ms/req"), ("verdict", "verdict"),
+    ("p95_ms", "p95 ms"), ("p99_ms", "p99 ms"), ("cpu_ms_per_request", "CPU ms/req"),
+    ("history_violations", "history"), ("verdict", "verdict"),
 ]  # fmt: skip
 
 

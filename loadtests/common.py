@@ -11,7 +11,9 @@ under the runner, in Locust's web UI and in distributed mode:
   outcome, for the audit (optional): ``confirmed <order id>``, ``won <draw id> <prize
   id>``, ``no_prize <draw id>``, the refusal code, or ``error``; a 202 (``redis_lua``:
   accepted, written later) adds ``pending`` to its line, its id being the reservation's;
-  the lifecycle's calls add ``<action> <outcome> <record id>`` (``loadtests.holds_calls``)
+  the lifecycle's calls add ``<action> <outcome> <record id>`` (``loadtests.holds_calls``);
+  and, beside them, every take's, pay's, cancel's, claim's and restock's request and
+  answer in ``history-<pid>.jsonl`` (``loadtests.history_log``)
 - ``LOADTEST_STAFF_TOKEN``: a token of staff with ``orders.change_voucher`` (the restock scenario)
 - ``LOADTEST_WORKERS``: how many Locust processes share the tokens (default 1)
 - ``LOADTEST_UNAVAILABLE_OK``: set (the fault runner) to take 503 ``unavailable`` with
@@ -32,6 +34,8 @@ import re
 import threading
 import time
 from pathlib import Path
+
+from .history_log import history
 
 # Every refusal a purchase or a draw may give, from docs/design.md ("HTTP API"). Anything else is a failure.
 # Also 503 `unavailable`, documented for redis_lua when the item's Redis state is missing: a run
@@ -292,18 +296,26 @@ def purchase_answer(user, voucher: int, token: str, *, ticket: str | None = None
         catch_response=True,
     ) as response:
         outcomes.answered(response.status_code or 0, started)
-        body = json_object(response)
-        if body is None:
-            return ERROR, None
-        if response.status_code in ANSWERED_STATUS:
-            if isinstance(body.get("order_id"), int) and body.get("status") in ANSWERED_STATUS[response.status_code]:
-                outcomes.add(CONFIRMED, body["order_id"], *_marks(response))
-                response.success()
-                return CONFIRMED, body
-            response.failure(f"malformed purchase {response.status_code} {body}")
-            outcomes.add(ERROR)
-            return ERROR, None
-        return _refused(response, body, PURCHASE_REFUSALS), None
+        outcome, answer = _purchase_judged(response)
+        # Inside the request's block, beside the outcome's line: a Locust stopping its users
+        # may end one as the block closes, and the history keeps every answer the outcomes do.
+        history.took("voucher", voucher, token, started, response.status_code or 0, outcome, answer)
+    return outcome, answer
+
+
+def _purchase_judged(response) -> tuple[str, dict | None]:
+    body = json_object(response)
+    if body is None:
+        return ERROR, None
+    if response.status_code in ANSWERED_STATUS:
+        if isinstance(body.get("order_id"), int) and body.get("status") in ANSWERED_STATUS[response.status_code]:
+            outcomes.add(CONFIRMED, body["order_id"], *_marks(response))
+            response.success()
+            return CONFIRMED, body
+        response.failure(f"malformed purchase {response.status_code} {body}")
+        outcomes.add(ERROR)
+        return ERROR, None
+    return _refused(response, body, PURCHASE_REFUSALS), None
 
 
 def _marks(response) -> tuple[str, ...]:
@@ -340,25 +352,31 @@ def draw_answer(user, pool: int, token: str) -> tuple[str, dict | None]:
         catch_response=True,
     ) as response:
         outcomes.answered(response.status_code or 0, started)
-        body = json_object(response)
-        if body is None:
-            return ERROR, None
-        if response.status_code in ANSWERED_STATUS:
-            draw_id, prize, draws_left = body.get("draw_id"), body.get("prize"), body.get("draws_left")
-            if (
-                isinstance(draw_id, int)
-                and _is_prize(prize)
-                and isinstance(draws_left, int)
-                and draws_left >= 0
-                and body.get("status") in ANSWERED_STATUS[response.status_code]
-            ):
-                response.success()
-                if prize is None:
-                    outcomes.add(NO_PRIZE, draw_id, *_marks(response))
-                    return NO_PRIZE, body
-                outcomes.add(WON, draw_id, prize["id"], *_marks(response))
-                return WON, body
-            response.failure(f"malformed draw {response.status_code} {body}")
-            outcomes.add(ERROR)
-            return ERROR, None
-        return _refused(response, body, DRAW_REFUSALS), None
+        outcome, answer = _draw_judged(response)
+        history.took("pool", pool, token, started, response.status_code or 0, outcome, answer)
+    return outcome, answer
+
+
+def _draw_judged(response) -> tuple[str, dict | None]:
+    body = json_object(response)
+    if body is None:
+        return ERROR, None
+    if response.status_code in ANSWERED_STATUS:
+        draw_id, prize, draws_left = body.get("draw_id"), body.get("prize"), body.get("draws_left")
+        if (
+            isinstance(draw_id, int)
+            and _is_prize(prize)
+            and isinstance(draws_left, int)
+            and draws_left >= 0
+            and body.get("status") in ANSWERED_STATUS[response.status_code]
+        ):
+            response.success()
+            if prize is None:
+                outcomes.add(NO_PRIZE, draw_id, *_marks(response))
+                return NO_PRIZE, body
+            outcomes.add(WON, draw_id, prize["id"], *_marks(response))
+            return WON, body
+        response.failure(f"malformed draw {response.status_code} {body}")
+        outcomes.add(ERROR)
+        return ERROR, None
+    return _refused(response, body, DRAW_REFUSALS), None

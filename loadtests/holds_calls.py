@@ -25,6 +25,8 @@ import gevent
 
 from . import common
 from .common import ERROR, json_object
+from .history_log import history
+from .verdict import POOL, VOUCHER
 
 PAY, CANCEL, CLAIM = "pay", "cancel", "claim"
 # What a 202 to a pay is logged as: charged, its confirmation to come by the callback.
@@ -72,21 +74,34 @@ DEADLINES = {PAY: "pay_by", CANCEL: "pay_by", CLAIM: "claim_by"}
 def change(user, action: str, record_id: int, token: str) -> str:
     """POST the pay, cancel or claim of ``record_id`` and validate the answer; returns the
     outcome (``paid``, ``accepted``, ``cancelled``, ``claimed``, a refusal's code, or ``error``)."""
+    started = time.time()
     call = CALLS[action]
     with user.client.post(
         call.url(record_id), headers={"Authorization": f"Bearer {token}"}, name=call.name, catch_response=True
     ) as response:
-        body = json_object(response)
-        if body is None:
-            return ERROR
-        outcome = _outcome(call, action, response.status_code, body, record_id)
-        if outcome == ERROR:
-            response.failure(f"unexpected answer to {action} {response.status_code} {body}")
-            common.outcomes.add(ERROR)
-            return ERROR
-        response.success()
-        common.outcomes.add(action, outcome, record_id)
-        return outcome
+        outcome = _changed(call, action, response, record_id)
+        # Inside the request's block, as a take's is (``common.purchase_answer``).
+        if history.kept:
+            kind, item = (VOUCHER, common.voucher_id()) if action in (PAY, CANCEL) else (POOL, common.pool_id())
+            history.add(
+                start=started, action=action, kind=kind, item=item, token=token, status=response.status_code or 0,
+                code=outcome, record=record_id,
+            )  # fmt: skip
+    return outcome
+
+
+def _changed(call: Call, action: str, response, record_id: int) -> str:
+    body = json_object(response)
+    if body is None:
+        return ERROR
+    outcome = _outcome(call, action, response.status_code, body, record_id)
+    if outcome == ERROR:
+        response.failure(f"unexpected answer to {action} {response.status_code} {body}")
+        common.outcomes.add(ERROR)
+        return ERROR
+    response.success()
+    common.outcomes.add(action, outcome, record_id)
+    return outcome
 
 
 def _outcome(call: Call, action: str, status: int, body: dict, record_id: int) -> str:

@@ -1,7 +1,8 @@
 """One run of the matrix: a fresh product, Locust headless against the server, a wait until
 the server is quiet (under a deferred strategy, ``redis_lua``, first until a worker has
 persisted every reservation; in a lifecycle scenario, until every hold and payment has
-drained), the audit, and the verdict.
+drained), the audit, the check of the run's history against its records
+(``loadtests.history``), and the verdict.
 
 Imported once Django is set up.
 """
@@ -29,6 +30,7 @@ from . import lifecycle
 from .admissions import admissions_figures
 from .common import CONFIRMED, ERROR, QUEUE, WATCH, accepted, crowd_exhausted, read_outcomes
 from .console import say
+from .history_audit import history_figures
 from .products import PRODUCTS, Supply
 from .sampler import Observer, Sampler, from_crowd_start
 from .scenarios import ADMISSION_RATE, LOCUSTFILES, Scenario
@@ -237,6 +239,7 @@ def one_run(
             "redis_drift": {"stock": len(check.stock), "takers": len(check.takers), "seqs_missing": check.seqs_missing},
         }
     outcomes = read_outcomes(outcomes_dir)
+    history = history_figures(product, target, outcomes_dir)
     if scenario.lifecycle:
         lifecycle_figures |= lifecycle.figures(product, target, audit, outcomes, outcomes_dir)
     if scenario.honest_buyer:
@@ -266,6 +269,7 @@ def one_run(
         **deferred_figures,
         **lifecycle_figures,
         **queue_figures,
+        **history,
         rps=number(stats, "Requests/s"),
         p50_ms=number(stats, "50%"),
         p95_ms=number(stats, "95%"),

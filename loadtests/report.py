@@ -351,7 +351,10 @@ reservations still waiting to be written when the crowd stopped, and <em>drain s
 seconds from then until every one was. Its run is audited only then: each 202 must have
 become exactly one record, found by its reservation, and Redis' stock and takes must agree
 with the database. Its charts follow the records in the database, which catch up during
-the drain.{cpu_note}</p>{lifecycle_note}
+the drain.{cpu_note}</p>
+<p><em>history</em> counts the answers a run's history shows wrong against its records: a take, pay or
+claim acknowledged and lost, a refusal for want of stock while a unit was free, an answer its record
+contradicts (0 is correct; docs/loadtests.md, "Histories").</p>{lifecycle_note}
 <div class="table"><table><thead><tr>{header}</tr></thead><tbody>{body}</tbody></table></div>
 {"".join(sections)}
 </body></html>"""

@@ -53,6 +53,8 @@ def test_each_lifecycle_scenario_catches_none_and_clears_a_safe_strategy(tmp_pat
         assert not any(row[race] for race in RACES) and row["returns_unsold"] == 0, row
         assert row["held_left"] == 0 and row["holds_drain_s"] is not None and row["failures"] == 0, row
         assert row["conserved"] and row["lost_confirmations"] == 0, row
+        # Every take, pay, cancel and claim it answered is borne out by the records it names.
+        assert row["history_violations"] == 0, row["history_rules"]
 
     # Units came back and the crowd still coming took them.
     for scenario in ("abandon", "draw-abandon", "cancel-storm"):
@@ -68,3 +70,7 @@ def test_each_lifecycle_scenario_catches_none_and_clears_a_safe_strategy(tmp_pat
     assert claims["settled"] > 0 and claims["released"] > 0 and claims["charges"] is None, claims
     matrix = (out / "matrix.md").read_text()
     assert "| returned twice | settled+released | 200s unsettled |" in matrix
+    assert "| history |" in matrix
+    history = [line for f in (out / "pay-race-db_atomic" / "outcomes").glob("history-*.jsonl")
+               for line in f.read_text().splitlines()]  # fmt: skip
+    assert {json.loads(line)["action"] for line in history} >= {"take", "pay"}

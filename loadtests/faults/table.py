@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
+from ..history import LOST
 from ..verdict import Result
 from .judge import (
     Answer,
@@ -52,6 +53,8 @@ class FaultRow:
     # 202s a fault lost by design, set aside from ``lost_confirmations`` and reported
     # (a failover without WAIT: ``Fault.reported``).
     acknowledged_lost: int = 0
+    # The answers its history shows wrong (``loadtests.history``); None where not checked.
+    history: int | None = None
 
 
 def judged(
@@ -80,6 +83,7 @@ def judged(
         recorded = product.recorded(strike.target, sorted(accepted & pending_lost))
         documented = len((accepted & pending_lost) - set(recorded))
     result = replace(result, lost_confirmations=(result.lost_confirmations or 0) - documented)
+    result = history_set_aside(result, documented + acknowledged_lost)
     fault_broken, notes = fault.checked(answers, events)
     notes = [*notes, *reported]
     if life is not None:
@@ -134,11 +138,27 @@ def judged(
         holds=lifecycle_summary(life) if life is not None else "",
         lifecycle=asdict(life) if life is not None else None,
         acknowledged_lost=acknowledged_lost,
+        history=result.history_violations,
     )
+
+
+def history_set_aside(result: Result, lost_by_design: int) -> Result:
+    """The run's history with the 202s a fault lost by design (each one take its history
+    finds lost) set aside, as they are from the lost confirmations."""
+    rules = dict(result.history_rules or {})
+    set_aside = min(rules.get(LOST, 0), lost_by_design)
+    if not set_aside:
+        return result
+    rules[LOST] -= set_aside
+    return replace(result, history_rules=rules, history_violations=(result.history_violations or 0) - set_aside)
 
 
 def seconds(value: float | None) -> str:
     return "never" if value is None else f"{value:.1f}"
+
+
+def optional_count(value: int | None) -> str:
+    return "-" if value is None else str(value)
 
 
 def optional(value: float | None) -> str:
@@ -151,17 +171,18 @@ def statuses(answers: dict[int, int]) -> str:
 
 HEADER = (
     "fault", "scenario", "strategy", "requests", "answers by status", "oversold", "duplicates",
-    "lost confirmations", "recover s", "writes s", "drain s", "holds", "verdict",
+    "lost confirmations", "history", "recover s", "writes s", "drain s", "holds", "verdict",
 )  # fmt: skip
 
 
 def table(rows: list[FaultRow]) -> str:
     """The rows as a Markdown table. ``oversold`` is over-awarded and ``duplicates`` users
-    over the draw limit for a pool; ``recover s`` counts from the fault's end until the
-    last degraded answer, ``writes s`` until the worker wrote again, ``drain s`` from the
-    crowd's last answer until nothing waited (both for a deferred strategy); ``holds`` is a
-    run with a hold window's, once drained: the window, the holds released, settled and
-    still held, and its payments."""
+    over the draw limit for a pool; ``history`` the answers the run's history shows wrong
+    (``loadtests.history``), the 202s lost by design set aside; ``recover s`` counts from
+    the fault's end until the last degraded answer, ``writes s`` until the worker wrote
+    again, ``drain s`` from the crowd's last answer until nothing waited (both for a
+    deferred strategy); ``holds`` is a run with a hold window's, once drained: the window,
+    the holds released, settled and still held, and its payments."""
     lines = ["| " + " | ".join(HEADER) + " |", "|" + "---|" * len(HEADER)]
     for row in rows:
         lost = str(row.lost_confirmations)
@@ -171,8 +192,8 @@ def table(rows: list[FaultRow]) -> str:
             lost += f" (+{row.acknowledged_lost} acknowledged, lost as documented)"
         cells = [
             row.fault, row.scenario, row.strategy, str(row.requests), statuses(row.answers), str(row.oversold),
-            str(row.duplicates), lost, seconds(row.recover_s), optional(row.writes_s), optional(row.drain_s),
-            row.holds or "-", row.verdict,
+            str(row.duplicates), lost, optional_count(row.history), seconds(row.recover_s), optional(row.writes_s),
+            optional(row.drain_s), row.holds or "-", row.verdict,
         ]  # fmt: skip
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)

@@ -10,11 +10,14 @@ restocked units as well as sold ones.
 """
 
 import os
+import time
 
 from locust import FastHttpUser, between, task
 
-from loadtests.common import voucher_id
+from loadtests.common import ERROR, voucher_id
+from loadtests.history_log import RESTOCK, history
 from loadtests.locustfiles import crowd  # the module, so that Locust does not run its Buyer twice
+from loadtests.verdict import VOUCHER
 
 RESTOCK_UNITS = int(os.environ.get("LOADTEST_RESTOCK_UNITS", "5"))
 
@@ -31,11 +34,13 @@ class Staff(FastHttpUser):
     wait_time = between(0.2, 0.4)
 
     def on_start(self) -> None:
-        self.headers = {"Authorization": f"Bearer {os.environ['LOADTEST_STAFF_TOKEN']}"}
+        self.token = os.environ["LOADTEST_STAFF_TOKEN"]
+        self.headers = {"Authorization": f"Bearer {self.token}"}
         self.voucher = voucher_id()
 
     @task
     def restock(self) -> None:
+        started = time.time()
         with self.client.patch(
             f"/api/admin/vouchers/{self.voucher}",
             json={"restock": RESTOCK_UNITS},
@@ -43,7 +48,12 @@ class Staff(FastHttpUser):
             name="/api/admin/vouchers/[id] restock",
             catch_response=True,
         ) as response:
-            if response.status_code == 200 and response.json().get("id") == self.voucher:
+            restocked = response.status_code == 200 and response.json().get("id") == self.voucher
+            if restocked:
                 response.success()
             else:
                 response.failure(f"restock answered {response.status_code}")
+            history.add(
+                start=started, action=RESTOCK, kind=VOUCHER, item=self.voucher, token=self.token,
+                status=response.status_code or 0, code="restocked" if restocked else ERROR, units=RESTOCK_UNITS,
+            )  # fmt: skip
