@@ -3,8 +3,10 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 PORT ?= 8000
+# What `make test-fast` leaves out (the markers are in pyproject.toml).
+FAST := not live and not browser and not load and not fault and not model and not race
 
-.PHONY: run test loadtest faults bench lint format clean
+.PHONY: run test test-fast explore loadtest faults bench lint format clean
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
@@ -24,15 +26,29 @@ $(VENV)/.dev: requirements.txt requirements-dev.txt | $(VENV)/bin/python
 run: $(VENV)/.runtime
 	PORT=$(PORT) $(PY) scripts/serve.py
 
-## Run the whole suite against MariaDB and Redis on 127.0.0.1, then the race tests again on
-## SQLite, the database of the zero-setup `make run` (its test database is a file under var/).
+## Run the whole suite against MariaDB and Redis on 127.0.0.1: what starts nothing on two
+## processes (as test-fast), then the rest one test at a time, printing the 20 slowest; then the
+## race tests again on SQLite, the database of the zero-setup `make run` (a file under var/).
 test: $(VENV)/.dev
 	bash scripts/ensure-services.sh
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
 	DJANGO_SETTINGS_MODULE=config.settings.test $(PY) manage.py makemigrations --check --dry-run
-	$(PY) -m pytest
+	$(PY) -m pytest -n 2 -m "$(FAST)"
+	$(PY) -m pytest -m "not ($(FAST))" --durations=20
 	DATABASE_URL=sqlite:///$(CURDIR)/var/race.sqlite3 $(PY) -m pytest -m race
+
+## The tests that start no server, worker, browser, load or fault run, on two processes
+## (pytest-xdist): under three minutes, for the edit-and-check loop. `make test` stays the whole.
+test-fast: $(VENV)/.dev
+	bash scripts/ensure-services.sh
+	$(PY) -m pytest -n 2 -m "$(FAST)"
+
+## The model-based tests (tests/model/) with fresh seeds for EXPLORE_MINUTES (default 10),
+## printing the runs and the rules covered; stops at the first failure with its shrunk story.
+explore: $(VENV)/.dev
+	bash scripts/ensure-services.sh
+	$(PY) scripts/explore.py
 
 ## The Locust verdict matrix: every strategy, audited, for vouchers and prize pools (options: make loadtest ARGS="--scenario all").
 loadtest: $(VENV)/.dev

@@ -49,7 +49,7 @@ from locking.testing import RedisServer
 from .conftest import STAFF_PERMISSIONS, grant
 from .live import database_url, running_gunicorn
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.live]
 
 MAX_EXAMPLES = int(os.environ.get("CONTRACT_MAX_EXAMPLES", "20"))
 SEED = int(os.environ.get("CONTRACT_SEED") or random.SystemRandom().getrandbits(64))

@@ -14,6 +14,8 @@ from django.contrib.auth.hashers import PBKDF2PasswordHasher
 
 from .live import database_url, running_gunicorn
 
+pytestmark = pytest.mark.live
+
 PASSWORD = "right-pass-2026"
 
 

@@ -25,6 +25,8 @@ from locking.testing import free_port
 
 from .live import database_url, running_gunicorn
 
+pytestmark = pytest.mark.live
+
 ROOT = Path(__file__).resolve().parent.parent
 PASSWORD = "right-pass-2026"
 

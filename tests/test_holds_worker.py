@@ -16,7 +16,7 @@ from tests.stock import stock_left, stock_row
 from .test_reservations_worker import app_worker  # noqa: F401  (the fixture)
 from .waiting import wait_until
 
-pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("reservations_redis")]
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("reservations_redis"), pytest.mark.live]
 
 
 def buy_held(voucher: Voucher, make_user, count: int) -> list[int]:

@@ -28,6 +28,8 @@ from django.conf import settings
 from config.settings.base import database_from_url, database_namespace
 from harness.server import running_server, server_env
 
+pytestmark = pytest.mark.live
+
 ROOT = Path(__file__).resolve().parent.parent
 STRATEGIES = ("redis_lua", "redis_lock")
 BUYERS = 60  # per instance; each buys every voucher once and draws DRAWS times from every pool

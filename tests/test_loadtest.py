@@ -21,6 +21,10 @@ import urllib.parse
 import urllib.request
 from pathlib import Path
 
+import pytest
+
+pytestmark = pytest.mark.load
+
 ROOT = Path(__file__).resolve().parent.parent
 
 

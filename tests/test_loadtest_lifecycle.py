@@ -19,6 +19,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+pytestmark = pytest.mark.load
+
 ROOT = Path(__file__).resolve().parent.parent
 SAFE = {
     "abandon": "redis_lua",

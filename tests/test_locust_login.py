@@ -15,11 +15,14 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+import pytest
 import yaml
 
 from loadtests import login_throttle
 from loadtests.login_throttle import LoginThrottle
 from locking.testing import free_port
+
+pytestmark = pytest.mark.load
 
 ROOT = Path(__file__).resolve().parent.parent
 PASSWORD = "correct-horse-battery-staple"

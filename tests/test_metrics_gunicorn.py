@@ -24,7 +24,7 @@ from tests.live import database_url
 
 ROOT = Path(__file__).resolve().parent.parent
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.live]
 
 PING = ("flashsale_http_requests_total", (("method", "GET"), ("route", "api/ping"), ("status", "200")))
 

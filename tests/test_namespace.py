@@ -22,6 +22,8 @@ from locking.testing import RedisServer
 
 from .http import post_json
 
+pytestmark = pytest.mark.live
+
 ROOT = Path(__file__).resolve().parent.parent
 
 

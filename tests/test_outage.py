@@ -16,7 +16,7 @@ from core.outage import dependency_down
 from locking.testing import RedisServer, free_port
 from orders.models import Order
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.live]
 
 
 @pytest.fixture

@@ -36,7 +36,11 @@ from orders.services import order_cancel
 from .http import assert_error
 from .stock import stock_left, stock_row
 
-pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("cluster_reservations")]
+pytestmark = [
+    pytest.mark.django_db(transaction=True),
+    pytest.mark.usefixtures("cluster_reservations"),
+    pytest.mark.live,
+]
 
 
 def persist(voucher) -> int:

@@ -25,6 +25,8 @@ from locking.testing import RedisServer
 
 from .waiting import wait_until
 
+pytestmark = pytest.mark.live
+
 ECHO = "return ARGV[1]"
 COUNT = "return redis.call('INCR', KEYS[1])"
 # Answers ARGV[2], after ARGV[1] milliseconds of busy waiting (Redis answers nothing else meanwhile).

@@ -35,6 +35,8 @@ from orders.models import Voucher
 
 from .test_reservations_worker import database_url, wait_for
 
+pytestmark = pytest.mark.live
+
 ROOT = Path(__file__).resolve().parent.parent
 HEX_ID = re.compile(r"[0-9a-f]{32}")
 

@@ -25,6 +25,8 @@ from core.local_key import local_key_ensure, local_key_provide, local_key_read
 
 from .test_serve import BROKER, drop, server_url, started_by
 
+pytestmark = pytest.mark.live
+
 ROOT = Path(__file__).resolve().parent.parent
 # The key the base settings fell back on, published in the repository's history.
 PUBLISHED_KEY = "insecure-local-only-key-set-DJANGO_SECRET_KEY"

@@ -26,6 +26,8 @@ from django.conf import settings
 from harness.server import WORKER_PROCESSES
 from loadtests.scenarios import SERVER_SETTINGS
 
+pytestmark = pytest.mark.live
+
 ROOT = Path(__file__).resolve().parent.parent
 BROKER = "redis://127.0.0.1:6379/2"
 

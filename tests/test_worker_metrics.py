@@ -16,7 +16,7 @@ from locking.testing import free_port
 from .live import broker_emptied
 from .test_reservations_worker import BROKER, Worker, send
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.live]
 
 
 def drift_counted(port: int) -> float | None:

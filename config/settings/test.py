@@ -19,7 +19,17 @@ os.environ.setdefault("DJANGO_SECRET_KEY", secrets.token_urlsafe(64))
 os.environ.setdefault("REDIS_URL", "redis://127.0.0.1:6379/15")
 
 from .base import *  # noqa: E402,F403
-from .base import DATABASES, INSTANCE_NAMESPACE, VAR_DIR  # noqa: E402
+from .base import CACHES, CELERY_BROKER_TRANSPORT_OPTIONS, DATABASES, INSTANCE_NAMESPACE, VAR_DIR  # noqa: E402
+
+# Under pytest-xdist (make test-fast) each worker has a test database of its own, which
+# pytest-django names after the worker once these settings are read: its Redis keys and queues
+# get a namespace of their own likewise, or one worker's fixtures would empty another's state.
+# (A worker inherits the namespace its controller derived; what a worker starts inherits the
+# worker's, suffixed already.)
+if (_worker := os.environ.get("PYTEST_XDIST_WORKER")) and not INSTANCE_NAMESPACE.endswith(f"-{_worker}"):
+    INSTANCE_NAMESPACE = f"{INSTANCE_NAMESPACE}-{_worker}"
+    CACHES["default"]["KEY_PREFIX"] = f"{INSTANCE_NAMESPACE}:cache"
+    CELERY_BROKER_TRANSPORT_OPTIONS = {**CELERY_BROKER_TRANSPORT_OPTIONS, "global_keyprefix": f"{INSTANCE_NAMESPACE}:"}
 
 # The servers and workers a test starts open the test database, whose name differs from the
 # one the namespace was derived from: they inherit this process's namespace instead, so that

@@ -31,7 +31,7 @@ from tests.stock import stock_left, stock_row
 
 from ..waiting import wait_until
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.live]
 
 fork = multiprocessing.get_context("fork")
 

@@ -23,6 +23,8 @@ from inventory.redis_lua.client import Reservations
 from inventory.redis_lua.transfers import MOST_TRANSIT_MS, Transfers
 from inventory.redis_lua.values import GroupKeys, Rules
 
+pytestmark = pytest.mark.live
+
 # Group ids below 2**25 (a bucketed group's states need it), far from the test database's own.
 _groups = itertools.count(random.randrange(10**3, 2 * 10**4) * 1000)
 

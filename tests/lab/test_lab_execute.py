@@ -23,7 +23,7 @@ from loadtests.scenarios import SERVER_SETTINGS
 from orders.models import Voucher
 from tests.live import broker_emptied, database_url
 
-pytestmark = [pytest.mark.django_db(transaction=True)]
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.load]
 
 BROKER = "redis://127.0.0.1:6379/8"
 

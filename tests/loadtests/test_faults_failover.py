@@ -18,6 +18,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+pytestmark = pytest.mark.fault
+
 ROOT = Path(__file__).resolve().parent.parent.parent
 
 

@@ -20,6 +20,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.fault
+
 ROOT = Path(__file__).resolve().parent.parent.parent
 
 RUNS = (

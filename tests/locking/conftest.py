@@ -1,7 +1,11 @@
+import os
+
 import pytest
 import redis
 
-LOCK_TEST_DB = 13
+# A database of its own, one per pytest-xdist worker (gw0, gw1, ...: 13, 12, ...), since each
+# test empties it.
+LOCK_TEST_DB = 13 - int(os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw"))
 
 
 @pytest.fixture

@@ -16,6 +16,8 @@ from redis.lock import Lock as RedisPyLock
 
 from locking.compat import Lock as CompatLock
 
+from .conftest import LOCK_TEST_DB
+
 
 @pytest.fixture(params=[CompatLock, RedisPyLock], ids=["compat", "redis-py"])
 def Lock(request):
@@ -188,7 +190,7 @@ def test_tokens_are_thread_local_by_default(r, Lock):
 
 
 def test_owned_with_decoded_responses(Lock):
-    client = redis.Redis(host="127.0.0.1", port=6379, db=13, decode_responses=True)
+    client = redis.Redis(host="127.0.0.1", port=6379, db=LOCK_TEST_DB, decode_responses=True)
     lock = Lock(client, "decoded")
     lock.acquire(blocking=False)
     assert lock.owned()

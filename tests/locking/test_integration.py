@@ -12,6 +12,8 @@ from locking.redlock import Redlock
 from locking.testing import RedisServer
 from tests.stock import stock_left, stock_row
 
+pytestmark = pytest.mark.live
+
 
 def test_the_check_passes_against_a_real_redis(settings):
     settings.LOCK_REDIS_URLS = []

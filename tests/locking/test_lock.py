@@ -11,6 +11,8 @@ from locking import CountingMetrics, Lock, LockError, LockLost, LockNotOwned, Lo
 from locking.lock import resource_keys
 from locking.watchdog import watchdog
 
+from .conftest import LOCK_TEST_DB
+
 
 def test_acquire_returns_increasing_fences_and_release_frees_the_key(r):
     lock = Lock(r, "res")
@@ -225,8 +227,11 @@ def test_a_dropped_connection_is_reported_and_the_lock_kept_over_a_new_one(r):
     lock = Lock(r, "res", lease=0.6, metrics=metrics)
     lock.acquire()
     time.sleep(0.3)  # the watchdog has its connection open now
-    killer = type(r)(host="127.0.0.1", port=6379, db=13)
-    killed = killer.execute_command("CLIENT", "KILL", "TYPE", "normal", "SKIPME", "yes")
+    killer = type(r)(host="127.0.0.1", port=6379, db=LOCK_TEST_DB)
+    # Only this test's connections (its database): other processes share the server.
+    own = killer.client_id()
+    mine = [c["id"] for c in killer.client_list() if int(c["db"]) == LOCK_TEST_DB and int(c["id"]) != own]
+    killed = sum(killer.execute_command("CLIENT", "KILL", "ID", client_id) for client_id in mine)
     assert killed >= 1
     deadline = time.monotonic() + 2
     while "renewal_failed" not in metrics.counts and time.monotonic() < deadline:

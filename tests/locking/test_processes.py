@@ -17,6 +17,8 @@ from tests.stock import stock_left, stock_row
 
 from .conftest import LOCK_TEST_DB
 
+pytestmark = pytest.mark.live
+
 fork = multiprocessing.get_context("fork")
 
 

@@ -17,6 +17,8 @@ from locking import ExclusiveLock, Released, SharedLock
 from ..waiting import wait_until
 from .conftest import LOCK_TEST_DB
 
+pytestmark = pytest.mark.live
+
 fork = multiprocessing.get_context("fork")
 
 

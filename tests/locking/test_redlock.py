@@ -11,6 +11,8 @@ import redis
 from locking import Released
 from locking.redlock import Redlock
 
+pytestmark = pytest.mark.live
+
 
 @pytest.fixture
 def clients(redlock_urls):

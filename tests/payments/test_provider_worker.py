@@ -23,7 +23,7 @@ from ..test_reservations_worker import Worker
 from ..waiting import wait_until
 from .conftest import buy, order_row, pay
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.live]
 
 RESEND_SECONDS = "1"
 
