@@ -26,12 +26,10 @@ from .client import Reservations
 from .drain import persist_all
 from .numbering import lost_floor_record
 from .persist import Persisted
-from .values import GroupKeys, abandoned_value, bucketed_states_allowed, reservation_id
+from .values import GroupKeys, abandoned_value, bucketed_states_allowed, state_reservations
 
 if TYPE_CHECKING:
     from ..product import Product
-
-_NUMBERS = 1 << 30  # a state's reservation numbers (``values.reservation_id``)
 
 
 def item_bucketed(product: Product, item: Any) -> int:
@@ -101,8 +99,8 @@ def states_load_item(product: Product, item: Any, buckets: int, reservations: Re
         abandoned_at[home_bucket(user_id, buckets)][user_id] = value
     last = []
     for state in states:
-        first = reservation_id(state, 1)
-        found = records.filter(reservation__gte=first, reservation__lt=first - 1 + _NUMBERS)
+        first, past = state_reservations(state)
+        found = records.filter(reservation__gte=first, reservation__lt=past)
         last.append(found.aggregate(last=Max("reservation"))["last"] or 0)
     states_load(
         reservations,

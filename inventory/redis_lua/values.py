@@ -37,6 +37,14 @@ def reservation_id(group_id: int, number: int) -> int:
     return RESERVATION_BASE | group_id << _NUMBER_BITS | number
 
 
+def state_reservations(state: int) -> tuple[int, int]:
+    """The range [first, past the last) of the reservation ids a state hands out: what a load
+    of that state reads its last number from, and no other state's (the item's records
+    include those reserved in the states of an earlier layout, whose ids are far above)."""
+    first = reservation_id(state, 1)
+    return first, first - 1 + (1 << _NUMBER_BITS)
+
+
 # How far a counter that Redis lost starts past every number an earlier load of its state
 # could have handed out: more reservations than can wait unwritten at once (bounded by a
 # sale's stock and draws); 2**30 numbers per state leave room for a thousand such losses.
