@@ -1,5 +1,5 @@
 """The stories the state machines found, each kept as a plain test a reader can follow
-(``tests/model/test_voucher_machine.py``): the smallest sequence Hypothesis shrank a failure
+(``tests/model/test_machines.py``): the smallest sequence Hypothesis shrank a failure
 to, written out, with what it showed.
 
 Each story runs through the API where a buyer acts and through the services where staff,
@@ -16,10 +16,12 @@ from core.namespace import instance_key
 from inventory.buckets import home_bucket
 from inventory.holds import holds_expire_due
 from inventory.redis_lua.client import reservations_client
+from inventory.redis_lua.item_states import item_reservations_load
 from orders.models import Order
 from orders.product import VOUCHER
 from orders.selectors import voucher_audit, voucher_get
 from orders.services import voucher_update
+from tests.test_redis_lua import persist_voucher
 
 pytestmark = [
     pytest.mark.django_db(transaction=True),
@@ -116,4 +118,28 @@ def test_a_take_just_after_a_rebucket_reserves_in_the_new_layout_not_a_state_tha
     voucher_update(voucher=voucher_get(voucher_id=voucher.pk), buckets=2)
 
     answer = api_client(third).post(url)
+    assert (answer.status_code, answer.json()["status"]) == (202, "pending")
+
+
+def test_reservations_are_numbered_in_their_own_state_after_a_rebucket_to_one_row_and_redis_lost_all(
+    make_voucher, api_client, make_user
+):
+    """Found as: a take in the second bucket's state, its order written, rebucket to 1, Redis
+    restarts empty, take (500). The state rebuilt from the database numbered on from the
+    highest reservation id among all the voucher's orders, one of the earlier layout's second
+    state, far above the first's range: the next number overflowed. A load now reads the last
+    number of its own state's range only (``values.state_reservations``)."""
+    voucher = make_voucher(stock=4, strategy="redis_lua", hold_seconds=60, buckets=2)
+    url = f"/api/vouchers/{voucher.pk}/purchase"
+    second = next(user for user in iter(make_user, None) if home_bucket(user.pk, 2) == 1)
+    assert api_client(second).post(url).status_code == 202
+    persist_voucher(voucher)
+    voucher_update(voucher=voucher_get(voucher_id=voucher.pk), buckets=1)
+    client = reservations_client().client
+    for key in client.scan_iter(match=instance_key("*"), count=1000):
+        client.delete(key)
+    assert item_reservations_load(VOUCHER, item=voucher_get(voucher_id=voucher.pk))
+
+    answer = api_client().post(url)
+
     assert (answer.status_code, answer.json()["status"]) == (202, "pending")
