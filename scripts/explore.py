@@ -19,7 +19,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "var" / "explore"
-MACHINES = "tests/model/test_voucher_machine.py"
+MACHINES = "tests/model/test_machines.py"
 
 
 def main() -> int:

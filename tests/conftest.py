@@ -48,7 +48,7 @@ def grant(user, *permissions: str) -> None:
 # finds is kept under var/ and tried first on the next run, until a story test holds it.
 hypothesis_settings.register_profile(
     "ci",
-    max_examples=20,
+    max_examples=12,
     stateful_step_count=25,
     deadline=None,
     report_multiple_bugs=False,

@@ -1,7 +1,9 @@
-"""The reference model of one voucher's sale, in plain Python: what each buyer holds, what
-is paid, the units left and supplied, each hold's deadline. The state machines
-(``tests.model.voucher_machine``) tell it each answer the application gave, and it asserts
-the answer is one the rules allow, then moves as the application should have.
+"""The reference models, in plain Python: what each buyer holds, the units left and supplied
+(per prize, for a pool), each hold's deadline. The state machines (``tests/model/``) tell a
+model each answer the application gave; it asserts the answer is one the rules allow, then
+moves as the application should have. ``Ledger`` is what both products share; ``Sale`` is a
+voucher's (pay, cancel, the provider's confirmations), ``tests.model.pool_reference.Draws`` a
+pool's.
 
 Where the rules leave a choice (a cancel sent after the deadline but before the expiry ran
 is refused as expired or done, by when the strategy looks), the model accepts each allowed
@@ -12,13 +14,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, ClassVar
 
 from django.utils.dateparse import parse_datetime
 
-TAKING = ("pending", "held", "paid")
 # Answers a key does not keep: a retry under it runs afresh (docs/api.md, "Idempotency keys").
 NOT_KEPT = {(409, "busy"), (409, "pending"), (503, "unavailable"), (429, "rate_limited")}
+# A voucher's units are all one: its records' unit key.
+ONE = 0
+# {the id the buyer was answered: (status, hold_until to the millisecond, unit key)}.
+Written = dict[int, tuple[str, datetime | None, int | None]]
 
 
 @dataclass(frozen=True)
@@ -30,67 +35,53 @@ class Answer:
 
 @dataclass
 class Unit:
-    """An order as the model knows it."""
+    """A record (an order, a draw) as the model knows it; ``unit`` is the stock it took (a
+    prize's id, ``ONE`` for a voucher's), None for a draw of no prize."""
 
-    order_id: int
+    record_id: int
     buyer: int
     status: str
     hold_until: datetime | None = None
+    unit: int | None = ONE
 
     def due(self, now: datetime) -> bool:
         return self.status == "held" and self.hold_until is not None and self.hold_until <= now
 
 
 @dataclass
-class Sale:
-    units: int
+class Ledger:
+    stock: dict[int, int]
     abandon_limit: int
     deferred: bool
-    supplied: int = 0
-    orders: list[Unit] = field(default_factory=list)
+    records: list[Unit] = field(default_factory=list)
     abandons: dict[int, int] = field(default_factory=dict)
-    # Each charge by its reference: the order and what the model knows of it (requested,
-    # paid, refunded).
-    payments: dict[str, tuple[Unit, str]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        self.left = self.units
-        self.supplied = self.units
+        self.left = dict(self.stock)
+        self.supplied = dict(self.stock)
         # redis_lua's state went with a Redis restart, and nothing rebuilt it yet.
         self.state_lost = False
 
-    # Lookups.
-
-    def order_at(self, pick: int) -> Unit:
-        return self.orders[pick % len(self.orders)]
-
-    def payment_at(self, pick: int) -> tuple[str, Unit]:
-        reference = sorted(self.payments)[pick % len(self.payments)]
-        return reference, self.payments[reference][0]
-
-    # The buyers.
+    def record_at(self, pick: int) -> Unit:
+        return self.records[pick % len(self.records)]
 
     def take(self, buyer: int, answer: Answer, *, now: datetime) -> None:
-        if self.deferred and self.state_lost:
-            assert (answer.status, answer.code) == (503, "unavailable"), answer
-            return
-        refusals = set()
-        if any(order.buyer == buyer and order.status in TAKING for order in self.orders):
-            refusals.add("already_purchased")
-        if self.abandon_limit and self.abandons.get(buyer, 0) >= self.abandon_limit:
-            refusals.add("abandon_limit")
-        if self.left == 0:
-            refusals.add("sold_out")
-        if refusals:
-            assert (answer.status, answer.code) in {(409, code) for code in refusals}, (answer, refusals)
-            return
+        raise NotImplementedError
+
+    def took(self, buyer: int, answer: Answer, *, unit: int | None, held: str) -> None:
+        """A take answered as written (``held``: the status a written one says) or pending."""
         if self.deferred:
             assert (answer.status, answer.code) == (202, "pending"), answer
-            self.orders.append(Unit(answer.body["order_id"], buyer, "pending"))
+            self.records.append(Unit(answer.body[self.id_field], buyer, "pending", unit=unit))
         else:
-            assert (answer.status, answer.code) == (201, "held"), answer
-            self.orders.append(Unit(answer.body["order_id"], buyer, "held", parse_datetime(answer.body["pay_by"])))
-        self.left -= 1
+            assert (answer.status, answer.code) == (201, held), answer
+            until = answer.body.get(self.deadline_field)
+            self.records.append(Unit(answer.body[self.id_field], buyer, held, until and parse_datetime(until), unit))
+        if unit is not None:
+            self.left[unit] -= 1
+
+    def refused(self, answer: Answer, refusals: set[str]) -> None:
+        assert (answer.status, answer.code) in {(409, code) for code in refusals}, (answer, refusals)
 
     def kept(self, answer: Answer) -> bool:
         """Whether a key keeps ``answer`` for a retry to be given again."""
@@ -99,13 +90,106 @@ class Sale:
     def sent_again(self, first: Answer, again: Answer) -> None:
         assert again == first, (first, again)
 
+    def over_abandons(self, buyer: int) -> bool:
+        return bool(self.abandon_limit) and self.abandons.get(buyer, 0) >= self.abandon_limit
+
+    # Time and the worker.
+
+    def expired(self, released: int | None, *, now: datetime) -> None:
+        due = [record for record in self.records if record.due(now)]
+        if released is not None:
+            assert released == len(due), (released, due)
+        for record in due:
+            self.released(record, self.lapsed)
+
+    def drained(self, written: Written) -> None:
+        for record in self.records:
+            if record.status == "pending":
+                assert record.record_id in written, (record, written)
+                record.status, record.hold_until, unit = written[record.record_id]
+                assert unit == record.unit, (record, unit)
+
+    def persisted(self, written: Written) -> None:
+        """What a change of the item wrote of the reservations, if anything."""
+        for record in self.records:
+            if record.status == "pending" and record.record_id in written:
+                record.status, record.hold_until, _ = written[record.record_id]
+
+    def redis_lost(self) -> None:
+        """Reservations not written yet are gone with their unit (a lost take is answered 404
+        since: docs/strategies.md); the state is rebuilt from the database."""
+        for record in [record for record in self.records if record.status == "pending"]:
+            self.records.remove(record)
+            if record.unit is not None:
+                self.left[record.unit] += 1
+        if self.deferred:
+            self.state_lost = True
+
+    def restocked(self, unit: int, units: int) -> None:
+        self.left[unit] += units
+        self.supplied[unit] += units
+
+    # The comparison.
+
+    def records_agree(self, written: Written) -> None:
+        expected = {
+            record.record_id: (record.status, record.hold_until, record.unit)
+            for record in self.records
+            if record.status != "pending"
+        }
+        pending = {record.record_id for record in self.records if record.status == "pending"}
+        assert {key: value for key, value in written.items() if key not in pending} == expected, (written, expected)
+
+    def released(self, record: Unit, status: str) -> None:
+        record.status = status
+        if record.unit is not None:
+            self.left[record.unit] += 1
+        self.abandons[record.buyer] = self.abandons.get(record.buyer, 0) + 1
+
+    # What each product names: the answer's id and deadline, the status a hold lapses to.
+    id_field: ClassVar[str]
+    deadline_field: ClassVar[str]
+    lapsed: ClassVar[str]
+
+
+@dataclass
+class Sale(Ledger):
+    """A voucher's: one per buyer, paid through the provider, or cancelled."""
+
+    id_field = "order_id"
+    deadline_field = "pay_by"
+    lapsed = "expired"
+    # Each charge by its reference: the order and what the model knows of it (requested,
+    # paid, refunded).
+    payments: dict[str, tuple[Unit, str]] = field(default_factory=dict)
+
+    def take(self, buyer: int, answer: Answer, *, now: datetime) -> None:
+        if self.deferred and self.state_lost:
+            assert (answer.status, answer.code) == (503, "unavailable"), answer
+            return
+        refusals = set()
+        if any(order.buyer == buyer and order.status in ("pending", "held", "paid") for order in self.records):
+            refusals.add("already_purchased")
+        if self.over_abandons(buyer):
+            refusals.add("abandon_limit")
+        if self.left[ONE] == 0:
+            refusals.add("sold_out")
+        if refusals:
+            self.refused(answer, refusals)
+        else:
+            self.took(buyer, answer, unit=ONE, held="held")
+
+    def payment_at(self, pick: int) -> tuple[str, Unit]:
+        reference = sorted(self.payments)[pick % len(self.payments)]
+        return reference, self.payments[reference][0]
+
     def pay(self, order: Unit, answer: Answer, *, now: datetime, confirmed_at_once: bool) -> None:
         if order.status != "held":
             assert (answer.status, answer.code) == (409, self._refusal(order)), (answer, order)
             return
         if order.due(now):
             assert (answer.status, answer.code) == (409, "expired"), (answer, order)
-            self._released(order, "expired")
+            self.released(order, "expired")
             return
         if confirmed_at_once:
             assert (answer.status, answer.body.get("payment")) == (200, "paid"), (answer, order)
@@ -117,9 +201,7 @@ class Sale:
         """The order's charges as the provider's ledger has them after a pay: a new one is
         requested, or already paid when the provider confirmed it at once."""
         for reference, status in charges.items():
-            if reference not in self.payments:
-                self.payments[reference] = (order, status)
-            elif status == "paid":
+            if reference not in self.payments or status == "paid":
                 self.payments[reference] = (order, status)
 
     def cancel(self, order: Unit, answer: Answer, *, now: datetime) -> None:
@@ -127,12 +209,10 @@ class Sale:
             assert (answer.status, answer.code) == (409, self._refusal(order)), (answer, order)
             return
         if order.due(now) and (answer.status, answer.code) == (409, "expired"):
-            self._released(order, "expired")
+            self.released(order, "expired")
             return
         assert (answer.status, answer.code) == (200, "cancelled"), (answer, order)
-        self._released(order, "cancelled")
-
-    # The payment provider.
+        self.released(order, "cancelled")
 
     def confirmed(self, reference: str, order: Unit, status: str, *, now: datetime) -> None:
         known = self.payments[reference][1]
@@ -145,59 +225,8 @@ class Sale:
         else:
             assert status == "refunded", (reference, status, order)
             if order.due(now):
-                self._released(order, "expired")
+                self.released(order, "expired")
         self.payments[reference] = (order, status)
-
-    # Time and the worker.
-
-    def expired(self, released: int | None, *, now: datetime) -> None:
-        due = [order for order in self.orders if order.due(now)]
-        if released is not None:
-            assert released == len(due), (released, due)
-        for order in due:
-            self._released(order, "expired")
-
-    def drained(self, written: dict[int, tuple[str, datetime | None]]) -> None:
-        for order in self.orders:
-            if order.status == "pending":
-                assert order.order_id in written, (order, written)
-                order.status, order.hold_until = written[order.order_id]
-
-    def persisted(self, written: dict[int, tuple[str, datetime | None]]) -> None:
-        """What a change of the item wrote of the reservations, if anything."""
-        for order in self.orders:
-            if order.status == "pending" and order.order_id in written:
-                order.status, order.hold_until = written[order.order_id]
-
-    def redis_lost(self) -> None:
-        """Reservations not written yet are gone with their unit (a lost take is answered 404
-        since: docs/strategies.md); the state is rebuilt from the database."""
-        lost = [order for order in self.orders if order.status == "pending"]
-        for order in lost:
-            self.orders.remove(order)
-            self.left += 1
-        if self.deferred:
-            self.state_lost = True
-
-    # Staff.
-
-    def restocked(self, units: int) -> None:
-        self.left += units
-        self.supplied += units
-
-    # The comparison.
-
-    def records_agree(self, written: dict[int, tuple[str, datetime | None]]) -> None:
-        expected = {
-            order.order_id: (order.status, order.hold_until) for order in self.orders if order.status != "pending"
-        }
-        pending = {order.order_id for order in self.orders if order.status == "pending"}
-        assert {key: value for key, value in written.items() if key not in pending} == expected, (written, expected)
-
-    def _released(self, order: Unit, status: str) -> None:
-        order.status = status
-        self.left += 1
-        self.abandons[order.buyer] = self.abandons.get(order.buyer, 0) + 1
 
     @staticmethod
     def _refusal(order: Unit) -> str:

@@ -1,5 +1,5 @@
-"""Every sequence of a voucher's life, on every safe strategy: the state machine of
-``tests.model.voucher_machine`` run by Hypothesis against the real services.
+"""Every sequence of a voucher's and a prize pool's life, on every guarded strategy: the
+state machines of ``tests/model/`` run by Hypothesis against the real services.
 
 ``make test`` runs the ``ci`` profile (a few dozen runs per strategy, about two minutes in
 all); ``make explore`` runs the ``explore`` profile for as long as asked
@@ -19,23 +19,25 @@ from hypothesis.stateful import run_state_machine_as_test
 
 from inventory.strategies import STRATEGIES, strategy_names
 
-from .voucher_machine import RULES_RUN, Clock, VoucherMachine
+from .machine import RULES_RUN, Clock, ItemMachine
+from .pool_machine import PoolMachine
+from .voucher_machine import VoucherMachine
 
 pytestmark = [
     pytest.mark.django_db(transaction=True),
-    pytest.mark.usefixtures("reservations_redis", "idempotency_keys", "payment_provider"),
+    pytest.mark.usefixtures("reservations_redis", "idempotency_keys", "payment_provider", "redlock_urls"),
     pytest.mark.model,
 ]
 
 GUARDED = [name for name in strategy_names() if STRATEGIES[name].guarded]
 
 
-def machine_for(strategy: str, clock: Clock) -> type[VoucherMachine]:
-    """The machine of a voucher sold under ``strategy``, which a run may switch to any other
+def machine_for(product: type[ItemMachine], strategy: str, clock: Clock) -> type[ItemMachine]:
+    """The machine of an item sold under ``strategy``, which a run may switch to any other
     guarded strategy while units are held."""
     return type(
-        f"VoucherMachine_{strategy}",
-        (VoucherMachine,),
+        f"{product.__name__}_{strategy}",
+        (product,),
         {"strategy": strategy, "switches": tuple(name for name in GUARDED if name != strategy), "clock": clock},
     )
 
@@ -59,6 +61,12 @@ def rules_counted(request):
 
 
 @pytest.mark.parametrize("strategy", GUARDED)
-@pytest.mark.usefixtures("redlock_urls", "rules_counted")
+@pytest.mark.usefixtures("rules_counted")
 def test_every_sequence_of_a_voucher(strategy, clock):
-    run_state_machine_as_test(machine_for(strategy, clock), settings=settings())
+    run_state_machine_as_test(machine_for(VoucherMachine, strategy, clock), settings=settings())
+
+
+@pytest.mark.parametrize("strategy", GUARDED)
+@pytest.mark.usefixtures("rules_counted")
+def test_every_sequence_of_a_prize_pool(strategy, clock):
+    run_state_machine_as_test(machine_for(PoolMachine, strategy, clock), settings=settings())
