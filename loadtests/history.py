@@ -251,11 +251,16 @@ def _took(call: Call, records: Mapping[int, Record], failed: set[int], named: se
         if call.status == 202 and call.record in failed:
             return []
         return [Violation(LOST, call, f"no record {call.record}")]
+    if call.user is not None and record.user != call.user:
+        if call.status == 202:
+            # A reservation lost with the Redis that held it (restarted empty, or a master
+            # failed over with no WAIT), whose id a later reservation was given: lost, and set
+            # aside as such where the fault loses 202s by design.
+            return [Violation(LOST, call, f"reservation {call.record} lost; its id went to user {record.user}")]
+        return [Violation(CONTRADICTED, call, f"record {call.record} is user {record.user}'s")]
     if call.record in named:
         return [Violation(CONTRADICTED, call, f"record {call.record} named by another take too")]
     named.add(call.record)
-    if call.user is not None and record.user != call.user:
-        return [Violation(CONTRADICTED, call, f"record {call.record} is user {record.user}'s")]
     if call.kind == POOL and record.unit != call.prize:
         return [Violation(CONTRADICTED, call, f"record {call.record} won prize {record.unit}, not {call.prize}")]
     return []

@@ -144,6 +144,17 @@ def test_a_take_naming_another_users_record_or_another_prize_is_contradicted():
     assert rules(check_history([draw], records, {11: 1, 12: 1})) == [CONTRADICTED]
 
 
+def test_a_202_whose_reservation_id_went_to_another_user_is_lost_and_the_owner_s_take_holds():
+    """Redis lost the first reservation (a failover with no WAIT) and gave its id again."""
+    calls = [
+        take(1, 10.0, status=202, code="pending", record=100),
+        take(2, 12.0, status=202, code="pending", record=100),
+    ]
+    records = [Record(id=100, user=2, status="confirmed", created=12.5)]
+    violations = check_history(calls, records, SUPPLY)
+    assert rules(violations) == [LOST] and violations[0].call.user == 1 and "user 2" in violations[0].why
+
+
 def test_two_takes_naming_one_record_are_contradicted():
     calls = [take(1, 10.0, record=100), take(1, 10.01, record=100)]
     records = [Record(id=100, user=1, status="confirmed", created=10.02)]
