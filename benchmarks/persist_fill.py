@@ -38,7 +38,8 @@ def voucher_filled(reservations_count: int, buyers: list[int], buckets: int):
         states_load(reservations, states, rules=rules, stock=stock)
     # units_spread gives bucket b as many units as this gives its stream reservations.
     for n, user in enumerate(buyers[:reservations_count]):
-        assert reservations.reserve(group_id=states[n % buckets], user_id=user, rand=0.5).refusal is None
+        reserved = reservations.reserve(group_id=states[n % buckets], user_id=user, rand=0.5, states=buckets)
+        assert reserved.refusal is None
     return voucher, states
 
 

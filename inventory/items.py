@@ -38,8 +38,9 @@ def item_for_take(product: Product, *, item_id: int) -> Any:
     Its take needs nothing else of the database: the script checks the window, the limit
     and the stock against Redis, and the item's group never changes. A stale entry is
     harmless: a switch away, or a split into another number of buckets, drops the Redis state
-    before it commits, so the script answers ``unavailable`` for the state the entry names and
-    the take reads the item again (``inventory.take.item_take``, :func:`item_forget`); new rules
+    before it commits, so the script answers ``unavailable`` for the state the entry names (or
+    ``moved``: a state of the new layout, which names its number of states) and the take reads
+    the item again (``inventory.take.item_take``, :func:`item_forget`); new rules
     or a restock reach the script directly. Other strategies are read every time, so a switch to
     ``redis_lua`` is seen at once.
     """

@@ -63,8 +63,9 @@ def item_take(
         return _take(product, item, user_id=user_id, rate=rate, now=now, rng=rng)
     except StateMissing:
         # Switched away from redis_lua since this item was read, or its stock split into another
-        # number of buckets (its states laid out again: the state this take looked for is gone),
-        # or Redis lost the state: only the last is the answer.
+        # number of buckets (its states laid out again: the state this take looked for is gone,
+        # or says ``moved``: it keeps other users' takes now), or Redis lost the state: only the
+        # last is the answer.
         item_forget(product, item_id=item.pk)
         read = product.read(item.pk)
         if STRATEGIES[read.strategy].deferred and read.buckets == item.buckets:

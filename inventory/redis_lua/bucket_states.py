@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 
 from ..buckets import home_bucket
 from .client import Reservations
@@ -58,6 +59,7 @@ def states_load(
     of them, or none): the epoch tells every transfer made before it from those after
     (``transfer_scripts``)."""
     epoch = uuid.uuid4().hex
+    rules = replace(rules, states=len(states))
     for bucket, state in reversed(list(enumerate(states))):  # bucket 0, which says the layout, last
         reservations.load(
             group_id=state,
@@ -83,7 +85,7 @@ def reserve_at_home(
     home = home_bucket(user_id, len(states))
     answer = None
     for _ in range(RESERVE_TRIES):
-        answer = reservations.reserve(group_id=states[home], user_id=user_id, rand=rand, **options)
+        answer = reservations.reserve(group_id=states[home], user_id=user_id, rand=rand, states=len(states), **options)
         if answer.refusal != "sold_out":
             return answer
         borrowed = transfers.borrow(states=states, home=home)

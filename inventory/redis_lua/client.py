@@ -82,6 +82,7 @@ class Reservations:
         kick_ms: int = 200,
         request_id: str = "",
         rate: RateCount | None = None,
+        states: int = 1,
     ) -> Reserved:
         """Reserve one unit of the group for ``user_id`` in one round trip.
 
@@ -94,6 +95,8 @@ class Reservations:
                 (``Pending.request_id``), so that the worker's log line about it carries it.
             rate: the request's rate limits, counted first, in the same round trip; over
                 one, nothing is reserved and the answer is ``rate_limited`` with ``wait_ms``.
+            states: how many states the caller's item is spread over; a state that says
+                another number answers ``moved``, nothing reserved.
         """
         if not 0 <= rand < 1:
             raise ValueError(f"rand must be in [0, 1), got {rand!r}")
@@ -101,7 +104,7 @@ class Reservations:
         rate_keys, rate_args = ([], []) if rate is None else (rate.keys(tag=group_tag(group_id)), rate.args())
         answer = self._reserve(
             keys=[keys.state, keys.pending, keys.abandoned, *rate_keys],
-            args=[user_id, repr(rand), kick_ms, request_id, *rate_args],
+            args=[user_id, repr(rand), kick_ms, request_id, states, *rate_args],
             wait=self.wait,
         )
         answer, replicas = answer if self.wait else (answer, 0)

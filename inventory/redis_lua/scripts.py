@@ -58,19 +58,22 @@ from core.ratelimit import RATE_WAIT
 # ARGV[1] user id, ARGV[2] a uniform random number in [0, 1) drawn by the caller (so that
 #         tests can seed it), ARGV[3] the kick flag's lifetime in ms, ARGV[4] the request's
 #         id ("" for none), stored in the stream entry for the worker's log line,
-#         ARGV[5...] each rate-limit counter's limit and window in ms, in pairs
+#         ARGV[5] the number of states the caller's item is spread over (``Rules.states``),
+#         ARGV[6...] each rate-limit counter's limit and window in ms, in pairs
 # Returns "ok <stock id or ''> <seq> <n> <marks> <kick> <limit>", where seq is this take's
 # number among the user's takes (the database's per-user backstop), n the reservation's
 # number in the group, marks the user's field after it (its takes first), kick 1 when the
 # caller should ask for the stream to be persisted, and limit the limit of takes it
 # checked; or "rate_limited <ms to wait>" or "cooling_down <ms to wait>"; or a refusal:
-# "unavailable" (no state: never sell from nothing), "not_started", "ended", "limit",
+# "unavailable" (no state: never sell from nothing), "moved" (the state is laid out for
+# another number of states than the caller's: its item was read before a rebucket, and
+# routed the user to a state that may not keep their takes), "not_started", "ended", "limit",
 # "abandon_limit", "sold_out".
 RESERVE = (
     "if #KEYS > 3 then\n"
     + RATE_WAIT
     + """
-    local wait = rate_wait(4, 5)
+    local wait = rate_wait(4, 6)
     if wait > 0 then return string.format('rate_limited %d', wait) end
 end
 local sub, format, pack, unpack = string.sub, string.format, struct.pack, struct.unpack
@@ -78,6 +81,7 @@ local user = ARGV[1]
 local got = redis.call('HMGET', KEYS[1], 'rules', 'live', user)
 local live, marks = got[2], got[3]
 if not live then return 'unavailable' end
+if #got[1] > 56 and unpack('>d', got[1], 57) ~= tonumber(ARGV[5]) then return 'moved' end
 local _, begin_ms, end_ms, limit, no_take = unpack('>ddddd', got[1])
 local n, total, left, kick_at = unpack('>dddd', live)
 local now = redis.call('TIME')

@@ -183,6 +183,9 @@ class Rules:
         no_take: the weight of taking nothing (a pool's "no prize"), 0 for a voucher.
         abandon_limit, abandon_cooldown: the item's cap on a user's abandoned holds and the
             cooldown after each, in seconds (docs/design.md, "Abandoned holds"; 0: none).
+        states: how many states the item's takes are spread over (its buckets, 1 unbucketed):
+            a take routed by another number, from an item read before a rebucket, is refused
+            ``moved`` rather than judged by a state that does not keep its user's takes.
     """
 
     begin_at: datetime
@@ -191,6 +194,7 @@ class Rules:
     no_take: int = 0
     abandon_limit: int = 0
     abandon_cooldown: int = 0
+    states: int = 1
 
 
 @dataclass(frozen=True)
@@ -216,7 +220,10 @@ class Reserved:
     unconfirmed: bool = False
 
 
-REFUSALS = ("rate_limited", "unavailable", "not_started", "ended", "limit", "abandon_limit", "cooling_down", "sold_out")
+REFUSALS = (
+    "rate_limited", "unavailable", "moved", "not_started", "ended", "limit", "abandon_limit", "cooling_down",
+    "sold_out",
+)  # fmt: skip
 
 
 class PendingReservations(Exception):
@@ -286,16 +293,17 @@ def _ms(moment: datetime) -> int:
 
 
 # The layout of a group's state hash that the scripts read (``inventory.redis_lua.scripts``): the first
-# number of its ``rules`` field. Its numbers are big-endian doubles: ``rules`` seven (five in a
-# state loaded before abandoned holds were capped: RESERVE reads those as no cap), ``live``
-# four, then two per row.
-STATE_LAYOUT = 2
-_RULES, _LIVE, _ROW = struct.Struct(">ddddddd"), struct.Struct(">dddd"), struct.Struct(">dd")
+# number of its ``rules`` field. Its numbers are big-endian doubles: ``rules`` eight (five in a
+# state loaded before abandoned holds were capped: RESERVE reads those as no cap; seven in one
+# loaded before it said its number of states: RESERVE checks no caller's), ``live`` four, then
+# two per row.
+STATE_LAYOUT = 3
+_RULES, _LIVE, _ROW = struct.Struct(">dddddddd"), struct.Struct(">dddd"), struct.Struct(">dd")
 
 
 def rules_value(rules: Rules) -> bytes:
     """The state's ``rules`` field: the layout, the window, the limit, the weight of nothing,
-    the cap on abandoned holds and the cooldown after each (ms)."""
+    the cap on abandoned holds, the cooldown after each (ms) and the item's number of states."""
     return _RULES.pack(
         STATE_LAYOUT,
         _ms(rules.begin_at),
@@ -304,6 +312,7 @@ def rules_value(rules: Rules) -> bytes:
         rules.no_take,
         rules.abandon_limit,
         rules.abandon_cooldown * 1000,
+        rules.states,
     )
 
 

@@ -109,6 +109,8 @@ class RedisLuaStrategy(StockStrategy):
             if reservations.claim_rebuild(group_id=take.group_id):
                 _ask(REBUILD_TASK, (take.kind, take.item_id), "rebuild", take)
             raise StateMissing()
+        if reserved.refusal == "moved":  # the item was read before a rebucket: read it again
+            raise StateMissing()
         raise _REFUSED[reserved.refusal]()
 
     def change(self, change: Change) -> bool:

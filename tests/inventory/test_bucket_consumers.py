@@ -291,7 +291,8 @@ def test_a_drain_of_a_bucket_stream_asks_for_its_helper_on_the_items_busiest_str
     users = iter(new_users(sum(share.values())))
     for bucket, count in share.items():
         for _ in range(count):
-            assert reservations.reserve(group_id=states[bucket], user_id=next(users), rand=0.5).refusal is None
+            reserved = reservations.reserve(group_id=states[bucket], user_id=next(users), rand=0.5, states=BUCKETS)
+            assert reserved.refusal is None
     assert busiest_state(reservations, states[0]) == states[1]
     task = _Task(("voucher", voucher.pk, states[1]))
     persist = partial(item_reservations_persist, VOUCHER, item_id=voucher.pk, group_id=states[1])

@@ -44,9 +44,10 @@ def reserve_in_every_state(product, item) -> list[int]:
     """Reserve a few units in each of the item's states; the ids answered."""
     reservations = reservations_client()
     answered = []
-    for state in states_of(product, item):
+    states = states_of(product, item)
+    for state in states:
         for _ in range(RESERVED_EACH_TIME):
-            reserved = reservations.reserve(group_id=state, user_id=next(_users), rand=0.0)
+            reserved = reservations.reserve(group_id=state, user_id=next(_users), rand=0.0, states=len(states))
             assert reserved.refusal is None, reserved
             answered.append(reserved.reservation_id)
     return answered

@@ -5,6 +5,7 @@ replaced by the next load rather than read."""
 from __future__ import annotations
 
 import struct
+from dataclasses import replace
 
 import pytest
 import redis
@@ -122,3 +123,17 @@ def test_rows_below_zero_weigh_nothing_and_keep_their_place(client, group):
     assert reservations.stock(group_id=group) == {1: 0, 2: -1, 3: 0}
     assert reservations.add_units(group_id=group, stock_id=2, units=2) == 1
     assert reservations.reserve(group_id=group, user_id=1, rand=0.5).stock_id == 2
+
+
+def test_a_state_refuses_a_take_routed_by_another_number_of_states_and_counts_nothing(client, group):
+    """A state names how many states its item is spread over: a take whose caller read the
+    item before a rebucket, and so routed its user by the old number, is refused ``moved``
+    with nothing reserved; routed by the state's own number, it reserves."""
+    reservations = Reservations(client)
+    assert reservations.load(group_id=group, rules=replace(open_rules(), states=3), stock={1: 5})
+
+    assert reservations.reserve(group_id=group, user_id=1, rand=0.0).refusal == "moved"
+    assert reservations.reserve(group_id=group, user_id=1, rand=0.0, states=2).refusal == "moved"
+    assert live_head(client, group)[1:3] == (0, 5) and field(client, group, 1) is None
+    assert reservations.reserve(group_id=group, user_id=1, rand=0.0, states=3).refusal is None
+    assert live_head(client, group)[1:3] == (1, 4)
