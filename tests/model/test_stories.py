@@ -147,11 +147,11 @@ def test_reservations_are_numbered_in_their_own_state_after_a_rebucket_to_one_ro
 
 def test_a_take_by_an_item_read_before_a_rebucket_still_meets_its_buyers_rule(make_voucher, api_client, make_user):
     """Found as: take (202 pending), rebucket from 1 to 3, restock, take by the same buyer (202
-    again: a second purchase); the restock plays no part. This process kept the voucher a second from before the rebucket,
-    so the take routed the buyer by one state, to bucket 0's, which the new layout keeps other
-    users' takes in: the buyer's own take was not there to refuse the second. Each state now
-    names how many states its item has, and a take routed by another number is refused
-    ``moved`` and read again."""
+    again: a second purchase); the restock plays no part. This process kept the voucher a
+    second from before the rebucket, so the take routed the buyer by one state, to bucket 0's,
+    which the new layout keeps other users' takes in: the buyer's own take was not there to
+    refuse the second. Each state now names how many states its item has, and a take routed
+    by another number is refused ``moved`` and read again."""
     voucher = make_voucher(stock=2, strategy="redis_lua", hold_seconds=60, abandon_cooldown_seconds=0)
     buyer = api_client(next(user for user in iter(make_user, None) if home_bucket(user.pk, 3) != 0))
     url = f"/api/vouchers/{voucher.pk}/purchase"
