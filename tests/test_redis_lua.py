@@ -40,24 +40,37 @@ from .http import assert_error
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("reservations_redis")]
 
 
-def persist_voucher(voucher) -> int:
-    """Persist what waits, as the drain task does (one per stream of a bucketed voucher's states)."""
+def persist_voucher(voucher, **options) -> int:
+    """Persist what waits, as the drain task does (one per stream of a bucketed voucher's
+    states); ``options``: ``reservations_persist``'s."""
     reservations = reservations_client()
     return sum(
         persist_all(
             lambda batch, state=state: item_reservations_persist(
-                VOUCHER, item_id=voucher.pk, group_id=state, reservations=reservations, consumer="test", batch=batch
+                VOUCHER,
+                item_id=voucher.pk,
+                group_id=state,
+                reservations=reservations,
+                consumer="test",
+                batch=batch,
+                **options,
             )
         )
         for state in [voucher.group_id, *states_present(reservations, voucher.group_id)]
     )
 
 
-def persist_pool(pool) -> int:
+def persist_pool(pool, **options) -> int:
     reservations = reservations_client()
     return persist_all(
         lambda batch: item_reservations_persist(
-            POOL, item_id=pool.pk, group_id=pool.group_id, reservations=reservations, consumer="test", batch=batch
+            POOL,
+            item_id=pool.pk,
+            group_id=pool.group_id,
+            reservations=reservations,
+            consumer="test",
+            batch=batch,
+            **options,
         )
     )
 

@@ -30,14 +30,14 @@ PRIZE_STOCK = 2
 
 class PoolMachine(ItemMachine):
     product = POOL
-    items_path, take_path = "pools", "draw"
+    items_path, take_path, records_path = "pools", "draw", "draws"
     ledger: Draws
 
-    def item_create(self, begin: datetime) -> Pool:
+    def item_create(self, begin: datetime, **fields) -> Pool:
         pool = pool_create(
             name=f"Model {uuid4().hex[:8]}", begin_at=begin, end_at=begin + WINDOW, strategy=self.strategy,
             draws_per_user=DRAWS_PER_USER, no_prize_weight=0, hold_seconds=HOLD_SECONDS,
-            abandon_limit=ABANDON_LIMIT, abandon_cooldown_seconds=0,
+            abandon_limit=ABANDON_LIMIT, abandon_cooldown_seconds=0, **fields,
         )  # fmt: skip
         self.prize = prize_create(pool=pool, name="Gold", stock=PRIZE_STOCK)
         return pool_get(pool_id=pool.pk)
@@ -54,8 +54,8 @@ class PoolMachine(ItemMachine):
     def item_change(self, **changes) -> None:
         pool_update(pool=self.item_read(), **changes)
 
-    def persist(self) -> None:
-        persist_pool(self.item)
+    def persist(self, **options) -> None:
+        persist_pool(self.item, **options)
 
     def written(self) -> Written:
         rows = Draw.objects.filter(pool_id=self.item.pk).values_list(

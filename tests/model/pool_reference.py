@@ -27,7 +27,7 @@ class Draws(Ledger):
             assert (answer.status, answer.code) == (503, "unavailable"), answer
             return
         refusals = set()
-        if sum(1 for draw in self.records if draw.buyer == buyer) >= self.draws_per_user:
+        if sum(1 for draw in self.records if draw.buyer == buyer and draw.status != "failed") >= self.draws_per_user:
             refusals.add("draw_limit")  # told before pool_empty: a user with no draws left hears so
         if self.over_abandons(buyer):
             refusals.add("abandon_limit")
@@ -58,5 +58,6 @@ class Draws(Ledger):
             "claimed": "already_claimed",
             "confirmed": "nothing_held",
             "forfeited": "forfeited",
+            "failed": "cancelled",
         }[draw.status]
         assert (answer.status, answer.code) == (409, refusal), (answer, draw)

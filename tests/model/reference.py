@@ -19,7 +19,10 @@ from typing import Any, ClassVar
 from django.utils.dateparse import parse_datetime
 
 # Answers a key does not keep: a retry under it runs afresh (docs/api.md, "Idempotency keys").
-NOT_KEPT = {(409, "busy"), (409, "pending"), (503, "unavailable"), (429, "rate_limited")}
+# A take refused at a waiting room's door is sent again with its ticket.
+NOT_KEPT = {(409, "busy"), (409, "pending"), (503, "unavailable"), (429, "rate_limited"), (403, "not_admitted")}
+# A take's answers that ask to be sent again, nothing done: its admission ticket stays good.
+ASKS_AGAIN = {(409, "busy"), (503, "unavailable"), (429, "rate_limited")}
 # A voucher's units are all one: its records' unit key.
 ONE = 0
 # {the id the buyer was answered: (status, hold_until to the millisecond, unit key)}.
@@ -49,12 +52,28 @@ class Unit:
 
 
 @dataclass
+class Ticket:
+    """An admission ticket the waiting room gave a buyer, until ``lapses``; ``spent`` once a
+    take used it (or Redis lost the room's record of it)."""
+
+    value: str
+    lapses: datetime
+    spent: bool = False
+
+    def good(self, now: datetime) -> bool:
+        return not self.spent and now < self.lapses
+
+
+@dataclass
 class Ledger:
     stock: dict[int, int]
     abandon_limit: int
     deferred: bool
     records: list[Unit] = field(default_factory=list)
     abandons: dict[int, int] = field(default_factory=dict)
+    # Whether the item has a waiting room, and the last ticket it gave each buyer.
+    queued: bool = False
+    tickets: dict[int, Ticket] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.left = dict(self.stock)
@@ -67,6 +86,45 @@ class Ledger:
 
     def take(self, buyer: int, answer: Answer, *, now: datetime) -> None:
         raise NotImplementedError
+
+    # The waiting room.
+
+    def ticket_of(self, buyer: int) -> str | None:
+        ticket = self.tickets.get(buyer)
+        return ticket and ticket.value
+
+    def joined(self, buyer: int, answer: Answer, *, now: datetime) -> None:
+        """A join: where the buyer stands. Everyone is admitted at once (``ROOM``) unless the
+        room reads no unit left (its reading may lag a second behind the stock)."""
+        assert answer.status == 200 and answer.body["status"] in ("admitted", "waiting", "sold_out"), answer
+        if answer.body["status"] != "admitted":
+            return
+        held = self.tickets.get(buyer)
+        if held is not None and held.good(now):
+            assert answer.body["ticket"] == held.value, (answer, held)  # joining again: the same ticket
+        self.tickets[buyer] = Ticket(answer.body["ticket"], parse_datetime(answer.body["ticket_expires_at"]))
+
+    def let_in(self, buyer: int, answer: Answer, *, now: datetime, told_busy: bool = False) -> None:
+        """A take's answer, through the waiting room first where the item has one: 403
+        ``not_admitted`` unless the buyer's ticket is good, which any answer spends but one
+        asking to be sent again. ``told_busy``: a take refused ``busy`` where a paused lock
+        holder's write was fenced out, nothing done."""
+        if self.queued:
+            ticket = self.tickets.get(buyer)
+            if ticket is None or not ticket.good(now):
+                assert (answer.status, answer.code) == (403, "not_admitted"), (answer, ticket)
+                return
+            if (answer.status, answer.code) not in ASKS_AGAIN:
+                ticket.spent = True
+        if told_busy:
+            assert (answer.status, answer.code) == (409, "busy"), answer
+            return
+        self.take(buyer, answer, now=now)
+
+    def tickets_lost(self) -> None:
+        """Redis lost the room: no ticket it gave is good any more."""
+        for ticket in self.tickets.values():
+            ticket.spent = True
 
     def took(self, buyer: int, answer: Answer, *, unit: int | None, held: str) -> None:
         """A take answered as written (``held``: the status a written one says) or pending."""
@@ -109,6 +167,16 @@ class Ledger:
                 record.status, record.hold_until, unit = written[record.record_id]
                 assert unit == record.unit, (record, unit)
 
+    def undone(self) -> list[Unit]:
+        """The drain gave up on every reservation waiting: each failed, its unit back (not an
+        abandoned hold: the buyer did nothing)."""
+        undone = [record for record in self.records if record.status == "pending"]
+        for record in undone:
+            record.status = "failed"
+            if record.unit is not None:
+                self.left[record.unit] += 1
+        return undone
+
     def persisted(self, written: Written) -> None:
         """What a change of the item wrote of the reservations, if anything."""
         for record in self.records:
@@ -117,10 +185,11 @@ class Ledger:
 
     def redis_lost(self) -> None:
         """Reservations not written yet are gone with their unit (a lost take is answered 404
-        since: docs/strategies.md); the state is rebuilt from the database."""
-        for record in [record for record in self.records if record.status == "pending"]:
+        since: docs/strategies.md), and the marks of those undone with them; the state is
+        rebuilt from the database."""
+        for record in [record for record in self.records if record.status in ("pending", "failed")]:
             self.records.remove(record)
-            if record.unit is not None:
+            if record.unit is not None and record.status == "pending":
                 self.left[record.unit] += 1
         if self.deferred:
             self.state_lost = True
@@ -135,7 +204,7 @@ class Ledger:
         expected = {
             record.record_id: (record.status, record.hold_until, record.unit)
             for record in self.records
-            if record.status != "pending"
+            if record.status not in ("pending", "failed")  # neither is ever a row
         }
         pending = {record.record_id for record in self.records if record.status == "pending"}
         assert {key: value for key, value in written.items() if key not in pending} == expected, (written, expected)
@@ -230,6 +299,10 @@ class Sale(Ledger):
 
     @staticmethod
     def _refusal(order: Unit) -> str:
-        return {"pending": "pending", "paid": "already_paid", "cancelled": "cancelled", "expired": "expired"}[
-            order.status
-        ]
+        return {
+            "pending": "pending",
+            "paid": "already_paid",
+            "cancelled": "cancelled",
+            "expired": "expired",
+            "failed": "cancelled",
+        }[order.status]

@@ -17,6 +17,7 @@ from django.utils import timezone
 from hypothesis import settings
 from hypothesis.stateful import run_state_machine_as_test
 
+from inventory.admission import room
 from inventory.strategies import STRATEGIES, strategy_names
 
 from .machine import RULES_RUN, Clock, ItemMachine
@@ -44,9 +45,10 @@ def machine_for(product: type[ItemMachine], strategy: str, clock: Clock) -> type
 
 @pytest.fixture
 def clock(monkeypatch) -> Clock:
-    """``timezone.now()`` as the machine's clock."""
+    """``timezone.now()`` and the waiting room's ``time.time()`` as the machine's clock."""
     clock = Clock()
     monkeypatch.setattr(timezone, "now", clock)
+    monkeypatch.setattr(room, "time", clock)
     return clock
 
 

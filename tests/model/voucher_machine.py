@@ -31,14 +31,14 @@ STOCK = 2
 
 class VoucherMachine(ItemMachine):
     product = VOUCHER
-    items_path, take_path = "vouchers", "purchase"
+    items_path, take_path, records_path = "vouchers", "purchase", "orders"
     ledger: Sale
 
-    def item_create(self, begin: datetime) -> Voucher:
+    def item_create(self, begin: datetime, **fields) -> Voucher:
         return voucher_create(
             title=f"Model {uuid4().hex[:8]}", stock=STOCK, begin_at=begin, end_at=begin + WINDOW,
             strategy=self.strategy, hold_seconds=HOLD_SECONDS, abandon_limit=ABANDON_LIMIT,
-            abandon_cooldown_seconds=0,
+            abandon_cooldown_seconds=0, **fields,
         )  # fmt: skip
 
     def ledger_create(self) -> Sale:
@@ -50,8 +50,8 @@ class VoucherMachine(ItemMachine):
     def item_change(self, **changes) -> None:
         voucher_update(voucher=self.item_read(), **changes)
 
-    def persist(self) -> None:
-        persist_voucher(self.item)
+    def persist(self, **options) -> None:
+        persist_voucher(self.item, **options)
 
     def written(self) -> Written:
         rows = Order.objects.filter(voucher_id=self.item.pk).values_list("pk", "reservation", "status", "hold_until")
