@@ -5,6 +5,9 @@ PY := $(VENV)/bin/python
 PORT ?= 8000
 # What `make test-fast` leaves out (the markers are in pyproject.toml).
 FAST := not live and not browser and not load and not fault and not model and not race
+# What `make test` runs one test at a time: load and fault runs, and races of many processes
+# on the same rows, each of which needs the machine's two cores to itself.
+APART := load or fault or race
 
 .PHONY: run test test-fast explore loadtest faults bench lint format clean
 
@@ -26,16 +29,17 @@ $(VENV)/.dev: requirements.txt requirements-dev.txt | $(VENV)/bin/python
 run: $(VENV)/.runtime
 	PORT=$(PORT) $(PY) scripts/serve.py
 
-## Run the whole suite against MariaDB and Redis on 127.0.0.1: what starts nothing on two
-## processes (as test-fast), then the rest one test at a time, printing the 20 slowest; then the
-## race tests again on SQLite, the database of the zero-setup `make run` (a file under var/).
+## Run the whole suite against MariaDB and Redis on 127.0.0.1: all but the load, fault and race
+## tests on two processes (servers, workers and browsers included), then those one test at a
+## time, each run printing its 20 slowest; then the race tests again on SQLite, the database
+## of the zero-setup `make run` (a file under var/).
 test: $(VENV)/.dev
 	bash scripts/ensure-services.sh
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
 	DJANGO_SETTINGS_MODULE=config.settings.test $(PY) manage.py makemigrations --check --dry-run
-	$(PY) -m pytest -n 2 -m "$(FAST)"
-	$(PY) -m pytest -m "not ($(FAST))" --durations=20
+	$(PY) -m pytest -n 2 -m "not ($(APART))" --durations=20
+	$(PY) -m pytest -m "$(APART)" --durations=20
 	DATABASE_URL=sqlite:///$(CURDIR)/var/race.sqlite3 $(PY) -m pytest -m race
 
 ## The tests that start no server, worker, browser, load or fault run, on two processes
