@@ -54,14 +54,21 @@ class Unit:
 @dataclass
 class Ticket:
     """An admission ticket the waiting room gave a buyer, until ``lapses``; ``spent`` once a
-    take used it (or Redis lost the room's record of it)."""
+    take used it. ``lost``: Redis lost the room's record of it. The room numbers its tickets
+    afresh then, so when it admits the buyer again (at a join of anyone's: the model does not
+    follow the line) the earlier ticket, of the same user, item and number, is good again
+    until it lapses: either answer is allowed."""
 
     value: str
     lapses: datetime
     spent: bool = False
+    lost: bool = False
 
     def good(self, now: datetime) -> bool:
-        return not self.spent and now < self.lapses
+        return not self.spent and not self.lost and now < self.lapses
+
+    def maybe_good(self, now: datetime) -> bool:
+        return not self.spent and self.lost and now < self.lapses
 
 
 @dataclass
@@ -111,8 +118,9 @@ class Ledger:
         holder's write was fenced out, nothing done."""
         if self.queued:
             ticket = self.tickets.get(buyer)
-            if ticket is None or not ticket.good(now):
-                assert (answer.status, answer.code) == (403, "not_admitted"), (answer, ticket)
+            refused = (answer.status, answer.code) == (403, "not_admitted")
+            if ticket is None or not (ticket.good(now) or ticket.maybe_good(now) and not refused):
+                assert refused, (answer, ticket)
                 return
             if (answer.status, answer.code) not in ASKS_AGAIN:
                 ticket.spent = True
@@ -122,9 +130,9 @@ class Ledger:
         self.take(buyer, answer, now=now)
 
     def tickets_lost(self) -> None:
-        """Redis lost the room: no ticket it gave is good any more."""
+        """Redis lost the room, and with it the tickets it gave (``Ticket.lost``)."""
         for ticket in self.tickets.values():
-            ticket.spent = True
+            ticket.lost = True
 
     def took(self, buyer: int, answer: Answer, *, unit: int | None, held: str) -> None:
         """A take answered as written (``held``: the status a written one says) or pending."""
