@@ -40,39 +40,34 @@ from .http import assert_error
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("reservations_redis")]
 
 
-def persist_voucher(voucher, **options) -> int:
-    """Persist what waits, as the drain task does (one per stream of a bucketed voucher's
-    states); ``options``: ``reservations_persist``'s."""
+def persist_states(product, item_id: int, states: list[int], **options) -> int:
+    """Persist what waits in each of ``states``' streams, as the drain task does; ``options``:
+    ``reservations_persist``'s."""
     reservations = reservations_client()
     return sum(
         persist_all(
             lambda batch, state=state: item_reservations_persist(
-                VOUCHER,
-                item_id=voucher.pk,
+                product,
+                item_id=item_id,
                 group_id=state,
                 reservations=reservations,
                 consumer="test",
                 batch=batch,
                 **options,
-            )
+            )  # fmt: skip
         )
-        for state in [voucher.group_id, *states_present(reservations, voucher.group_id)]
+        for state in states
     )
+
+
+def persist_voucher(voucher, **options) -> int:
+    """Persist what waits (one stream per state of a bucketed voucher)."""
+    states = [voucher.group_id, *states_present(reservations_client(), voucher.group_id)]
+    return persist_states(VOUCHER, voucher.pk, states, **options)
 
 
 def persist_pool(pool, **options) -> int:
-    reservations = reservations_client()
-    return persist_all(
-        lambda batch: item_reservations_persist(
-            POOL,
-            item_id=pool.pk,
-            group_id=pool.group_id,
-            reservations=reservations,
-            consumer="test",
-            batch=batch,
-            **options,
-        )
-    )
+    return persist_states(POOL, pool.pk, [pool.group_id], **options)
 
 
 def purchase(client: Client, voucher):

@@ -20,10 +20,8 @@ from redis.cluster import ClusterNode
 
 from inventory.redis_lua.backlog import reservations_backlog
 from inventory.redis_lua.client import reservations_client
-from inventory.redis_lua.drain import persist_all
 from inventory.redis_lua.item_states import (
     item_reservations_check,
-    item_reservations_persist,
     item_reservations_reconcile,
 )
 from inventory.redis_lua.values import GroupKeys, reservation_group
@@ -35,6 +33,7 @@ from orders.services import order_cancel
 
 from .http import assert_error
 from .stock import stock_left, stock_row
+from .test_redis_lua import persist_states
 
 pytestmark = [
     pytest.mark.django_db(transaction=True),
@@ -45,17 +44,7 @@ pytestmark = [
 
 def persist(voucher) -> int:
     """Persist what waits, as the drain task does."""
-    reservations = reservations_client()
-    return persist_all(
-        lambda batch: item_reservations_persist(
-            VOUCHER,
-            item_id=voucher.pk,
-            group_id=voucher.group_id,
-            reservations=reservations,
-            consumer="test",
-            batch=batch,
-        )
-    )
+    return persist_states(VOUCHER, voucher.pk, [voucher.group_id])
 
 
 def purchase(client: Client, voucher):
@@ -166,7 +155,6 @@ def test_a_bucketed_vouchers_states_land_on_every_master_and_sell_it_whole(
     api_client, make_voucher, cluster_reservations
 ):
     from inventory.redis_lua.bucket_states import item_states
-    from inventory.redis_lua.drain import persist_all as persist_stream
 
     voucher = make_voucher(stock=5, strategy="redis_lua", buckets=8)
     states = item_states(voucher.group_id, 8)
@@ -174,17 +162,7 @@ def test_a_bucketed_vouchers_states_land_on_every_master_and_sell_it_whole(
     answers = [purchase(api_client(), voucher) for _ in range(9)]
     assert [answer.status_code for answer in answers].count(202) == 5  # borrowing across masters
     assert all(answer.status_code in (202, 409) for answer in answers)
-    for state in states:
-        persist_stream(
-            lambda batch, state=state: item_reservations_persist(
-                VOUCHER,
-                item_id=voucher.pk,
-                group_id=state,
-                reservations=reservations_client(),
-                consumer="t",
-                batch=batch,
-            )
-        )
+    assert persist_states(VOUCHER, voucher.pk, states) == 5
     assert Order.objects.filter(voucher=voucher).count() == 5
     assert stock_left(voucher) == 0
     assert not item_reservations_check(VOUCHER, item=voucher, reservations=reservations_client()).drifted

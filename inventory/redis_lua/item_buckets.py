@@ -121,7 +121,7 @@ def states_change(group_id: int, buckets: int, reservations: Reservations, rules
     """New rules to every state, and units added to the state of each row's bucket."""
     states = item_states(group_id, buckets)
     for state in states:
-        reservations.set_rules(group_id=state, rules=replace(rules, states=buckets))
+        reservations.set_rules(group_id=state, rules=replace(rules, states=len(states)))
     rows = dict(Stock.objects.filter(pk__in=list(units)).values_list("id", "bucket"))
     for stock_id, added in units.items():
         reservations.add_units(group_id=states[rows.get(stock_id, 0) % buckets], stock_id=stock_id, units=added)
