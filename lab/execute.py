@@ -15,9 +15,12 @@ import threading
 import time
 import traceback
 from argparse import Namespace
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from django.conf import settings
+from django.db import DatabaseError, close_old_connections, connection
 from django.utils import timezone
 
 from accounts.services import users_retire, users_with_tokens_create
@@ -45,6 +48,8 @@ DRAWS_PER_USER = 3
 LOCK_NAME = "lab:run"
 # How often the live figures of a lane are written (each write is one UPDATE).
 LIVE_EVERY_SECONDS = 1.0
+# How often a running lane looks for its run's cancel (each look is one SELECT).
+CANCEL_POLL_SECONDS = 0.5
 # Past this, a queued or running run is taken for abandoned (its worker died): each lane
 # gets its duration plus this much for fresh data, the wait until quiet and the audit.
 LANE_OVERHEAD_SECONDS = 60
@@ -182,13 +187,13 @@ def _run_lanes_with(run: LabRun, scenario, out: Path, tokens: Path, staff_token:
         _stop_if_cancelled(run)
         lane.status = LabLane.Status.RUNNING
         lane.save(update_fields=["status"])
-        live = LiveLane(lane, run_dir=out / lane.key)
-        result = one_run(
-            args, scenario, lane.strategy, server, tokens, staff_token, lane.key, observe=live, stop=live.stop,
-            buckets=lane.buckets,
-        )  # fmt: skip
+        with stopped_on_cancel(run) as stop:
+            result = one_run(
+                args, scenario, lane.strategy, server, tokens, staff_token, lane.key,
+                observe=LiveLane(lane, run_dir=out / lane.key), stop=stop, buckets=lane.buckets,
+            )  # fmt: skip
         results.append(result)
-        lane_finish(lane=lane, result=result, cancelled=live.stop.is_set())
+        lane_finish(lane=lane, result=result, cancelled=stop.is_set())
     _stop_if_cancelled(run)
     meta = {
         "lab run": run.pk,
@@ -233,15 +238,43 @@ def lane_finish(*, lane: LabLane, result, cancelled: bool = False) -> None:
     lane.save()
 
 
+@contextmanager
+def stopped_on_cancel(run: LabRun) -> Iterator[threading.Event]:
+    """An event set once the run is no longer running (staff cancelled it), which stops the
+    lane's crowd. Looked for on a thread and a connection of its own, so that neither the
+    live figures' sampling (slow or failing while a dependency is down) nor anything else
+    of the lane's can put the cancel off."""
+    stop, lane_over = threading.Event(), threading.Event()
+
+    def watch() -> None:
+        try:
+            while not lane_over.wait(CANCEL_POLL_SECONDS):
+                try:
+                    if not _still_running(run):
+                        stop.set()
+                        return
+                except DatabaseError:
+                    # A connection the database lost stays dead: the next look opens another.
+                    close_old_connections()
+        finally:
+            connection.close()
+
+    watcher = threading.Thread(target=watch, name=f"lab-run-{run.pk}-cancel", daemon=True)
+    watcher.start()
+    try:
+        yield stop
+    finally:
+        lane_over.set()
+        watcher.join()
+
+
 class LiveLane:
     """The observer of one lane: writes the stock, the units left in each bucket, the counted
     breaks (from the product's audit, the same rules as the verdict) and Locust's pace to the
-    lane about once a second, for the page that polls it; sets ``stop`` once the run is no
-    longer running (staff cancelled it), which stops the lane's crowd."""
+    lane about once a second, for the page that polls it."""
 
     def __init__(self, lane: LabLane, *, run_dir: Path) -> None:
         self.lane = lane
-        self.stop = threading.Event()
         self.locust_prefix = run_dir / "locust"
         self.last_write = 0.0
         self.taken: list[tuple[float, int]] = []
@@ -257,8 +290,6 @@ class LiveLane:
         if now - self.last_write < LIVE_EVERY_SECONDS:
             return
         self.last_write = now
-        if not _still_running(self.lane.run):
-            self.stop.set()
         product = PRODUCTS[self.lane.run.product]
         # The audit's figures, counted by the verdict's own rule.
         audited = Result(scenario=self.lane.run.scenario, strategy=self.lane.strategy, product=product.name)

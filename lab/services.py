@@ -144,7 +144,7 @@ def lab_run_create(
 
 def lab_run_cancel(*, run: LabRun, user) -> None:
     """Cancel a queued or running run: marked cancelled at once, its lanes still waiting
-    not run. The lane under way stops its crowd within about a second (``LiveLane``), is
+    not run. The lane under way stops its crowd within about a second (``stopped_on_cancel``), is
     audited on what it did until then and marked cancelled; the task then stops. A run
     no longer active is left alone."""
     run_end(run=run, status=LabRun.Status.CANCELLED, error=f"Cancelled by {user.get_username()}.")

@@ -80,8 +80,15 @@ def run_locust(
         if returncode != 0 and not stopping:
             errors.seek(0)
             raise LoadRunFailed(f"Locust failed ({returncode}):\n{errors.read().decode(errors='replace')[-3000:]}")
-    with open(f"{prefix}_stats.csv") as stats:
-        rows = list(csv.DictReader(stats))
+    try:
+        with open(f"{prefix}_stats.csv") as stats:
+            rows = list(csv.DictReader(stats))
+    except FileNotFoundError:
+        if not stopping:
+            raise
+        # Stopped while it was still starting, before it counted anything or set up its
+        # Ctrl-C: it left no stats.
+        return NO_REQUESTS
     # The take's endpoint: not the total, nor the open tabs' polls (``watched.py``), nor a
     # waiting room's joins and polls (``queue_calls``).
     endpoints = [row for row in rows if row["Name"] != "Aggregated" and not row["Name"].startswith((WATCH, QUEUE))]

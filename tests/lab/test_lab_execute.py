@@ -16,7 +16,7 @@ from accounts import crowd
 from accounts.models import ApiToken
 from harness.server import running_server
 from inventory.models import Stock
-from lab.execute import lab_run_execute
+from lab.execute import CANCEL_POLL_SECONDS, lab_run_execute, stopped_on_cancel
 from lab.models import LabLane, LabRun
 from lab.services import lab_run_cancel, lab_run_create
 from loadtests.scenarios import SERVER_SETTINGS
@@ -99,6 +99,21 @@ def test_cancelling_stops_the_running_strategys_crowd_and_the_rest_are_not_run(s
     # The crowd stopped within seconds of the cancel, not at the end of its 40.
     assert ended_at - cancelled_at[0] < 15
     assert none.figures["requests"] > 0 and none.verdict
+
+
+def test_a_cancel_is_seen_by_the_lanes_watch_without_any_sample_of_the_lane(make_user, settings):
+    """The watch looks for the cancel on its own thread and connection: a lane whose sampling
+    is slow or failing (a dependency down) still stops once staff cancel."""
+    settings.LAB_TARGET_URL = "http://127.0.0.1:9"
+    staff = make_user(staff=True)
+    run = lab_run_create(
+        user=staff, product="voucher", scenario="crowd", strategies=["none"], stock=5, crowd=5, users=5, duration=5
+    )
+    LabRun.objects.filter(pk=run.pk).update(status=LabRun.Status.RUNNING)
+    with stopped_on_cancel(run) as stop:
+        assert not stop.wait(3 * CANCEL_POLL_SECONDS)
+        lab_run_cancel(run=run, user=staff)
+        assert stop.wait(30)
 
 
 @pytest.fixture
