@@ -38,6 +38,12 @@ from .verdict import Result, judge, sales_per_second
 
 # How often a running Locust is checked for a request to stop it.
 STOP_POLL_SECONDS = 0.2
+# Locust, with Ctrl-C (SIGINT) heard: a process started in the background by a shell
+# ignores SIGINT, and its children inherit that; Python then never raises the
+# KeyboardInterrupt that stops Locust, and a crowd told to stop would run its whole time.
+LOCUST_HEARING_CTRL_C = (
+    "import signal; signal.signal(signal.SIGINT, signal.default_int_handler); from locust.main import main; main()"
+)
 # Locust's stats row of a run that made no request.
 NO_REQUESTS = {"Request Count": "0", "Failure Count": "0", "Requests/s": "0", "50%": "0", "95%": "0", "99%": "0"}
 
@@ -58,7 +64,7 @@ def run_locust(
     """Run Locust headless; return the stats row of the busiest take endpoint. Once ``stop`` is
     set Locust is told to stop (as Ctrl-C would): its crowd stops, it writes its stats."""
     command = [
-        sys.executable, "-m", "locust", "-f", str(locustfile), "--headless",
+        sys.executable, "-c", LOCUST_HEARING_CTRL_C, "-f", str(locustfile), "--headless",
         "-u", str(users), "-r", str(args.spawn_rate), "-t", f"{args.duration}s", "--stop-timeout", "5",
         "--host", host, "--csv", str(prefix), "--html", f"{prefix}.html", "--only-summary",
         "--exit-code-on-error", "0", "--loglevel", "WARNING",

@@ -1,9 +1,12 @@
 """Locust stopped before its time (a lab run cancelled): it ends within seconds, whether it
-was still starting or already running, and its stats are read without an error."""
+was still starting or already running, and its stats are read without an error; also when
+the runner was started in the background by a shell, which ignores Ctrl-C (SIGINT) and
+hands that on to its children."""
 
 from __future__ import annotations
 
 import os
+import signal
 import threading
 import time
 from argparse import Namespace
@@ -42,8 +45,22 @@ def stopped_run(locustfile, tmp_path, stop: threading.Event) -> tuple[dict, floa
     return row, time.monotonic() - started
 
 
+@pytest.fixture(params=["heard", "ignored"])
+def ctrl_c(request):
+    """SIGINT as this process hears it: as a terminal leaves it, or ignored, as in a shell's
+    background job (what the process ignores, the Locust it starts inherits)."""
+    if request.param == "heard":
+        yield request.param
+        return
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield request.param
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
 @pytest.mark.parametrize("after", [0.0, 1.5], ids=["still-starting", "running"])
-def test_a_stopped_locust_ends_within_seconds_and_its_stats_are_read(locustfile, tmp_path, after):
+def test_a_stopped_locust_ends_within_seconds_and_its_stats_are_read(locustfile, tmp_path, after, ctrl_c):
     stop = threading.Event()
     threading.Timer(after, stop.set).start()
     row, seconds = stopped_run(locustfile, tmp_path, stop)
