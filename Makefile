@@ -30,15 +30,16 @@ run: $(VENV)/.runtime
 	PORT=$(PORT) $(PY) scripts/serve.py
 
 ## Run the whole suite against MariaDB and Redis on 127.0.0.1: all but the load, fault and race
-## tests on two processes (servers, workers and browsers included), then those one test at a
-## time, each run printing its 20 slowest; then the race tests again on SQLite, the database
-## of the zero-setup `make run` (a file under var/).
+## tests on three processes (servers, workers and browsers included: most of them wait on what
+## they started, so a third process keeps both cores busy), then those one test at a time, each
+## run printing its 20 slowest; then the race tests again on SQLite, the database of the
+## zero-setup `make run` (a file under var/).
 test: $(VENV)/.dev
 	bash scripts/ensure-services.sh
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
 	DJANGO_SETTINGS_MODULE=config.settings.test $(PY) manage.py makemigrations --check --dry-run
-	$(PY) -m pytest -n 2 -m "not ($(APART))" --durations=20
+	$(PY) -m pytest -n 3 -m "not ($(APART))" --durations=20
 	$(PY) -m pytest -m "$(APART)" --durations=20
 	DATABASE_URL=sqlite:///$(CURDIR)/var/race.sqlite3 $(PY) -m pytest -m race
 
