@@ -123,7 +123,9 @@ def test_the_locust_web_ui_with_two_worker_processes_drives_make_run(tmp_path):
         "REDIS_URL": "redis://127.0.0.1:6379/11",
         "PORT": str(port),
     }
+    # As make run leaves them: its namespace derived from its own database.
     env.pop("LOCK_REDIS_URLS", None)
+    env.pop("INSTANCE_NAMESPACE", None)
     server = subprocess.Popen(
         [sys.executable, "scripts/serve.py"], cwd=ROOT, env=env, start_new_session=True,
         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,

@@ -40,8 +40,10 @@ def by_hand(*args: str, env: dict, check: bool = True) -> subprocess.CompletedPr
 
 
 def shell_env(**extra: str) -> dict[str, str]:
-    """A shell's environment: no DJANGO_SECRET_KEY (the suite's own is dropped), base settings."""
-    env = {k: v for k, v in os.environ.items() if k != "DJANGO_SECRET_KEY"}
+    """A shell's environment: no DJANGO_SECRET_KEY (the suite's own is dropped), nor the suite's
+    INSTANCE_NAMESPACE (what it starts derives its own from its database, as make run does,
+    rather than sweep this process's keys in the same Redis), base settings."""
+    env = {k: v for k, v in os.environ.items() if k not in ("DJANGO_SECRET_KEY", "INSTANCE_NAMESPACE")}
     return {**env, "DJANGO_SETTINGS_MODULE": "config.settings.base", **extra}
 
 
