@@ -13,9 +13,11 @@ from django.test import Client
 from django.utils import timezone
 
 from core.errors import DomainError
+from inventory.buckets import home_bucket
 from inventory.errors import AbandonLimit, CoolingDown, HoldClosed, LockBusy
 from inventory.holds import hold_release, holds_expire_due
 from inventory.models import Abandoned
+from inventory.redis_lua.bucket_states import item_states
 from inventory.redis_lua.client import reservations_client
 from inventory.redis_lua.item_states import item_reservations_reconcile
 from inventory.redis_lua.values import GroupKeys
@@ -132,21 +134,26 @@ def test_a_pools_forfeited_prizes_count_against_its_cap(make_pool, make_user, st
         pool_draw(user=player, pool=pool_get(pool_id=pool.pk))
 
 
-def test_redis_lua_keeps_the_databases_counts_through_a_lost_return_and_a_rebuild(make_voucher, make_user):
+@pytest.mark.parametrize("buckets", [1, 4])
+def test_redis_lua_keeps_the_databases_counts_through_a_lost_return_and_a_rebuild(make_voucher, make_user, buckets):
     """Redis' counts are the database's: a return that missed Redis is made whole by the
-    reconciliation, and a state rebuilt from the database carries them."""
-    voucher = capped(make_voucher, limit=1, cooldown=0, stock=1, strategy="redis_lua")
+    reconciliation, and a state rebuilt from the database carries them; a bucketed item's
+    in the user's home state, where its take reads them."""
+    voucher = capped(make_voucher, limit=1, cooldown=0, stock=buckets, strategy="redis_lua", buckets=buckets)
     hoarder = make_user()
     cancel(hoarder, buy(voucher, hoarder))
     assert isinstance(refusal(voucher, hoarder), AbandonLimit)
     redis = reservations_client()
-    abandoned = GroupKeys.of(voucher.group_id).abandoned
+    states = item_states(voucher.group_id, buckets) if buckets > 1 else [voucher.group_id]
+    home = states[home_bucket(hoarder.pk, buckets)]
+    abandoned = GroupKeys.of(home).abandoned
+    assert redis.client.hget(abandoned, str(hoarder.pk)).decode().startswith("1:")
 
     redis.client.delete(abandoned)  # as if the release's return never reached Redis
     item_reservations_reconcile(VOUCHER, item=voucher_get(voucher_id=voucher.pk))
     assert isinstance(refusal(voucher, hoarder), AbandonLimit)
 
-    redis.drop(group_id=voucher.group_id)
+    redis.drop(group_id=home)
     redis.client.delete(abandoned)
     item_reservations_reconcile(VOUCHER, item=voucher_get(voucher_id=voucher.pk))  # rebuilt
     assert isinstance(refusal(voucher, hoarder), AbandonLimit)

@@ -234,6 +234,7 @@ def item_reservations_check(
             },
             repair=repair,
             totals_first=totals_first,
+            database_abandoned=lambda: abandoned_values(group_id),
         )
     return group_check(
         group_id=group_id,

@@ -44,7 +44,16 @@ from dataclasses import dataclass, field, replace
 from ..buckets import home_bucket
 from .client import Reservations
 from .drain import with_group_lock
-from .reconcile import GroupCheck, Takes, _compare, _oldest_seconds, _stock_drift, totals_stand_in, whole_marked
+from .reconcile import (
+    GroupCheck,
+    Takes,
+    _abandoned_repair,
+    _compare,
+    _oldest_seconds,
+    _stock_drift,
+    totals_stand_in,
+    whole_marked,
+)
 from .values import GroupKeys, Pending, live_of, text_of, users_of
 
 # How many times the states are read, at most, for two reads in a row between which no move
@@ -214,11 +223,14 @@ def states_check(
     repair: bool = False,
     totals_first: bool = False,
     wait_seconds: float = 30,
+    database_abandoned: Callable[[], dict[int, str]] | None = None,
 ) -> GroupCheck:
     """Compare a bucketed item's states with the database, under the group's lock, and with
     ``repair`` set them right. ``row_buckets`` returns {stock id: bucket}. With
     ``totals_first``, each user is compared only when the totals differ or the last
-    comparison per user is older than ``RESERVATIONS_RECONCILE_FULL_SECONDS``."""
+    comparison per user is older than ``RESERVATIONS_RECONCILE_FULL_SECONDS``.
+    ``database_abandoned``: as ``reconcile.group_check``'s, each user's count set in the
+    user's home state, where RESERVE reads it."""
 
     def totals_agree() -> GroupCheck | None:
         if not reservations.client.exists(GroupKeys.of(group_id).checked):
@@ -278,6 +290,12 @@ def states_check(
                     unused=unused,
                 )
             check = replace(check, repaired=check.drifted)
+        if repair and database_abandoned is not None:
+            at_home: list[dict[int, str]] = [{} for _ in states]
+            for user_id, value in database_abandoned().items():
+                at_home[home_bucket(user_id, len(states))][user_id] = value
+            for state, wanted in zip(states, at_home, strict=True):
+                _abandoned_repair(reservations, GroupKeys.of(state).abandoned, wanted)
         if rows is not None and (not check.drifted or check.repaired):
             whole_marked(reservations, group_id)
         return check
