@@ -17,11 +17,14 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
+from typing import TypeVar
 
 from ..buckets import home_bucket
 from .client import Reservations
 from .transfers import Transfers
 from .values import GroupKeys, Reserved, Rules, state_id, state_of
+
+V = TypeVar("V")
 
 # One more than the highest bucket a state can have (``values.state_id``).
 BUCKETS_MOST = 64
@@ -30,6 +33,15 @@ BUCKETS_MOST = 64
 # brings up to ``transfers.BORROW_UNITS`` units home, which other buyers of that home may
 # take first in a crowd.
 RESERVE_TRIES = 32
+
+
+def by_home_state(values: Mapping[int, V], buckets: int) -> list[dict[int, V]]:
+    """``values`` ({user id: value}) split by each user's home state (``home_bucket``), in
+    state order: where RESERVE reads a user's own figures."""
+    at_home: list[dict[int, V]] = [{} for _ in range(buckets)]
+    for user_id, value in values.items():
+        at_home[home_bucket(user_id, buckets)][user_id] = value
+    return at_home
 
 
 def item_states(group_id: int, buckets: int) -> list[int]:

@@ -22,7 +22,7 @@ from django.db.models import Max
 
 from ..buckets import home_bucket
 from ..models import Abandoned, Stock
-from .bucket_states import item_states, states_load, states_present
+from .bucket_states import by_home_state, item_states, states_load, states_present
 from .client import Reservations
 from .drain import persist_all
 from .numbering import lost_floor_record
@@ -89,15 +89,9 @@ def states_load_item(product: Product, item: Any, buckets: int, reservations: Re
     stock: list[dict[int, int]] = [{} for _ in states]
     for row, quantity, bucket in Stock.objects.filter(group_id=group_id).values_list("id", "quantity", "bucket"):
         stock[bucket % buckets][row] = quantity
-    takers_at: list[dict[int, int]] = [{} for _ in states]
-    for user_id, takes in takers.items():
-        takers_at[home_bucket(user_id, buckets)][user_id] = takes
     seqs_at: list[dict[int, list[int]]] = [defaultdict(list) for _ in states]
     for user_id, seq in numbers:
         seqs_at[home_bucket(user_id, buckets)][user_id].append(seq)
-    abandoned_at: list[dict[int, str]] = [{} for _ in states]
-    for user_id, value in abandoned_values(group_id).items():
-        abandoned_at[home_bucket(user_id, buckets)][user_id] = value
     last = []
     for state in states:
         first, past = state_reservations(state)
@@ -108,11 +102,11 @@ def states_load_item(product: Product, item: Any, buckets: int, reservations: Re
         states,
         rules=product.rules(item),
         stock=stock,
-        takers=takers_at,
+        takers=by_home_state(takers, buckets),
         seqs=seqs_at,
         last_reservations=last,
         lost_floor=lost_floor_record,
-        abandoned=abandoned_at,
+        abandoned=by_home_state(abandoned_values(group_id), buckets),
     )
     return True
 
@@ -145,9 +139,7 @@ def states_units_return(
     freed_at: list[list[int]] = [[] for _ in states]
     for user_id in takes_freed:
         freed_at[home_bucket(user_id, buckets)].append(user_id)
-    abandoned_at: list[dict[int, str]] = [{} for _ in states]
-    for user_id, value in abandoned.items():
-        abandoned_at[home_bucket(user_id, buckets)][user_id] = value
+    abandoned_at = by_home_state(abandoned, buckets)
     for state, at_units, freed, gave in zip(states, units_at, freed_at, abandoned_at, strict=True):
         if at_units or freed or gave:
             reservations.units_return(group_id=state, units=at_units, takes_freed=freed, abandoned=gave)

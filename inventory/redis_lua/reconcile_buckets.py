@@ -42,6 +42,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from ..buckets import home_bucket
+from .bucket_states import by_home_state
 from .client import Reservations
 from .drain import with_group_lock
 from .reconcile import (
@@ -291,9 +292,7 @@ def states_check(
                 )
             check = replace(check, repaired=check.drifted)
         if repair and database_abandoned is not None:
-            at_home: list[dict[int, str]] = [{} for _ in states]
-            for user_id, value in database_abandoned().items():
-                at_home[home_bucket(user_id, len(states))][user_id] = value
+            at_home = by_home_state(database_abandoned(), len(states))
             for state, wanted in zip(states, at_home, strict=True):
                 _abandoned_repair(reservations, GroupKeys.of(state).abandoned, wanted)
         if rows is not None and (not check.drifted or check.repaired):
