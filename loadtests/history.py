@@ -154,16 +154,21 @@ def free_units(
     first (a ``redis_lua`` record is written after its 202: its reservation held the unit
     from the answer on), or, with no answer naming it, from the start of its user's
     earliest take that got none, if one started before it was created; until it was
-    released. A take acknowledged for a record that does not exist (lost, or undone)
-    holds its unit from its answer to the end. A restock adds its units when its answer
-    came, or, with none, when the client gave up. Each of these errs towards fewer units
+    released, or until the answer to the cancel that released it, if that came later (a
+    cancel stamps its moment when its request comes, then may wait on a lock for longer
+    than any margin before its commit frees the unit). A take acknowledged for a record that
+    does not exist (lost, or undone) holds its unit from its answer to the end. A restock
+    adds its units when its answer came, or, with none, when the client gave up. Each of these errs towards fewer units
     free: a refusal is then found wrong only when it surely was."""
     answered_at: dict[int, float] = {}
     unit_named: dict[int, int | None] = {}
+    cancelled_at: dict[int, float] = {}
     for call in calls:
         if call.action == TAKE and call.status in TOOK and call.record is not None:
             answered_at[call.record] = min(call.end, answered_at.get(call.record, call.end))
             unit_named.setdefault(call.record, unit_of(call))
+        elif call.action == "cancel" and call.status == 200 and call.record is not None:
+            cancelled_at[call.record] = max(call.end, cancelled_at.get(call.record, call.end))
     gave_up: dict[int, list[float]] = defaultdict(list)
     for call in calls:
         if unanswered(call) and call.user is not None:
@@ -179,7 +184,8 @@ def free_units(
             held_from = min([record.created, *(s for s in gave_up.get(record.user, ()) if s <= record.created)])
         events.append((held_from, record.unit, 1, 0))
         if record.status in RELEASED and record.released is not None:
-            events.append((max(record.released, held_from), record.unit, -1, 0))
+            released = max(record.released, cancelled_at.get(record.id, record.released), held_from)
+            events.append((released, record.unit, -1, 0))
     for record_id, at in answered_at.items():
         if record_id not in records and unit_named[record_id] is not None:
             events.append((at, unit_named[record_id], 1, 0))

@@ -101,6 +101,20 @@ def test_a_sold_out_within_the_clock_margin_of_a_take_or_release_is_borne_out():
     assert check_history(calls, [Record(id=100, user=1, status="confirmed", created=10.3)], SUPPLY) == []
 
 
+def test_a_release_counts_from_its_cancels_answer_when_that_came_after_its_stamp():
+    # The cancel came at 12.0 (the release's stamp) and waited on a lock until its answer at
+    # 14.0: its commit freed the unit somewhere in between, so a refusal at 13.0 is borne out.
+    calls = [take(1, 10.0, record=100), change("cancel", 100, 200, "cancelled", at=12.0), sold_out(2, 13.0)]
+    calls[1] = Call(**{**calls[1].__dict__, "end": 14.0})
+    records = [Record(id=100, user=1, status="cancelled", created=10.02, released=12.0)]
+    assert check_history(calls, records, SUPPLY) == []
+    # Refused well after the cancel's answer, with the unit still free: wrong.
+    assert rules(check_history([*calls, sold_out(3, 15.0)], records, SUPPLY)) == [SOLD_OUT_WITH_STOCK]
+    # A cancel refused (or unanswered) says nothing of when the unit came back: the stamp stands.
+    refused = Call(**{**calls[1].__dict__, "status": 409, "code": "cancelled"})
+    assert rules(check_history([calls[0], refused, calls[2]], records, SUPPLY)) == [SOLD_OUT_WITH_STOCK]
+
+
 def test_a_record_no_answer_named_holds_its_unit_from_its_users_unanswered_take():
     # User 1's take got no answer (status 0) but was written at 13 s; user 2 was refused at 11 s.
     calls = [take(1, 10.0, status=0, code="error"), sold_out(2, 11.0)]
