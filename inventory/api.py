@@ -33,7 +33,7 @@ from core.ratelimit import client_address, rate_count
 from core.schemas import answers, whole
 
 from .admission.api import TICKET_PARAMETER
-from .admission.room import ticket_spent
+from .admission.room import ticket_held
 from .admission.tickets import HEADER, MAX_LENGTH
 from .holds import hold_change_counted
 from .items import item_for_take
@@ -163,9 +163,9 @@ class TakeCall:
     def taken(self, request, response: HttpResponse, item: Any, *, user_id: int) -> Record | HttpResponse:
         """The take of ``item`` by ``user_id`` that ``request`` asks for (``inventory.take``):
         the record, its outcome counted (``counted``) and the user's and the address's rate
-        limits counted on the item. An item with a waiting room first spends the request's
-        ``Admission-Ticket`` (``inventory.admission.room.ticket_spent``: 403 ``not_admitted``);
-        one longer than any ticket is 422 on every item.
+        limits counted on the item. On an item with a waiting room the take spends the
+        request's ``Admission-Ticket`` (``inventory.admission.room.ticket_held``: 403
+        ``not_admitted``); one longer than any ticket is 422 on every item.
         With an ``Idempotency-Key``, the first answer again instead, written into ``response``
         and returned (``core.idempotency``); otherwise the answer made of the record is kept
         under the key."""
@@ -178,11 +178,11 @@ class TakeCall:
             door = (
                 nullcontext()
                 if item.admission == Admission.OPEN
-                else ticket_spent(self.product, item, user_id=user_id, ticket=ticket)
+                else ticket_held(self.product, item, user_id=user_id, ticket=ticket)
             )
-            with door:
+            with door as held:
                 rate = rate_count(action=self.action, user_id=user_id, address=client_address(request))
-                return counted(item_take(self.product, item, user_id=user_id, rate=rate))
+                return counted(item_take(self.product, item, user_id=user_id, rate=rate, ticket=held))
 
     def answer(self, request, response: HttpResponse, item_id: int, body: Callable[[Record], dict]) -> HttpResponse:
         """The take by the caller of the item ``item_id`` (:meth:`taken`), once the request

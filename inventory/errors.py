@@ -147,6 +147,13 @@ class NotAdmitted(DomainError):
     default_message = "This sale admits buyers through its waiting room: join its queue first."
 
 
+class TicketNotLive(NotAdmitted):
+    """A ticket the room signed for this user and item, but spent already, lapsed, or replaced
+    by a later one: what the room holds says so, not the ticket."""
+
+    default_message = "The admission ticket was used, or has lapsed: join the queue again."
+
+
 class AbandonLimit(DomainError):
     """The user has abandoned as many held takes of this item (cancelled, or let lapse) as it
     allows (``Item.abandon_limit``): their takes of it are refused from then on, so that

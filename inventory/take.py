@@ -27,6 +27,7 @@ from django.utils import timezone
 
 from core.ratelimit import RateCount
 
+from .admission.room import TicketHeld
 from .errors import SoldOut, StateMissing
 from .items import item_forget
 from .product import Product
@@ -42,6 +43,7 @@ def item_take(
     *,
     user_id: int,
     rate: RateCount | None = None,
+    ticket: TicketHeld | None = None,
     now: datetime | None = None,
     rng: Random | None = None,
 ) -> Model:
@@ -52,7 +54,9 @@ def item_take(
     holds of it or one too lately (docs/design.md, "Abandoned holds"), ``product.sold_out`` when nothing
     is left, ``LockBusy`` when the
     strategy gave up under contention, ``RateLimited`` over a rate limit, and
-    ``StateMissing`` (503) while a ``redis_lua`` item's Redis state is missing. On any
+    ``StateMissing`` (503) while a ``redis_lua`` item's Redis state is missing, and
+    ``NotAdmitted`` (403) when ``ticket``, the request's admission ticket on an item with a
+    waiting room, is not the user's live one (spent by the take: ``Take.ticket``). On any
     error nothing is written or reserved.
 
     ``now`` is the clock of the window's check in the request (Redis' own for a deferred
@@ -60,7 +64,7 @@ def item_take(
     seeded ``random.Random`` makes a test's choices known.
     """
     try:
-        return _take(product, item, user_id=user_id, rate=rate, now=now, rng=rng)
+        return _take(product, item, user_id=user_id, rate=rate, ticket=ticket, now=now, rng=rng)
     except StateMissing:
         # Switched away from redis_lua since this item was read, or its stock split into another
         # number of buckets (its states laid out again: the state this take looked for is gone,
@@ -70,11 +74,12 @@ def item_take(
         read = product.read(item.pk)
         if STRATEGIES[read.strategy].deferred and read.buckets == item.buckets:
             raise
-        # The script counted the request's rate already.
-        return _take(product, read, user_id=user_id, rate=None, now=now, rng=rng)
+        # The script counted the request's rate already; it spent the ticket only if it
+        # reserved, which it did not (``ticket.spend`` spends it once).
+        return _take(product, read, user_id=user_id, rate=None, ticket=ticket, now=now, rng=rng)
 
 
-def _take(product: Product, item: Any, *, user_id: int, rate, now, rng) -> Model:
+def _take(product: Product, item: Any, *, user_id: int, rate, ticket, now, rng) -> Model:
     moment = now or timezone.now()
     take = product.take(
         item,
@@ -83,6 +88,7 @@ def _take(product: Product, item: Any, *, user_id: int, rate, now, rng) -> Model
         rng=rng,
         hold_until=hold_until(item.hold_seconds, moment),
         rate=rate,
+        ticket=ticket,
         # Called only to reserve: a seeded draw under another strategy uses up no number.
         rand=None if rng is None else lambda: rng.random(),
         kind=product.kind,

@@ -37,7 +37,7 @@ from core.named_redis import named_client
 from core.namespace import key_prefix
 from core.redis_script import script_on_own_connections
 
-from ..errors import NotAdmitted
+from ..errors import TicketNotLive
 from ..models import Stock
 from ..product import Product
 from ..records import Admission
@@ -259,38 +259,74 @@ def room_enter(
     return Standing(status=_STATES[state], position=rank + 1, ahead=rank, eta_seconds=eta, waiting=size)
 
 
+@dataclass
+class TicketHeld:
+    """A take's admission ticket, its signature found good and not yet spent: the take spends
+    it once, in its own script where the room lives in the same Redis (``redis_lua``'s
+    RESERVE: :meth:`spends_with`, :meth:`args`), otherwise first, in a round trip of its own
+    (:meth:`spend`). ``deadline`` is set once spent that way, to give it back by."""
+
+    keys: RoomKeys
+    user_id: int
+    serial: int
+    now_ms: int
+    deadline: int | None = None
+
+    @property
+    def spent(self) -> bool:
+        return self.deadline is not None
+
+    def spend(self) -> None:
+        """Spend it now, once (``NotAdmitted`` unless it is the user's live ticket for the item)."""
+        if self.spent:
+            return
+        deadline = int(_script(TICKET_SPEND)(keys=self.spend_keys, args=[self.user_id, *self.spend_args()]))
+        if not deadline:
+            raise TicketNotLive()
+        self.deadline = deadline
+
+    def spends_with(self, client) -> bool:
+        """Whether a script on ``client`` can spend it: the room's own Redis, not yet spent."""
+        return not self.spent and client is room_client()
+
+    @property
+    def spend_keys(self) -> list[str]:
+        """The room's keys a script spends it in: admitted, serials, room (``scripts.TICKET``)."""
+        return [self.keys.admitted, self.keys.serials, self.keys.room]
+
+    def spend_args(self) -> list:
+        """Its serial and the moment (ms) it is checked at."""
+        return [self.serial, self.now_ms]
+
+
 @contextmanager
-def ticket_spent(
+def ticket_held(
     product: Product, item: Any, *, user_id: int, ticket: str | None, now: datetime | None = None
-) -> Iterator[None]:
+) -> Iterator[TicketHeld]:
     """Around a take of ``item`` by ``user_id`` (an item whose admission is ``queue``; an
-    ``open`` one's takes need nothing): spend ``ticket`` first (``NotAdmitted``, 403, unless it
-    is the user's live ticket for the item), and give it back when the take was refused with
-    nothing done and asks to be sent again (busy, rate limited, unavailable), or failed
-    unforeseen. A take that
-    wrote, or was refused for good (sold out, the user's limit, the window), has spent it."""
+    ``open`` one's takes need nothing): ``ticket`` read (``NotAdmitted``, 403, unless its
+    signature is good, for this user and item, and it has not lapsed), to be spent by the take
+    (``TicketHeld``); given back when it was spent in its own round trip and the take was
+    refused with nothing done and asks to be sent again (busy, rate limited, unavailable), or
+    failed unforeseen. A take that wrote, or was refused for good (sold out, the user's
+    limit, the window), has spent it; one that spends it in its own script spends it only then."""
     now_ms = _now_ms(now)
-    held = ticket_read(ticket, kind=product.kind, item_id=item.pk, user_id=user_id, now_ms=now_ms)
-    keys = RoomKeys.of(product.kind, item.pk)
-    spend = _script(TICKET_SPEND)
-    deadline = int(spend(keys=[keys.admitted, keys.serials, keys.room], args=[user_id, held.serial, now_ms]))
-    if not deadline:
-        raise NotAdmitted("The admission ticket was used, or has lapsed: join the queue again.")
+    read = ticket_read(ticket, kind=product.kind, item_id=item.pk, user_id=user_id, now_ms=now_ms)
+    held = TicketHeld(RoomKeys.of(product.kind, item.pk), user_id, read.serial, now_ms)
     try:
-        yield
+        yield held
     except DomainError as exc:
-        if asks_again(exc.status, exc.code):
-            _give_back(keys, user_id, held.serial, deadline)
+        if held.spent and asks_again(exc.status, exc.code):
+            _give_back(held)
         raise
     except Exception:
-        _give_back(keys, user_id, held.serial, deadline)
+        if held.spent:
+            _give_back(held)
         raise
 
 
-def _give_back(keys: RoomKeys, user_id: int, serial: int, deadline: int) -> None:
-    _script(TICKET_RETURN)(
-        keys=[keys.admitted, keys.serials, keys.room], args=[user_id, serial, deadline, _now_ms(None)]
-    )
+def _give_back(held: TicketHeld) -> None:
+    _script(TICKET_RETURN)(keys=held.spend_keys, args=[held.user_id, held.serial, held.deadline, _now_ms(None)])
 
 
 def room_clear(product: Product, item_id: int) -> None:

@@ -96,26 +96,44 @@ end
 return {1, rank, size, 0, 0, tostring(credit)}
 """
 
-# Spend the user's ticket on a take: only the ticket the room last gave the user (``serial``),
-# before its deadline.
+# A ticket checked and spent, shared by TICKET_SPEND and by the script of a take that spends
+# it in its own round trip (``inventory.redis_lua.scripts.RESERVE``):
+# ``ticket_live(admitted, serials, user, serial, now)`` is the ticket's deadline (ms) when
+# ``serial`` is the ticket the room last gave the user and ``now`` (ms) is before its deadline,
+# else false; ``ticket_use(admitted, serials, room, user)`` spends it: it promises no unit any
+# more, and one more is counted used.
+TICKET = """
+local function ticket_live(admitted, serials, user, serial, now)
+  local deadline = redis.call('ZSCORE', admitted, user)
+  if not deadline or tonumber(deadline) <= now or redis.call('HGET', serials, user) ~= serial then
+    return false
+  end
+  return tonumber(deadline)
+end
+local function ticket_use(admitted, serials, room, user)
+  redis.call('ZREM', admitted, user)
+  redis.call('HDEL', serials, user)
+  redis.call('HINCRBY', room, 'used', 1)
+end
+"""
+
+# Spend the user's ticket on a take, in a round trip of its own.
 #
 # KEYS: admitted, serials, room
 # ARGV: user, serial, now (ms)
 #
 # Returns the ticket's deadline (ms) when it was spent, 0 when it was not the user's live one.
-TICKET_SPEND = """
-local deadline = redis.call('ZSCORE', KEYS[1], ARGV[1])
-if not deadline or tonumber(deadline) <= tonumber(ARGV[3]) then
+TICKET_SPEND = (
+    TICKET
+    + """
+local deadline = ticket_live(KEYS[1], KEYS[2], ARGV[1], ARGV[2], tonumber(ARGV[3]))
+if not deadline then
   return 0
 end
-if redis.call('HGET', KEYS[2], ARGV[1]) ~= ARGV[2] then
-  return 0
-end
-redis.call('ZREM', KEYS[1], ARGV[1])
-redis.call('HDEL', KEYS[2], ARGV[1])
-redis.call('HINCRBY', KEYS[3], 'used', 1)
-return tonumber(deadline)
+ticket_use(KEYS[1], KEYS[2], KEYS[3], ARGV[1])
+return deadline
 """
+)
 
 # Give a spent ticket back: its take was refused with nothing done and asks to be sent again
 # (busy, rate limited, unavailable). Only until its deadline, and only if the user holds no

@@ -53,6 +53,8 @@ from .values import (
 if TYPE_CHECKING:
     from core.ratelimit import RateCount
 
+    from ..admission.room import TicketHeld
+
 
 class Reservations:
     """The scripts of ``inventory.redis_lua.scripts`` bound to one Redis client; with
@@ -83,6 +85,7 @@ class Reservations:
         request_id: str = "",
         rate: RateCount | None = None,
         states: int = 1,
+        ticket: TicketHeld | None = None,
     ) -> Reserved:
         """Reserve one unit of the group for ``user_id`` in one round trip.
 
@@ -97,14 +100,18 @@ class Reservations:
                 one, nothing is reserved and the answer is ``rate_limited`` with ``wait_ms``.
             states: how many states the caller's item is spread over; a state that says
                 another number answers ``moved``, nothing reserved.
+            ticket: the take's admission ticket, to spend in the same round trip (its room
+                in this Redis: ``TicketHeld.spends_with``); not the user's live one, the
+                answer is ``not_admitted``, nothing reserved.
         """
         if not 0 <= rand < 1:
             raise ValueError(f"rand must be in [0, 1), got {rand!r}")
         keys = GroupKeys.of(group_id)
         rate_keys, rate_args = ([], []) if rate is None else (rate.keys(tag=group_tag(group_id)), rate.args())
+        ticket_keys, ticket_args = ([], ["", ""]) if ticket is None else (ticket.spend_keys, ticket.spend_args())
         answer = self._reserve(
-            keys=[keys.state, keys.pending, keys.abandoned, *rate_keys],
-            args=[user_id, repr(rand), kick_ms, request_id, states, *rate_args],
+            keys=[keys.state, keys.pending, keys.abandoned, *ticket_keys, *rate_keys],
+            args=[user_id, repr(rand), kick_ms, request_id, states, *ticket_args, *rate_args],
             wait=self.wait,
         )
         answer, replicas = answer if self.wait else (answer, 0)

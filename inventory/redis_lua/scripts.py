@@ -45,21 +45,29 @@ The rate limits of a request count in RESERVE's round trip: their counters
 
 from core.ratelimit import RATE_WAIT
 
+from ..admission.scripts import TICKET
+
 # Reserve one unit for a user: count the request's rate limits; check the window (Redis
 # time), the user's takes, their abandoned holds (the cap and the cooldown, where the rules
 # carry them) and the stock; choose a row weighted by its stock (or nothing,
 # by the weight of taking nothing); append the pending reservation, then write the state
 # (the row's units, the counters, the user's take numbers) with one HSET. The append
 # comes first: should it fail (an entry id not above the stream's last), nothing is taken.
+# A take of an item with a waiting room may spend its admission ticket here too, when the
+# room lives in the same Redis (``inventory.admission.room.TicketHeld``): checked once the
+# state is found, spent by every answer but those that ask to be sent again (rate limited,
+# cooling down, unavailable, moved).
 # Every purchase and draw pays its cost, so it is written for it (docs/design.md): numbers
 # packed, or made text with %d (tostring formats floats), text answered, one row spliced.
-# KEYS[1] state, KEYS[2] pending stream, KEYS[3] abandoned holds, KEYS[4...] the request's
-#         rate-limit counters (none when the limits are off)
+# KEYS[1] state, KEYS[2] pending stream, KEYS[3] abandoned holds, with a ticket KEYS[4..6]
+#         the room's admitted, serials and room (``inventory.admission.scripts``), then the
+#         request's rate-limit counters (none when the limits are off)
 # ARGV[1] user id, ARGV[2] a uniform random number in [0, 1) drawn by the caller (so that
 #         tests can seed it), ARGV[3] the kick flag's lifetime in ms, ARGV[4] the request's
 #         id ("" for none), stored in the stream entry for the worker's log line,
 #         ARGV[5] the number of states the caller's item is spread over (``Rules.states``),
-#         ARGV[6...] each rate-limit counter's limit and window in ms, in pairs
+#         ARGV[6] the ticket's serial ("" for none), ARGV[7] the room's clock (ms) it is
+#         checked by, ARGV[8...] each rate-limit counter's limit and window in ms, in pairs
 # Returns "ok <stock id or ''> <seq> <n> <marks> <kick> <limit>", where seq is this take's
 # number among the user's takes (the database's per-user backstop), n the reservation's
 # number in the group, marks the user's field after it (its takes first), kick 1 when the
@@ -67,13 +75,16 @@ from core.ratelimit import RATE_WAIT
 # checked; or "rate_limited <ms to wait>" or "cooling_down <ms to wait>"; or a refusal:
 # "unavailable" (no state: never sell from nothing), "moved" (the state is laid out for
 # another number of states than the caller's: its item was read before a rebucket, and
-# routed the user to a state that may not keep their takes), "not_started", "ended", "limit",
-# "abandon_limit", "sold_out".
+# routed the user to a state that may not keep their takes), "not_admitted" (the ticket is
+# not the user's live one), "not_started", "ended", "limit", "abandon_limit", "sold_out".
 RESERVE = (
-    "if #KEYS > 3 then\n"
-    + RATE_WAIT
+    RATE_WAIT
+    + TICKET
     + """
-    local wait = rate_wait(4, 6)
+local ticket = ARGV[6]
+local first_rate = ticket == '' and 4 or 7
+if #KEYS >= first_rate then
+    local wait = rate_wait(first_rate, 8)
     if wait > 0 then return string.format('rate_limited %d', wait) end
 end
 local sub, format, pack, unpack = string.sub, string.format, struct.pack, struct.unpack
@@ -82,16 +93,21 @@ local got = redis.call('HMGET', KEYS[1], 'rules', 'live', user)
 local live, marks = got[2], got[3]
 if not live then return 'unavailable' end
 if #got[1] > 56 and unpack('>d', got[1], 57) ~= tonumber(ARGV[5]) then return 'moved' end
+local function spent(answer)
+    if ticket ~= '' then ticket_use(KEYS[4], KEYS[5], KEYS[6], user) end
+    return answer
+end
+if ticket ~= '' and not ticket_live(KEYS[4], KEYS[5], user, ticket, tonumber(ARGV[7])) then return 'not_admitted' end
 local _, begin_ms, end_ms, limit, no_take = unpack('>ddddd', got[1])
 local n, total, left, kick_at = unpack('>dddd', live)
 local now = redis.call('TIME')
 local now_ms = now[1] * 1000 + math.floor(now[2] / 1000)
-if now_ms < begin_ms then return 'not_started' end
-if now_ms >= end_ms then return 'ended' end
+if now_ms < begin_ms then return spent('not_started') end
+if now_ms >= end_ms then return spent('ended') end
 local seq, value = '1', '1'
 if marks then
     local takes, listed = string.match(marks, '^(%d+)(.*)$')
-    if takes + 0 >= limit then return 'limit' end
+    if takes + 0 >= limit then return spent('limit') end
     value = format('%d', takes + 1)
     if listed == '' then
         seq = value
@@ -116,11 +132,11 @@ if #got[1] > 40 then
     local gave = (cap > 0 or cool > 0) and redis.call('HGET', KEYS[3], user)
     if gave then
         local holds, last = string.match(gave, '^(%d+):(%d+)$')
-        if cap > 0 and holds + 0 >= cap then return 'abandon_limit' end
+        if cap > 0 and holds + 0 >= cap then return spent('abandon_limit') end
         if cool > 0 and now_ms < last + cool then return format('cooling_down %d', last + cool - now_ms) end
     end
 end
-if left <= 0 then return 'sold_out' end
+if left <= 0 then return spent('sold_out') end
 local point = ARGV[2] * (left + no_take)
 local chosen, rows = '', sub(live, 33)
 for at = 33, #live, 16 do
@@ -144,6 +160,7 @@ if now_ms >= kick_at then
     kick_at = now_ms + ARGV[3]
 end
 redis.call('HSET', KEYS[1], 'live', pack('>dddd', n + 1, total + 1, left, kick_at) .. rows, user, value)
+spent()
 return 'ok ' .. chosen .. ' ' .. seq .. ' ' .. number .. ' ' .. value .. ' ' .. kick .. ' ' .. format('%d', limit)
 """
 )

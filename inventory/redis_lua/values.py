@@ -221,8 +221,8 @@ class Reserved:
 
 
 REFUSALS = (
-    "rate_limited", "unavailable", "moved", "not_started", "ended", "limit", "abandon_limit", "cooling_down",
-    "sold_out",
+    "rate_limited", "unavailable", "moved", "not_admitted", "not_started", "ended", "limit", "abandon_limit",
+    "cooling_down", "sold_out",
 )  # fmt: skip
 
 

@@ -53,7 +53,7 @@ from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass, field
 from datetime import datetime
 from math import ceil
-from typing import Any, ClassVar, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
@@ -69,6 +69,9 @@ from ..models import Abandoned, Stock
 from ..records import Record
 from ..redis_lua.values import Reserved, group_tag
 from .changes import Change, Expiry, change_write, expiry_write, lock_group, over_counted, rule_scope
+
+if TYPE_CHECKING:
+    from ..admission.room import TicketHeld
 
 R = TypeVar("R")
 
@@ -87,6 +90,9 @@ class Take(Generic[R]):
         user_id: the user who takes.
         rate: the request's rate limits (``core.ratelimit``), counted on the group first:
             ``RateLimited`` (429) when over one, and nothing taken. None counts nothing.
+        ticket: the request's admission ticket (``inventory.admission.room.TicketHeld``), on
+            an item with a waiting room: spent before anything else, rate limits included
+            (``redis_lua`` spends it in its own script where it can). None: no room.
 
     What the strategies that take in the request read:
         admit: refuses what can be refused before any guard, from what the item was read
@@ -142,6 +148,7 @@ class Take(Generic[R]):
     record: Callable[[int | None, bool], R]
     user_id: int = 0
     rate: RateCount | None = None
+    ticket: TicketHeld | None = None
     admit: Callable[[], Mapping[int, int] | None] = lambda: None
     quantity: int = 1
     buckets: int = 1
@@ -330,6 +337,8 @@ class StockStrategy:
     def take(self, take: Take[R]) -> R:
         if isinstance(take.quantity, bool) or not isinstance(take.quantity, int) or take.quantity < 1:
             raise InvalidQuantity()
+        if take.ticket is not None:
+            take.ticket.spend()
         if take.rate is not None:
             take.rate.count(tag=group_tag(take.group_id))
         snapshot = take.admit()

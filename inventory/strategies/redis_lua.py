@@ -2,11 +2,12 @@
 
 None of the base sequence runs in the request: one script call
 (``inventory.redis_lua.scripts.RESERVE``, through ``Reservations.reserve``) counts the
-request's rate limits, checks the window by Redis' clock, the user's takes, their abandoned
-holds (the item's cap and cooldown, docs/design.md, "Abandoned holds") and the stock,
-chooses by weight, decrements and appends the pending reservation, atomically; the take
-answers with the record as it will be, pending (the API's 202). Nothing here reads the
-database.
+request's rate limits, spends its admission ticket on an item with a waiting room (where the
+room lives in the same Redis and the item in one state), checks the window by Redis' clock,
+the user's takes, their abandoned holds (the item's cap and cooldown, docs/design.md,
+"Abandoned holds") and the stock, chooses by weight, decrements and appends the pending
+reservation, atomically; the take answers with the record as it will be, pending (the API's
+202). Nothing here reads the database.
 
 A worker writes the records and the stock rows' decrement in batches
 (``inventory.redis_lua.persist``), asked by the script's answer about once per
@@ -41,7 +42,7 @@ from core.errors import DomainError
 from core.ratelimit import rate_refuse
 from core.window import Ended, NotStarted
 
-from ..errors import AbandonLimit, CoolingDown, SoldOut, StateMissing, Unconfirmed
+from ..errors import AbandonLimit, CoolingDown, SoldOut, StateMissing, TicketNotLive, Unconfirmed
 from ..models import Strategy
 from ..redis_lua.bucket_states import item_states, reserve_at_home
 from ..redis_lua.client import REACHABLE, reservations_client
@@ -87,11 +88,18 @@ class RedisLuaStrategy(StockStrategy):
             # A take with a route of its own (a pool's, by weight) keeps one state
             # (``Product.routes_home``, ``item_bucketed``).
             if take.buckets > 1 and take.route is None and bucketed_states_allowed(take.group_id, take.buckets):
-                # One state per bucket, RESERVE at the user's home (docs/design.md, "Buckets").
+                # One state per bucket, RESERVE at the user's home (docs/design.md, "Buckets"),
+                # in another slot than the room's: the ticket is spent first.
+                if take.ticket is not None:
+                    take.ticket.spend()
                 states = item_states(take.group_id, take.buckets)
                 reserved = reserve_at_home(reservations, transfers_client(reservations), states, **options)
             else:
-                reserved = reservations.reserve(group_id=take.group_id, **options)
+                ticket = take.ticket
+                if ticket is not None and not ticket.spends_with(reservations.client):
+                    ticket.spend()  # the room lives in another Redis
+                    ticket = None
+                reserved = reservations.reserve(group_id=take.group_id, ticket=ticket, **options)
         if reserved.refusal is None:
             if reserved.kick:
                 state = take.group_id if take.buckets == 1 else reservation_group(reserved.reservation_id)
@@ -101,6 +109,8 @@ class RedisLuaStrategy(StockStrategy):
             return take.reserved(reserved)
         if reserved.refusal == "rate_limited":
             rate_refuse(reserved.wait_ms)
+        if reserved.refusal == "not_admitted":
+            raise TicketNotLive()
         if reserved.refusal == "limit":
             raise take.over_limit()
         if reserved.refusal == "cooling_down":

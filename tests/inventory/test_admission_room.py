@@ -12,7 +12,7 @@ import pytest
 from scipy.stats import chisquare
 
 from core.errors import DomainError
-from inventory.admission.room import RoomKeys, room_clear, room_enter, room_join_many, ticket_spent, units_forget
+from inventory.admission.room import RoomKeys, room_clear, room_enter, room_join_many, ticket_held, units_forget
 from inventory.errors import LockBusy, NotAdmitted, SoldOut
 from orders.product import VOUCHER
 from orders.selectors import voucher_get
@@ -51,7 +51,8 @@ def enter(voucher, user_id: int, seconds: float, *, join: bool = True):
 
 
 def spend(voucher, user_id: int, ticket: str | None, seconds: float, then=None):
-    with ticket_spent(VOUCHER, voucher, user_id=user_id, ticket=ticket, now=at(voucher, seconds)):
+    with ticket_held(VOUCHER, voucher, user_id=user_id, ticket=ticket, now=at(voucher, seconds)) as held:
+        held.spend()
         if then is not None:
             raise then
 

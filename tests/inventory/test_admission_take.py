@@ -1,0 +1,139 @@
+"""Who spends a take's admission ticket, on the real Redis: ``redis_lua``'s RESERVE in its own
+round trip where the room lives in the same Redis and the item in one state, only on an answer
+that does not ask to be sent again; a round trip of its own first otherwise (another strategy,
+a bucketed item, the room in another Redis), given back when the take asks again."""
+
+from __future__ import annotations
+
+import pytest
+import redis
+
+from core.ratelimit import Limit, RateCount, RateLimited
+from inventory.admission.room import RoomKeys, TicketHeld, room_enter, ticket_held
+from inventory.errors import NotAdmitted, SoldOut, StateMissing
+from inventory.redis_lua.client import reservations_client
+from inventory.redis_lua.item_states import item_reservations_load
+from inventory.take import item_take
+from orders.product import VOUCHER
+from orders.selectors import voucher_get
+
+pytestmark = [
+    pytest.mark.django_db(transaction=True),
+    pytest.mark.usefixtures("rooms", "reservations_redis"),
+]
+
+
+@pytest.fixture
+def queued(make_voucher):
+    """A voucher on sale now behind a waiting room that admits at once."""
+
+    def make(*, strategy: str = "redis_lua", stock: int = 5, **fields):
+        voucher = make_voucher(stock=stock, strategy=strategy, admission="queue", admission_rate=1000.0, **fields)
+        return voucher_get(voucher_id=voucher.pk)
+
+    return make
+
+
+@pytest.fixture
+def users(make_user) -> list[int]:
+    """Three buyers' ids."""
+    return [make_user().pk for _ in range(3)]
+
+
+def admitted(voucher, user_id: int) -> str:
+    room_enter(VOUCHER, voucher, user_id=user_id, join=True)
+    standing = room_enter(VOUCHER, voucher, user_id=user_id, join=False)
+    assert standing.status == "admitted", standing
+    return standing.ticket
+
+
+def take(voucher, user_id: int, ticket: str, **more) -> TicketHeld:
+    """A take with ``ticket``, as the API makes it: the ticket as the take left it."""
+    with ticket_held(VOUCHER, voucher, user_id=user_id, ticket=ticket) as held:
+        item_take(VOUCHER, voucher, user_id=user_id, ticket=held, **more)
+    return held
+
+
+def live(voucher, user_id: int) -> bool:
+    """Whether the room still holds a ticket for the user (admitted, not spent)."""
+    standing = room_enter(VOUCHER, voucher, user_id=user_id, join=False)
+    return standing is not None and standing.status == "admitted"
+
+
+def used(rooms, voucher) -> int:
+    return int(rooms.hget(RoomKeys.of(VOUCHER.kind, voucher.pk).room, "used") or 0)
+
+
+def test_redis_lua_spends_the_ticket_in_its_reserve_and_only_once(queued, rooms, users):
+    voucher = queued()
+    ticket = admitted(voucher, users[0])
+    held = take(voucher, users[0], ticket)
+    # Spent, and not by a round trip of its own (which would have noted its deadline).
+    assert not held.spent
+    assert not live(voucher, users[0])
+    assert used(rooms, voucher) == 1
+    with pytest.raises(NotAdmitted):
+        take(voucher, users[0], ticket)
+    assert used(rooms, voucher) == 1
+
+
+def test_redis_lua_keeps_the_ticket_when_its_take_asks_again_and_spends_it_on_a_final_refusal(queued, rooms, users):
+    voucher = queued(stock=2)
+    first, second = admitted(voucher, users[0]), admitted(voucher, users[1])
+    over = RateCount(action="purchase", counted=((Limit("user", 0, 60), str(users[0])),))
+    with pytest.raises(RateLimited):
+        take(voucher, users[0], first, rate=over)
+    assert live(voucher, users[0]) and used(rooms, voucher) == 0
+    reservations_client().drop(group_id=VOUCHER.group_of(voucher))
+    with pytest.raises(StateMissing):
+        take(voucher, users[0], first)
+    assert live(voucher, users[0]) and used(rooms, voucher) == 0
+
+    item_reservations_load(VOUCHER, item=voucher)
+    take(voucher, users[0], first)
+    # The other unit goes to a buyer the room never saw: user 2's take finds none left.
+    assert reservations_client().reserve(group_id=VOUCHER.group_of(voucher), user_id=users[2], rand=0.5).refusal is None
+    with pytest.raises(SoldOut):
+        take(voucher, users[1], second)
+    assert not live(voucher, users[1]) and used(rooms, voucher) == 2
+
+
+@pytest.mark.parametrize(
+    ("strategy", "fields"), [("db_atomic", {}), ("redis_lua", {"buckets": 2})], ids=["db_atomic", "redis_lua-bucketed"]
+)
+def test_a_take_that_cannot_spend_it_in_its_own_call_spends_it_first_and_gives_it_back_when_asked_again(
+    queued, rooms, strategy, fields, users
+):
+    voucher = queued(strategy=strategy, **fields)
+    ticket = admitted(voucher, users[0])
+    over = RateCount(action="purchase", counted=((Limit("user", 0, 60), str(users[0])),))
+    with pytest.raises(RateLimited):
+        take(voucher, users[0], ticket, rate=over)
+    assert live(voucher, users[0]) and used(rooms, voucher) == 0
+    held = take(voucher, users[0], ticket)
+    assert held.spent
+    assert not live(voucher, users[0]) and used(rooms, voucher) == 1
+
+
+@pytest.fixture
+def room_elsewhere(settings):
+    """The waiting rooms on a client of their own (as if in another Redis): same server, so
+    that the test reads them, but not the client ``redis_lua`` reserves with."""
+    client = redis.Redis.from_url(settings.REDIS_URL)
+    settings.ADMISSION_REDIS_CLIENT = "tests.inventory.test_admission_take.ROOM_ELSEWHERE"
+    ROOM_ELSEWHERE.client = client
+    yield client
+    client.close()
+
+
+def ROOM_ELSEWHERE():  # noqa: N802 (a settings path names it)
+    return ROOM_ELSEWHERE.client
+
+
+def test_redis_lua_spends_the_ticket_first_when_the_room_lives_in_another_redis(queued, rooms, room_elsewhere, users):
+    voucher = queued()
+    ticket = admitted(voucher, users[0])
+    assert reservations_client().client is not room_elsewhere
+    held = take(voucher, users[0], ticket)
+    assert held.spent
+    assert not live(voucher, users[0]) and used(rooms, voucher) == 1
