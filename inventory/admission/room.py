@@ -18,8 +18,6 @@ from __future__ import annotations
 
 import random
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import cache
@@ -261,16 +259,21 @@ def room_enter(
 
 @dataclass
 class TicketHeld:
-    """A take's admission ticket, its signature found good and not yet spent: the take spends
-    it once, in its own script where the room lives in the same Redis (``redis_lua``'s
-    RESERVE: :meth:`spends_with`, :meth:`args`), otherwise first, in a round trip of its own
-    (:meth:`spend`). ``deadline`` is set once spent that way, to give it back by."""
+    """A take's admission ticket, its signature found good and not yet spent (``ticket_held``),
+    and the context the take runs in. The take spends it once, in its own script where the
+    room lives in the same Redis (``redis_lua``'s RESERVE: :meth:`spends_with`), otherwise
+    first, in a round trip of its own (:meth:`spend`). Spent that way, it is given back
+    when the take was refused with nothing done and asks to be sent again (busy, rate
+    limited, unavailable), or failed unforeseen; a take that wrote, or was refused for good
+    (sold out, the user's limit, the window), has spent it, and one that spends it in its
+    own script spends it only then. A class, not a generator: every take of a ``queue`` item
+    enters it."""
 
     keys: RoomKeys
     user_id: int
     serial: int
     now_ms: int
-    deadline: int | None = None
+    deadline: int | None = None  # set once spent in its own round trip, to give it back by
 
     @property
     def spent(self) -> bool:
@@ -298,35 +301,26 @@ class TicketHeld:
         """Its serial and the moment (ms) it is checked at."""
         return [self.serial, self.now_ms]
 
+    def __enter__(self) -> TicketHeld:
+        return self
 
-@contextmanager
+    def __exit__(self, kind, error, traceback) -> None:
+        if error is None or not self.spent:
+            return
+        if not isinstance(error, DomainError) or asks_again(error.status, error.code):
+            _script(TICKET_RETURN)(keys=self.spend_keys, args=[self.user_id, self.serial, self.deadline, _now_ms(None)])
+
+
 def ticket_held(
     product: Product, item: Any, *, user_id: int, ticket: str | None, now: datetime | None = None
-) -> Iterator[TicketHeld]:
-    """Around a take of ``item`` by ``user_id`` (an item whose admission is ``queue``; an
-    ``open`` one's takes need nothing): ``ticket`` read (``NotAdmitted``, 403, unless its
-    signature is good, for this user and item, and it has not lapsed), to be spent by the take
-    (``TicketHeld``); given back when it was spent in its own round trip and the take was
-    refused with nothing done and asks to be sent again (busy, rate limited, unavailable), or
-    failed unforeseen. A take that wrote, or was refused for good (sold out, the user's
-    limit, the window), has spent it; one that spends it in its own script spends it only then."""
+) -> TicketHeld:
+    """For a take of ``item`` by ``user_id`` (an item whose admission is ``queue``; an
+    ``open`` one's takes need nothing), to run in: ``ticket`` read (``NotAdmitted``, 403,
+    unless its signature is good, for this user and item, and it has not lapsed), to be
+    spent by the take (``TicketHeld``)."""
     now_ms = _now_ms(now)
     read = ticket_read(ticket, kind=product.kind, item_id=item.pk, user_id=user_id, now_ms=now_ms)
-    held = TicketHeld(RoomKeys.of(product.kind, item.pk), user_id, read.serial, now_ms)
-    try:
-        yield held
-    except DomainError as exc:
-        if held.spent and asks_again(exc.status, exc.code):
-            _give_back(held)
-        raise
-    except Exception:
-        if held.spent:
-            _give_back(held)
-        raise
-
-
-def _give_back(held: TicketHeld) -> None:
-    _script(TICKET_RETURN)(keys=held.spend_keys, args=[held.user_id, held.serial, held.deadline, _now_ms(None)])
+    return TicketHeld(RoomKeys.of(product.kind, item.pk), user_id, read.serial, now_ms)
 
 
 def room_clear(product: Product, item_id: int) -> None:

@@ -50,7 +50,7 @@ def _key(secret: str) -> bytes:
 
 
 def _signature(value: str) -> str:
-    digest = hmac.new(_key(settings.SECRET_KEY), value.encode(), hashlib.sha256).digest()
+    digest = hmac.digest(_key(settings.SECRET_KEY), value.encode(), "sha256")
     return base64.urlsafe_b64encode(digest).decode().rstrip("=")
 
 
