@@ -2,7 +2,7 @@
 purchase on an open voucher, each request handed straight to the project's WSGI application
 as gunicorn would hand it, and timed by this thread's CPU clock.
 
-    .venv/bin/python -m benchmarks.admission_cpu [--batch 200] [--rounds 30] [--tokens 40000]
+    .venv/bin/python -m benchmarks.admission_cpu [--batch 40] [--rounds 150] [--tokens 40000]
         [--database-url mysql://root:@127.0.0.1:3306/flashsale_bench] [--redis-url redis://127.0.0.1:6379/5]
 
 Why not over HTTP (``benchmarks.admission`` does that too): on two cores the server shares
@@ -44,8 +44,8 @@ WARM_UP = 20
 
 def parse_args(argv):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--batch", type=int, default=200, help="purchases per arm and round")
-    parser.add_argument("--rounds", type=int, default=30, help="rounds (each arm once in each)")
+    parser.add_argument("--batch", type=int, default=40, help="purchases per arm and round")
+    parser.add_argument("--rounds", type=int, default=150, help="rounds (each arm once in each)")
     parser.add_argument("--tokens", type=int, default=40_000, help="distinct buyers (one purchase each)")
     parser.add_argument(
         "--database-url", default=os.environ.get("DATABASE_URL", "mysql://root:@127.0.0.1:3306/flashsale_bench")
@@ -135,7 +135,7 @@ def main(argv=None) -> int:
                 }
                 for arm in orders[round_ % len(orders)]:
                     figures[strategy][arm].append(served(batches[arm]))
-                if round_ % 6 == 5:
+                if round_ % 30 == 29:
                     say(f"{strategy}: round {round_ + 1} of {args.rounds}")
     finally:
         items.drop()
