@@ -140,7 +140,8 @@ def http_run(name: str, context: Context, buyers: Buyers, seconds: float) -> Run
 
 
 def memory_report(waiters: int, redis_client, items: Items) -> None:
-    from inventory.admission.room import RoomKeys, room_clear, room_join_many
+    from inventory.admission.keys import RoomKeys
+    from inventory.admission.room import room_clear, room_join_many
     from orders.product import VOUCHER
 
     voucher = _queued("db_atomic", items, rate=0.1)  # all of them wait

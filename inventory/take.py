@@ -27,7 +27,7 @@ from django.utils import timezone
 
 from core.ratelimit import RateCount
 
-from .admission.room import TicketHeld
+from .admission.tickets import TicketHeld
 from .errors import SoldOut, StateMissing
 from .items import item_forget
 from .product import Product

@@ -294,7 +294,8 @@ def rooms():
     """The waiting rooms' Redis, with no room left by an earlier test (the test database hands
     out the same item ids again), and no units read by this process of an earlier test's items."""
     from core.namespace import instance_key
-    from inventory.admission.room import item_for_queue_forget, room_client, units_forget_all
+    from inventory.admission.keys import room_client
+    from inventory.admission.room import item_for_queue_forget, units_forget_all
 
     client = room_client()
 

@@ -20,27 +20,20 @@ import random
 import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from functools import cache
 from math import ceil
 from typing import Any
 
-from django.conf import settings
 from django.db.models import Sum
 from django.shortcuts import get_object_or_404
 
-from core.errors import DomainError
-from core.idempotency import asks_again
 from core.memo import ProcessMemo
-from core.named_redis import named_client
-from core.namespace import key_prefix
-from core.redis_script import script_on_own_connections
 
-from ..errors import TicketNotLive
 from ..models import Stock
 from ..product import Product
 from ..records import Admission
-from .scripts import ADVANCE, TICKET_RETURN, TICKET_SPEND
-from .tickets import Ticket, ticket_read
+from .keys import RoomKeys, room_client, room_script
+from .scripts import ADVANCE
+from .tickets import Ticket, TicketHeld, ticket_read
 
 # (kind, item id) -> (units left, when read in ms), read again after this long.
 UNITS_READ_SECONDS = 0.5
@@ -57,26 +50,6 @@ POLL_SECONDS = 1
 POLL_SECONDS_MOST = 5
 
 _STATES = {1: "waiting", 3: "sold_out"}
-
-
-@dataclass(frozen=True)
-class RoomKeys:
-    """One item's room, under one hash tag (one Cluster slot) and the instance's namespace."""
-
-    line: str
-    admitted: str
-    serials: str
-    room: str
-
-    @classmethod
-    @cache
-    def of(cls, kind: str, item_id: int) -> RoomKeys:
-        tag = f"{key_prefix()}room:{{{kind}:{item_id}}}"
-        return cls(line=f"{tag}:line", admitted=f"{tag}:admitted", serials=f"{tag}:serials", room=f"{tag}:room")
-
-    @property
-    def all(self) -> list[str]:
-        return [self.line, self.admitted, self.serials, self.room]
 
 
 @dataclass(frozen=True)
@@ -113,24 +86,6 @@ class Standing:
             "ticket_expires_at": self.ticket_expires_at,
             "poll_after_seconds": self.poll_after_seconds,
         }
-
-
-def room_client():
-    return named_client(settings.ADMISSION_REDIS_CLIENT)
-
-
-# (client, source) -> the script over each thread's own connection: a join, a poll and a take
-# each make one call, and the pool's bookkeeping would cost them more than the call itself
-# (``core.redis_script``).
-_scripts: dict[tuple[int, str], Any] = {}
-
-
-def _script(source: str):
-    client = room_client()
-    script = _scripts.get((id(client), source))
-    if script is None:
-        script = _scripts[(id(client), source)] = script_on_own_connections(client, source)
-    return script
 
 
 def _ms(moment: datetime) -> int:
@@ -204,7 +159,7 @@ def room_join_many(product: Product, item: Any, user_ids, *, now: datetime | Non
     """Join every one of ``user_ids`` to the item's line, as many joins would, pipelined: for
     the benchmarks and tests that fill a room."""
     client = room_client()
-    advance = client.register_script(ADVANCE)
+    advance = client.registerroom_script(ADVANCE)
     keys = RoomKeys.of(product.kind, item.pk).all
     now_ms = _now_ms(now)
     pipe = client.pipeline(transaction=False)
@@ -232,7 +187,7 @@ def room_enter(
         return Standing(status="closed")
     if item.admission == Admission.OPEN:
         return Standing(status="admitted", eta_seconds=0)
-    advance = _script(ADVANCE)
+    advance = room_script(ADVANCE)
     keys = RoomKeys.of(product.kind, item.pk).all
     state, rank, size, serial, deadline, credit = advance(
         keys=keys, args=advance_args(product, item, user_id, join, now_ms)
@@ -255,60 +210,6 @@ def room_enter(
         return Standing(status=_STATES[state], eta_seconds=until_opening, waiting=size)
     eta = max(0, ceil((rank + 1 - float(credit)) / float(item.admission_rate)))
     return Standing(status=_STATES[state], position=rank + 1, ahead=rank, eta_seconds=eta, waiting=size)
-
-
-@dataclass
-class TicketHeld:
-    """A take's admission ticket, its signature found good and not yet spent (``ticket_held``),
-    and the context the take runs in. The take spends it once, in its own script where the
-    room lives in the same Redis (``redis_lua``'s RESERVE: :meth:`spends_with`), otherwise
-    first, in a round trip of its own (:meth:`spend`). Spent that way, it is given back
-    when the take was refused with nothing done and asks to be sent again (busy, rate
-    limited, unavailable), or failed unforeseen; a take that wrote, or was refused for good
-    (sold out, the user's limit, the window), has spent it, and one that spends it in its
-    own script spends it only then. A class, not a generator: every take of a ``queue`` item
-    enters it."""
-
-    keys: RoomKeys
-    user_id: int
-    serial: int
-    now_ms: int
-    deadline: int | None = None  # set once spent in its own round trip, to give it back by
-
-    @property
-    def spent(self) -> bool:
-        return self.deadline is not None
-
-    def spend(self) -> None:
-        """Spend it now, once (``NotAdmitted`` unless it is the user's live ticket for the item)."""
-        if self.spent:
-            return
-        deadline = int(_script(TICKET_SPEND)(keys=self.spend_keys, args=[self.user_id, *self.spend_args()]))
-        if not deadline:
-            raise TicketNotLive()
-        self.deadline = deadline
-
-    def spends_with(self, client) -> bool:
-        """Whether a script on ``client`` can spend it: the room's own Redis, not yet spent."""
-        return not self.spent and client is room_client()
-
-    @property
-    def spend_keys(self) -> list[str]:
-        """The room's keys a script spends it in: admitted, serials, room (``scripts.TICKET``)."""
-        return [self.keys.admitted, self.keys.serials, self.keys.room]
-
-    def spend_args(self) -> list:
-        """Its serial and the moment (ms) it is checked at."""
-        return [self.serial, self.now_ms]
-
-    def __enter__(self) -> TicketHeld:
-        return self
-
-    def __exit__(self, kind, error, traceback) -> None:
-        if error is None or not self.spent:
-            return
-        if not isinstance(error, DomainError) or asks_again(error.status, error.code):
-            _script(TICKET_RETURN)(keys=self.spend_keys, args=[self.user_id, self.serial, self.deadline, _now_ms(None)])
 
 
 def ticket_held(

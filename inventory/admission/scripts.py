@@ -1,5 +1,5 @@
 """The waiting room's Lua scripts, one per step, each atomic on the item's keys
-(``inventory.admission.room.RoomKeys``: one hash tag, so one Cluster slot).
+(``inventory.admission.keys.RoomKeys``: one hash tag, so one Cluster slot).
 
 The keys of one item's room:
 

@@ -1,5 +1,6 @@
 """The admission ticket: what the waiting room gives an admitted buyer, and what a take on a
-``queue`` item asks for in its ``Admission-Ticket`` header.
+``queue`` item asks for in its ``Admission-Ticket`` header, reads (``ticket_read``) and
+spends once (``TicketHeld``).
 
 It names the item (kind and id), the user, the serial the room gave this user's admission,
 and its deadline, signed with the server's secret key: a keyed BLAKE2b of 128 bits (a MAC by
@@ -19,11 +20,17 @@ from __future__ import annotations
 import functools
 import hashlib
 import hmac
+from dataclasses import dataclass
 from typing import NamedTuple
 
 from django.conf import settings
 
-from ..errors import NotAdmitted
+from core.errors import DomainError
+from core.idempotency import asks_again
+
+from ..errors import NotAdmitted, TicketNotLive
+from .keys import RoomKeys, room_client, room_script
+from .scripts import TICKET_RETURN, TICKET_SPEND
 
 SALT = "inventory.admission.ticket"
 
@@ -77,3 +84,61 @@ def ticket_read(text: str | None, *, kind: str, item_id: int, user_id: int, now_
     if ticket.deadline_ms <= now_ms:
         raise NotAdmitted("The admission ticket has lapsed: join the queue again.")
     return ticket
+
+
+@dataclass
+class TicketHeld:
+    """A take's admission ticket, its signature found good and not yet spent (``ticket_held``),
+    and the context the take runs in. The take spends it once, in its own script where the
+    room lives in the same Redis (``redis_lua``'s RESERVE: :meth:`spends_with`), otherwise
+    first, in a round trip of its own (:meth:`spend`). Spent that way, it is given back
+    when the take was refused with nothing done and asks to be sent again (busy, rate
+    limited, unavailable), or failed unforeseen; a take that wrote, or was refused for good
+    (sold out, the user's limit, the window), has spent it, and one that spends it in its
+    own script spends it only then. A class, not a generator: every take of a ``queue`` item
+    enters it."""
+
+    keys: RoomKeys
+    user_id: int
+    serial: int
+    now_ms: int
+    deadline: int | None = None  # set once spent in its own round trip, to give it back by
+
+    @property
+    def spent(self) -> bool:
+        return self.deadline is not None
+
+    def spend(self) -> None:
+        """Spend it now, once (``NotAdmitted`` unless it is the user's live ticket for the item)."""
+        if self.spent:
+            return
+        deadline = int(room_script(TICKET_SPEND)(keys=self.spend_keys, args=[self.user_id, *self.spend_args()]))
+        if not deadline:
+            raise TicketNotLive()
+        self.deadline = deadline
+
+    def spends_with(self, client) -> bool:
+        """Whether a script on ``client`` can spend it: the room's own Redis, not yet spent."""
+        return not self.spent and client is room_client()
+
+    @property
+    def spend_keys(self) -> list[str]:
+        """The room's keys a script spends it in: admitted, serials, room (``scripts.TICKET``)."""
+        return [self.keys.admitted, self.keys.serials, self.keys.room]
+
+    def spend_args(self) -> list:
+        """Its serial and the moment (ms) it is checked at."""
+        return [self.serial, self.now_ms]
+
+    def __enter__(self) -> TicketHeld:
+        return self
+
+    def __exit__(self, kind, error, traceback) -> None:
+        if error is None or not self.spent:
+            return
+        if not isinstance(error, DomainError) or asks_again(error.status, error.code):
+            # By the moment it was checked: a ticket that lapsed during the take is back only
+            # until the room's next move drops it.
+            room_script(TICKET_RETURN)(
+                keys=self.spend_keys, args=[self.user_id, self.serial, self.deadline, self.now_ms]
+            )

@@ -18,9 +18,7 @@ from typing import TYPE_CHECKING
 import redis
 from django.conf import settings
 from redis.cluster import RedisCluster
-from redis.exceptions import RedisClusterException
 
-from core.errors import Unavailable
 from core.redis_cluster import cluster_redis, replicated, server_of
 from core.redis_script import function_on_own_connections
 from locking.integration import locks_redis, locks_redis_options
@@ -53,7 +51,7 @@ from .values import (
 if TYPE_CHECKING:
     from core.ratelimit import RateCount
 
-    from ..admission.room import TicketHeld
+    from ..admission.tickets import TicketHeld
 
 
 class Reservations:
@@ -371,20 +369,6 @@ class Reservations:
         marks = self.client.hget(GroupKeys.of(group_id).state, user_id)
         return 0 if marks is None else marks_of(marks)[0]
 
-
-class _Reachable:
-    """``with REACHABLE:`` says Redis out of reach as the sale's ``Unavailable`` (503): a
-    class, not ``contextmanager``, since every ``redis_lua`` take's reserving call runs in it."""
-
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, kind, exc, traceback) -> None:
-        if isinstance(exc, redis.RedisError | RedisClusterException):
-            raise Unavailable("The sale's Redis cannot be reached; try again shortly.") from exc
-
-
-REACHABLE = _Reachable()
 
 _bound: dict[str, Reservations] = {}
 

@@ -49,34 +49,31 @@ from ..admission.scripts import TICKET
 
 # Reserve one unit for a user: count the request's rate limits; check the window (Redis
 # time), the user's takes, their abandoned holds (the cap and the cooldown, where the rules
-# carry them) and the stock; choose a row weighted by its stock (or nothing,
-# by the weight of taking nothing); append the pending reservation, then write the state
-# (the row's units, the counters, the user's take numbers) with one HSET. The append
-# comes first: should it fail (an entry id not above the stream's last), nothing is taken.
-# A take of an item with a waiting room may spend its admission ticket here too, when the
-# room lives in the same Redis (``inventory.admission.room.TicketHeld``): checked once the
-# state is found, spent by every answer but those that ask to be sent again (rate limited,
-# cooling down, unavailable, moved).
+# carry them) and the stock; choose a row weighted by its stock (or nothing, by the weight of
+# taking nothing); append the pending reservation, then write the state (the row's units, the
+# counters, the user's take numbers) with one HSET. The append comes first: should it fail
+# (an entry id not above the stream's last), nothing is taken. With an admission ticket (the
+# room in the same Redis: ``inventory.admission.tickets.TicketHeld``), checked once the state
+# is found and spent by every answer but those that ask again (rate limited, cooling down).
 # Every purchase and draw pays its cost, so it is written for it (docs/design.md): numbers
 # packed, or made text with %d (tostring formats floats), text answered, one row spliced.
-# KEYS[1] state, KEYS[2] pending stream, KEYS[3] abandoned holds, with a ticket KEYS[4..6]
-#         the room's admitted, serials and room (``inventory.admission.scripts``), then the
-#         request's rate-limit counters (none when the limits are off)
+# KEYS[1] state, KEYS[2] pending stream, KEYS[3] abandoned holds, with a ticket KEYS[4..6] the
+#         room's admitted, serials and room, then the request's rate-limit counters (if any)
 # ARGV[1] user id, ARGV[2] a uniform random number in [0, 1) drawn by the caller (so that
-#         tests can seed it), ARGV[3] the kick flag's lifetime in ms, ARGV[4] the request's
-#         id ("" for none), stored in the stream entry for the worker's log line,
-#         ARGV[5] the number of states the caller's item is spread over (``Rules.states``),
-#         ARGV[6] the ticket's serial ("" for none), ARGV[7] the room's clock (ms) it is
-#         checked by, ARGV[8...] each rate-limit counter's limit and window in ms, in pairs
+#         tests can seed it), ARGV[3] the kick flag's lifetime in ms, ARGV[4] the request's id
+#         ("" for none), for the worker's log line, ARGV[5] the number of states the caller's
+#         item is spread over (``Rules.states``),
+#         ARGV[6] the ticket's serial ("" for none), ARGV[7] the room's clock (ms) it is checked
+#         by, ARGV[8...] each rate-limit counter's limit and window in ms, in pairs
 # Returns "ok <stock id or ''> <seq> <n> <marks> <kick> <limit>", where seq is this take's
 # number among the user's takes (the database's per-user backstop), n the reservation's
 # number in the group, marks the user's field after it (its takes first), kick 1 when the
 # caller should ask for the stream to be persisted, and limit the limit of takes it
 # checked; or "rate_limited <ms to wait>" or "cooling_down <ms to wait>"; or a refusal:
-# "unavailable" (no state: never sell from nothing), "moved" (the state is laid out for
-# another number of states than the caller's: its item was read before a rebucket, and
-# routed the user to a state that may not keep their takes), "not_admitted" (the ticket is
-# not the user's live one), "not_started", "ended", "limit", "abandon_limit", "sold_out".
+# "unavailable" (no state: never sell from nothing), "moved" (the state is laid out for another
+# number of states than the caller's: its item was read before a rebucket, and routed the
+# user to a state that may not keep their takes), "not_admitted" (not the user's live
+# ticket), "not_started", "ended", "limit", "abandon_limit", "sold_out".
 RESERVE = (
     RATE_WAIT
     + TICKET
@@ -272,9 +269,8 @@ return 1
 # KEYS[1] state, KEYS[2] pending stream, KEYS[3] the kept counter, KEYS[4] takers, KEYS[5]
 # take numbers and KEYS[6] kick flag of the earlier layout
 # ARGV[1] consumer group, ARGV[2] the counter's floor, ARGV[3] the rules field, ARGV[4] the
-# rows of ``live`` (packed, ascending), ARGV[5] the takes of every user together, ARGV[6]
-# the units left, ARGV[7] the floor of a lost counter (or ""), then user/field pairs (the
-# users' takes and numbers)
+# rows of ``live`` (packed, ascending), ARGV[5] the takes of every user together, ARGV[6] the
+# units left, ARGV[7] a lost counter's floor (or ""), then user/field pairs (takes, numbers)
 # Returns 1 when loaded, 0 when a state was already there, -1 while reservations wait, -2
 # when the counter is lost and ARGV[7] is "" (nothing loaded).
 LOAD = """

@@ -30,19 +30,17 @@ writes); ``none`` and ``local`` write what they read, and may release a record t
 ``Expiry`` releases an item's due holds a batch at a time, each strategy its own way
 (``StockStrategy.expire``); every return of units to a row is one write (``units_return``).
 
-Steps 6 and 7 run inside the strategy's **write scope**: nothing more for a strategy
-whose guard already is the transaction, and the transaction of the write for ``none``
-and ``local``, which guard nothing with a transaction. Their check and read are plain
-autocommit queries, as naive code's are, and only the write and the record commit
-together; so they race on every database, SQLite included, whose transactions here
-begin ``IMMEDIATE`` and would otherwise serialise the whole take.
+Steps 6 and 7 run inside the strategy's **write scope**: nothing more for a strategy whose
+guard already is the transaction, and the transaction of the write for ``none`` and
+``local``, which guard nothing with a transaction. Their check and read are plain autocommit
+queries, as naive code's are, and only the write and the record commit together; so they
+race on every database, SQLite included (whose transactions here begin ``IMMEDIATE``).
 
 Each strategy supplies only its guard, read and write (and, if it needs one, its write
-scope), in a module of its own. The products' adapters (``orders.product``,
-``lottery.product``) own the rules, ``inventory.take`` is the one entry point; strategies
-own only the concurrency. ``guarded`` strategies write the record with its database
-backstop key (the unique constraint behind the per-user rule); ``none`` and ``local`` do
-not, or the demonstration that they break would prove nothing.
+scope), in a module of its own. The products' adapters (``orders.product``, ``lottery.product``)
+own the rules, ``inventory.take`` is the one entry point; strategies own only the concurrency.
+``guarded`` strategies write the record with its database backstop key (the unique constraint
+behind the per-user rule); ``none`` and ``local`` do not, or their break would prove nothing.
 """
 
 from __future__ import annotations
@@ -53,7 +51,7 @@ from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass, field
 from datetime import datetime
 from math import ceil
-from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
+from typing import Any, ClassVar, Generic, TypeVar
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
@@ -63,15 +61,13 @@ from core.errors import DomainError
 from core.ratelimit import RateCount
 from locking.lease import LeasedLock
 
+from ..admission.tickets import TicketHeld
 from ..buckets import Route, home_route
 from ..errors import AbandonLimit, CoolingDown, InvalidQuantity, LockBusy, SoldOut
 from ..models import Abandoned, Stock
 from ..records import Record
 from ..redis_lua.values import Reserved, group_tag
 from .changes import Change, Expiry, change_write, expiry_write, lock_group, over_counted, rule_scope
-
-if TYPE_CHECKING:
-    from ..admission.room import TicketHeld
 
 R = TypeVar("R")
 
@@ -90,9 +86,8 @@ class Take(Generic[R]):
         user_id: the user who takes.
         rate: the request's rate limits (``core.ratelimit``), counted on the group first:
             ``RateLimited`` (429) when over one, and nothing taken. None counts nothing.
-        ticket: the request's admission ticket (``inventory.admission.room.TicketHeld``), on
-            an item with a waiting room: spent before anything else, rate limits included
-            (``redis_lua`` spends it in its own script where it can). None: no room.
+        ticket: on an item with a waiting room, the request's ticket (``TicketHeld``): spent
+            first, rate limits included (``redis_lua``'s in its own script where it can).
 
     What the strategies that take in the request read:
         admit: refuses what can be refused before any guard, from what the item was read
@@ -106,10 +101,9 @@ class Take(Generic[R]):
             It runs under the strategy's guard, on the stock the guard protects.
         check: raises the caller's domain error when the per-user rule refuses
             (already bought, draw limit). Runs first under the guard.
-        record: writes the order or award in the same transaction as the stock
-            write and returns it. Called as ``record(stock_id, guarded)``: the row
-            taken (None when the chooser took nothing) and whether the strategy is
-            guarded, that is whether to write the database backstop key.
+        record: writes the order or award in the same transaction as the stock write and
+            returns it. Called as ``record(stock_id, guarded)``: the row taken (None when the
+            chooser took nothing) and whether to write the database backstop key.
         quantity: units to take, at least 1.
         buckets: how many buckets the item's stock is split into (``inventory.buckets``):
             with more than one, the take reads and guards one bucket's rows, the one
@@ -119,8 +113,7 @@ class Take(Generic[R]):
             with stock (``home_route``, a voucher's). A pool routes by weight.
         choose_empty: whether ``choose`` is asked of a bucket with no row left, to take
             nothing (a bucketed pool with a weight of no prize: each bucket carries its share
-            of it, so an empty bucket draws no prize); otherwise such a bucket is sold out and
-            the take falls over.
+            of it); otherwise such a bucket is sold out and the take falls over.
 
     What a deferred strategy (``redis_lua``) reads, reserving in the request and leaving
     the record to a worker:
@@ -174,18 +167,17 @@ class Take(Generic[R]):
 
 def units_out(units: int | Expression) -> dict[str, Any]:
     """The fields of a stock row's UPDATE when ``units`` leave it for records (a number, or an
-    expression of the row: ``db_optimistic`` writes a bucket's rows at once, units leaving one
-    of them): its running total of units taken moves with the stock, in the same statement."""
+    expression of the row: ``db_optimistic`` writes a bucket's rows at once): its running
+    total of units taken moves with the stock, in the same statement."""
     return {"quantity": F("quantity") - units, "taken": F("taken") + units, "version": F("version") + 1}
 
 
 def abandon_refuse(take: Take) -> None:
-    """Refuse the take of a user at the item's cap of abandoned holds (``AbandonLimit``) or
-    within the cooldown after the last (``CoolingDown``), from the user's one row of the group
-    (docs/design.md, "Abandoned holds"). Checked once, after the record, in its transaction (a
-    refusal rolls the take back): by then a release that raced it has committed, or waits for
-    the stock row the take holds. A read before the take would cost every take a query to
-    spare the rare refused one its write."""
+    """Refuse a user at the item's cap of abandoned holds (``AbandonLimit``) or within the
+    cooldown after the last (``CoolingDown``), from the user's row of the group (docs/design.md,
+    "Abandoned holds"). Checked after the record, in its transaction (a refusal rolls the take
+    back), when a racing release has committed or waits for the take's stock row: a read
+    before would cost every take a query to spare the rare refused one its write."""
     if not (take.abandon_limit or take.abandon_cooldown):
         return
     found = Abandoned.objects.filter(group_id=take.group_id, user_id=take.user_id).values_list("holds", "last_at")

@@ -12,7 +12,8 @@ import pytest
 from scipy.stats import chisquare
 
 from core.errors import DomainError
-from inventory.admission.room import RoomKeys, room_clear, room_enter, room_join_many, ticket_held, units_forget
+from inventory.admission.keys import RoomKeys
+from inventory.admission.room import room_clear, room_enter, room_join_many, ticket_held, units_forget
 from inventory.errors import LockBusy, NotAdmitted, SoldOut
 from orders.product import VOUCHER
 from orders.selectors import voucher_get

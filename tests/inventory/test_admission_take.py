@@ -9,7 +9,9 @@ import pytest
 import redis
 
 from core.ratelimit import Limit, RateCount, RateLimited
-from inventory.admission.room import RoomKeys, TicketHeld, room_enter, ticket_held
+from inventory.admission.keys import RoomKeys
+from inventory.admission.room import room_enter, ticket_held
+from inventory.admission.tickets import TicketHeld
 from inventory.errors import NotAdmitted, SoldOut, StateMissing
 from inventory.redis_lua.client import reservations_client
 from inventory.redis_lua.item_states import item_reservations_load
