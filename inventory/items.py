@@ -16,8 +16,7 @@ from .buckets import home_bucket
 from .models import Strategy
 from .paging import Cursor, Page
 from .product import Product
-from .redis_lua.client import reservations_client
-from .redis_lua.reachable import REACHABLE
+from .redis_lua.client import REACHABLE, reservations_client
 from .redis_lua.values import (
     Failed,
     Pending,

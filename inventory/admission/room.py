@@ -159,7 +159,7 @@ def room_join_many(product: Product, item: Any, user_ids, *, now: datetime | Non
     """Join every one of ``user_ids`` to the item's line, as many joins would, pipelined: for
     the benchmarks and tests that fill a room."""
     client = room_client()
-    advance = client.registerroom_script(ADVANCE)
+    advance = client.register_script(ADVANCE)
     keys = RoomKeys.of(product.kind, item.pk).all
     now_ms = _now_ms(now)
     pipe = client.pipeline(transaction=False)

@@ -1,9 +1,8 @@
 """Reservations in Redis for the ``redis_lua`` strategy: one script call per take, and the
-client every process runs them over (:func:`reservations_client`).
-
-Plain redis-py: a client (``redis.Redis`` or ``redis.cluster.RedisCluster``) and a stock
-group's id are all it needs. The scripts and the keys they use are described in
-``inventory.redis_lua.scripts``; the ids, keys and values in ``inventory.redis_lua.values``.
+client every process runs them over (:func:`reservations_client`). Plain redis-py: a client
+(``redis.Redis`` or ``redis.cluster.RedisCluster``) and a stock group's id are all it needs;
+the scripts and their keys are in ``inventory.redis_lua.scripts``, the ids, keys and values
+in ``inventory.redis_lua.values``.
 
 With ``wait_replicas``, a reservation no replica confirmed in time says so
 (``Reserved.unconfirmed``), and a worker is handed only reservations the replicas have: a
@@ -18,11 +17,14 @@ from typing import TYPE_CHECKING
 import redis
 from django.conf import settings
 from redis.cluster import RedisCluster
+from redis.exceptions import RedisClusterException
 
+from core.errors import Unavailable
 from core.redis_cluster import cluster_redis, replicated, server_of
 from core.redis_script import function_on_own_connections
 from locking.integration import locks_redis, locks_redis_options
 
+from ..admission.tickets import TicketHeld
 from . import scripts
 from .returns import RETURN
 from .values import (
@@ -50,8 +52,6 @@ from .values import (
 
 if TYPE_CHECKING:
     from core.ratelimit import RateCount
-
-    from ..admission.tickets import TicketHeld
 
 
 class Reservations:
@@ -98,9 +98,8 @@ class Reservations:
                 one, nothing is reserved and the answer is ``rate_limited`` with ``wait_ms``.
             states: how many states the caller's item is spread over; a state that says
                 another number answers ``moved``, nothing reserved.
-            ticket: the take's admission ticket, to spend in the same round trip (its room
-                in this Redis: ``TicketHeld.spends_with``); not the user's live one, the
-                answer is ``not_admitted``, nothing reserved.
+            ticket: the take's admission ticket, spent in the same round trip (its room in this
+                Redis): not the user's live one, ``not_admitted``, nothing reserved.
         """
         if not 0 <= rand < 1:
             raise ValueError(f"rand must be in [0, 1), got {rand!r}")
@@ -141,8 +140,7 @@ class Reservations:
         self._kick(keys=[GroupKeys.of(group_id).state], args=[""])
 
     def claim_rebuild(self, *, group_id: int, ms: int = 1000) -> bool:
-        """True for the first caller in ``ms`` to find the group's state missing: that one
-        asks for a rebuild, the others only refuse."""
+        """True for the first caller in ``ms`` to find the state missing: it asks for a rebuild."""
         return bool(self.client.set(GroupKeys.of(group_id).rebuild, 1, nx=True, px=ms))
 
     def lookup(self, *, reservation: int) -> Pending | Failed | str | None:
@@ -180,9 +178,8 @@ class Reservations:
         return [one for one in [*waiting, *undone] if one.user_id == user_id]
 
     def release(self, *, group_id: int, pending: Pending, why: str) -> bool:
-        """Undo a reservation that cannot be persisted (stock and take back, the reservation
-        marked failed with ``why``) if it is still pending for the persisting group; True
-        when it was undone by this call."""
+        """Undo a reservation that cannot be persisted (stock and take back, marked failed with
+        ``why``) if still pending for the persisting group; True when this call undid it."""
         keys = GroupKeys.of(group_id)
         number = pending.reservation_id - reservation_id(group_id, 1) + 1
         stock = "" if pending.stock_id is None else pending.stock_id
@@ -253,21 +250,20 @@ class Reservations:
         lost_floor: Callable[[int, int], int] | None = None,
         abandoned: Mapping[int, str] | None = None,
     ) -> bool:
-        """Load the group's state (built from the database) unless one is already there;
-        True when loaded. Raises ``PendingReservations`` while reservations wait in the
-        stream (persist them first: the database does not hold them yet).
+        """Load the group's state (built from the database) unless one is already there; True
+        when loaded. ``PendingReservations`` while reservations wait in the stream (persist them
+        first: the database does not hold them yet).
 
         Arguments:
             takers: each user's takes so far.
-            seqs: each user's take numbers in use (a pool's draws' ``seq``); by default
-                1 to the user's takes.
-            last_reservation: the highest reservation id of the group the database holds,
-                so that numbering goes on above it.
+            seqs: each user's take numbers in use (a pool's draws' ``seq``); by default 1 to
+                the user's takes.
+            last_reservation: the group's highest reservation id in the database, numbering
+                going on above it.
             epoch: a bucketed item's load of all its states (``inventory.redis_lua.transfers``).
             lost_floor: ``lost_floor(group_id, floor)``, where a counter Redis lost starts (the
-                database's ``floor`` given), recorded before it answers
-                (``inventory.redis_lua.numbering``); by default ``lost_counter_floor``, recorded
-                nowhere: for a group no database row stands for.
+                database's ``floor`` given), recorded before it answers (``numbering``); by
+                default ``lost_counter_floor``, recorded nowhere (no database row stands for it).
             abandoned: each user's abandoned holds (``abandoned_value``): the database's.
         """
         floor = 0 if not last_reservation else last_reservation - reservation_id(group_id, 1) + 1
@@ -370,15 +366,28 @@ class Reservations:
         return 0 if marks is None else marks_of(marks)[0]
 
 
+class _Reachable:
+    """``with REACHABLE:`` says Redis out of reach as the sale's ``Unavailable`` (503): a
+    class, not ``contextmanager``, since every ``redis_lua`` take's reserving call runs in it."""
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, kind, exc, traceback) -> None:
+        if isinstance(exc, redis.RedisError | RedisClusterException):
+            raise Unavailable("The sale's Redis cannot be reached; try again shortly.") from exc
+
+
+REACHABLE = _Reachable()
+
 _bound: dict[str, Reservations] = {}
 
 
 def reservations_client() -> Reservations:
-    """The scripts on ``RESERVATIONS_REDIS_URL``, over this process's connection pool for it
-    (``locking.integration.locks_redis``: one per process, a plain client that never
-    swallows an error), or its client of the Redis Cluster that the URL's nodes are of
-    (``RESERVATIONS_REDIS_CLUSTER``, ``core.redis_cluster``), with the same timeouts and
-    no retries; waiting for ``RESERVATIONS_WAIT_REPLICAS``. Bound once per client."""
+    """The scripts on ``RESERVATIONS_REDIS_URL``, over this process's pool for it (``locks_redis``:
+    a plain client that never swallows an error), or its client of the Redis Cluster of the
+    URL's nodes (``RESERVATIONS_REDIS_CLUSTER``), with the same timeouts and no retries;
+    waiting for ``RESERVATIONS_WAIT_REPLICAS``. Bound once per client."""
     url = settings.RESERVATIONS_REDIS_URL
     if settings.RESERVATIONS_REDIS_CLUSTER:
         client = cluster_redis(url.split(","), **locks_redis_options())

@@ -45,10 +45,9 @@ from core.window import Ended, NotStarted
 from ..errors import AbandonLimit, CoolingDown, SoldOut, StateMissing, TicketNotLive, Unconfirmed
 from ..models import Strategy
 from ..redis_lua.bucket_states import item_states, reserve_at_home
-from ..redis_lua.client import reservations_client
+from ..redis_lua.client import REACHABLE, reservations_client
 from ..redis_lua.drain import with_group_lock
 from ..redis_lua.item_buckets import abandoned_values, states_units_return
-from ..redis_lua.reachable import REACHABLE
 from ..redis_lua.transfers import transfers_client
 from ..redis_lua.values import GroupKeys, bucketed_states_allowed, reservation_group
 from .base import R, StockStrategy, Take
