@@ -53,8 +53,8 @@ from ..admission.scripts import TICKET
 # taking nothing); append the pending reservation, then write the state (the row's units, the
 # counters, the user's take numbers) with one HSET. The append comes first: should it fail
 # (an entry id not above the stream's last), nothing is taken. With an admission ticket (the
-# room in the same Redis: ``inventory.admission.tickets.TicketHeld``), checked once the state
-# is found and spent by every answer but those that ask again (rate limited, cooling down).
+# room in the same Redis: ``inventory.admission.tickets.TicketHeld``), checked first, as a
+# take that spends it apart does, and spent by every answer but those that ask again.
 # Every purchase and draw pays its cost, so it is written for it (docs/design.md): numbers
 # packed, or made text with %d (tostring formats floats), text answered, one row spliced.
 # KEYS[1] state, KEYS[2] pending stream, KEYS[3] abandoned holds, with a ticket KEYS[4..6] the
@@ -78,14 +78,14 @@ RESERVE = (
     RATE_WAIT
     + TICKET
     + """
-local ticket = ARGV[6]
+local ticket, user = ARGV[6], ARGV[1]
+if ticket ~= '' and not ticket_live(KEYS[4], KEYS[5], user, ticket, tonumber(ARGV[7])) then return 'not_admitted' end
 local first_rate = ticket == '' and 4 or 7
 if #KEYS >= first_rate then
     local wait = rate_wait(first_rate, 8)
     if wait > 0 then return string.format('rate_limited %d', wait) end
 end
 local sub, format, pack, unpack = string.sub, string.format, struct.pack, struct.unpack
-local user = ARGV[1]
 local got = redis.call('HMGET', KEYS[1], 'rules', 'live', user)
 local live, marks = got[2], got[3]
 if not live then return 'unavailable' end
@@ -94,7 +94,6 @@ local function spent(answer)
     if ticket ~= '' then ticket_use(KEYS[4], KEYS[5], KEYS[6], user) end
     return answer
 end
-if ticket ~= '' and not ticket_live(KEYS[4], KEYS[5], user, ticket, tonumber(ARGV[7])) then return 'not_admitted' end
 local _, begin_ms, end_ms, limit, no_take = unpack('>ddddd', got[1])
 local n, total, left, kick_at = unpack('>dddd', live)
 local now = redis.call('TIME')
