@@ -75,13 +75,17 @@ from ..admission.scripts import TICKET
 # user to a state that may not keep their takes), "not_admitted" (not the user's live
 # ticket), "not_started", "ended", "limit", "abandon_limit", "sold_out".
 RESERVE = (
-    RATE_WAIT
+    "local ticket, user, spend = ARGV[6], ARGV[1], false\nif ticket ~= '' then\n"
     + TICKET
     + """
-local ticket, user = ARGV[6], ARGV[1]
-if ticket ~= '' and not ticket_live(KEYS[4], KEYS[5], user, ticket, tonumber(ARGV[7])) then return 'not_admitted' end
-local first_rate = ticket == '' and 4 or 7
+    if not ticket_live(KEYS[4], KEYS[5], user, ticket, tonumber(ARGV[7])) then return 'not_admitted' end
+    spend = function() ticket_use(KEYS[4], KEYS[5], KEYS[6], user) end
+end
+local first_rate = spend and 7 or 4
 if #KEYS >= first_rate then
+"""
+    + RATE_WAIT
+    + """
     local wait = rate_wait(first_rate, 8)
     if wait > 0 then return string.format('rate_limited %d', wait) end
 end
@@ -90,10 +94,7 @@ local got = redis.call('HMGET', KEYS[1], 'rules', 'live', user)
 local live, marks = got[2], got[3]
 if not live then return 'unavailable' end
 if #got[1] > 56 and unpack('>d', got[1], 57) ~= tonumber(ARGV[5]) then return 'moved' end
-local function spent(answer)
-    if ticket ~= '' then ticket_use(KEYS[4], KEYS[5], KEYS[6], user) end
-    return answer
-end
+local function spent(answer) if spend then spend() end return answer end
 local _, begin_ms, end_ms, limit, no_take = unpack('>ddddd', got[1])
 local n, total, left, kick_at = unpack('>dddd', live)
 local now = redis.call('TIME')
