@@ -94,17 +94,16 @@ local got = redis.call('HMGET', KEYS[1], 'rules', 'live', user)
 local live, marks = got[2], got[3]
 if not live then return 'unavailable' end
 if #got[1] > 56 and unpack('>d', got[1], 57) ~= tonumber(ARGV[5]) then return 'moved' end
-local function spent(answer) if spend then spend() end return answer end
 local _, begin_ms, end_ms, limit, no_take = unpack('>ddddd', got[1])
 local n, total, left, kick_at = unpack('>dddd', live)
 local now = redis.call('TIME')
 local now_ms = now[1] * 1000 + math.floor(now[2] / 1000)
-if now_ms < begin_ms then return spent('not_started') end
-if now_ms >= end_ms then return spent('ended') end
+if now_ms < begin_ms then if spend then spend() end return 'not_started' end
+if now_ms >= end_ms then if spend then spend() end return 'ended' end
 local seq, value = '1', '1'
 if marks then
     local takes, listed = string.match(marks, '^(%d+)(.*)$')
-    if takes + 0 >= limit then return spent('limit') end
+    if takes + 0 >= limit then if spend then spend() end return 'limit' end
     value = format('%d', takes + 1)
     if listed == '' then
         seq = value
@@ -129,11 +128,11 @@ if #got[1] > 40 then
     local gave = (cap > 0 or cool > 0) and redis.call('HGET', KEYS[3], user)
     if gave then
         local holds, last = string.match(gave, '^(%d+):(%d+)$')
-        if cap > 0 and holds + 0 >= cap then return spent('abandon_limit') end
+        if cap > 0 and holds + 0 >= cap then if spend then spend() end return 'abandon_limit' end
         if cool > 0 and now_ms < last + cool then return format('cooling_down %d', last + cool - now_ms) end
     end
 end
-if left <= 0 then return spent('sold_out') end
+if left <= 0 then if spend then spend() end return 'sold_out' end
 local point = ARGV[2] * (left + no_take)
 local chosen, rows = '', sub(live, 33)
 for at = 33, #live, 16 do
@@ -157,7 +156,7 @@ if now_ms >= kick_at then
     kick_at = now_ms + ARGV[3]
 end
 redis.call('HSET', KEYS[1], 'live', pack('>dddd', n + 1, total + 1, left, kick_at) .. rows, user, value)
-spent()
+if spend then spend() end
 return 'ok ' .. chosen .. ' ' .. seq .. ' ' .. number .. ' ' .. value .. ' ' .. kick .. ' ' .. format('%d', limit)
 """
 )
