@@ -31,10 +31,11 @@ def database_url() -> str:
     return f"mysql://{config['USER']}:{config['PASSWORD']}@{host}:{port}/{config['NAME']}"
 
 
-def broker_emptied(url: str) -> None:
-    """Delete this instance's keys (``core.namespace``) from a broker's Redis database that test
-    runs of other checkouts may share at the same time, each under its own namespace: a flush
-    of the whole database would take their queued tasks and their workers' acknowledgements."""
+def instance_keys_emptied(url: str) -> None:
+    """Delete this instance's keys (``core.namespace``) from a Redis database (a broker's, the
+    reservations') that other test workers and test runs of other checkouts share at the same
+    time, each under its own namespace: a flush of the whole database would take their queued
+    tasks, their workers' acknowledgements and their items' states."""
     client = redis.Redis.from_url(url)
     try:
         keys = list(client.scan_iter(match=instance_key("*"), count=1000))

@@ -37,7 +37,7 @@ from lottery.product import POOL
 from orders.models import Order
 from orders.product import VOUCHER
 from tests import test_browser
-from tests.live import broker_emptied, database_url
+from tests.live import database_url, instance_keys_emptied
 from tests.test_browser import log_in
 
 # Chromium and a phone-sized page, registered in this module too: pytest finds fixtures by name.
@@ -385,7 +385,7 @@ BROKER = "redis://127.0.0.1:6379/4"
 @pytest.fixture
 def worker():
     """A Celery worker process on the test database and the test's Redis, on its own broker."""
-    broker_emptied(BROKER)
+    instance_keys_emptied(BROKER)
     env = {
         **os.environ,
         "DJANGO_SETTINGS_MODULE": "config.settings.base",

@@ -24,7 +24,7 @@ from inventory.redis_lua.values import GroupKeys, Rules
 from inventory.tasks import reservations_drain
 from lottery.models import Draw
 from orders.models import Order
-from tests.live import broker_emptied, database_url
+from tests.live import database_url, instance_keys_emptied
 from tests.stock import stock_left, stock_row
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.live]
@@ -84,7 +84,7 @@ class Worker:
 
 @pytest.fixture
 def worker():
-    broker_emptied(BROKER)
+    instance_keys_emptied(BROKER)
     worker = Worker()
     worker.start()
     yield worker
@@ -147,7 +147,7 @@ def test_a_busy_voucher_gets_a_second_drain_from_the_first_and_writes_each_reser
     """One task sent, as a crowd's first reservation sends it: its first full batch asks for
     another drain, which a second worker process runs beside it (two consumers read the
     stream), and every reservation is written once."""
-    broker_emptied(BROKER)
+    instance_keys_emptied(BROKER)
     worker = Worker(concurrency=2, RESERVATIONS_PERSIST_CONSUMERS="2")
     worker.start()
     try:
@@ -314,8 +314,9 @@ def test_redis_flushed_mid_sale_answers_503_until_rebuilt_and_sells_no_unit_twic
     first.stop()
     lost = api_client()
     lost_id = lost.post(f"/api/vouchers/{voucher.pk}/purchase").json()["order_id"]
-    # Redis restarts empty before the last reservation was written (the broker lives elsewhere).
-    reservations_redis.flushdb()
+    # Redis restarts empty before the last reservation was written (the broker lives elsewhere):
+    # this instance's keys, not the database, which other test workers' instances share.
+    instance_keys_emptied(settings.RESERVATIONS_REDIS_URL)
     refused = api_client().post(f"/api/vouchers/{voucher.pk}/purchase")
     assert refused.status_code == 503 and refused.json()["code"] == "unavailable"
     # The refusal asked for a rebuild; a worker rebuilds from the database.

@@ -13,7 +13,7 @@ from inventory.redis_lua.values import GroupKeys
 from inventory.tasks import reservations_reconcile
 from locking.testing import free_port
 
-from .live import broker_emptied
+from .live import instance_keys_emptied
 from .test_reservations_worker import BROKER, Worker, send
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.live]
@@ -37,7 +37,7 @@ def test_the_worker_serves_the_drift_its_reconciliation_found(make_voucher, rese
     directory = tmp_path / "prometheus"
     directory.mkdir()
     (directory / "counter_1.db").write_bytes(b"a file of an earlier run, not a counter file")
-    broker_emptied(BROKER)
+    instance_keys_emptied(BROKER)
     port = free_port()
     worker = Worker(
         CELERY_METRICS_PORT=str(port), CELERY_METRICS_ADDRESS="127.0.0.1", PROMETHEUS_MULTIPROC_DIR=str(directory)

@@ -18,7 +18,7 @@ from accounts.models import ApiToken
 from harness.server import ROOT, running_server
 from lab.models import LabLane, LabRun
 from tests import test_browser
-from tests.live import broker_emptied, database_url
+from tests.live import database_url, instance_keys_emptied
 from tests.test_browser import PASSWORD, log_in
 
 browser = test_browser.browser
@@ -36,7 +36,7 @@ def stack(tmp_path, monkeypatch):
     """gunicorn with two processes and a Celery worker, on the test database, writing the
     runs' outputs under ``tmp_path``."""
     monkeypatch.setenv("VAR_DIR", str(tmp_path))
-    broker_emptied(BROKER)
+    instance_keys_emptied(BROKER)
     with running_server(database_url=database_url(), redis_url=BROKER, processes=2, race_window_ms=20) as server:
         # As make run starts it: the lab's queue and the default one (redis_lua's drains).
         worker = subprocess.Popen(

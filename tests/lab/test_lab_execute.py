@@ -21,7 +21,7 @@ from lab.models import LabLane, LabRun
 from lab.services import lab_run_cancel, lab_run_create
 from loadtests.scenarios import SERVER_SETTINGS
 from orders.models import Voucher
-from tests.live import broker_emptied, database_url
+from tests.live import database_url, instance_keys_emptied
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.load]
 
@@ -33,7 +33,7 @@ def gunicorn(django_db_setup):
     """gunicorn (one process) on the test database, started once for the module's runs: each
     run makes its own item, crowd and member of staff, and the server keeps nothing of a
     test's that the next one reads."""
-    broker_emptied(BROKER)
+    instance_keys_emptied(BROKER)
     with running_server(database_url=database_url(), redis_url=BROKER, processes=1, race_window_ms=0) as running:
         yield running
 
@@ -121,7 +121,7 @@ def lifecycle_server(tmp_path, settings):
     """gunicorn with the Celery worker and beat a lifecycle run needs (holds released at their
     deadline, swept each second), in the settings ``make run`` gives them."""
     settings.VAR_DIR = tmp_path
-    broker_emptied(BROKER)
+    instance_keys_emptied(BROKER)
     with running_server(
         database_url=database_url(), redis_url=BROKER, processes=1, race_window_ms=0, celery=True,
         settings=SERVER_SETTINGS,
