@@ -83,7 +83,7 @@ class Buyers:
         return chunk
 
 
-def _queued(strategy: str, items: Items, rate: float = 10_000.0):
+def queued_voucher(strategy: str, items: Items, rate: float = 10_000.0):
     from orders.selectors import voucher_get
     from orders.services import voucher_create
 
@@ -97,21 +97,21 @@ def _queued(strategy: str, items: Items, rate: float = 10_000.0):
     return voucher_get(voucher_id=voucher.pk)
 
 
-def _tickets(voucher, tokens: list[str]) -> list[str]:
-    """Each token's buyer joined and admitted to ``voucher``'s room: the ``Admission-Ticket`` headers."""
+def admitted_tickets(voucher, tokens: list[str]) -> list[str]:
+    """Each token's buyer joined and admitted to ``voucher``'s room: their tickets."""
     from accounts.tokens import token_claims
     from inventory.admission.room import room_enter, room_join_many
     from orders.product import VOUCHER
 
     users = [token_claims(token).user_id for token in tokens]
     room_join_many(VOUCHER, voucher, users)
-    headers = []
+    tickets = []
     for user in users:
         standing = room_enter(VOUCHER, voucher, user_id=user, join=False)
         while standing.status != "admitted":  # the rate's burst admits 50,000 a call
             standing = room_enter(VOUCHER, voucher, user_id=user, join=False)
-        headers.append(f"Admission-Ticket: {standing.ticket}\r\n")
-    return headers
+        tickets.append(standing.ticket)
+    return tickets
 
 
 def http_run(name: str, context: Context, buyers: Buyers, seconds: float) -> Run:
@@ -120,7 +120,7 @@ def http_run(name: str, context: Context, buyers: Buyers, seconds: float) -> Run
         return context.measure(get_requests("/api/ping", port), seconds)
     if name in (JOIN, POLL):
         # Polled at 0.1 admissions a second: nearly everyone polling is waiting, as in a surge.
-        voucher = _queued("db_atomic", items, rate=0.1 if name == POLL else 10_000.0)
+        voucher = queued_voucher("db_atomic", items, rate=0.1 if name == POLL else 10_000.0)
         tokens = buyers.take(PER_RUN)
         if name == POLL:
             from accounts.tokens import token_claims
@@ -134,8 +134,8 @@ def http_run(name: str, context: Context, buyers: Buyers, seconds: float) -> Run
     if name in (OPEN, ATOMIC_OPEN):
         voucher_id, _ = items.voucher(STRATEGY[name], AMPLE)
         return context.measure(post_requests(f"/api/vouchers/{voucher_id}/purchase", port, tokens), seconds)
-    voucher = _queued(STRATEGY[name], items)
-    headers = _tickets(voucher, tokens)
+    voucher = queued_voucher(STRATEGY[name], items)
+    headers = [f"Admission-Ticket: {ticket}\r\n" for ticket in admitted_tickets(voucher, tokens)]
     return context.measure(authorised("POST", f"/api/vouchers/{voucher.pk}/purchase", port, tokens, headers), seconds)
 
 
@@ -144,7 +144,7 @@ def memory_report(waiters: int, redis_client, items: Items) -> None:
     from inventory.admission.room import room_clear, room_join_many
     from orders.product import VOUCHER
 
-    voucher = _queued("db_atomic", items, rate=0.1)  # all of them wait
+    voucher = queued_voucher("db_atomic", items, rate=0.1)  # all of them wait
     before = redis_client.info("memory")["used_memory"]
     started = time.perf_counter()
     room_join_many(VOUCHER, voucher, range(1, waiters + 1), now=voucher.begin_at + timedelta(seconds=1))

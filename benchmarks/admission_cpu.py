@@ -79,7 +79,7 @@ def main(argv=None) -> int:
     from django.conf import settings
     from django.core.handlers.wsgi import WSGIHandler
 
-    from .admission import _queued, _tickets
+    from .admission import admitted_tickets, queued_voucher
 
     # As the load tests' and the HTTP benchmark's servers run: their crowd comes from one address.
     settings.RATE_LIMITS_ENABLED = False
@@ -111,11 +111,11 @@ def main(argv=None) -> int:
                 OPEN: f"/api/vouchers/{items.voucher(strategy, AMPLE)[0]}/purchase",
                 AGAIN: f"/api/vouchers/{items.voucher(strategy, AMPLE)[0]}/purchase",
             }
-            queued = _queued(strategy, items)
+            queued = queued_voucher(strategy, items)
             paths[TICKETED] = f"/api/vouchers/{queued.pk}/purchase"
             say(f"{strategy}: admitting {args.batch * args.rounds:,} buyers ...")
             buyers = {arm: [next(tokens) for _ in range(WARM_UP + args.batch * args.rounds)] for arm in ARMS}
-            tickets = [line.split(": ", 1)[1].strip() for line in _tickets(queued, buyers[TICKETED])]
+            tickets = admitted_tickets(queued, buyers[TICKETED])
             for arm in ARMS:
                 warm = buyers[arm][-WARM_UP:]
                 served([environ(paths[arm], token, tickets[-WARM_UP + n] if arm == TICKETED else None)

@@ -89,9 +89,9 @@ def states_load_item(product: Product, item: Any, buckets: int, reservations: Re
     stock: list[dict[int, int]] = [{} for _ in states]
     for row, quantity, bucket in Stock.objects.filter(group_id=group_id).values_list("id", "quantity", "bucket"):
         stock[bucket % buckets][row] = quantity
-    seqs_at: list[dict[int, list[int]]] = [defaultdict(list) for _ in states]
+    seqs: defaultdict[int, list[int]] = defaultdict(list)
     for user_id, seq in numbers:
-        seqs_at[home_bucket(user_id, buckets)][user_id].append(seq)
+        seqs[user_id].append(seq)
     last = []
     for state in states:
         first, past = state_reservations(state)
@@ -103,7 +103,7 @@ def states_load_item(product: Product, item: Any, buckets: int, reservations: Re
         rules=product.rules(item),
         stock=stock,
         takers=by_home_state(takers, buckets),
-        seqs=seqs_at,
+        seqs=by_home_state(seqs, buckets),
         last_reservations=last,
         lost_floor=lost_floor_record,
         abandoned=by_home_state(abandoned_values(group_id), buckets),
