@@ -8,6 +8,7 @@ from __future__ import annotations
 import pytest
 import redis
 
+from core.errors import DomainError
 from core.ratelimit import Limit, RateCount, RateLimited
 from inventory.admission.keys import RoomKeys
 from inventory.admission.room import room_enter, ticket_held
@@ -18,6 +19,8 @@ from inventory.redis_lua.item_states import item_reservations_load
 from inventory.take import item_take
 from orders.product import VOUCHER
 from orders.selectors import voucher_get
+
+from ..buyers import act_concurrently
 
 pytestmark = [
     pytest.mark.django_db(transaction=True),
@@ -81,6 +84,24 @@ def test_redis_lua_spends_the_ticket_in_its_reserve_and_only_once(queued, rooms,
     reservations_client().drop(group_id=VOUCHER.group_of(voucher))
     with pytest.raises(NotAdmitted):
         take(voucher, users[0], ticket)
+    assert used(rooms, voucher) == 1
+
+
+def test_a_ticket_raced_into_reserve_from_many_processes_takes_one_unit(queued, rooms, users):
+    """32 takes by its buyer at once, each with the same ticket, in 8 processes: RESERVE spends
+    it once, and every other take is refused for the ticket, before the buyer's own limit."""
+    voucher = queued(stock=50)
+    ticket = admitted(voucher, users[0])
+
+    def attempt(_slot: int) -> str:
+        try:
+            take(voucher, users[0], ticket)
+        except DomainError as exc:
+            return exc.code
+        return "reserved"
+
+    outcome = act_concurrently(act=attempt, plan=[[n * 4 + t for t in range(4)] for n in range(8)], race_ms=0)
+    assert sorted(outcome.confirmed) == ["not_admitted"] * 31 + ["reserved"]
     assert used(rooms, voucher) == 1
 
 
