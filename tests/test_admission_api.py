@@ -154,6 +154,15 @@ def test_a_ticket_header_longer_than_any_ticket_is_refused_422_with_nothing_take
     assert stock_left(voucher) == 3
 
 
+def test_a_ticket_signed_with_characters_no_signature_has_is_refused_403_with_nothing_taken(api_client, make_voucher):
+    voucher = queued_voucher(make_voucher)
+    buyer = api_client()
+    ticket = admitted(buyer, f"/api/vouchers/{voucher.pk}/queue")
+    forged = ticket.rpartition(".")[0] + ".\u00e9" + "0" * 31
+    assert_error(buyer.post(f"/api/vouchers/{voucher.pk}/purchase", HTTP_ADMISSION_TICKET=forged), 403, "not_admitted")
+    assert stock_left(voucher) == 3
+
+
 def test_an_open_item_answers_admitted_without_a_ticket(api_client, make_voucher):
     voucher = make_voucher()
     buyer = api_client()
