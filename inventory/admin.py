@@ -20,7 +20,7 @@ from django.utils.html import format_html, format_html_join
 from core.admin import CappedPaginator, CreatedColumn
 from core.errors import DomainError, InvalidInput
 
-from .records import MAX_BUCKETS, Record
+from .records import MAX_BUCKETS, Record, row_filter
 from .services import MAX_UNITS
 from .totals import ItemMarks, StockMarks
 from .validators import abandon_cooldown_valid, abandon_limit_valid, hold_seconds_valid
@@ -292,10 +292,12 @@ class RecordAdmin(CreatedColumn, ModelAdmin):
 
     The search finds a user's records by the start of their username, through its index;
     the item's filter finds an item's. A search for any part of the name, or of the item's
-    name too, read every record joined to its user and item to find a few."""
+    name too, read every record joined to its user and item to find a few. A number (with
+    or without its ``#``) finds the record a buyer quotes: the one shown by that number
+    (``Record.public_id``), by its primary key or reservation."""
 
     search_fields = ["^user__username"]
-    search_help_text = "A username, or its beginning; the filter picks an item."
+    search_help_text = "A username, or its beginning; or the number a buyer was shown (#…). The filter picks an item."
     # The record's item (a voucher, a pool): ``ListedItemsFilter`` shows the listed ones' records.
     item_field: ClassVar[str]
     list_select_related = ()
@@ -306,6 +308,17 @@ class RecordAdmin(CreatedColumn, ModelAdmin):
 
     def get_queryset(self, request):
         return super().get_queryset(request).prefetch_related(*self.list_prefetch)
+
+    def get_search_results(self, request, queryset, search_term):
+        number = search_term.strip().removeprefix("#")
+        found = row_filter(int(number)) if number.isascii() and number.isdigit() and len(number) <= 19 else None
+        if found is not None:
+            return queryset.filter(**found), False
+        return super().get_search_results(request, queryset, search_term)
+
+    @admin.display(description="number shown")
+    def shown_as(self, record) -> str:
+        return f"#{record.public_id}"
 
     def has_add_permission(self, request):
         return False

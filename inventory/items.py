@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.db.models import Model, QuerySet
+from django.http import Http404
 from django.shortcuts import get_object_or_404
 from django.utils import timezone
 
@@ -16,6 +17,7 @@ from .buckets import home_bucket
 from .models import Strategy
 from .paging import Cursor, Page
 from .product import Product
+from .records import internal_of
 from .redis_lua.client import REACHABLE, reservations_client
 from .redis_lua.values import (
     Failed,
@@ -126,8 +128,11 @@ def _reserved_of_user(product: Product, *, user_id: int, rows: QuerySet, items: 
 
 
 def record_get(product: Product, *, record_id: int, user_id: int, rows: QuerySet) -> Model:
-    """The user's own record by the id they know it by (its reservation's, or its row's), from
-    ``rows`` (the user's) or Redis; another user's is as good as missing (``Http404``)."""
+    """The user's own record by the id they know it by (``Record.public_id``), from ``rows``
+    (the user's) or Redis; another user's is as good as missing (``Http404``)."""
+    record_id = internal_of(record_id)
+    if record_id is None:
+        raise Http404("No record has this id.")
     group_id = reservation_group(record_id)
     if group_id is None:
         return get_object_or_404(rows, pk=record_id)

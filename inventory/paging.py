@@ -6,9 +6,11 @@ push others from one page to the next.
 A record's place is its ``created_at`` and then its id (a row's ``pk``, or for a record still
 in Redis under ``redis_lua``, its reservation's id): the order of the index on
 ``(user, created_at, id)`` that each record model has. A cursor is the place of a page's last
-record, written ``<microseconds since 1970>.<id>``; the next page holds the records after it.
-Clients pass it back as they were given it; any cursor of that form is taken, so a cursor
-made by hand reads the records before that moment and id."""
+record, written ``<microseconds since 1970>.<id>``, the id as it is shown
+(``inventory.record_ids``: never the internal one, which would count the site's records);
+the next page holds the records after it. Clients pass it back as they were given it; any
+cursor of that form is taken, so a cursor made by hand reads the records from that moment
+on, those of the moment itself in an order only the server knows."""
 
 from __future__ import annotations
 
@@ -20,6 +22,8 @@ from typing import Generic, TypeVar
 from django.db.models import Model, Q, QuerySet
 
 from core.errors import InvalidInput
+
+from .records import internal_of, public_of
 
 # How many records a page shows unless asked for fewer, and the most it shows.
 PAGE_SIZE = 50
@@ -56,10 +60,10 @@ class Cursor:
                 "or the page's Older link), or leave it out for the newest records."
             )
         micros, record_id = text.split(".")
-        return cls(_EPOCH + timedelta(microseconds=int(micros)), min(int(record_id), _ID_MAX))
+        return cls(_EPOCH + timedelta(microseconds=int(micros)), internal_of(min(int(record_id), _ID_MAX)))
 
     def __str__(self) -> str:
-        return f"{(self.at - _EPOCH) // timedelta(microseconds=1)}.{self.id}"
+        return f"{(self.at - _EPOCH) // timedelta(microseconds=1)}.{public_of(self.id)}"
 
     def rows_after(self, rows: QuerySet[R]) -> QuerySet[R]:
         """``rows`` that come after this place, newest first: older, or as old with a lower id."""

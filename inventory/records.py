@@ -1,15 +1,21 @@
 """The abstract models that every product builds on: the item it takes stock for (a
 voucher, a pool) and its record of one take (an order, a draw). Each concrete model adds
-its own fields and its constraints, named after itself."""
+its own fields and its constraints, named after itself. And the ids a record is shown by
+(``public_of``, ``internal_of``), which no one outside can count records with."""
 
 from __future__ import annotations
 
+import functools
+import hashlib
+
+from django.conf import settings
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 
 from core.window import SaleWindow
 
 from .models import default_strategy, strategy_choices
+from .redis_lua.values import reservation_group
 
 # The longest a unit is held for a payment or a claim: a day.
 MAX_HOLD_SECONDS = 86_400
@@ -181,9 +187,10 @@ class Record(models.Model):
 
     @property
     def public_id(self) -> int:
-        """The id the user knows the record by: the reservation's under ``redis_lua`` (the
-        202 answered it before the row existed), the row's otherwise."""
-        return self.reservation or self.pk
+        """The id the user knows the record by (``inventory.record_ids``): made of the
+        reservation's under ``redis_lua`` (the 202 answered it before the row existed), of
+        the row's otherwise."""
+        return public_of(self.reservation or self.pk)
 
 
 # The statuses of a record whose unit went back to the stock, and of one settled.
@@ -192,3 +199,91 @@ SETTLED = (Record.Status.CONFIRMED, Record.Status.PAID, Record.Status.CLAIMED)
 # The statuses of a record that holds its unit: the stock row's running total ``taken``
 # counts them (inventory.totals), and the audits count them.
 TAKING = (Record.Status.HELD, *SETTLED)
+
+
+# The ids a user knows their records by, and the ids the site keeps them under.
+#
+# Inside, a record is its row's primary key, or under ``redis_lua`` its reservation's id
+# (``inventory.redis_lua.values.reservation_id``): both count up, one per take. Shown as they
+# are, two orders a buyer makes a minute apart would say how many sold in between. So every id
+# that leaves the site (an answer, a page, a cursor) is the internal one passed through a keyed
+# permutation of [0, 2**63), and every id that comes in goes back through its inverse before
+# any lookup: ``public_of`` and ``internal_of``, and nothing else converts.
+#
+# The permutation is a Feistel network over 64 bits, its rounds a keyed BLAKE2b under a key
+# derived from ``SECRET_KEY`` and ``PUBLIC_ID_SALT``, walked back into [0, 2**63) where a
+# round trip lands above it (cycle walking: a permutation of 2**64 restricted that way is one
+# of 2**63, and every id the site makes is below 2**63). Without the secret, one public id says
+# nothing of the next; with it, the server turns each back in a few microseconds, with no
+# table to keep. A new ``SECRET_KEY`` gives every record a new public id: old links to a
+# record then find nothing (docs/operations.md, "Rotating the secret key").
+
+PUBLIC_ID_SALT = "inventory.records.public_id"
+
+_ROUNDS = 4
+_HALF = 32
+_HALF_MASK = (1 << _HALF) - 1
+# Every id, inside and out, is below this: a signed 64-bit column holds it.
+ID_LIMIT = 1 << 63
+
+
+@functools.lru_cache(maxsize=4)
+def _round_keys(secret: str) -> tuple:
+    """One keyed BLAKE2b per round, copied for each use (cheaper than keying it again)."""
+    return tuple(
+        hashlib.blake2b(key=hashlib.sha256(f"{PUBLIC_ID_SALT}:{secret}:{round_}".encode()).digest(), digest_size=4)
+        for round_ in range(_ROUNDS)
+    )
+
+
+def _mix(keyed, half: int) -> int:
+    one = keyed.copy()
+    one.update(half.to_bytes(4, "big"))
+    return int.from_bytes(one.digest(), "big")
+
+
+def _forward(value: int, keys: tuple) -> int:
+    left, right = value >> _HALF, value & _HALF_MASK
+    for keyed in keys:
+        left, right = right, left ^ _mix(keyed, right)
+    return left << _HALF | right
+
+
+def _backward(value: int, keys: tuple) -> int:
+    left, right = value >> _HALF, value & _HALF_MASK
+    for keyed in reversed(keys):
+        left, right = right ^ _mix(keyed, left), left
+    return left << _HALF | right
+
+
+def _walked(value: int, step) -> int:
+    if not 0 <= value < ID_LIMIT:
+        raise ValueError(f"not a record id: {value}")
+    keys = _round_keys(settings.SECRET_KEY)
+    value = step(value, keys)
+    while value >= ID_LIMIT:
+        value = step(value, keys)
+    return value
+
+
+def public_of(internal: int) -> int:
+    """The id a record kept under ``internal`` is shown by."""
+    return _walked(internal, _forward)
+
+
+def internal_of(public: int) -> int | None:
+    """The id the record shown as ``public`` is kept under; None for a number no record
+    could be shown by (negative, or past 2**63)."""
+    if not 0 <= public < ID_LIMIT:
+        return None
+    return _walked(public, _backward)
+
+
+def row_filter(public: int) -> dict | None:
+    """The lookup of the row of the record shown as ``public``: by its reservation where it
+    was one (``redis_lua``), by its primary key otherwise; None when no record could be
+    shown by that number."""
+    internal = internal_of(public)
+    if internal is None:
+        return None
+    return {"pk": internal} if reservation_group(internal) is None else {"reservation": internal}

@@ -12,6 +12,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from inventory.models import Stock
+from inventory.records import internal_of, public_of
 from inventory.redis_lua.client import reservations_client
 from lottery.models import Prize
 
@@ -50,7 +51,7 @@ def records_of(product: Product, target: Target) -> list[Record]:
     )
     return [
         Record(
-            id=reservation or pk,
+            id=public_of(reservation or pk),
             user=user,
             status=status,
             created=created.timestamp(),
@@ -81,4 +82,4 @@ def undone(calls: list[Call], recorded: set[int]) -> set[int]:
     if not missing:
         return set()
     client = reservations_client()
-    return {reservation for reservation in missing if client.failed(reservation=reservation) is not None}
+    return {one for one in missing if client.failed(reservation=internal_of(one)) is not None}

@@ -26,7 +26,7 @@ from django.utils import timezone
 from inventory.audits import HoldCounts
 from inventory.models import Stock
 from inventory.product import product_of
-from inventory.records import RELEASED
+from inventory.records import RELEASED, internal_of, public_of
 from inventory.redis_lua.client import reservations_client
 from inventory.redis_lua.item_states import item_reservations_check
 from inventory.redis_lua.reconcile import GroupCheck
@@ -177,7 +177,8 @@ class Product:
 
     def recorded(self, target: Target, ids: list[int]) -> dict[int, int | None]:
         """{id: detail} of the target's records among ``ids``, each found by the id the API
-        answered with: its primary key (201), or its reservation's (202, ``redis_lua``)."""
+        answered with (``Record.public_id``: made of its primary key, or of its reservation's
+        under ``redis_lua``)."""
         return self._read_back(target, ids, self.detail_field)
 
     def statuses(self, target: Target, ids: list[int]) -> dict[int, object]:
@@ -185,12 +186,13 @@ class Product:
         return self._read_back(target, ids, "status")
 
     def _read_back(self, target: Target, ids: list[int], field: str | None) -> dict[int, object]:
-        keys = [i for i in ids if reservation_group(i) is None]
-        reservations = [i for i in ids if reservation_group(i) is not None]
+        internal = [one for one in map(internal_of, ids) if one is not None]
+        keys = [i for i in internal if reservation_group(i) is None]
+        reservations = [i for i in internal if reservation_group(i) is not None]
         rows = self.records(target).filter(Q(pk__in=keys, reservation__isnull=True) | Q(reservation__in=reservations))
         found: dict[int, object] = {}
         for pk, reservation, *value in rows.values_list("pk", "reservation", *([field] if field else [])):
-            public = reservation or pk
+            public = public_of(reservation or pk)
             found[public] = _SEVERAL if public in found else (value[0] if value else None)
         return found
 

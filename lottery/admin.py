@@ -266,8 +266,8 @@ class PoolAdmin(HeldColumn, RestockUrl, SaleWindowColumns, admin.ModelAdmin):
 
 @admin.register(Draw)
 class DrawAdmin(RecordAdmin):
-    list_display = ["id", "pool", "user", "prize", "status", "created"]
+    list_display = ["shown_as", "pool", "user", "prize", "status", "created"]
     item_field = "pool"
     list_filter = [ListedItemsFilter, "status", "pool"]
     list_prefetch = ("pool", "user", "prize")
-    readonly_fields = ["user", "pool", "prize", "status", "created"]
+    readonly_fields = ["shown_as", "user", "pool", "prize", "status", "created"]

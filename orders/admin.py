@@ -174,8 +174,8 @@ class VoucherAdmin(HeldColumn, RestockUrl, SaleWindowColumns, admin.ModelAdmin):
 
 @admin.register(Order)
 class OrderAdmin(RecordAdmin):
-    list_display = ["id", "voucher", "user", "status", "created"]
+    list_display = ["shown_as", "voucher", "user", "status", "created"]
     item_field = "voucher"
     list_filter = [ListedItemsFilter, "status", "voucher"]
     list_prefetch = ("voucher", "user")
-    readonly_fields = ["user", "voucher", "status", "created"]
+    readonly_fields = ["shown_as", "user", "voucher", "status", "created"]

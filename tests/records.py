@@ -9,7 +9,7 @@ from datetime import datetime, timedelta
 from django.contrib.auth import get_user_model
 from django.utils import timezone
 
-from inventory.records import RELEASED
+from inventory.records import RELEASED, row_filter
 from lottery.models import Draw
 from orders.models import Order
 from payments.models import ProviderCharge
@@ -80,3 +80,13 @@ def charges(count: int, *, sent_at: datetime, acknowledged: bool = False) -> lis
         )
         for n in range(count)
     )
+
+
+def answered_row(model, record_id: int):
+    """The row of the record an answer or a page named ``record_id`` (``Record.public_id``)."""
+    return model.objects.get(**row_filter(record_id))
+
+
+def answered_rows(model, record_id: int):
+    """The rows (one) of the record named ``record_id``, to update as time would."""
+    return model.objects.filter(**row_filter(record_id))

@@ -13,6 +13,7 @@ from django.utils import timezone
 
 from inventory.models import Stock
 from orders.models import Order, Voucher
+from tests.records import answered_row
 from tests.stock import stock_left, stock_row, stock_supplied
 
 from .http import assert_error, patch_json, post_json
@@ -99,7 +100,7 @@ def test_purchase_creates_one_order_and_takes_one_unit(api_client, make_voucher)
     assert response.status_code == 201
     body = response.json()
     assert body["status"] == "confirmed"
-    order = Order.objects.get(pk=body["order_id"])
+    order = answered_row(Order, body["order_id"])
     assert (order.user_id, order.voucher_id) == (client.user.pk, voucher.pk)
     assert stock_left(voucher) == 1
 

@@ -74,7 +74,7 @@ def test_log_in_buy_and_see_the_order(page, live_server, make_user, make_voucher
     order = Order.objects.get(user=user, voucher=voucher)
     assert stock_left(voucher) == 2
     page.get_by_role("link", name="See my orders").click()
-    expect(page.get_by_test_id(f"order-{order.pk}")).to_contain_text("Coffee for 1 cent")
+    expect(page.get_by_test_id(f"order-{order.public_id}")).to_contain_text("Coffee for 1 cent")
     fits = page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
     assert fits, "the orders page scrolls sideways on a phone-width screen"
 

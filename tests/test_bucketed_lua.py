@@ -14,6 +14,7 @@ from django.test import Client
 from inventory.buckets import home_bucket
 from inventory.errors import SoldOut
 from inventory.models import Stock
+from inventory.records import internal_of
 from inventory.redis_lua.bucket_states import item_states
 from inventory.redis_lua.client import reservations_client
 from inventory.redis_lua.item_states import item_reservations_check, item_reservations_reconcile
@@ -23,6 +24,7 @@ from orders.models import Order
 from orders.product import VOUCHER
 from orders.selectors import voucher_audit, voucher_get
 from orders.services import order_cancel, order_purchase, voucher_update
+from tests.records import answered_row
 
 from .buyers import act_concurrently, buy_concurrently
 from .test_concurrency import crowd  # noqa: F401  (the fixture: 8 processes x 4 buyers, 4 firing twice)
@@ -58,7 +60,7 @@ def test_many_processes_buy_a_bucketed_voucher_whose_buckets_start_partly_empty(
     outcome = buy_concurrently(voucher_id=voucher.pk, plan=crowd, race_ms=30)
     assert not outcome.unexpected, outcome.unexpected
     assert len(outcome.confirmed) == 6  # sold == supply: nobody refused while a unit sat elsewhere
-    assert {state_of(reservation_group(one))[0] for one in outcome.confirmed} == {voucher.group_id}
+    assert {state_of(reservation_group(internal_of(one)))[0] for one in outcome.confirmed} == {voucher.group_id}
     persist_voucher(voucher)
 
     audit = voucher_audit(voucher_id=voucher.pk)
@@ -77,7 +79,7 @@ def test_a_release_goes_back_to_its_rows_bucket_state_and_frees_the_take_at_home
     buyer = make_user()
     order = order_purchase(user=buyer, voucher=voucher_get(voucher_id=voucher.pk))
     persist_voucher(voucher)
-    order = Order.objects.get(reservation=order.public_id)
+    order = answered_row(Order, order.public_id)
     home = item_states(voucher.group_id, BUCKETS)[home_bucket(buyer.pk, BUCKETS)]
     assert reservation_group(order.reservation) == home
     bucket = Stock.objects.get(pk=order.stock_id).bucket
@@ -89,7 +91,7 @@ def test_a_release_goes_back_to_its_rows_bucket_state_and_frees_the_take_at_home
     assert not item_reservations_check(VOUCHER, item=voucher).drifted
     # The buyer may buy again, at home.
     again = order_purchase(user=buyer, voucher=voucher_get(voucher_id=voucher.pk))
-    assert reservation_group(again.public_id) == home
+    assert reservation_group(again.reservation) == home
 
 
 def test_a_missing_state_among_several_rebuilds_them_all(make_voucher, make_user):
@@ -117,7 +119,7 @@ def test_a_bucket_states_pending_order_is_found_by_its_id(make_voucher, api_clie
     answer = client.post(f"/api/vouchers/{voucher.pk}/purchase")
     assert answer.status_code == 202
     order_id = answer.json()["order_id"]
-    assert reservation_group(order_id) >= 1 << 31  # a bucket state's reservation
+    assert reservation_group(internal_of(order_id)) >= 1 << 31  # a bucket state's reservation
     shown = client.get(f"/api/orders/{order_id}")
     assert shown.status_code == 200 and shown.json()["status"] == "pending"
     assert order_id in [one["id"] for one in client.get("/api/orders").json()]

@@ -86,11 +86,11 @@ def paid_and_refunded(make_user, make_voucher, payment_provider) -> Voucher:
     Voucher.objects.filter(pk=voucher.pk).update(hold_seconds=600)
     voucher.refresh_from_db()
     payer, late = make_user(), make_user()
-    order_pay(order=order_get(user=payer, order_id=order_purchase(user=payer, voucher=voucher).pk))
+    order_pay(order=order_get(user=payer, order_id=order_purchase(user=payer, voucher=voucher).public_id))
     payment_provider.PAYMENT_PROVIDER_DELAY_MS = 500
     order = order_purchase(user=late, voucher=voucher)
-    order_pay(order=order_get(user=late, order_id=order.pk))
-    order_cancel(order=order_get(user=late, order_id=order.pk))
+    order_pay(order=order_get(user=late, order_id=order.public_id))
+    order_cancel(order=order_get(user=late, order_id=order.public_id))
     payment_confirm(reference=Payment.objects.get(order=order).reference)
     return voucher
 

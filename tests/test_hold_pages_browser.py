@@ -140,13 +140,13 @@ def test_pay_from_my_orders(page, live_server, make_user, make_voucher):
     expect(page.locator("#outcome [data-outcome=held]")).to_be_visible()
     order = Order.objects.get(user=user)
     page.goto(f"{live_server.url}/orders/")
-    row = page.get_by_test_id(f"order-{order.pk}")
+    row = page.get_by_test_id(f"order-{order.public_id}")
     expect(row.get_by_test_id("time-left")).to_have_text(TICKING)
     within_screen(page, row.get_by_role("button", name="Pay"), row.get_by_role("button", name="Cancel order"))
     assert_clean(page)
 
     row.get_by_role("button", name="Pay").click()
-    expect(row.locator("[data-outcome=paid]")).to_contain_text(f"Paid! Order #{order.pk} is yours.")
+    expect(row.locator("[data-outcome=paid]")).to_contain_text(f"Paid! Order #{order.public_id} is yours.")
     expect(row.get_by_role("link", name="See my orders")).to_be_hidden()  # it is this page
     expect(row.get_by_role("button", name="Pay")).to_have_count(0)
     assert Order.objects.get(pk=order.pk).status == Order.Status.PAID
@@ -203,7 +203,7 @@ def test_a_prize_won_with_a_claim_window_is_claimed(page, live_server, make_user
     expect(held).to_contain_text("You won Gold! Claim it by")
     expect(held.get_by_test_id("time-left")).to_have_text(TICKING)
     draw = Draw.objects.get(user=user)
-    listed = page.get_by_test_id(f"draw-{draw.pk}")
+    listed = page.get_by_test_id(f"draw-{draw.public_id}")
     expect(listed).to_be_attached()
     # Said once: its line in my draws, below, would repeat "You won Gold! ... Claim".
     expect(page.locator("[data-outcome=held]:visible")).to_have_count(1)
@@ -229,14 +229,14 @@ def test_claim_from_the_list_in_the_standing(page, live_server, make_user, make_
     draw = pool_draw(user=user, pool=Pool.objects.get(pk=pool.pk))
     log_in(page, live_server, "max")
     page.goto(f"{live_server.url}/pools/{pool.pk}/")
-    listed = page.get_by_test_id(f"draw-{draw.pk}")
+    listed = page.get_by_test_id(f"draw-{draw.public_id}")
     expect(listed.get_by_test_id("time-left")).to_have_text(TICKING)
     page.wait_for_timeout(2_200)  # a poll of the standing has replaced the list once
     listed.get_by_role("button", name="Claim").click()
     expect(listed.locator("[data-outcome=claimed]")).to_have_text("Kite is yours: claimed.")
     assert Draw.objects.get(pk=draw.pk).status == Draw.Status.CLAIMED
     page.goto(f"{live_server.url}/draws/")
-    expect(page.get_by_test_id(f"draw-{draw.pk}").locator("[data-outcome=claimed]")).to_be_visible()
+    expect(page.get_by_test_id(f"draw-{draw.public_id}").locator("[data-outcome=claimed]")).to_be_visible()
     assert_clean(page)
 
 
@@ -257,8 +257,8 @@ def test_my_orders_go_a_page_at_a_time_by_their_links(page, live_server, make_us
     assert_clean(page)
     pages.get_by_role("link", name="Older orders").click()
     expect(page.locator("[data-testid^=order-status-]")).to_have_count(3)
-    expect(page.get_by_test_id(f"order-{min(order.pk for order in orders)}")).to_be_visible()
+    expect(page.get_by_test_id(f"order-{min(orders, key=lambda order: order.pk).public_id}")).to_be_visible()
     expect(pages.get_by_role("link")).to_have_text(["Newest orders"])
     assert_clean(page)
     pages.get_by_role("link", name="Newest orders").click()
-    expect(page.get_by_test_id(f"order-{max(order.pk for order in orders)}")).to_be_visible()
+    expect(page.get_by_test_id(f"order-{max(orders, key=lambda order: order.pk).public_id}")).to_be_visible()

@@ -39,6 +39,7 @@ from orders.models import Order, Voucher
 from orders.product import VOUCHER
 from orders.selectors import order_get, voucher_audit, voucher_get
 from orders.services import order_cancel, order_purchase
+from tests.records import answered_row
 from tests.stock import stock_left, stock_row
 
 from .buyers import act_concurrently
@@ -68,7 +69,7 @@ def buy(voucher: Voucher, user) -> Order:
     order = order_purchase(user=user, voucher=voucher_get(voucher_id=voucher.pk))
     if order.status == Order.Status.PENDING:
         persist_voucher(voucher)
-        return Order.objects.get(reservation=order.public_id)
+        return answered_row(Order, order.public_id)
     return order
 
 
@@ -259,7 +260,7 @@ def draw(pool: Pool, user) -> Draw:
     made = pool_draw(user=user, pool=pool_get(pool_id=pool.pk))
     if made.status == Draw.Status.PENDING:
         persist_pool(pool)
-        return Draw.objects.get(reservation=made.public_id)
+        return answered_row(Draw, made.public_id)
     return made
 
 

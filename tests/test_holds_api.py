@@ -22,6 +22,7 @@ from lottery.models import Draw, Pool
 from lottery.product import POOL
 from orders.models import Order, Voucher
 from orders.product import VOUCHER
+from tests.records import answered_row, answered_rows
 from tests.stock import stock_left, stock_row
 
 from .http import assert_error, patch_json, post_json
@@ -191,7 +192,7 @@ def test_a_cancel_is_refused_in_the_words_of_the_orders_state(api_client, staff,
     voucher = windowed_voucher(staff, make_voucher, stock=3)
     paying, late, plain = api_client(), api_client(), api_client()
     paid_id = paying.post(f"/api/vouchers/{voucher.pk}/purchase").json()["order_id"]
-    hold_settle(VOUCHER, Order.objects.get(pk=paid_id))  # the payment, another app's to make
+    hold_settle(VOUCHER, answered_row(Order, paid_id))  # the payment, another app's to make
     assert_error(paying.post(f"/api/orders/{paid_id}/cancel"), 409, "already_paid")
 
     late_id = late.post(f"/api/vouchers/{voucher.pk}/purchase").json()["order_id"]
@@ -209,7 +210,7 @@ def test_another_users_order_is_not_found_and_stays_held(api_client, staff, make
     order_id = api_client().post(f"/api/vouchers/{voucher.pk}/purchase").json()["order_id"]
     assert_error(api_client().post(f"/api/orders/{order_id}/cancel"), 404, "not_found")
     assert_error(api_client().post("/api/orders/424242/cancel"), 404, "not_found")
-    assert Order.objects.get(pk=order_id).status == Order.Status.HELD
+    assert answered_row(Order, order_id).status == Order.Status.HELD
 
 
 def test_a_cancel_takes_no_body_and_needs_a_login(api_client, staff, make_voucher):
@@ -218,7 +219,7 @@ def test_a_cancel_takes_no_body_and_needs_a_login(api_client, staff, make_vouche
     order_id = buyer.post(f"/api/vouchers/{voucher.pk}/purchase").json()["order_id"]
     assert_error(post_json(buyer, f"/api/orders/{order_id}/cancel", {"reason": "changed my mind"}), 400, "bad_request")
     assert_error(Client().post(f"/api/orders/{order_id}/cancel"), 401, "unauthorized")
-    assert Order.objects.get(pk=order_id).status == Order.Status.HELD
+    assert answered_row(Order, order_id).status == Order.Status.HELD
 
 
 # A prize held, and its claim.
@@ -279,10 +280,10 @@ def test_a_cancel_sent_again_with_its_key_answers_the_same_and_cancels_once(api_
     assert again.json() == first.json() == {"order_id": first_id, "status": "cancelled"}
     assert again["Idempotent-Replayed"] == "true" and "Idempotent-Replayed" not in first
     assert stock_of(voucher) == 2
-    assert Order.objects.get(pk=first_id).releases == 1
+    assert answered_row(Order, first_id).releases == 1
     second_id = buyer.post(f"/api/vouchers/{voucher.pk}/purchase").json()["order_id"]
     assert_error(send(buyer, f"/api/orders/{second_id}/cancel"), 422, "idempotency_key_reused")
-    assert Order.objects.get(pk=second_id).status == Order.Status.HELD
+    assert answered_row(Order, second_id).status == Order.Status.HELD
     assert send(buyer, f"/api/orders/{second_id}/cancel", key="another").status_code == 200
 
 
@@ -297,11 +298,11 @@ def test_a_claim_sent_again_with_its_key_answers_the_same_and_claims_once(api_cl
     assert (first.status_code, again.status_code) == (200, 200)
     assert again.json() == first.json() == {"draw_id": first_id, "status": "claimed"}
     assert again["Idempotent-Replayed"] == "true"
-    settled = Draw.objects.get(pk=first_id).settled_at
+    settled = answered_row(Draw, first_id).settled_at
     assert send(winner, f"/api/draws/{first_id}/claim").json() == first.json()
-    assert Draw.objects.get(pk=first_id).settled_at == settled
+    assert answered_row(Draw, first_id).settled_at == settled
     assert_error(send(winner, f"/api/draws/{second_id}/claim"), 422, "idempotency_key_reused")
-    assert Draw.objects.get(pk=second_id).status == Draw.Status.HELD
+    assert answered_row(Draw, second_id).status == Draw.Status.HELD
 
 
 def test_a_refusal_is_kept_under_its_key_too(api_client, staff, make_voucher):
@@ -369,7 +370,7 @@ def test_a_cancel_over_the_limit_hears_429_and_changes_nothing(api_client, staff
     refused = send(buyer, f"/api/orders/{second}/cancel")
     assert_error(refused, 429, "rate_limited")
     assert int(refused["Retry-After"]) >= 1
-    assert Order.objects.get(pk=second).status == Order.Status.HELD
+    assert answered_row(Order, second).status == Order.Status.HELD
     other = make_voucher(stock=1)  # the limit is this voucher's
     patch_json(staff, f"/api/admin/vouchers/{other.pk}", {"payment_window_seconds": WINDOW})
     third = buyer.post(f"/api/vouchers/{other.pk}/purchase").json()["order_id"]
@@ -383,9 +384,9 @@ def lifecycle(voucher: Voucher, staff, api_client) -> None:
     """One order paid, one held, one cancelled, one expired."""
     buyers = [api_client() for _ in range(4)]
     ids = [buyer.post(f"/api/vouchers/{voucher.pk}/purchase").json()["order_id"] for buyer in buyers]
-    hold_settle(VOUCHER, Order.objects.get(pk=ids[0]))
+    hold_settle(VOUCHER, answered_row(Order, ids[0]))
     assert buyers[2].post(f"/api/orders/{ids[2]}/cancel").status_code == 200
-    Order.objects.filter(pk=ids[3]).update(hold_until=timezone.now())
+    answered_rows(Order, ids[3]).update(hold_until=timezone.now())
     assert holds_expire_due(VOUCHER, item_id=voucher.pk) == 1
 
 

@@ -446,12 +446,12 @@ def test_a_held_records_button_posted_twice_with_its_key_changes_it_once(make_us
         pool = make_pool(prizes=(("Gold", 5),))
         Pool.objects.filter(pk=pool.pk).update(hold_seconds=600)
         record = pool_draw(user=user, pool=pool_get(pool_id=pool.pk))
-        url, done = reverse("lottery:draw_claim", args=[record.pk]), "claimed"
+        url, done = reverse("lottery:draw_claim", args=[record.public_id]), "claimed"
     else:
         voucher = make_voucher()
         Voucher.objects.filter(pk=voucher.pk).update(hold_seconds=600)
         record = order_purchase(user=user, voucher=voucher_get(voucher_id=voucher.pk))
-        url = reverse("payments:order_pay" if action == "pay" else "pages:order_cancel", args=[record.pk])
+        url = reverse("payments:order_pay" if action == "pay" else "pages:order_cancel", args=[record.public_id])
         done = "paid" if action == "pay" else "cancelled"
 
     first, again = send(client, url), send(client, url)

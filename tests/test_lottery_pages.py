@@ -58,7 +58,7 @@ def test_log_in_draw_and_see_the_odds_and_my_draws_update(page, live_server, mak
     expect(page.get_by_test_id("draws-left")).to_have_text("2")
     expect(page.get_by_test_id(f"prize-stock-{draw.prize_id}")).to_have_text(f"{supplied - 1} of {supplied} left")
     expect(page.get_by_test_id("my-draws").locator("li")).to_have_count(1)
-    expect(page.get_by_test_id(f"draw-{draw.pk}")).to_contain_text(draw.prize.name)
+    expect(page.get_by_test_id(f"draw-{draw.public_id}")).to_contain_text(draw.prize.name)
     expect(page.locator("[data-outcome=won]")).to_be_visible()  # the polls keep the outcome in view
 
     assert Draw.objects.filter(user=user).count() == 1

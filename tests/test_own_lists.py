@@ -63,12 +63,18 @@ def records_made(user, count: int, items) -> None:
     )
     Payment.objects.bulk_create(
         [
-            Payment(order=order, reference=f"p-{order.pk}", status="refunded", refunded_at=now, refund_reason="expired")
+            Payment(
+                order=order,
+                reference=f"p-{order.public_id}",
+                status="refunded",
+                refunded_at=now,
+                refund_reason="expired",
+            )
             for order in orders
             if order.status in ("cancelled", "expired")
         ]
         + [
-            Payment(order=order, reference=f"p-{order.pk}", open_guard=order.pk)
+            Payment(order=order, reference=f"p-{order.public_id}", open_guard=order.pk)
             for n, order in enumerate(orders)
             if order.status == "held" and n % 4 == 1
         ]
@@ -140,10 +146,10 @@ def test_each_list_makes_the_same_queries_for_10_records_as_for_1000(make_user, 
         model = Order if "orders" in path else Draw
         records = newest_first(model, many)
         count_deep, shown_deep, next_deep = queries(logged_in(many), f"{path}?cursor={Cursor.of(records[499])}")
-        assert shown_deep == [record.pk for record in records[500 : 500 + PAGE_SIZE]] and next_deep, path
+        assert shown_deep == [record.public_id for record in records[500 : 500 + PAGE_SIZE]] and next_deep, path
         assert count_deep == count_few, path
         count_last, shown_last, next_last = queries(logged_in(many), f"{path}?cursor={Cursor.of(records[-20])}")
-        assert shown_last == [record.pk for record in records[-19:]] and next_last is None, path
+        assert shown_last == [record.public_id for record in records[-19:]] and next_last is None, path
         assert count_last == count_few, path
 
 
@@ -181,12 +187,12 @@ def test_the_pages_hold_every_record_once_newest_first_while_new_ones_are_made(p
     # Some pages either way: five records a page through the API, the pages' own size on the pages.
     records_made(user, 23 if api else 2 * PAGE_SIZE + 3, items)
     model = Order if "orders" in path else Draw
-    before = [record.pk for record in newest_first(model, user)]
+    before = [record.public_id for record in newest_first(model, user)]
     made = []
 
     def another_one():
         # Made while the client pages: newer than every page it has, so on none of the rest.
-        made.append(model.objects.create(**_like(newest_first(model, user)[-1])).pk)
+        made.append(model.objects.create(**_like(newest_first(model, user)[-1])).public_id)
 
     size = 5 if api else PAGE_SIZE
     first = f"{path}?limit={size}" if api else path

@@ -234,16 +234,18 @@ def test_every_api_call_costs_the_same_with_ten_records_as_with_a_thousand(
         answers = [api_queries(buyer, method, url) for method, url in calls]
         order = Order.objects.get(voucher=voucher, user=buyer.user)
         draw = Draw.objects.get(pool=pool, user=buyer.user)
-        answers.append(api_queries(buyer, "post", f"/api/orders/{order.pk}/pay"))
-        answers.append(api_queries(buyer, "get", f"/api/orders/{order.pk}"))
+        answers.append(api_queries(buyer, "post", f"/api/orders/{order.public_id}/pay"))
+        answers.append(api_queries(buyer, "get", f"/api/orders/{order.public_id}"))
         second = api_client()
         second.get("/api/orders")
         api_queries(second, "post", f"/api/vouchers/{voucher.pk}/purchase")
         answers.append(
-            api_queries(second, "post", f"/api/orders/{Order.objects.get(voucher=voucher, user=second.user).pk}/cancel")
+            api_queries(
+                second, "post", f"/api/orders/{Order.objects.get(voucher=voucher, user=second.user).public_id}/cancel"
+            )
         )
         if draw.prize_id is not None:
-            answers.append(api_queries(buyer, "post", f"/api/draws/{draw.pk}/claim"))
+            answers.append(api_queries(buyer, "post", f"/api/draws/{draw.public_id}/claim"))
         counted[name] = answers
     statuses = [status for status, _ in counted["many"]]
     assert all(status in (200, 201) for status in statuses), statuses

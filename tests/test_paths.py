@@ -39,6 +39,7 @@ from inventory.tasks import holds_expire, holds_sweep
 from lottery.product import POOL
 from orders.models import Order, Voucher
 from payments.models import Payment
+from tests.records import answered_row, answered_rows
 
 from .payments.conftest import callback
 
@@ -274,7 +275,7 @@ def held_order(api_client, make_voucher, payment_provider):
 def test_a_cancel_is_a_path_a_reader_follows(held_order):
     buyer, order_id = held_order
     trace = Trace(CANCEL).run(lambda: buyer.post(f"/api/orders/{order_id}/cancel"))
-    assert Order.objects.get(pk=order_id).status == Order.Status.CANCELLED
+    assert answered_row(Order, order_id).status == Order.Status.CANCELLED
     assert_followable(trace)
 
 
@@ -285,16 +286,16 @@ def test_a_payments_confirmation_is_a_path_a_reader_follows(held_order, payment_
     reference = Payment.objects.get().reference
     key_prefix()  # read once per process: a step of no path, whichever test ran first
     trace = Trace(CONFIRM).run(lambda: callback(reference))
-    assert Order.objects.get(pk=order_id).status == Order.Status.PAID
+    assert answered_row(Order, order_id).status == Order.Status.PAID
     assert_followable(trace)
 
 
 @pytest.mark.parametrize("task", [holds_expire, holds_sweep], ids=["at the deadline", "the sweep"])
 def test_an_expiry_is_a_path_a_reader_follows(held_order, task):
     _, order_id = held_order
-    order = Order.objects.get(pk=order_id)
-    Order.objects.filter(pk=order_id).update(hold_until=timezone.now() - timedelta(seconds=1))
+    order = answered_row(Order, order_id)
+    answered_rows(Order, order_id).update(hold_until=timezone.now() - timedelta(seconds=1))
     arguments = ("voucher", order.voucher_id) if task is holds_expire else ("voucher",)
     trace = Trace(EXPIRY, start=task.__name__).run(lambda: task(*arguments))
-    assert Order.objects.get(pk=order_id).status == Order.Status.EXPIRED
+    assert answered_row(Order, order_id).status == Order.Status.EXPIRED
     assert_followable(trace)

@@ -27,6 +27,7 @@ from playwright.sync_api import expect
 
 from core.namespace import instance_key
 from inventory.models import StockGroup
+from inventory.records import internal_of
 from inventory.redis_lua.client import reservations_client
 from inventory.redis_lua.drain import persist_options
 from inventory.redis_lua.item_states import item_reservations_persist
@@ -38,6 +39,7 @@ from orders.models import Order
 from orders.product import VOUCHER
 from tests import test_browser
 from tests.live import database_url, instance_keys_emptied
+from tests.records import answered_row
 from tests.test_browser import log_in
 
 # Chromium and a phone-sized page, registered in this module too: pytest finds fixtures by name.
@@ -141,7 +143,7 @@ def test_a_purchase_is_reserved_polls_and_turns_confirmed_once_persisted(client,
     order_id, code, attributes = buy(client, voucher)
     status_url = reverse("pages:order_status", args=[order_id])
     assert code == "pending" and polls(attributes, status_url)
-    assert order_id >= 2**62  # the reservation's id, as the API answers it
+    assert internal_of(order_id) >= 2**62  # made of the reservation's id, as the API answers it
     assert not Order.objects.exists()  # reserved in Redis only
 
     # Until a worker writes it, the status answers pending and keeps polling, and raises nothing.
@@ -162,7 +164,7 @@ def test_a_purchase_is_reserved_polls_and_turns_confirmed_once_persisted(client,
     assert code == "bought" and "hx-get" not in attributes and "hx-trigger" not in attributes  # polling stops
     assert text(response.content) == f"Bought! Order #{order_id}. See my orders"  # as a purchase answered 201
     assert response["HX-Trigger"] == "bought"  # the live part reloads at once
-    assert Order.objects.get(reservation=order_id).status == Order.Status.CONFIRMED
+    assert answered_row(Order, order_id).status == Order.Status.CONFIRMED
     enabled, words = live_reason(client, voucher)
     assert not enabled and "You bought this voucher." in words
     mine = client.get(reverse("pages:order_list")).content.decode()
@@ -214,12 +216,12 @@ def test_my_orders_lists_confirmed_pending_and_failed_ones_newest_first(client, 
     page = client.get(reverse("pages:order_list")).content.decode()
     order = Order.objects.get(voucher=plain)
     rows = re.findall(r'data-testid="order-(\d+)"', page)
-    assert rows == [str(pending_id), str(failed_id), str(order.pk)]
+    assert rows == [str(pending_id), str(failed_id), str(order.public_id)]
     statuses = dict(re.findall(r'data-testid="order-status-(\d+)">([^<]+)<', page))
     assert statuses == {
         str(pending_id): "pending: being confirmed",
         str(failed_id): "failed",
-        str(order.pk): "confirmed",
+        str(order.public_id): "confirmed",
     }
     assert re.search(rf'data-testid="order-why-{failed_id}">the database was unreachable for too long<', page)
 
@@ -311,7 +313,7 @@ def test_a_draw_shows_its_prize_pending_then_confirmed(client, make_user, make_p
     assert code == "won" and "hx-trigger" not in attributes
     assert text(response.content) == "You won Gold!"  # as a draw answered 201
     assert response["HX-Trigger"] == "drawn"
-    assert Draw.objects.get(reservation=draw_id).prize.name == "Gold"
+    assert answered_row(Draw, draw_id).prize.name == "Gold"
     page = standing(client, pool)
     assert draws_left(page) == 2
     assert f'data-testid="draw-{draw_id}"' in page and f"draw-status-{draw_id}" not in page
@@ -436,7 +438,7 @@ def test_a_purchase_in_the_browser_shows_pending_then_confirmed(page, live_serve
     bought = page.locator("[data-outcome=bought]")
     expect(bought).to_have_text(f"Bought! Order #{order_id}. See my orders", timeout=30_000)
     expect(page.get_by_test_id("buy-reason")).to_contain_text("You bought this voucher")
-    assert Order.objects.get(reservation=order_id).user.username == "lua-buyer"
+    assert answered_row(Order, order_id).user.username == "lua-buyer"
     bought.get_by_role("link", name="See my orders").click()
     expect(page.get_by_test_id(f"order-status-{order_id}")).to_have_text("confirmed")
 
@@ -467,4 +469,4 @@ def test_a_pending_draw_keeps_polling_while_the_pool_page_reloads_around_it(page
     expect(page.get_by_test_id(f"draw-{draw_id}")).to_be_visible()
     expect(page.get_by_test_id(f"draw-status-{draw_id}")).to_have_count(0)
     expect(page.get_by_test_id("draws-left")).to_have_text("2")
-    assert Draw.objects.get(reservation=draw_id).prize.name == "Gold"
+    assert answered_row(Draw, draw_id).prize.name == "Gold"

@@ -16,6 +16,7 @@ from django.utils import timezone
 
 from core.window import NotStarted
 from inventory.models import StockGroup
+from inventory.records import internal_of
 from inventory.redis_lua.bucket_states import states_present
 from inventory.redis_lua.client import reservations_client
 from inventory.redis_lua.drain import persist_all
@@ -85,7 +86,7 @@ def test_a_purchase_answers_202_and_the_order_is_pending_then_confirmed_under_th
     assert answer.status_code == 202
     order_id = answer.json()["order_id"]
     assert answer.json()["status"] == "pending"
-    assert reservation_group(order_id) == voucher.group_id
+    assert reservation_group(internal_of(order_id)) == voucher.group_id
     assert not Order.objects.exists()  # nothing written in the request
     pending = buyer.get(f"/api/orders/{order_id}").json()
     assert (pending["id"], pending["status"], pending["voucher_id"]) == (order_id, "pending", voucher.pk)
@@ -237,7 +238,7 @@ def test_a_draw_answers_202_with_its_prize_and_is_listed_pending_then_confirmed(
     persist_pool(pool)
     one = player.get(f"/api/draws/{body['draw_id']}").json()
     assert (one["status"], one["prize"]["id"]) == ("confirmed", gold.pk)
-    assert Draw.objects.get().reservation == body["draw_id"]
+    assert Draw.objects.get().public_id == body["draw_id"]
 
 
 def test_a_pools_rules_prizes_and_restocks_follow_in_redis(api_client, make_pool):

@@ -18,6 +18,7 @@ import pytest
 from django.test import Client
 from redis.cluster import ClusterNode
 
+from inventory.records import internal_of
 from inventory.redis_lua.backlog import reservations_backlog
 from inventory.redis_lua.client import reservations_client
 from inventory.redis_lua.item_states import (
@@ -30,6 +31,7 @@ from orders.models import Order, Voucher
 from orders.product import VOUCHER
 from orders.selectors import order_get
 from orders.services import order_cancel
+from tests.records import answered_row
 
 from .http import assert_error
 from .stock import stock_left, stock_row
@@ -77,7 +79,7 @@ def test_a_sale_spread_over_the_masters_reserves_writes_releases_reconciles_and_
         first, second = api_client(), api_client()
         answers = [purchase(first, voucher), purchase(second, voucher)]
         assert [answer.status_code for answer in answers] == [202, 202]
-        assert reservation_group(answers[0].json()["order_id"]) == voucher.group_id
+        assert reservation_group(internal_of(answers[0].json()["order_id"])) == voucher.group_id
         assert_error(purchase(first, voucher), 409, "already_purchased")
         assert first.get(f"/api/orders/{answers[0].json()['order_id']}").json()["status"] == "pending"
         assert reservations_backlog(reservations_client(), group_ids=[v.group_id for v in vouchers])[0] >= 2
@@ -108,7 +110,7 @@ def test_with_wait_a_reservation_a_replica_has_is_answered_202(api_client, make_
     answer = purchase(api_client(), voucher)
     assert answer.status_code == 202
     assert persist(voucher) == 1
-    assert Order.objects.get(reservation=answer.json()["order_id"]).voucher_id == voucher.pk
+    assert answered_row(Order, answer.json()["order_id"]).voucher_id == voucher.pk
 
 
 def test_with_wait_a_reservation_no_replica_confirmed_is_unconfirmed_and_written_once_one_has_it(
@@ -127,7 +129,7 @@ def test_with_wait_a_reservation_no_replica_confirmed_is_unconfirmed_and_written
     assert str(order["id"]) in refused.json()["message"] and order["status"] == "pending"
     assert_error(purchase(buyer, voucher), 409, "already_purchased")
     assert persist(voucher) == 1
-    assert Order.objects.get(reservation=order["id"]).user_id == buyer.user.pk
+    assert answered_row(Order, order["id"]).user_id == buyer.user.pk
     assert not item_reservations_check(VOUCHER, item=voucher, reservations=reservations_client()).drifted
 
 

@@ -51,6 +51,8 @@ class LateCallback(Holding, Fault):
         from django.db import connection
         from django.utils import timezone
 
+        from inventory.records import public_of
+
         from .lifecycle import held
 
         tokens = dict(line.split() for line in stage.tokens.read_text().splitlines() if line.strip())
@@ -67,7 +69,8 @@ class LateCallback(Holding, Fault):
             connection.close()
         with ThreadPoolExecutor(max_workers=8) as pool:
             answered = pool.map(
-                lambda order: (order[0], pay(stage.server.host, order[1] or order[0], tokens[order[2]])), orders
+                lambda order: (order[0], pay(stage.server.host, public_of(order[1] or order[0]), tokens[order[2]])),
+                orders,
             )
             self.answers = dict(answered)
 

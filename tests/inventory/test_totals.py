@@ -45,7 +45,7 @@ def duplicated(make_voucher, make_user, *, due: bool = False):
 def test_a_duplicate_cancelled_under_any_strategy_leaves_the_totals_true(strategy, make_voucher, make_user):
     voucher, buyer = duplicated(make_voucher, make_user)
     voucher_update(voucher=voucher, strategy=strategy)
-    order_cancel(order=order_get(user=buyer, order_id=Order.objects.filter(user=buyer).first().pk))
+    order_cancel(order=order_get(user=buyer, order_id=Order.objects.filter(user=buyer).first().public_id))
     audit = voucher_audit(voucher_id=voucher.pk)
     assert (audit.duplicates, audit.totals_agree) == (0, True), audit
     group = StockGroup.objects.get(pk=voucher.group_id)

@@ -59,8 +59,8 @@ def test_a_vouchers_paid_cancelled_and_expired_orders_drain_and_are_counted(make
     buyers = [make_buyer() for _ in range(3)]
     paid, cancelled, abandoned = (order_purchase(user=buyer, voucher=voucher) for buyer in buyers)
     assert {paid.status, cancelled.status, abandoned.status} == {Order.Status.HELD}
-    assert order_pay(order=order_get(user=buyers[0], order_id=paid.pk)).status == "paid"
-    order_cancel(order=order_get(user=buyers[1], order_id=cancelled.pk))
+    assert order_pay(order=order_get(user=buyers[0], order_id=paid.public_id)).status == "paid"
+    order_cancel(order=order_get(user=buyers[1], order_id=cancelled.public_id))
     assert product.sample(target).taken == 2  # the cancelled order holds nothing
 
     # One hold, and the charge the site has not acknowledged (no callback reaches a test).
@@ -74,7 +74,11 @@ def test_a_vouchers_paid_cancelled_and_expired_orders_drain_and_are_counted(make
     assert lifecycle.outstanding(product, target)[:2] == (0, 0)
     assert lifecycle.wait_until_drained(product, target, timeout=5) is not None
 
-    outcomes = [["pay", "paid", str(paid.pk)], ["pay", "paid", str(abandoned.pk)], ["pay", "expired", "1"]]
+    outcomes = [
+        ["pay", "paid", str(paid.public_id)],
+        ["pay", "paid", str(abandoned.public_id)],
+        ["pay", "expired", "1"],
+    ]
     out_of_stock_at(tmp_path, time.time())
     figures = lifecycle.figures(product, target, product.audit(target), outcomes, tmp_path)
     assert figures == {
@@ -93,7 +97,7 @@ def test_units_back_before_buyers_were_still_refused_are_returns_left_unsold(mak
     voucher = Voucher.objects.get(pk=target.pk)
     buyer = make_buyer()
     order = order_purchase(user=buyer, voucher=voucher)
-    order_cancel(order=order_get(user=buyer, order_id=order.pk))
+    order_cancel(order=order_get(user=buyer, order_id=order.public_id))
     audit = product.audit(target)
     assert lifecycle.figures(product, target, audit, [], tmp_path)["returns_unsold"] == 0  # nobody refused
     out_of_stock_at(tmp_path, time.time() + 5)
@@ -110,11 +114,11 @@ def test_a_pools_claimed_and_forfeited_prizes_are_counted_and_it_has_no_payments
     user = make_buyer()
     claimed, forfeited = (pool_draw(user=user, pool=pool_get(pool_id=target.pk)) for _ in range(2))
     assert claimed.status == Draw.Status.HELD
-    draw_claim(draw=draw_get(user=user, draw_id=claimed.pk))
+    draw_claim(draw=draw_get(user=user, draw_id=claimed.public_id))
     lapse("pool", forfeited)
     assert lifecycle.wait_until_drained(product, target, timeout=5) is not None
     figures = lifecycle.figures(
-        product, target, product.audit(target), [["claim", "claimed", str(claimed.pk)]], tmp_path
+        product, target, product.audit(target), [["claim", "claimed", str(claimed.public_id)]], tmp_path
     )
     assert figures == {
         "held_left": 0, "settled": 1, "released": 1, "resold": 0, "returned_twice": 0, "settled_and_released": 0,

@@ -58,7 +58,7 @@ def test_a_pools_draws_are_audited_and_its_confirmations_checked(make_buyer):
     )
     user = make_buyer()
     draws = [pool_draw(user=user, pool=pool_get(pool_id=target.pk)) for _ in range(3)]
-    outcomes = [["won", str(d.pk), str(d.prize_id)] for d in draws] + [["draw_limit"]]
+    outcomes = [["won", str(d.public_id), str(d.prize_id)] for d in draws] + [["draw_limit"]]
     assert pool_product.confirmations(target, outcomes) == (3, 0)
 
     wrong_prize = [*outcomes[:2], ["won", str(draws[2].pk), str(draws[2].prize_id + 1000)]]
@@ -82,7 +82,7 @@ def test_a_vouchers_orders_are_audited_and_its_confirmations_checked(make_buyer)
     voucher = Voucher.objects.get(pk=target.pk)
     assert stock_left(voucher) == 5 and voucher.group_id == target.group_id
     orders = [order_purchase(user=make_buyer(), voucher=voucher) for _ in range(2)]
-    outcomes = [["confirmed", str(o.pk)] for o in orders] + [["sold_out"]]
+    outcomes = [["confirmed", str(o.public_id)] for o in orders] + [["sold_out"]]
     assert voucher_product.confirmations(target, outcomes) == (2, 0)
     assert voucher_product.confirmations(target, [*outcomes, ["confirmed", str(orders[0].pk)]]) == (3, 1)
 

@@ -14,6 +14,7 @@ from django.utils import timezone
 
 from inventory.models import Stock
 from lottery.models import Draw, Pool, Prize
+from tests.records import answered_row
 
 from ..http import assert_error, patch_json, post_json
 
@@ -85,7 +86,7 @@ def test_a_draw_answers_the_prize_and_the_draws_left(make_pool, api_client):
     prize = pool.prizes.get()
     assert body["prize"] == {"id": prize.pk, "name": "Only"}
     assert body["draws_left"] == 1
-    draw = Draw.objects.get(pk=body["draw_id"])
+    draw = answered_row(Draw, body["draw_id"])
     assert (draw.user_id, draw.pool_id, draw.prize_id) == (client.user.pk, pool.pk, prize.pk)
     assert stock_snapshot(pool) == [(1, 2)]
 

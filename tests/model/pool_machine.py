@@ -15,6 +15,7 @@ from uuid import uuid4
 from hypothesis import strategies as st
 from hypothesis.stateful import precondition, rule
 
+from inventory.records import public_of
 from lottery.models import Draw, Pool, Prize
 from lottery.product import POOL
 from lottery.selectors import pool_audit, pool_get
@@ -61,7 +62,10 @@ class PoolMachine(ItemMachine):
         rows = Draw.objects.filter(pool_id=self.item.pk).values_list(
             "pk", "reservation", "status", "hold_until", "prize_id"
         )
-        return {reservation or pk: (status, to_ms(until), prize) for pk, reservation, status, until, prize in rows}
+        return {
+            public_of(reservation or pk): (status, to_ms(until), prize)
+            for pk, reservation, status, until, prize in rows
+        }
 
     def audit_check(self) -> None:
         audit = pool_audit(pool_id=self.item.pk)

@@ -21,6 +21,7 @@ from orders.models import Order
 from orders.product import VOUCHER
 from orders.selectors import voucher_audit, voucher_get
 from orders.services import voucher_update
+from tests.records import answered_row
 from tests.test_redis_lua import persist_voucher
 
 pytestmark = [
@@ -51,7 +52,7 @@ def test_a_switch_away_from_redis_lua_writes_what_it_reserved_and_its_buyer_may_
 
     voucher_update(voucher=voucher_get(voucher_id=voucher.pk), strategy="db_pessimistic")
 
-    assert Order.objects.get(reservation=taken["order_id"]).status == Order.Status.HELD
+    assert answered_row(Order, taken["order_id"]).status == Order.Status.HELD
     assert buyer.post(f"/api/orders/{taken['order_id']}/cancel").json()["status"] == "cancelled"
     audit = voucher_audit(voucher_id=voucher.pk)
     assert audit.ok and audit.stock == 2 and audit.holds.released == 1
@@ -63,7 +64,7 @@ def test_a_switch_away_from_redis_lua_lets_the_deadline_release_what_it_reserved
     voucher, buyer = sale()
     taken = buyer.post(f"/api/vouchers/{voucher.pk}/purchase").json()
     voucher_update(voucher=voucher_get(voucher_id=voucher.pk), strategy="db_atomic")
-    order = Order.objects.get(reservation=taken["order_id"])
+    order = answered_row(Order, taken["order_id"])
 
     assert holds_expire_due(VOUCHER, item_id=voucher.pk, now=order.hold_until + timedelta(seconds=1)) == 1
     assert holds_expire_due(VOUCHER, item_id=voucher.pk, now=order.hold_until + timedelta(seconds=2)) == 0

@@ -10,10 +10,10 @@ from datetime import datetime
 from uuid import uuid4
 
 from django.conf import settings
-from django.db.models import Q
 from hypothesis import strategies as st
 from hypothesis.stateful import precondition, rule
 
+from inventory.records import public_of
 from orders.models import Order, Voucher
 from orders.product import VOUCHER
 from orders.selectors import voucher_audit, voucher_get
@@ -22,6 +22,7 @@ from payments.models import Payment
 from payments.services import payment_confirm
 from tests.model.machine import ABANDON_LIMIT, HOLD_SECONDS, WINDOW, ItemMachine, counted, to_ms
 from tests.model.reference import ONE, Sale, Written
+from tests.records import answered_rows
 from tests.test_redis_lua import persist_voucher
 
 # Three buyers and two units: enough to sell out, buy again after a release and hit the cap
@@ -55,7 +56,7 @@ class VoucherMachine(ItemMachine):
 
     def written(self) -> Written:
         rows = Order.objects.filter(voucher_id=self.item.pk).values_list("pk", "reservation", "status", "hold_until")
-        return {reservation or pk: (status, to_ms(until), ONE) for pk, reservation, status, until in rows}
+        return {public_of(reservation or pk): (status, to_ms(until), ONE) for pk, reservation, status, until in rows}
 
     def audit_check(self) -> None:
         audit = voucher_audit(voucher_id=self.item.pk)
@@ -106,5 +107,5 @@ class VoucherMachine(ItemMachine):
     def _charges(self, order_id: int) -> dict[str, str]:
         """{reference: status} of the charges of the order the buyer knows as ``order_id``."""
         of_voucher = Payment.objects.filter(order__voucher_id=self.item.pk)
-        named = of_voucher.filter(Q(order__reservation=order_id) | Q(order__reservation=None, order_id=order_id))
+        named = of_voucher.filter(order__in=answered_rows(Order, order_id))
         return dict(named.values_list("reference", "status"))

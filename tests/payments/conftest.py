@@ -8,13 +8,13 @@ from collections.abc import Callable
 from datetime import timedelta
 
 import pytest
-from django.db.models import Q
 from django.test import Client
 from django.utils import timezone
 
 from orders.models import Order, Voucher
 from orders.selectors import voucher_get
 from payments.signature import HEADER, callback_sign
+from tests.records import answered_row
 
 
 @pytest.fixture
@@ -48,8 +48,8 @@ def callback(reference: str, *, signature: str | None = None, body: bytes | None
 
 
 def order_row(order_id: int) -> Order:
-    """The order the API calls ``order_id`` (a redis_lua order by its reservation's id)."""
-    return Order.objects.get(Q(reservation=order_id) | Q(pk=order_id, reservation__isnull=True))
+    """The order the API calls ``order_id`` (``Record.public_id``)."""
+    return answered_row(Order, order_id)
 
 
 def held_until_past(order_id: int) -> Order:

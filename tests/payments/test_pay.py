@@ -135,13 +135,13 @@ def test_a_confirmation_after_the_hold_expired_is_refunded_and_the_unit_sold_onc
     bought = buy(second, voucher)
     assert pay(second, bought).status_code == 200
 
-    confirmed = callback(Payment.objects.get(order_id=late).reference)
+    confirmed = callback(Payment.objects.get(order=order_row(late)).reference)
 
     assert confirmed.json()["status"] == "refunded"
     shown = first.get(f"/api/orders/{late}").json()
     assert shown["status"] == "expired"
     assert shown["refund"]["reason"] == "expired"
-    assert shown["refund"]["reference"] == Payment.objects.get(order_id=late).reference
+    assert shown["refund"]["reference"] == Payment.objects.get(order=order_row(late)).reference
     assert ProviderCharge.objects.get(reference=shown["refund"]["reference"]).refunded_at is not None
     assert second.get(f"/api/orders/{bought}").json()["status"] == "paid"
     assert stock_of(voucher) == 0
