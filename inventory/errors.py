@@ -82,12 +82,14 @@ class Unconfirmed(Unavailable):
 
     code = "unconfirmed"
 
-    def __init__(self, reservation_id: int) -> None:
+    def __init__(self, record_id: int) -> None:
+        # ``record_id``: the id the record will be shown by (``Record.public_id``), never the
+        # reservation's own, which counts the sale's takes.
         super().__init__(
-            f"Reserved as {reservation_id}, but not yet confirmed by a replica of the sale's Redis: it stands "
+            f"Reserved as {record_id}, but not yet confirmed by a replica of the sale's Redis: it stands "
             "unless that server fails before it is written. Look for it among your orders or draws before trying again."
         )
-        self.reservation_id = reservation_id
+        self.record_id = record_id
 
 
 class HoldClosed(DomainError):

@@ -29,6 +29,7 @@ from accounts.services import token_issue
 from core import requestid
 from core.logfilters import Json, RequestId, Text
 from core.namespace import instance_key
+from inventory.records import internal_of
 from locking.testing import free_port
 from lottery.models import Pool
 from orders.models import Voucher
@@ -343,11 +344,12 @@ def test_under_redis_lua_the_worker_line_that_writes_a_reservation_carries_its_r
         ("B", "voucher", voucher.pk, bob.pk),
         ("C", "pool", pool.pk, ann.pk),
     ):
-        line = lines[reservation[key]]
+        line = lines[internal_of(reservation[key])]  # the worker's line names the reservation's own id
         assert line["request_id"] == asked[key], line
         assert (line["logger"], line["level"], line["outcome"]) == ("inventory.redis_lua.persist", "INFO", "written")
         assert (line["kind"], line["item_id"], line["user_id"]) == (kind, item, user)
-        assert line["time"] and str(reservation[key]) in line["message"]
+        assert line["time"] and line["record_id"] == reservation[key]
+        assert f"(shown as {reservation[key]})" in line["message"]
 
     # The voucher's batch ran under the drain task A's purchase sent: its id came in the headers.
     batches = [one for one in json_lines(folder / "worker.log") if one.get("event") == "reservations.batch"]

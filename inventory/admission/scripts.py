@@ -22,6 +22,8 @@ still out: a unit is promised to one admitted buyer at most, so admission stops 
 is gone and a unit that comes back (a cancel, an expiry) admits the next buyer.
 """
 
+from core.ratelimit import RATE_WAIT
+
 # Advance the room to ``now``, join the user to its line if asked, and say where the user
 # stands.
 #
@@ -117,18 +119,26 @@ local function ticket_use(admitted, serials, room, user)
 end
 """
 
-# Spend the user's ticket on a take, in a round trip of its own.
+# Spend the user's ticket on a take, in a round trip of its own, and count the take's rate
+# limits in it where they live in the room's Redis: a take of a strategy that counts them
+# before it takes (core.ratelimit.COUNT) then makes one round trip for both.
 #
-# KEYS: admitted, serials, room
-# ARGV: user, serial, now (ms)
+# KEYS: admitted, serials, room, then the rate limits' counters (none when not counted here)
+# ARGV: user, serial, now (ms), then each counter's limit and window (ms) (core.ratelimit)
 #
-# Returns the ticket's deadline (ms) when it was spent, 0 when it was not the user's live one.
+# Returns the ticket's deadline (ms) when it was spent; 0 when it was not the user's live
+# one; minus the ms to wait when a rate limit refused the take, the ticket left unspent.
 TICKET_SPEND = (
     TICKET
+    + RATE_WAIT
     + """
 local deadline = ticket_live(KEYS[1], KEYS[2], ARGV[1], ARGV[2], tonumber(ARGV[3]))
 if not deadline then
   return 0
+end
+local wait = rate_wait(4, 4)
+if wait > 0 then
+  return -wait
 end
 ticket_use(KEYS[1], KEYS[2], KEYS[3], ARGV[1])
 return deadline

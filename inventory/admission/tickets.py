@@ -27,6 +27,7 @@ from django.conf import settings
 
 from core.errors import DomainError
 from core.idempotency import asks_again
+from core.ratelimit import RateCount, rate_client, rate_refuse
 
 from ..errors import NotAdmitted, TicketNotLive
 from .keys import RoomKeys, room_client, room_script
@@ -91,7 +92,8 @@ class TicketHeld:
     """A take's admission ticket, its signature found good and not yet spent (``ticket_held``),
     and the context the take runs in. The take spends it once, in its own script where the
     room lives in the same Redis (``redis_lua``'s RESERVE: :meth:`spends_with`), otherwise
-    first, in a round trip of its own (:meth:`spend`). Spent that way, it is given back
+    first, in a round trip of its own that counts the take's rate limits too where the same
+    Redis holds them (:meth:`spend`). Spent that way, it is given back
     when the take was refused with nothing done and asks to be sent again (busy, rate
     limited, unavailable), or failed unforeseen; a take that wrote, or was refused for good
     (sold out, the user's limit, the window), has spent it, and one that spends it in its
@@ -108,14 +110,25 @@ class TicketHeld:
     def spent(self) -> bool:
         return self.deadline is not None
 
-    def spend(self) -> None:
-        """Spend it now, once (``NotAdmitted`` unless it is the user's live ticket for the item)."""
+    def spend(self, rate: RateCount | None = None, *, tag: str = "") -> None:
+        """Spend it now, once (``NotAdmitted`` unless it is the user's live ticket for the
+        item), and count the take's ``rate`` limits on the item's hash ``tag``: in the same
+        round trip where they live in the room's Redis, refused (``RateLimited``) with the
+        ticket unspent; otherwise after it, given back if they refuse."""
         if self.spent:
             return
-        deadline = int(room_script(TICKET_SPEND)(keys=self.spend_keys, args=[self.user_id, *self.spend_args()]))
-        if not deadline:
+        keys, args = self.spend_keys, [self.user_id, *self.spend_args()]
+        counted_here = rate is not None and rate_client() is room_client()
+        if counted_here:
+            keys, args = keys + rate.keys(tag=tag), args + rate.args()
+        answer = int(room_script(TICKET_SPEND)(keys=keys, args=args))
+        if answer < 0:
+            rate_refuse(-answer)
+        if not answer:
             raise TicketNotLive()
-        self.deadline = deadline
+        self.deadline = answer
+        if rate is not None and not counted_here:
+            rate.count(tag=tag)
 
     def spends_with(self, client) -> bool:
         """Whether a script on ``client`` can spend it: the room's own Redis, not yet spent."""

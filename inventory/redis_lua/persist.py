@@ -35,6 +35,7 @@ from django.db import DatabaseError, IntegrityError, InterfaceError, Operational
 from redis import RedisError
 
 from ..models import Stock
+from ..records import public_of
 from ..strategies.base import units_out
 from .client import Reservations
 from .values import GroupKeys, Pending, reservation_id, state_of
@@ -293,6 +294,8 @@ class _About:
             "item_id": self.item_id,
             "group_id": self.group_id,
             "reservation_id": one.reservation_id,
+            # The id its buyer was shown (``Record.public_id``): what they quote.
+            "record_id": public_of(one.reservation_id),
             "user_id": one.user_id,
             "stock_id": one.stock_id,
             "outcome": outcome,
@@ -302,8 +305,9 @@ class _About:
             fields["why"] = why
         logger.log(
             level,
-            "reservation %s of %s %s for user %s %s after %s ms%s",
-            one.reservation_id, self.kind, self.item_id, one.user_id, outcome, waited, f": {why}" if why else "",
+            "reservation %s (shown as %s) of %s %s for user %s %s after %s ms%s",
+            one.reservation_id, fields["record_id"], self.kind, self.item_id, one.user_id, outcome, waited,
+            f": {why}" if why else "",
             extra=fields,
         )  # fmt: skip
 

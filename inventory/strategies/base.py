@@ -87,7 +87,7 @@ class Take(Generic[R]):
         rate: the request's rate limits (``core.ratelimit``), counted on the group first:
             ``RateLimited`` (429) when over one, and nothing taken. None counts nothing.
         ticket: on an item with a waiting room, the request's ticket (``TicketHeld``): spent
-            first, rate limits included (``redis_lua``'s in its own script where it can).
+            first, the rate limits counted in its round trip (``redis_lua``'s in RESERVE).
 
     What the strategies that take in the request read:
         admit: refuses what can be refused before any guard, from what the item was read
@@ -330,8 +330,8 @@ class StockStrategy:
         if isinstance(take.quantity, bool) or not isinstance(take.quantity, int) or take.quantity < 1:
             raise InvalidQuantity()
         if take.ticket is not None:
-            take.ticket.spend()
-        if take.rate is not None:
+            take.ticket.spend(take.rate, tag=group_tag(take.group_id))  # its rate limits counted too
+        elif take.rate is not None:
             take.rate.count(tag=group_tag(take.group_id))
         snapshot = take.admit()
         if take.buckets == 1:

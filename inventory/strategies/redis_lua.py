@@ -44,6 +44,7 @@ from core.window import Ended, NotStarted
 
 from ..errors import AbandonLimit, CoolingDown, SoldOut, StateMissing, TicketNotLive, Unconfirmed
 from ..models import Strategy
+from ..records import public_of
 from ..redis_lua.bucket_states import item_states, reserve_at_home
 from ..redis_lua.client import REACHABLE, reservations_client
 from ..redis_lua.drain import with_group_lock
@@ -105,7 +106,7 @@ class RedisLuaStrategy(StockStrategy):
                 state = take.group_id if take.buckets == 1 else reservation_group(reserved.reservation_id)
                 _ask(DRAIN_TASK, (take.kind, take.item_id, state), "persist", take)
             if reserved.unconfirmed:
-                raise Unconfirmed(reserved.reservation_id)
+                raise Unconfirmed(public_of(reserved.reservation_id))
             return take.reserved(reserved)
         if reserved.refusal == "rate_limited":
             rate_refuse(reserved.wait_ms)

@@ -16,6 +16,7 @@ from inventory.admission.tickets import TicketHeld
 from inventory.errors import NotAdmitted, SoldOut, StateMissing
 from inventory.redis_lua.client import reservations_client
 from inventory.redis_lua.item_states import item_reservations_load
+from inventory.redis_lua.values import group_tag
 from inventory.take import item_take
 from orders.product import VOUCHER
 from orders.selectors import voucher_get
@@ -165,3 +166,30 @@ def test_redis_lua_spends_the_ticket_first_when_the_room_lives_in_another_redis(
     held = take(voucher, users[0], ticket)
     assert held.spent
     assert not live(voucher, users[0]) and used(rooms, voucher) == 1
+
+
+def test_a_take_that_counts_its_rate_limits_first_counts_them_in_the_tickets_own_round_trip(queued, rooms, users):
+    voucher = queued(strategy="db_atomic")
+    ticket = admitted(voucher, users[0])
+    rate = RateCount(action="purchase", counted=((Limit("user", 5, 60), str(users[0])),))
+    held = take(voucher, users[0], ticket, rate=rate)
+    assert held.spent and used(rooms, voucher) == 1
+    # Counted once: in the ticket's script, and not again on its own.
+    [counter] = rate.keys(tag=group_tag(voucher.group_id))
+    assert int(rooms.get(counter)) == 1
+
+
+def test_a_take_whose_room_lives_in_another_redis_counts_its_limits_apart_and_gives_the_ticket_back(
+    queued, rooms, room_elsewhere, users
+):
+    voucher = queued(strategy="db_atomic")
+    ticket = admitted(voucher, users[0])
+    over = RateCount(action="purchase", counted=((Limit("user", 0, 60), str(users[0])),))
+    with pytest.raises(RateLimited):
+        take(voucher, users[0], ticket, rate=over)
+    assert live(voucher, users[0]) and used(rooms, voucher) == 0
+    rate = RateCount(action="purchase", counted=((Limit("user", 5, 60), str(users[1])),))
+    held = take(voucher, users[1], admitted(voucher, users[1]), rate=rate)
+    assert held.spent and used(rooms, voucher) == 1
+    [counter] = rate.keys(tag=group_tag(voucher.group_id))
+    assert int(rooms.get(counter)) == 1
