@@ -162,6 +162,7 @@ class RedisRestart(Fault):
     def _waiting(url: str, group_id: int) -> set[int]:
         """The reservations of the group waiting in Redis, read with every write paused, so
         that none is made between this read and the kill that follows it."""
+        from inventory.records import public_of
         from inventory.redis_lua.values import GroupKeys, reservation_id
 
         client = redis.Redis.from_url(url, socket_timeout=5)
@@ -170,7 +171,8 @@ class RedisRestart(Fault):
             entries = client.xrange(GroupKeys.of(group_id).pending)
         finally:
             client.close()
-        return {reservation_id(group_id, int(entry_id.split(b"-")[0])) for entry_id, _ in entries}
+        # As the answers name them (``Record.public_id``).
+        return {public_of(reservation_id(group_id, int(entry_id.split(b"-")[0]))) for entry_id, _ in entries}
 
     def heal(self, stage: Stage, down: float) -> float:
         time.sleep(down)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import pytest
 from django.contrib.auth import get_user_model
 
+from inventory.records import public_of
 from inventory.strategies import STRATEGIES, strategy_names
 from lottery.errors import DrawLimit
 from lottery.models import Draw
@@ -41,7 +42,7 @@ def crowd(make_user):
 
 
 def assert_every_confirmed_draw_is_recorded_once_with_its_prize(pool, outcome) -> None:
-    recorded = dict(Draw.objects.filter(pool=pool).values_list("id", "prize_id"))
+    recorded = {public_of(pk): prize for pk, prize in Draw.objects.filter(pool=pool).values_list("id", "prize_id")}
     assert dict(outcome.confirmed) == recorded
     assert len(outcome.confirmed) == len(recorded)
     assert not outcome.unexpected, outcome.unexpected
