@@ -294,7 +294,8 @@ class RecordAdmin(CreatedColumn, ModelAdmin):
     the item's filter finds an item's. A search for any part of the name, or of the item's
     name too, read every record joined to its user and item to find a few. A number (with
     or without its ``#``) finds the record a buyer quotes: the one shown by that number
-    (``Record.public_id``), by its primary key or reservation."""
+    (``Record.public_id``), by its primary key or reservation; where none is, the number
+    is searched as a username."""
 
     search_fields = ["^user__username"]
     search_help_text = "A username, or its beginning; or the number a buyer was shown (#…). The filter picks an item."
@@ -312,8 +313,9 @@ class RecordAdmin(CreatedColumn, ModelAdmin):
     def get_search_results(self, request, queryset, search_term):
         number = search_term.strip().removeprefix("#")
         found = row_filter(int(number)) if number.isascii() and number.isdigit() and len(number) <= 19 else None
-        if found is not None:
+        if found is not None and queryset.filter(**found).exists():
             return queryset.filter(**found), False
+        # No record is shown by that number: it may be a username made of digits.
         return super().get_search_results(request, queryset, search_term)
 
     @admin.display(description="number shown")

@@ -135,7 +135,8 @@ def record_get(product: Product, *, record_id: int, user_id: int, rows: QuerySet
         raise Http404("No record has this id.")
     group_id = reservation_group(record_id)
     if group_id is None:
-        return get_object_or_404(rows, pk=record_id)
+        # A row of a redis_lua take is shown by its reservation's id, never by its key.
+        return get_object_or_404(rows, pk=record_id, reservation__isnull=True)
     # Redis first: a reservation leaves the stream only after its row is committed.
     found = reservation_find(reservation=record_id, user_id=user_id)
     if found is None:

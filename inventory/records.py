@@ -286,4 +286,6 @@ def row_filter(public: int) -> dict | None:
     internal = internal_of(public)
     if internal is None:
         return None
-    return {"pk": internal} if reservation_group(internal) is None else {"reservation": internal}
+    if reservation_group(internal) is None:
+        return {"pk": internal, "reservation__isnull": True}  # a redis_lua row is shown by its reservation
+    return {"reservation": internal}

@@ -122,7 +122,7 @@ class DrawOut(Schema):
 
 
 class DrawListOut(Schema):
-    draw_id: int = Field(description="the id the draw answered: a redis_lua draw keeps its reservation's id")
+    draw_id: int = Field(description="the id the draw answered, kept from a redis_lua 202 to the written draw; it says nothing of other draws")
     pool_id: int
     prize: PrizeRef | None
     status: str = Field(description="confirmed; held then claimed or forfeited; redis_lua: pending, or failed")

@@ -96,3 +96,24 @@ def test_the_admin_finds_the_record_a_buyer_quotes_by_its_number(admin_client_, 
     assert all(f"#{order.public_id}" in page for order in orders)
     nothing = admin_client_.get("/admin/orders/order/", {"q": str(ID_LIMIT)}).context["cl"].result_list
     assert list(nothing) == []
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.usefixtures("reservations_redis")
+def test_a_redis_lua_order_answers_to_the_number_made_of_its_reservation_and_not_to_one_made_of_its_row(
+    api_client, make_voucher
+):
+    voucher = make_voucher(stock=2, strategy="redis_lua")
+    buyer = api_client()
+    shown = buyer.post(f"/api/vouchers/{voucher.pk}/purchase").json()["order_id"]
+    persist_voucher(voucher)
+    row = answered_row(Order, shown)
+    assert buyer.get(f"/api/orders/{shown}").status_code == 200
+    assert_error(buyer.get(f"/api/orders/{public_of(row.pk)}"), 404, "not_found")
+
+
+@pytest.mark.django_db
+def test_the_admin_searches_a_number_no_record_is_shown_by_as_a_username(admin_client_, make_user, make_voucher):
+    order = order_purchase(user=make_user("2024"), voucher=make_voucher())
+    found = admin_client_.get("/admin/orders/order/", {"q": "2024"}).context["cl"].result_list
+    assert [one.pk for one in found] == [order.pk]

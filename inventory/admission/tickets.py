@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 from django.conf import settings
+from redis.cluster import RedisCluster
 
 from core.errors import DomainError
 from core.idempotency import asks_again
@@ -87,6 +88,12 @@ def ticket_read(text: str | None, *, kind: str, item_id: int, user_id: int, now_
     return ticket
 
 
+def _one_script_with(client) -> bool:
+    """Whether one script on ``client`` can reach the room's keys beside its own: the room's
+    own client, and no Cluster, where the room's hash tag and another's are in other slots."""
+    return client is room_client() and not isinstance(client, RedisCluster)
+
+
 @dataclass
 class TicketHeld:
     """A take's admission ticket, its signature found good and not yet spent (``ticket_held``),
@@ -118,7 +125,7 @@ class TicketHeld:
         if self.spent:
             return
         keys, args = self.spend_keys, [self.user_id, *self.spend_args()]
-        counted_here = rate is not None and rate_client() is room_client()
+        counted_here = rate is not None and _one_script_with(rate_client())
         if counted_here:
             keys, args = keys + rate.keys(tag=tag), args + rate.args()
         answer = int(room_script(TICKET_SPEND)(keys=keys, args=args))
@@ -132,7 +139,7 @@ class TicketHeld:
 
     def spends_with(self, client) -> bool:
         """Whether a script on ``client`` can spend it: the room's own Redis, not yet spent."""
-        return not self.spent and client is room_client()
+        return not self.spent and _one_script_with(client)
 
     @property
     def spend_keys(self) -> list[str]:

@@ -175,7 +175,9 @@ def _write_apart(
                     prepare=prepare,
                 )
             return result
-        why = f"the database refused the record: {exc.args[-1]}"[:300]
+        # The buyer reads ``why``; the database's own words (keys, values) are for the log.
+        logger.warning("reservation %s: the database refused its record: %s", pending[0].reservation_id, exc.args[-1])
+        why = "the database refused the record"
         return _undo_unless_written(
             pending[0], persisted, why, group_id=group_id, reservations=reservations, about=about
         )
