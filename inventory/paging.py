@@ -7,7 +7,7 @@ A record's place is its ``created_at`` and then its id (a row's ``pk``, or for a
 in Redis under ``redis_lua``, its reservation's id): the order of the index on
 ``(user, created_at, id)`` that each record model has. A cursor is the place of a page's last
 record, written ``<microseconds since 1970>.<id>``, the id as it is shown
-(``inventory.record_ids``: never the internal one, which would count the site's records);
+(``inventory.records.public_of``: never the internal one, which would count the site's records);
 the next page holds the records after it. Clients pass it back as they were given it; any
 cursor of that form is taken, so a cursor made by hand reads the records from that moment
 on, those of the moment itself in an order only the server knows."""

@@ -187,10 +187,15 @@ class Record(models.Model):
 
     @property
     def public_id(self) -> int:
-        """The id the user knows the record by (``inventory.record_ids``): made of the
+        """The id the user knows the record by (``public_of``, below): made of the
         reservation's under ``redis_lua`` (the 202 answered it before the row existed), of
-        the row's otherwise."""
-        return public_of(self.reservation or self.pk)
+        the row's otherwise. Worked out once per instance (a take's answer and its log line
+        both show it): a few microseconds each time."""
+        internal = self.reservation or self.pk
+        shown = self.__dict__.get("_shown_as")
+        if shown is None or shown[0] != internal:
+            shown = self.__dict__["_shown_as"] = (internal, public_of(internal))
+        return shown[1]
 
 
 # The statuses of a record whose unit went back to the stock, and of one settled.

@@ -122,7 +122,9 @@ class DrawOut(Schema):
 
 
 class DrawListOut(Schema):
-    draw_id: int = Field(description="the id the draw answered, kept from a redis_lua 202 to the written draw; it says nothing of other draws")
+    draw_id: int = Field(
+        description="the id the draw answered, from a redis_lua 202 on; it tells nothing of other draws"
+    )
     pool_id: int
     prize: PrizeRef | None
     status: str = Field(description="confirmed; held then claimed or forfeited; redis_lua: pending, or failed")

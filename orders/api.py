@@ -155,7 +155,9 @@ class RefundOut(Schema):
 
 
 class OrderOut(Schema):
-    order_id: int = Field(description="the id the purchase answered, kept from a redis_lua 202 to the written order; it says nothing of other orders")
+    order_id: int = Field(
+        description="the id the purchase answered, from a redis_lua 202 on; it tells nothing of other orders"
+    )
     # Orders named their id `id` before they answered `order_id` as draws answer `draw_id`;
     # kept, the same number, so that no client reading it breaks.
     id: int = Field(deprecated=True, description="deprecated: the same as order_id, which clients should read")
