@@ -20,6 +20,7 @@ from django.conf import settings
 from django.contrib.auth.hashers import PBKDF2PasswordHasher
 from django.test import RequestFactory
 
+from core.namespace import instance_key
 from core.ratelimit import client_address
 from locking.testing import free_port
 
@@ -76,7 +77,7 @@ def behind_proxy(transactional_db, django_user_model) -> Iterator[tuple[str, str
         username="victim", password=hasher.encode(PASSWORD, hasher.salt(), iterations=1000)
     )
     lock = redis.Redis.from_url(settings.LOCK_REDIS_URL)
-    for key in lock.scan_iter(match="*login-failures:*"):
+    for key in lock.scan_iter(match=instance_key("login-failures:*")):
         lock.delete(key)
     env = {
         "DJANGO_SETTINGS_MODULE": "config.settings.base",
@@ -98,7 +99,7 @@ def behind_proxy(transactional_db, django_user_model) -> Iterator[tuple[str, str
         finally:
             proxy.terminate()
             proxy.wait(10)
-    for key in lock.scan_iter(match="*login-failures:*"):
+    for key in lock.scan_iter(match=instance_key("login-failures:*")):
         lock.delete(key)
 
 

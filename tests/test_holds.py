@@ -15,6 +15,7 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.utils import timezone
 
+from core.namespace import instance_key
 from inventory.errors import (
     AlreadyClaimed,
     AlreadyPaid,
@@ -398,8 +399,9 @@ def test_redis_restarted_empty_with_units_held_is_rebuilt_without_them_and_their
     voucher = windowed(make_voucher(stock=5, strategy="redis_lua"))
     holders = [make_user() for _ in range(3)]
     orders = [buy(voucher, holder) for holder in holders]
-    for key in reservations_redis.scan_iter(match="*res:{group:*"):
-        reservations_redis.delete(key)  # Redis restarted empty
+    # Redis restarted empty, for this instance: other test workers' states share the database.
+    for key in reservations_redis.scan_iter(match=instance_key("res:{group:*")):
+        reservations_redis.delete(key)
 
     item_reservations_reconcile(VOUCHER, item=voucher_get(voucher_id=voucher.pk))
 
