@@ -17,7 +17,7 @@ from .buckets import home_bucket
 from .models import Strategy
 from .paging import Cursor, Page
 from .product import Product
-from .records import internal_of
+from .records import row_filter
 from .redis_lua.client import REACHABLE, reservations_client
 from .redis_lua.values import (
     Failed,
@@ -130,18 +130,16 @@ def _reserved_of_user(product: Product, *, user_id: int, rows: QuerySet, items: 
 def record_get(product: Product, *, record_id: int, user_id: int, rows: QuerySet) -> Model:
     """The user's own record by the id they know it by (``Record.public_id``), from ``rows``
     (the user's) or Redis; another user's is as good as missing (``Http404``)."""
-    record_id = internal_of(record_id)
-    if record_id is None:
+    lookup = row_filter(record_id)
+    if lookup is None:
         raise Http404("No record has this id.")
-    group_id = reservation_group(record_id)
-    if group_id is None:
-        # A row of a redis_lua take is shown by its reservation's id, never by its key.
-        return get_object_or_404(rows, pk=record_id, reservation__isnull=True)
+    if "reservation" not in lookup:
+        return get_object_or_404(rows, **lookup)
     # Redis first: a reservation leaves the stream only after its row is committed.
-    found = reservation_find(reservation=record_id, user_id=user_id)
+    found = reservation_find(reservation=lookup["reservation"], user_id=user_id)
     if found is None:
-        return get_object_or_404(rows, reservation=record_id)
-    group_id = state_of(group_id)[0]  # a bucket's state names its group
+        return get_object_or_404(rows, **lookup)
+    group_id = state_of(reservation_group(lookup["reservation"]))[0]  # a bucket's state names its group
     return record_of(product, found, get_object_or_404(product.items(), **{product.group_field: group_id}))
 
 

@@ -23,7 +23,7 @@ from django.db.models import Model, Q, QuerySet
 
 from core.errors import InvalidInput
 
-from .records import internal_of, public_of
+from .records import ID_LIMIT, internal_of, public_of
 
 # How many records a page shows unless asked for fewer, and the most it shows.
 PAGE_SIZE = 50
@@ -34,7 +34,6 @@ PAGE_SIZE_MAX = 100
 CURSOR_PATTERN = r"^[0-9]{1,16}\.[0-9]{1,19}$"
 _CURSOR = re.compile(CURSOR_PATTERN)
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-_ID_MAX = (1 << 63) - 1
 
 R = TypeVar("R", bound=Model)
 
@@ -60,7 +59,7 @@ class Cursor:
                 "or the page's Older link), or leave it out for the newest records."
             )
         micros, record_id = text.split(".")
-        return cls(_EPOCH + timedelta(microseconds=int(micros)), internal_of(min(int(record_id), _ID_MAX)))
+        return cls(_EPOCH + timedelta(microseconds=int(micros)), internal_of(min(int(record_id), ID_LIMIT - 1)))
 
     def __str__(self) -> str:
         return f"{(self.at - _EPOCH) // timedelta(microseconds=1)}.{public_of(self.id)}"
