@@ -80,9 +80,10 @@ class QueueOut(Schema):
     eta_seconds: int | None = Field(description="the estimated wait, at the item's admission rate")
     ticket: str | None = Field(description="once admitted: the ticket a take sends in its Admission-Ticket header")
     ticket_expires_at: datetime | None = Field(description="when the ticket lapses and the next buyer is admitted")
-    poll_after_seconds: int | None = Field(
-        description="while waiting or sold out: when to ask again (half the estimated wait, 1 to 5 s); "
-        "null once admitted or closed"
+    poll_after_seconds: float | None = Field(
+        description="while waiting or sold out: when to ask again, in seconds to the hundredth (near the head "
+        "of the line, at the caller's turn; further back, half the estimated wait, 1 to 5 s); null once "
+        "admitted or closed"
     )
 
 

@@ -48,6 +48,7 @@ BURST_SECONDS = 1.0
 # How soon those waiting are asked to poll again (``Standing.poll_after_seconds``).
 POLL_SECONDS = 1
 POLL_SECONDS_MOST = 5
+POLL_SECONDS_LEAST = 0.05
 
 _STATES = {1: "waiting", 3: "sold_out"}
 
@@ -65,16 +66,25 @@ class Standing:
     ticket: str | None = None
     ticket_expires_at: datetime | None = None
     waiting: int = 0
+    # Seconds until the user's turn at the room's rate (until the opening, in the lobby), to
+    # the hundredth: what ``eta_seconds`` rounds up.
+    turn_in: float | None = None
 
     @property
-    def poll_after_seconds(self) -> int | None:
-        """When to ask again: at half the estimated wait, from ``POLL_SECONDS`` to
-        ``POLL_SECONDS_MOST``, while waiting or sold out (a unit may come back); None once
-        admitted or closed. A crowd polling at a fixed pace would cost the server more, the
-        longer the line, than the take it waits for."""
+    def poll_after_seconds(self) -> float | None:
+        """When to ask again, while waiting or sold out (a unit may come back); None once
+        admitted or closed. Within ``2 * POLL_SECONDS`` of the turn: at the turn itself, so
+        that those near the head come one by one, at the rate, and go to the take one by one;
+        asked to come back at whole seconds they would all come at once, and a second's
+        admissions would reach the take together. Further back: at half the wait, from
+        ``POLL_SECONDS`` to ``POLL_SECONDS_MOST``, since a crowd polling at a fixed pace would
+        cost the server more, the longer the line, than the take it waits for."""
         if self.status not in ("waiting", "sold_out"):
             return None
-        return min(POLL_SECONDS_MOST, max(POLL_SECONDS, (self.eta_seconds or 0) // 2))
+        wait = float(self.eta_seconds or 0) if self.turn_in is None else self.turn_in
+        if self.status == "waiting" and wait < 2 * POLL_SECONDS:
+            return round(max(POLL_SECONDS_LEAST, wait), 2)
+        return round(min(POLL_SECONDS_MOST, max(POLL_SECONDS, wait / 2)), 2)
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -206,10 +216,21 @@ def room_enter(
         )
     if rank < 0:
         # In the lobby: the order is drawn at the opening; the wait is until then, at least.
-        until_opening = max(0, ceil((_ms(item.begin_at) - now_ms) / 1000))
-        return Standing(status=_STATES[state], eta_seconds=until_opening, waiting=size)
-    eta = max(0, ceil((rank + 1 - float(credit)) / float(item.admission_rate)))
-    return Standing(status=_STATES[state], position=rank + 1, ahead=rank, eta_seconds=eta, waiting=size)
+        until_opening = max(0.0, (_ms(item.begin_at) - now_ms) / 1000)
+        return Standing(
+            status=_STATES[state], eta_seconds=ceil(until_opening), waiting=size, turn_in=round(until_opening, 2)
+        )
+    # The user is admitted once the rate has earned rank + 1 admissions; half of one more keeps
+    # a poll at the turn from coming a moment early.
+    turn_in = max(0.0, (rank + 1.5 - float(credit)) / float(item.admission_rate))
+    return Standing(
+        status=_STATES[state],
+        position=rank + 1,
+        ahead=rank,
+        eta_seconds=max(0, ceil((rank + 1 - float(credit)) / float(item.admission_rate))),
+        waiting=size,
+        turn_in=round(turn_in, 2),
+    )
 
 
 def ticket_held(

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections import Counter
 from datetime import timedelta
+from itertools import pairwise
 
 import pytest
 from scipy.stats import chisquare
@@ -62,7 +63,7 @@ def test_a_user_joins_once_and_waits_in_order_of_arrival(queued):
     voucher = queued()
     first = enter(voucher, 1, 0.01)
     assert (first.status, first.position, first.ahead) == ("waiting", 1, 0)
-    assert first.poll_after_seconds == 1  # next, within a second
+    assert first.poll_after_seconds == 1.5  # at its turn, a second away at one a second, and half a turn
     assert enter(voucher, 2, 0.02).position == 2
     again = enter(voucher, 1, 0.03)
     assert (again.position, again.waiting) == (1, 2)
@@ -83,6 +84,26 @@ def test_the_head_is_admitted_at_the_rate_with_a_ticket(queued):
     assert [s.status for s in admitted] == ["admitted"] * 3
     assert all(s.ticket and s.ticket_expires_at for s in admitted)
     assert enter(voucher, 4, 4.04, join=False).status == "admitted"
+
+
+def test_those_near_the_head_are_asked_back_one_by_one_and_admitted_one_by_one(queued):
+    """A crowd joining an empty room at once: the room banks nothing for them, and asks each to
+    poll at its own turn (a tenth of a second apart at ten a second), so that each poll admits
+    one buyer, not a second's worth together."""
+    voucher = queued(rate=10.0)
+    joined = {user: enter(voucher, user, 1 + 0.001 * user) for user in range(1, 31)}
+    assert not any(standing.status == "admitted" for standing in joined.values())
+    assert enter(voucher, 1, 1.031, join=False).status == "waiting"  # no second's worth banked for the first
+    polls = {user: 1 + 0.001 * user + joined[user].poll_after_seconds for user in joined}
+    near = sorted(polls[user] for user in range(1, 20))
+    assert all(0.09 <= later - earlier <= 0.11 for earlier, later in pairwise(near)), near
+    assert all(joined[user].poll_after_seconds >= 1 for user in range(20, 31))  # further back: later
+    admitted_at = {}
+    for moment, user in sorted((moment, user) for user, moment in polls.items() if user < 20):
+        standing = enter(voucher, user, moment, join=False)
+        assert standing.status == "admitted", (user, moment, standing)
+        admitted_at[user] = moment
+    assert list(admitted_at) == list(range(1, 20))  # in order of arrival, each at its own poll
 
 
 def test_a_lobby_waits_unordered_and_goes_before_later_arrivals(queued):
