@@ -4,8 +4,9 @@ and giving back the ticket it admits a buyer with (``inventory.admission.scripts
 Admission is lazy: there is no process that admits anyone. Every join and every poll of the
 item moves its room forward to now by one script call, admitting from the head of the line as
 many as the rate has earned since the last call, up to the units not yet promised; a room that
-nobody polls has nobody to admit. Those who wait poll every few seconds, so a ticket's lifetime
-starts within a poll of its admission.
+nobody polls has nobody to admit. Those near the head poll at their own turn and those further
+back every few seconds (``Standing.poll_after_seconds``), so a ticket's lifetime starts within
+a poll of its admission, and the admitted reach the take one by one, at the item's rate.
 
 The units left are read from the database (the item's stock rows, summed) at most twice a
 second per process; between readings the room counts the tickets spent, so that units taken
@@ -39,10 +40,10 @@ from .tickets import Ticket, TicketHeld, ticket_read
 UNITS_READ_SECONDS = 0.5
 _units: ProcessMemo[tuple[str, int], tuple[int, int]] = ProcessMemo(ttl=UNITS_READ_SECONDS)
 
-# The most admissions the rate banks while nobody polls: a second's worth. More let the first
-# poll after a quiet spell (the sale's opening, when the room was first moved) send that many
-# buyers to the take at once; those waiting poll often enough that a second's worth is earned
-# between any two polls.
+# The most admissions the rate banks while nobody polls: a second's worth. More would let the
+# first poll after a quiet spell send that many buyers to the take at once; those waiting poll
+# often enough that a second's worth is earned between any two polls. A room's first move after
+# the opening banks nothing unless a lobby waits (``scripts.ADVANCE``).
 BURST_SECONDS = 1.0
 
 # How soon those waiting are asked to poll again (``Standing.poll_after_seconds``).
