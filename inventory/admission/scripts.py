@@ -57,11 +57,14 @@ local units = tonumber(redis.call('HGET', room, 'units') or '0')
   - (used - tonumber(redis.call('HGET', room, 'used_base') or '0'))
 local credit = 0
 if now >= opens then
-  -- The rate's first move after the opening: a lobby has waited since the opening; an empty
-  -- line banks nothing, or its first joiners would all be admitted at once.
-  local first = opens
-  if redis.call('ZCARD', KEYS[1]) == 0 then first = now end
-  local last = math.max(tonumber(redis.call('HGET', room, 'last') or first), opens)
+  local last = tonumber(redis.call('HGET', room, 'last') or '-1')
+  if last < 0 then
+    -- The rate's first move after the opening: a lobby has waited since the opening; an
+    -- empty line banks nothing, or its first joiners would all be admitted at once.
+    last = opens
+    if redis.call('ZCARD', KEYS[1]) == 0 then last = now end
+  end
+  last = math.max(last, opens)
   credit = math.min(burst, tonumber(redis.call('HGET', room, 'credit') or '0') + (now - last) * rate / 1000)
   local room_left = units - redis.call('ZCARD', KEYS[2])
   local n = math.min(math.floor(credit), room_left)
