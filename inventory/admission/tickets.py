@@ -55,12 +55,16 @@ class Ticket(NamedTuple):
 
 
 @functools.lru_cache(maxsize=4)
-def _key(secret: str) -> bytes:
-    return hashlib.sha256(f"{SALT}:{secret}".encode()).digest()
+def _keyed(secret: str):
+    """BLAKE2b keyed for ``secret``, fed nothing: each signature copies it, which is cheaper
+    than keying a new one (the key takes a block of its own). Never updated itself."""
+    return hashlib.blake2b(key=hashlib.sha256(f"{SALT}:{secret}".encode()).digest(), digest_size=16)
 
 
 def _signature(value: str) -> str:
-    return hashlib.blake2b(value.encode(), key=_key(settings.SECRET_KEY), digest_size=16).hexdigest()
+    mac = _keyed(settings.SECRET_KEY).copy()
+    mac.update(value.encode())
+    return mac.hexdigest()
 
 
 def ticket_read(text: str | None, *, kind: str, item_id: int, user_id: int, now_ms: int) -> Ticket:
@@ -91,7 +95,14 @@ def ticket_read(text: str | None, *, kind: str, item_id: int, user_id: int, now_
 def _one_script_with(client) -> bool:
     """Whether one script on ``client`` can reach the room's keys beside its own: the room's
     own client, and no Cluster, where the room's hash tag and another's are in other slots."""
-    return client is room_client() and not isinstance(client, RedisCluster)
+    return client is room_client() and not _is_cluster(type(client))
+
+
+@functools.cache
+def _is_cluster(kind: type) -> bool:
+    # Once per client class: RedisCluster's metaclass is typing's Protocol one, and an
+    # isinstance against it walks the class's attributes at every take.
+    return issubclass(kind, RedisCluster)
 
 
 @dataclass
