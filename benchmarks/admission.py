@@ -108,7 +108,7 @@ def admitted_tickets(voucher, tokens: list[str]) -> list[str]:
     tickets = []
     for user in users:
         standing = room_enter(VOUCHER, voucher, user_id=user, join=False)
-        while standing.status != "admitted":  # the rate's burst admits 50,000 a call
+        while standing.status != "admitted":  # each call admits what the rate earned since the last
             standing = room_enter(VOUCHER, voucher, user_id=user, join=False)
         tickets.append(standing.ticket)
     return tickets
