@@ -69,7 +69,7 @@ class Standing:
     waiting: int = 0
     # Seconds until the user's turn at the room's rate (until the opening, in the lobby), to
     # the hundredth: what ``eta_seconds`` rounds up.
-    turn_in: float | None = None
+    turn_in: float = 0.0
 
     @property
     def poll_after_seconds(self) -> float | None:
@@ -82,10 +82,9 @@ class Standing:
         cost the server more, the longer the line, than the take it waits for."""
         if self.status not in ("waiting", "sold_out"):
             return None
-        wait = float(self.eta_seconds or 0) if self.turn_in is None else self.turn_in
-        if self.status == "waiting" and wait < 2 * POLL_SECONDS:
-            return round(max(POLL_SECONDS_LEAST, wait), 2)
-        return round(min(POLL_SECONDS_MOST, max(POLL_SECONDS, wait / 2)), 2)
+        if self.status == "waiting" and self.turn_in < 2 * POLL_SECONDS:
+            return round(max(POLL_SECONDS_LEAST, self.turn_in), 2)
+        return round(min(POLL_SECONDS_MOST, max(POLL_SECONDS, self.turn_in / 2)), 2)
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -223,14 +222,14 @@ def room_enter(
         )
     # The user is admitted once the rate has earned rank + 1 admissions; half of one more keeps
     # a poll at the turn from coming a moment early.
-    turn_in = max(0.0, (rank + 1.5 - float(credit)) / float(item.admission_rate))
+    to_earn, rate = rank + 1 - float(credit), float(item.admission_rate)
     return Standing(
         status=_STATES[state],
         position=rank + 1,
         ahead=rank,
-        eta_seconds=max(0, ceil((rank + 1 - float(credit)) / float(item.admission_rate))),
+        eta_seconds=max(0, ceil(to_earn / rate)),
         waiting=size,
-        turn_in=round(turn_in, 2),
+        turn_in=round(max(0.0, (to_earn + 0.5) / rate), 2),
     )
 
 
