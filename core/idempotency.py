@@ -156,7 +156,7 @@ class Claim:
 
 def idempotency_client() -> redis.Redis:
     """The client the keys live in: what ``IDEMPOTENCY_REDIS_CLIENT`` returns."""
-    return named_client(settings.IDEMPOTENCY_REDIS_CLIENT)
+    return named_client("IDEMPOTENCY_REDIS_CLIENT")
 
 
 def idempotency_key(*, user_id: int, action: str, key: str) -> str:

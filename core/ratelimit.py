@@ -121,7 +121,7 @@ class RateCount:
 
 def rate_client() -> redis.Redis:
     """The client the counters are counted in: what ``RATE_LIMITS_REDIS_CLIENT`` returns."""
-    return named_client(settings.RATE_LIMITS_REDIS_CLIENT)
+    return named_client("RATE_LIMITS_REDIS_CLIENT")
 
 
 def rate_count(*, action: str, user_id: int | None = None, address: str | None = None) -> RateCount | None:

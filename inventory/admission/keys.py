@@ -7,8 +7,6 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
-from django.conf import settings
-
 from core.named_redis import named_client
 from core.namespace import key_prefix
 from core.redis_script import script_on_own_connections
@@ -35,7 +33,7 @@ class RoomKeys:
 
 
 def room_client():
-    return named_client(settings.ADMISSION_REDIS_CLIENT)
+    return named_client("ADMISSION_REDIS_CLIENT")
 
 
 # (client, source) -> the script over each thread's own connection: a join, a poll and a take

@@ -24,6 +24,8 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 from django.conf import settings
+from django.core.signals import setting_changed
+from django.dispatch import receiver
 from redis.cluster import RedisCluster
 
 from core.errors import DomainError
@@ -54,15 +56,22 @@ class Ticket(NamedTuple):
         return f"{value}.{_signature(value)}"
 
 
-@functools.lru_cache(maxsize=4)
-def _keyed(secret: str):
-    """BLAKE2b keyed for ``secret``, fed nothing: each signature copies it, which is cheaper
-    than keying a new one (the key takes a block of its own). Never updated itself."""
-    return hashlib.blake2b(key=hashlib.sha256(f"{SALT}:{secret}".encode()).digest(), digest_size=16)
+@functools.cache
+def _keyed():
+    """BLAKE2b keyed for the server's secret, fed nothing: each signature copies it, which is
+    cheaper than keying a new one (the key takes a block of its own). Never updated itself;
+    made again when ``SECRET_KEY`` changes (tests)."""
+    return hashlib.blake2b(key=hashlib.sha256(f"{SALT}:{settings.SECRET_KEY}".encode()).digest(), digest_size=16)
+
+
+@receiver(setting_changed)
+def _forget_key(*, setting: str, **kwargs) -> None:
+    if setting == "SECRET_KEY":
+        _keyed.cache_clear()
 
 
 def _signature(value: str) -> str:
-    mac = _keyed(settings.SECRET_KEY).copy()
+    mac = _keyed().copy()
     mac.update(value.encode())
     return mac.hexdigest()
 

@@ -15,6 +15,7 @@ from scipy.stats import chisquare
 from core.errors import DomainError
 from inventory.admission.keys import RoomKeys
 from inventory.admission.room import room_clear, room_enter, room_join_many, ticket_held, units_forget
+from inventory.admission.tickets import Ticket
 from inventory.errors import LockBusy, NotAdmitted, SoldOut
 from orders.product import VOUCHER
 from orders.selectors import voucher_get
@@ -190,6 +191,16 @@ def test_a_ticket_is_spent_by_its_own_user_for_its_own_item_once(queued):
     spend(voucher, 1, ticket, 1.2)
     with pytest.raises(NotAdmitted):
         spend(voucher, 1, ticket, 1.3)
+
+
+def test_a_ticket_is_checked_under_the_servers_secret_of_the_moment(queued, settings):
+    voucher = queued(rate=100.0)
+    enter(voucher, 1, 0.001)
+    ticket = enter(voucher, 1, 1, join=False).ticket
+    settings.SECRET_KEY = "a secret this test alone knows, of fifty characters or more"
+    with pytest.raises(NotAdmitted, match="not one this server gave"):
+        spend(voucher, 1, ticket, 1.1)
+    spend(voucher, 1, Ticket(*ticket.split(".")[:5]).signed(), 1.2)  # the same admission, signed anew
 
 
 def test_a_take_that_asks_again_gives_the_ticket_back_and_a_final_refusal_spends_it(queued):
