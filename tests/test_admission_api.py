@@ -135,9 +135,13 @@ def test_a_retry_under_its_key_answers_again_without_a_ticket_and_a_refusal_lets
 def test_joining_is_idempotent_and_polling_before_joining_is_404(api_client, make_voucher):
     # Open since a moment: at 0.1 a second, nobody is admitted during the test.
     voucher = make_voucher(stock=3, admission="queue", admission_rate=0.1, starts_in=-timedelta(milliseconds=1))
-    buyer, other = api_client(), api_client()
+    earliest, buyer, other = api_client(), api_client(), api_client()
     queue = f"/api/vouchers/{voucher.pk}/queue"
     assert_error(buyer.get(queue), 404, "not_queued")
+    # The first to join a room nobody waits in is admitted by the join; the next wait their turn.
+    alone = earliest.post(queue).json()
+    assert (alone["status"], alone["position"], alone["poll_after_seconds"]) == ("admitted", None, None)
+    assert alone["ticket"] and earliest.post(queue).json()["ticket"] == alone["ticket"]
     first = buyer.post(queue).json()
     assert (first["status"], first["position"], first["ahead"], first["ticket"]) == ("waiting", 1, 0, None)
     assert other.post(queue).json()["position"] == 2

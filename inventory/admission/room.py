@@ -43,7 +43,7 @@ _units: ProcessMemo[tuple[str, int], tuple[int, int]] = ProcessMemo(ttl=UNITS_RE
 # The most admissions the rate banks while nobody polls: a second's worth. More would let the
 # first poll after a quiet spell send that many buyers to the take at once; those waiting poll
 # often enough that a second's worth is earned between any two polls. A room's first move after
-# the opening banks nothing unless a lobby waits (``scripts.ADVANCE``).
+# the opening banks one admission, for a first joiner, unless a lobby waits (``scripts.ADVANCE``).
 BURST_SECONDS = 1.0
 
 # How soon those waiting are asked to poll again (``Standing.poll_after_seconds``).

@@ -55,17 +55,29 @@ if #lapsed > 0 then
 end
 local units = tonumber(redis.call('HGET', room, 'units') or '0')
   - (used - tonumber(redis.call('HGET', room, 'used_base') or '0'))
+-- A joiner joins before the rate moves: one who finds admissions due and nobody ahead is
+-- admitted by the join itself, with nothing to wait for.
+local joining = join and not redis.call('ZSCORE', KEYS[2], user) and not redis.call('ZSCORE', KEYS[1], user)
+if joining then
+  local score = ARGV[10]
+  if now >= opens then
+    score = redis.call('HINCRBY', room, 'arrivals', 1) + 1
+  end
+  redis.call('ZADD', KEYS[1], score, user)
+end
 local credit = 0
 if now >= opens then
   local last = tonumber(redis.call('HGET', room, 'last') or '-1')
+  local banked = tonumber(redis.call('HGET', room, 'credit') or '0')
   if last < 0 then
-    -- The rate's first move after the opening: a lobby has waited since the opening; an
-    -- empty line banks nothing, or its first joiners would all be admitted at once.
+    -- The rate's first move after the opening: a lobby has waited since the opening; a line
+    -- of no one but this joiner banks one admission, for that first joiner, and not more, or
+    -- the first joiners would all be admitted at once.
     last = opens
-    if redis.call('ZCARD', KEYS[1]) == 0 then last = now end
+    if redis.call('ZCARD', KEYS[1]) <= (joining and 1 or 0) then last, banked = now, 1 end
   end
   last = math.max(last, opens)
-  credit = math.min(burst, tonumber(redis.call('HGET', room, 'credit') or '0') + (now - last) * rate / 1000)
+  credit = math.min(burst, banked + (now - last) * rate / 1000)
   local room_left = units - redis.call('ZCARD', KEYS[2])
   local n = math.min(math.floor(credit), room_left)
   if n > 0 then
@@ -83,13 +95,6 @@ local deadline = redis.call('ZSCORE', KEYS[2], user)
 if deadline then
   return {2, -1, redis.call('ZCARD', KEYS[1]), tonumber(redis.call('HGET', KEYS[3], user)), tonumber(deadline),
           tostring(credit)}
-end
-if join and not redis.call('ZSCORE', KEYS[1], user) then
-  local score = ARGV[10]
-  if now >= opens then
-    score = redis.call('HINCRBY', room, 'arrivals', 1) + 1
-  end
-  redis.call('ZADD', KEYS[1], score, user)
 end
 local rank = redis.call('ZRANK', KEYS[1], user)
 local size = redis.call('ZCARD', KEYS[1])

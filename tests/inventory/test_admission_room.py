@@ -60,51 +60,54 @@ def spend(voucher, user_id: int, ticket: str | None, seconds: float, then=None):
             raise then
 
 
-def test_a_user_joins_once_and_waits_in_order_of_arrival(queued):
+def test_the_first_to_join_is_admitted_by_the_join_and_the_rest_join_once_and_wait_in_order(queued):
     voucher = queued()
-    first = enter(voucher, 1, 0.01)
+    alone = enter(voucher, 1, 0.01)  # nobody waits: one admission is banked for the first joiner
+    assert (alone.status, alone.position) == ("admitted", None) and alone.ticket
+    first = enter(voucher, 2, 0.02)
     assert (first.status, first.position, first.ahead) == ("waiting", 1, 0)
-    assert first.poll_after_seconds == 1.5  # at its turn, a second away at one a second, and half a turn
-    assert enter(voucher, 2, 0.02).position == 2
-    again = enter(voucher, 1, 0.03)
+    assert first.poll_after_seconds == 1.49  # at its turn (0.99 s away at one a second), and half a turn
+    assert enter(voucher, 3, 0.03).position == 2
+    again = enter(voucher, 2, 0.04)
     assert (again.position, again.waiting) == (1, 2)
-    assert enter(voucher, 3, 0.04, join=False) is None  # polled before joining: not in the line
+    assert (enter(voucher, 1, 0.05).ticket, enter(voucher, 1, 0.05).waiting) == (alone.ticket, 2)  # not joined again
+    assert enter(voucher, 4, 0.06, join=False) is None  # polled before joining: not in the line
 
 
 def test_the_head_is_admitted_at_the_rate_with_a_ticket(queued):
     voucher = queued(rate=1.0)
-    for user in (1, 2, 3, 4):
-        enter(voucher, user, 0.001 * user)
-    enter(voucher, 4, 1.01, join=False)
-    enter(voucher, 4, 2.02, join=False)
-    standing = enter(voucher, 4, 3.03, join=False)  # three admissions earned, a second's worth each
+    for user in (1, 2, 3, 4, 5):
+        enter(voucher, user, 0.001 * user)  # the first admitted by its join, the others wait
+    enter(voucher, 5, 1.01, join=False)
+    enter(voucher, 5, 2.02, join=False)
+    standing = enter(voucher, 5, 3.03, join=False)  # three admissions earned, a second's worth each
     assert (standing.status, standing.position) == ("waiting", 1)
     # A quiet spell banks a second's worth, no more.
-    assert enter(voucher, 4, 3.5, join=False).status == "waiting"
-    admitted = [enter(voucher, user, 3.02, join=False) for user in (1, 2, 3)]
-    assert [s.status for s in admitted] == ["admitted"] * 3
+    assert enter(voucher, 5, 3.5, join=False).status == "waiting"
+    admitted = [enter(voucher, user, 3.02, join=False) for user in (1, 2, 3, 4)]
+    assert [s.status for s in admitted] == ["admitted"] * 4
     assert all(s.ticket and s.ticket_expires_at for s in admitted)
-    assert enter(voucher, 4, 4.04, join=False).status == "admitted"
+    assert enter(voucher, 5, 4.04, join=False).status == "admitted"
 
 
 def test_those_near_the_head_are_asked_back_one_by_one_and_admitted_one_by_one(queued):
-    """A crowd joining an empty room at once: the room banks nothing for them, and asks each to
-    poll at its own turn (a tenth of a second apart at ten a second), so that each poll admits
-    one buyer, not a second's worth together."""
+    """A crowd joining an empty room at once: the room banks one admission, for the first of
+    them, and asks each of the others to poll at its own turn (a tenth of a second apart at ten
+    a second), so that each poll admits one buyer, not a second's worth together."""
     voucher = queued(rate=10.0)
     joined = {user: enter(voucher, user, 1 + 0.001 * user) for user in range(1, 31)}
-    assert not any(standing.status == "admitted" for standing in joined.values())
-    assert enter(voucher, 1, 1.031, join=False).status == "waiting"  # no second's worth banked for the first
-    polls = {user: 1 + 0.001 * user + joined[user].poll_after_seconds for user in joined}
-    near = sorted(polls[user] for user in range(1, 20))
+    assert [user for user, standing in joined.items() if standing.status == "admitted"] == [1]
+    assert enter(voucher, 2, 1.031, join=False).status == "waiting"  # no second's worth banked for the next
+    polls = {user: 1 + 0.001 * user + joined[user].poll_after_seconds for user in range(2, 31)}
+    near = sorted(polls[user] for user in range(2, 21))
     assert all(0.09 <= later - earlier <= 0.11 for earlier, later in pairwise(near)), near
-    assert all(joined[user].poll_after_seconds >= 1 for user in range(20, 31))  # further back: later
+    assert all(joined[user].poll_after_seconds >= 1 for user in range(21, 31))  # further back: later
     admitted_at = {}
-    for moment, user in sorted((moment, user) for user, moment in polls.items() if user < 20):
+    for moment, user in sorted((moment, user) for user, moment in polls.items() if user < 21):
         standing = enter(voucher, user, moment, join=False)
         assert standing.status == "admitted", (user, moment, standing)
         admitted_at[user] = moment
-    assert list(admitted_at) == list(range(1, 20))  # in order of arrival, each at its own poll
+    assert list(admitted_at) == list(range(2, 21))  # in order of arrival, each at its own poll
 
 
 def test_a_lobby_waits_unordered_and_goes_before_later_arrivals(queued):
@@ -224,9 +227,12 @@ def test_many_processes_joining_at_once_each_get_one_place(queued, rooms):
 
     outcome = act_concurrently(act=join, plan=plan, race_ms=0)
     assert not outcome.unexpected
-    line = rooms.zrange(RoomKeys.of(VOUCHER.kind, voucher.pk).line, 0, -1, withscores=True)
-    assert sorted(int(user) for user, _ in line) == list(range(1, 33))
-    assert sorted(score for _, score in line) == [float(n) for n in range(2, 34)]
+    keys = RoomKeys.of(VOUCHER.kind, voucher.pk)
+    line = rooms.zrange(keys.line, 0, -1, withscores=True)
+    admitted = [int(user) for user in rooms.zrange(keys.admitted, 0, -1)]
+    assert len(admitted) == 1  # the first to join, by its join: nobody waited
+    assert sorted([int(user) for user, _ in line] + admitted) == list(range(1, 33))
+    assert sorted(score for _, score in line) == [float(n) for n in range(3, 34)]  # its place was 2
 
 
 def test_a_ticket_raced_from_many_processes_is_spent_once(queued):
@@ -253,6 +259,7 @@ BOUND_BYTES = 12 * 1024 * 1024
 
 def test_a_hundred_thousand_waiting_buyers_cost_bounded_memory(queued, rooms):
     voucher = queued(rate=1.0)
+    assert enter(voucher, WAITERS + 1, 0.4).status == "admitted"  # the room's first joiner, alone
     room_join_many(VOUCHER, voucher, range(1, WAITERS + 1), now=at(voucher, 0.5))
     keys = RoomKeys.of(VOUCHER.kind, voucher.pk)
     assert rooms.zcard(keys.line) == WAITERS

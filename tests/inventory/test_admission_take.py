@@ -47,8 +47,8 @@ def users(make_user) -> list[int]:
 
 
 def admitted(voucher, user_id: int) -> str:
-    """The user's ticket: joined, then polled until admitted (the room banks nothing at its
-    first move, and its rate of 1,000 a second earns an admission within a millisecond)."""
+    """The user's ticket: joined, then polled until admitted (the room admits its first
+    joiner at once, and its rate of 1,000 a second earns each later one within a millisecond)."""
     standing = room_enter(VOUCHER, voucher, user_id=user_id, join=True)
     for _ in range(10_000):
         if standing.status == "admitted":

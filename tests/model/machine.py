@@ -48,9 +48,9 @@ BUYERS = 3
 ABANDON_LIMIT = 2
 # The sale window: a week from a minute ago, which no run's clock leaves.
 WINDOW = timedelta(days=7)
-# A waiting room that admits everyone waiting at their next join once a second has passed
-# since its first (a second's credit of 1,000: a room banks nothing at its first move), with
-# tickets good for half a hold.
+# A waiting room that admits its first joiner at once and everyone waiting at their next join
+# once a second has passed since its first move (a second's credit of 1,000: a room banks one
+# admission at its first move), with tickets good for half a hold.
 ROOM = {"admission": "queue", "admission_rate": 1000, "admission_ticket_seconds": HOLD_SECONDS // 2}
 # The strategies whose take holds a group lock at the fault point ``group-lock-held``.
 FENCED = ("redis_lock", "redlock")

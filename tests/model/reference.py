@@ -101,9 +101,9 @@ class Ledger:
         return ticket and ticket.value
 
     def joined(self, buyer: int, answer: Answer, *, now: datetime) -> None:
-        """A join: where the buyer stands. Everyone waiting is admitted once a second has
-        passed since the room's first move (``ROOM``), unless the room reads no unit left (its
-        reading may lag a second behind the stock)."""
+        """A join: where the buyer stands. The room's first joiner is admitted at once, and
+        everyone waiting once a second has passed since its first move (``ROOM``), unless the
+        room reads no unit left (its reading may lag a second behind the stock)."""
         assert answer.status == 200 and answer.body["status"] in ("admitted", "waiting", "sold_out"), answer
         if answer.body["status"] != "admitted":
             return
