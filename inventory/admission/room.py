@@ -46,6 +46,10 @@ _units: ProcessMemo[tuple[str, int], tuple[int, int]] = ProcessMemo(ttl=UNITS_RE
 # the opening banks one admission, for a first joiner, unless a lobby waits (``scripts.ADVANCE``).
 BURST_SECONDS = 1.0
 
+# A new room's ticket serials start at a random number of this many bits (``scripts.ADVANCE``):
+# exact in Redis' Lua numbers after any count of admissions a room could make (2^53).
+SERIAL_BITS = 50
+
 # How soon those waiting are asked to poll again (``Standing.poll_after_seconds``).
 POLL_SECONDS = 1
 POLL_SECONDS_MOST = 5
@@ -162,6 +166,7 @@ def advance_args(product: Product, item: Any, user_id: int, join: bool, now_ms: 
         user_id,
         int(join),
         repr(random.random()),
+        random.getrandbits(SERIAL_BITS),
     ]
 
 

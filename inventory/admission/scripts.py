@@ -11,11 +11,11 @@ The keys of one item's room:
 * ``admitted``: a sorted set of the users admitted whose ticket is neither used nor lapsed,
   scored by the ticket's deadline (ms).
 * ``serials``: a hash, user -> the serial of that user's ticket; the signed ticket names it, so
-  that a ticket used, lapsed or replaced is refused.
-* ``room``: a hash of the room's counters: ``arrivals``, ``issued`` (tickets), ``used``
-  (tickets spent on a take), ``credit`` and ``last`` (the rate's token bucket, in admissions
-  and ms), ``units``, ``units_ms`` and ``used_base`` (the last reading of the units left, when
-  it was read, and ``used`` then).
+  that a ticket used, lapsed, replaced or given by a room that Redis lost is refused.
+* ``room``: a hash of the room's counters: ``arrivals``, ``issued`` (the last ticket's serial,
+  counted from a random number), ``used`` (tickets spent on a take), ``credit``
+  and ``last`` (the rate's token bucket, in admissions and ms), ``units``, ``units_ms`` and
+  ``used_base`` (the last reading of the units left, when it was read, and ``used`` then).
 
 The units left to admit for are the last reading less the tickets used since and the tickets
 still out: a unit is promised to one admitted buyer at most, so admission stops when the stock
@@ -30,7 +30,8 @@ from core.ratelimit import RATE_WAIT
 # KEYS: line, admitted, serials, room
 # ARGV: now (ms), opens (ms), rate (per second), burst (admissions), ticket (ms),
 #       units (the units left as read, or -1 when not read), units_ms (when they were read),
-#       user, join (1 to join, 0 to poll), lobby_score (a random number in [0, 1))
+#       user, join (1 to join, 0 to poll), lobby_score (a random number in [0, 1)),
+#       serial_base (a random number of 50 bits: where a new room's ticket serials start)
 #
 # Called only before the sale's end (the caller answers ``closed`` after it). Returns
 # {state, rank, size, serial, deadline, credit}: state 1 waiting, 2 admitted, 3 sold out, 4 not
@@ -81,6 +82,11 @@ if now >= opens then
   local room_left = units - redis.call('ZCARD', KEYS[2])
   local n = math.min(math.floor(credit), room_left)
   if n > 0 then
+    -- Serials count from a random number of 50 bits, not from 1: a room that Redis lost
+    -- numbers its tickets afresh from another, so no ticket of the lost room, used or not,
+    -- names a live admission again (unless a million tickets fall in 2^50 twice, one chance
+    -- in a billion).
+    redis.call('HSETNX', room, 'issued', ARGV[11])
     local heads = redis.call('ZPOPMIN', KEYS[1], n)
     for i = 1, #heads, 2 do
       local serial = redis.call('HINCRBY', room, 'issued', 1)

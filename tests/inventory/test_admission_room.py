@@ -206,6 +206,17 @@ def test_a_ticket_is_checked_under_the_servers_secret_of_the_moment(queued, sett
     spend(voucher, 1, Ticket(*ticket.split(".")[:5]).signed(), 1.2)  # the same admission, signed anew
 
 
+def test_a_ticket_of_a_room_that_redis_lost_is_refused_once_the_buyer_is_admitted_again(queued):
+    voucher = queued(rate=100.0)
+    lost = enter(voucher, 1, 0.001).ticket  # admitted by its join
+    room_clear(VOUCHER, voucher.pk)  # Redis lost the room: it starts again
+    again = enter(voucher, 1, 0.002).ticket
+    assert again.split(".")[3] != lost.split(".")[3]  # numbered afresh, from another start
+    with pytest.raises(NotAdmitted, match="was used, or has lapsed"):
+        spend(voucher, 1, lost, 0.003)
+    spend(voucher, 1, again, 0.004)
+
+
 def test_a_take_that_asks_again_gives_the_ticket_back_and_a_final_refusal_spends_it(queued):
     voucher = queued(rate=100.0)
     enter(voucher, 1, 0.001)

@@ -54,10 +54,9 @@ class Unit:
 @dataclass
 class Ticket:
     """An admission ticket the waiting room gave a buyer, until ``lapses``; ``spent`` once a
-    take used it. ``lost``: Redis lost the room's record of it. The room numbers its tickets
-    afresh then, so when it admits the buyer again (at a join of anyone's: the model does not
-    follow the line) the earlier ticket, of the same user, item and number, is good again
-    until it lapses: either answer is allowed."""
+    take used it. ``lost``: Redis lost the room's record of it, and it is refused for good: the
+    room numbers its tickets afresh from another random start, so the buyer's next admission
+    (at a join of anyone's: the model does not follow the line) is never its number again."""
 
     value: str
     lapses: datetime
@@ -66,9 +65,6 @@ class Ticket:
 
     def good(self, now: datetime) -> bool:
         return not self.spent and not self.lost and now < self.lapses
-
-    def maybe_good(self, now: datetime) -> bool:
-        return not self.spent and self.lost and now < self.lapses
 
 
 @dataclass
@@ -120,7 +116,7 @@ class Ledger:
         if self.queued:
             ticket = self.tickets.get(buyer)
             refused = (answer.status, answer.code) == (403, "not_admitted")
-            if ticket is None or not (ticket.good(now) or ticket.maybe_good(now) and not refused):
+            if ticket is None or not ticket.good(now):
                 assert refused, (answer, ticket)
                 return
             if (answer.status, answer.code) not in ASKS_AGAIN:
