@@ -38,12 +38,39 @@ CHROMIUM_ARGS = [
 PASSWORD = "pw-for-tests-1"
 
 
+class Chromium:
+    """A module's Chromium, launched again for the next context when it has died: a crash of
+    the browser fails the test it happened in, not every test of the module after it."""
+
+    def __init__(self, playwright) -> None:
+        self.playwright = playwright
+        self.browser = None
+
+    def new_context(self, **options):
+        if self.browser is None or not self.browser.is_connected():
+            self.browser = self.playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        return self.browser.new_context(**options)
+
+    def close(self) -> None:
+        if self.browser is not None and self.browser.is_connected():
+            self.browser.close()
+
+
 @pytest.fixture(scope="module")
 def browser():
     with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        yield browser
-        browser.close()
+        chromium = Chromium(playwright)
+        yield chromium
+        chromium.close()
+
+
+def test_a_browser_that_died_is_launched_again_for_the_next_context(browser):
+    browser.new_context().close()
+    died = browser.browser
+    died.close()  # as a crash leaves it: disconnected
+    context = browser.new_context()
+    assert browser.browser is not died and browser.browser.is_connected()
+    context.close()
 
 
 @pytest.fixture

@@ -10,11 +10,12 @@ import pytest
 from lottery.models import Draw
 from orders.models import Order
 
-from .test_browser import CHROMIUM, CHROMIUM_ARGS, PASSWORD
+from . import test_browser
+from .test_browser import PASSWORD
 
 os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
 
-from playwright.sync_api import expect, sync_playwright  # noqa: E402
+from playwright.sync_api import expect  # noqa: E402
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -27,12 +28,7 @@ document.addEventListener("securitypolicyviolation", (e) => {
 """
 
 
-@pytest.fixture(scope="module")
-def browser():
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        yield browser
-        browser.close()
+browser = test_browser.browser
 
 
 @pytest.fixture
