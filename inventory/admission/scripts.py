@@ -84,8 +84,8 @@ if now >= opens then
   if n > 0 then
     -- Serials count from a random number of 50 bits, not from 1: a room that Redis lost
     -- numbers its tickets afresh from another, so no ticket of the lost room, used or not,
-    -- names a live admission again (unless a million tickets fall in 2^50 twice, one chance
-    -- in a billion).
+    -- names a live admission again (the numbers of two rooms of a million tickets each
+    -- overlap by a chance of about two in a billion).
     redis.call('HSETNX', room, 'issued', ARGV[11])
     local heads = redis.call('ZPOPMIN', KEYS[1], n)
     for i = 1, #heads, 2 do
