@@ -16,6 +16,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 from argparse import Namespace
 from dataclasses import asdict, replace
 from pathlib import Path
@@ -38,6 +39,9 @@ from .verdict import Result, judge, sales_per_second
 
 # How often a running Locust is checked for a request to stop it.
 STOP_POLL_SECONDS = 0.2
+# How long past its time, or past Ctrl-C, a Locust may take to end (its stop timeout of 5 s
+# and its reports) before it is killed.
+LOCUST_GRACE_SECONDS = 30
 # Locust, with Ctrl-C (SIGINT) heard: a process started in the background by a shell
 # ignores SIGINT, and its children inherit that; Python then never raises the
 # KeyboardInterrupt that stops Locust, and a crowd told to stop would run its whole time.
@@ -74,6 +78,7 @@ def run_locust(
     with tempfile.TemporaryFile() as errors:
         locust = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=errors)
         stopping = False
+        deadline = time.monotonic() + args.duration + LOCUST_GRACE_SECONDS
         while True:
             try:
                 returncode = locust.wait(timeout=STOP_POLL_SECONDS)
@@ -82,6 +87,11 @@ def run_locust(
                 if stop is not None and stop.is_set() and not stopping:
                     # As Ctrl-C: Locust writes its HTML report too (not on SIGTERM).
                     locust.send_signal(signal.SIGINT)
+                    stopping = True
+                    deadline = min(deadline, time.monotonic() + LOCUST_GRACE_SECONDS)
+                elif time.monotonic() > deadline:
+                    # Its reports written, a Locust once waited for ever on a thread at its exit.
+                    locust.kill()
                     stopping = True
         if returncode != 0 and not stopping:
             errors.seek(0)
