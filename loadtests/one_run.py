@@ -41,7 +41,7 @@ from .verdict import Result, judge, sales_per_second
 STOP_POLL_SECONDS = 0.2
 # How long past its time, or past Ctrl-C, a Locust may take to end (its stop timeout of 5 s
 # and its reports) before it is killed.
-LOCUST_GRACE_SECONDS = 30
+LOCUST_GRACE_SECONDS = 15
 # Locust, with Ctrl-C (SIGINT) heard: a process started in the background by a shell
 # ignores SIGINT, and its children inherit that; Python then never raises the
 # KeyboardInterrupt that stops Locust, and a crowd told to stop would run its whole time.
