@@ -1,7 +1,7 @@
 """Locust stopped before its time (a lab run cancelled): it ends within seconds, whether it
 was still starting or already running, and its stats are read without an error; also when
 the runner was started in the background by a shell, which ignores Ctrl-C (SIGINT) and
-hands that on to its children."""
+hands that on to its children. One that never exits is killed past its time."""
 
 from __future__ import annotations
 
@@ -89,3 +89,27 @@ def test_a_stopped_locust_ends_within_seconds_and_its_stats_are_read(locustfile,
     assert row is NO_REQUESTS or int(row["Request Count"]) >= 0
     if when == "running":
         assert int(row["Request Count"]) > 0 and row["Name"] == "take", row
+
+
+# A Locust that runs its time, writes its reports and then never exits: a thread of its
+# locustfile that Python waits for at the exit.
+HANGING_LOCUSTFILE = (
+    LOCUSTFILE
+    + """
+import threading, time
+
+threading.Thread(target=time.sleep, args=(3600,), daemon=False).start()
+"""
+)
+
+
+def test_a_locust_that_never_exits_is_killed_past_its_time(tmp_path, monkeypatch):
+    monkeypatch.setattr("loadtests.one_run.LOCUST_GRACE_SECONDS", 2)
+    locustfile = tmp_path / "locustfile.py"
+    locustfile.write_text(HANGING_LOCUSTFILE)
+    args = Namespace(spawn_rate=2, duration=2, locust_processes=1)
+    started = time.monotonic()
+    row = run_locust(args, locustfile, "http://127.0.0.1:9", tmp_path / "locust", dict(os.environ), 2)
+    assert time.monotonic() - started < 30  # not for ever
+    # Killed past its time: its stats as it wrote them, or none if it was slower than that to start.
+    assert row is NO_REQUESTS or row["Name"] in ("take", "Aggregated"), row
