@@ -167,6 +167,7 @@ def advance_args(product: Product, item: Any, user_id: int, join: bool, now_ms: 
         int(join),
         repr(random.random()),
         random.getrandbits(SERIAL_BITS),
+        _ms(item.end_at) + item.admission_ticket_seconds * 1000,
     ]
 
 
@@ -204,7 +205,7 @@ def room_enter(
         return Standing(status="admitted", eta_seconds=0)
     advance = room_script(ADVANCE)
     keys = RoomKeys.of(product.kind, item.pk).all
-    state, rank, size, serial, deadline, credit = advance(
+    state, rank, size, serial, deadline, credit, blocked = advance(
         keys=keys, args=advance_args(product, item, user_id, join, now_ms)
     )
     state, rank, size = int(state), int(rank), int(size)
@@ -226,15 +227,20 @@ def room_enter(
             status=_STATES[state], eta_seconds=ceil(until_opening), waiting=size, turn_in=round(until_opening, 2)
         )
     # The user is admitted once the rate has earned rank + 1 admissions; half of one more keeps
-    # a poll at the turn from coming a moment early.
-    to_earn, rate = rank + 1 - float(credit), float(item.admission_rate)
+    # a poll at the turn from coming a moment early. While every unit left is promised to a
+    # ticket still out, the rate admits no one, whatever it has earned: the head's turn comes
+    # when the first of those tickets lapses (unless a unit comes back first), and the rest
+    # follow at the rate; told their earned turn, the head would poll at the least interval
+    # until then.
+    rate = float(item.admission_rate)
+    if int(blocked):
+        wait = max(0.0, (int(blocked) - now_ms) / 1000) + rank / rate
+        eta, turn_in = ceil(wait), wait + POLL_SECONDS_LEAST
+    else:
+        to_earn = rank + 1 - float(credit)
+        eta, turn_in = max(0, ceil(to_earn / rate)), max(0.0, (to_earn + 0.5) / rate)
     return Standing(
-        status=_STATES[state],
-        position=rank + 1,
-        ahead=rank,
-        eta_seconds=max(0, ceil(to_earn / rate)),
-        waiting=size,
-        turn_in=round(max(0.0, (to_earn + 0.5) / rate), 2),
+        status=_STATES[state], position=rank + 1, ahead=rank, eta_seconds=eta, waiting=size, turn_in=round(turn_in, 2)
     )
 
 

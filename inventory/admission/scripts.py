@@ -31,31 +31,39 @@ from core.ratelimit import RATE_WAIT
 # ARGV: now (ms), opens (ms), rate (per second), burst (admissions), ticket (ms),
 #       units (the units left as read, or -1 when not read), units_ms (when they were read),
 #       user, join (1 to join, 0 to poll), lobby_score (a random number in [0, 1)),
-#       serial_base (a random number of 50 bits: where a new room's ticket serials start)
+#       serial_base (a random number of 50 bits: where a new room's ticket serials start),
+#       expires (ms: when the room's keys go, the sale's end and a ticket's lifetime past it)
 #
 # Called only before the sale's end (the caller answers ``closed`` after it). Returns
-# {state, rank, size, serial, deadline, credit}: state 1 waiting, 2 admitted, 3 sold out, 4 not
-# in the line; rank the user's 0-based place among those waiting (-1 when
+# {state, rank, size, serial, deadline, credit, blocked}: state 1 waiting, 2 admitted, 3 sold
+# out, 4 not in the line; rank the user's 0-based place among those waiting (-1 when
 # not waiting or still in the lobby); size how many wait; serial and deadline the ticket's
-# (admitted); credit the admissions due now, as a string (for the estimated wait).
+# (admitted); credit the admissions due now, as a string (for the estimated wait); blocked,
+# while every unit left is promised to a ticket still out, the first of their deadlines (ms:
+# the earliest a unit comes free for the line, unless one comes back), else 0.
 ADVANCE = """
 local now, opens = tonumber(ARGV[1]), tonumber(ARGV[2])
 local rate, burst, ticket_ms = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
 local units_read, units_ms = tonumber(ARGV[6]), tonumber(ARGV[7])
-local user, join = ARGV[8], ARGV[9] == '1'
+local user, join, expires = ARGV[8], ARGV[9] == '1', ARGV[12]
 local room = KEYS[4]
-local used = tonumber(redis.call('HGET', room, 'used') or '0')
-if units_read >= 0 and units_ms > tonumber(redis.call('HGET', room, 'units_ms') or '-1') then
-  redis.call('HSET', room, 'units', units_read, 'units_ms', units_ms, 'used_base', used)
+local held = redis.call('HMGET', room, 'used', 'units_ms', 'units', 'used_base', 'last', 'credit', 'expires')
+local used = tonumber(held[1] or '0')
+local units, used_base = tonumber(held[3] or '0'), tonumber(held[4] or '0')
+if units_read >= 0 and units_ms > tonumber(held[2] or '-1') then
+  units, used_base = units_read, used
+  redis.call('HSET', room, 'units', units, 'units_ms', units_ms, 'used_base', used)
 end
--- Lapsed tickets: the units they promised go to the next in line.
+units = units - (used - used_base)
+-- Lapsed tickets: the units they promised go to the next in line. Their serials go in slices:
+-- Lua's unpack refuses a few thousand values at once.
 local lapsed = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', now)
+for i = 1, #lapsed, 1000 do
+  redis.call('HDEL', KEYS[3], unpack(lapsed, i, math.min(i + 999, #lapsed)))
+end
 if #lapsed > 0 then
   redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)
-  redis.call('HDEL', KEYS[3], unpack(lapsed))
 end
-local units = tonumber(redis.call('HGET', room, 'units') or '0')
-  - (used - tonumber(redis.call('HGET', room, 'used_base') or '0'))
 -- A joiner joins before the rate moves: one who finds admissions due and nobody ahead is
 -- admitted by the join itself, with nothing to wait for.
 local joining = join and not redis.call('ZSCORE', KEYS[2], user) and not redis.call('ZSCORE', KEYS[1], user)
@@ -65,11 +73,12 @@ if joining then
     score = redis.call('HINCRBY', room, 'arrivals', 1) + 1
   end
   redis.call('ZADD', KEYS[1], score, user)
+  redis.call('PEXPIREAT', KEYS[1], expires)
 end
-local credit = 0
+local credit, room_left = 0, units
 if now >= opens then
-  local last = tonumber(redis.call('HGET', room, 'last') or '-1')
-  local banked = tonumber(redis.call('HGET', room, 'credit') or '0')
+  local last = tonumber(held[5] or '-1')
+  local banked = tonumber(held[6] or '0')
   if last < 0 then
     -- The rate's first move after the opening: a lobby has waited since the opening; a line
     -- of no one but this joiner banks one admission, for that first joiner, and not more, or
@@ -79,7 +88,7 @@ if now >= opens then
   end
   last = math.max(last, opens)
   credit = math.min(burst, banked + (now - last) * rate / 1000)
-  local room_left = units - redis.call('ZCARD', KEYS[2])
+  room_left = units - redis.call('ZCARD', KEYS[2])
   local n = math.min(math.floor(credit), room_left)
   if n > 0 then
     -- Serials count from a random number of 50 bits, not from 1: a room that Redis lost
@@ -93,35 +102,49 @@ if now >= opens then
       redis.call('ZADD', KEYS[2], now + ticket_ms, heads[i])
       redis.call('HSET', KEYS[3], heads[i], serial)
     end
+    redis.call('PEXPIREAT', KEYS[2], expires)
+    redis.call('PEXPIREAT', KEYS[3], expires)
     credit = credit - #heads / 2
+    room_left = room_left - #heads / 2
   end
   redis.call('HSET', room, 'credit', tostring(credit), 'last', now)
+end
+-- The room's keys go a ticket's lifetime after the sale ends (a later end, set by staff,
+-- moves them on): a site keeps no room of a sale that is over.
+if held[7] ~= expires then
+  redis.call('HSET', room, 'expires', expires)
+  for _, key in ipairs(KEYS) do redis.call('PEXPIREAT', key, expires) end
 end
 local deadline = redis.call('ZSCORE', KEYS[2], user)
 if deadline then
   return {2, -1, redis.call('ZCARD', KEYS[1]), tonumber(redis.call('HGET', KEYS[3], user)), tonumber(deadline),
-          tostring(credit)}
+          tostring(credit), 0}
 end
 local rank = redis.call('ZRANK', KEYS[1], user)
 local size = redis.call('ZCARD', KEYS[1])
 if not rank then
-  return {4, -1, size, 0, 0, tostring(credit)}
+  return {4, -1, size, 0, 0, tostring(credit), 0}
 end
 if now < opens then
-  rank = -1
+  return {1, -1, size, 0, 0, tostring(credit), 0}
 end
-if now >= opens and units <= 0 then
-  return {3, rank, size, 0, 0, tostring(credit)}
+if units <= 0 then
+  return {3, rank, size, 0, 0, tostring(credit), 0}
 end
-return {1, rank, size, 0, 0, tostring(credit)}
+local blocked = 0
+if room_left <= 0 then
+  blocked = tonumber(redis.call('ZRANGE', KEYS[2], 0, 0, 'WITHSCORES')[2] or '0')
+end
+return {1, rank, size, 0, 0, tostring(credit), blocked}
 """
 
 # A ticket checked and spent, shared by TICKET_SPEND and by the script of a take that spends
 # it in its own round trip (``inventory.redis_lua.scripts.RESERVE``):
 # ``ticket_live(admitted, serials, user, serial, now)`` is the ticket's deadline (ms) when
 # ``serial`` is the ticket the room last gave the user and ``now`` (ms) is before its deadline,
-# else false; ``ticket_use(admitted, serials, room, user)`` spends it: it promises no unit any
-# more, and one more is counted used.
+# else false; ``ticket_use(admitted, serials, room, user, took)`` spends it: it promises no unit
+# any more, and, where its take took one (``took``), one more unit is counted used (a take
+# refused for good, or a draw of no prize, took none: the room's units are as they were).
 TICKET = """
 local function ticket_live(admitted, serials, user, serial, now)
   local deadline = redis.call('ZSCORE', admitted, user)
@@ -130,16 +153,18 @@ local function ticket_live(admitted, serials, user, serial, now)
   end
   return tonumber(deadline)
 end
-local function ticket_use(admitted, serials, room, user)
+local function ticket_use(admitted, serials, room, user, took)
   redis.call('ZREM', admitted, user)
   redis.call('HDEL', serials, user)
-  redis.call('HINCRBY', room, 'used', 1)
+  if took then redis.call('HINCRBY', room, 'used', 1) end
 end
 """
 
 # Spend the user's ticket on a take, in a round trip of its own, and count the take's rate
 # limits in it where they live in the room's Redis: a take of a strategy that counts them
-# before it takes (core.ratelimit.COUNT) then makes one round trip for both.
+# before it takes (core.ratelimit.COUNT) then makes one round trip for both. Spent before its
+# take, it counts a unit used; the room's next reading of the units corrects a take that
+# took none.
 #
 # KEYS: admitted, serials, room, then the rate limits' counters (none when not counted here)
 # ARGV: user, serial, now (ms), then each counter's limit and window (ms) (core.ratelimit)
@@ -158,25 +183,32 @@ local wait = rate_wait(4, 4)
 if wait > 0 then
   return -wait
 end
-ticket_use(KEYS[1], KEYS[2], KEYS[3], ARGV[1])
+ticket_use(KEYS[1], KEYS[2], KEYS[3], ARGV[1], true)
 return deadline
 """
 )
 
 # Give a spent ticket back: its take was refused with nothing done and asks to be sent again
 # (busy, rate limited, unavailable). Only until its deadline, and only if the user holds no
-# other ticket meanwhile.
+# other ticket meanwhile and has not joined the line again (one admission, or one place, per
+# user). Its keys, emptied by the spend and written again here, go with the room's.
 #
-# KEYS: admitted, serials, room
+# KEYS: admitted, serials, room, line
 # ARGV: user, serial, deadline (ms), now (ms)
 #
 # Returns 1 when the ticket is good again, 0 otherwise.
 TICKET_RETURN = """
-if tonumber(ARGV[3]) <= tonumber(ARGV[4]) or redis.call('ZSCORE', KEYS[1], ARGV[1]) then
+if tonumber(ARGV[3]) <= tonumber(ARGV[4]) or redis.call('ZSCORE', KEYS[1], ARGV[1])
+    or redis.call('ZSCORE', KEYS[4], ARGV[1]) then
   return 0
 end
 redis.call('ZADD', KEYS[1], ARGV[3], ARGV[1])
 redis.call('HSET', KEYS[2], ARGV[1], ARGV[2])
 redis.call('HINCRBY', KEYS[3], 'used', -1)
+local ttl = redis.call('PTTL', KEYS[3])
+if ttl > 0 then
+  redis.call('PEXPIRE', KEYS[1], ttl)
+  redis.call('PEXPIRE', KEYS[2], ttl)
+end
 return 1
 """

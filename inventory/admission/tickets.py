@@ -43,6 +43,12 @@ HEADER = "Admission-Ticket"
 # A ticket is a few dozen characters; anything much longer is not one.
 MAX_LENGTH = 200
 
+# Refusals past the ticket's check that give it back, beside those that ask again: a take
+# told the sale has not started was admitted by a room whose clock said it had (the room's
+# process's clock and the take's, or Redis', a moment apart at the opening), and the buyer
+# would otherwise lose their place for that moment.
+GIVEN_BACK = frozenset({"not_started"})
+
 
 class Ticket(NamedTuple):
     kind: str
@@ -120,12 +126,12 @@ class TicketHeld:
     and the context the take runs in. The take spends it once, in its own script where the
     room lives in the same Redis (``redis_lua``'s RESERVE: :meth:`spends_with`), otherwise
     first, in a round trip of its own that counts the take's rate limits too where the same
-    Redis holds them (:meth:`spend`). Spent that way, it is given back
-    when the take was refused with nothing done and asks to be sent again (busy, rate
-    limited, unavailable), or failed unforeseen; a take that wrote, or was refused for good
-    (sold out, the user's limit, the window), has spent it, and one that spends it in its
-    own script spends it only then. A class, not a generator: every take of a ``queue`` item
-    enters it."""
+    Redis holds them (:meth:`spend`). Spent that way, it is given back when the take was
+    refused with nothing done and asks to be sent again (busy, rate limited, unavailable, or
+    not yet started: :data:`GIVEN_BACK`), or failed unforeseen; a take that wrote, or was
+    refused for good (sold out, the user's limit, the end of the window), has spent it, and
+    one that spends it in its own script spends it only then. A class, not a generator: every
+    take of a ``queue`` item enters it."""
 
     keys: RoomKeys
     user_id: int
@@ -176,9 +182,9 @@ class TicketHeld:
     def __exit__(self, kind, error, traceback) -> None:
         if error is None or not self.spent:
             return
-        if not isinstance(error, DomainError) or asks_again(error.status, error.code):
+        if not isinstance(error, DomainError) or asks_again(error.status, error.code) or error.code in GIVEN_BACK:
             # By the moment it was checked: a ticket that lapsed during the take is back only
             # until the room's next move drops it.
             room_script(TICKET_RETURN)(
-                keys=self.spend_keys, args=[self.user_id, self.serial, self.deadline, self.now_ms]
+                keys=[*self.spend_keys, self.keys.line], args=[self.user_id, self.serial, self.deadline, self.now_ms]
             )

@@ -54,7 +54,9 @@ from ..admission.scripts import TICKET
 # counters, the user's take numbers) with one HSET. The append comes first: should it fail
 # (an entry id not above the stream's last), nothing is taken. With an admission ticket (the
 # room in the same Redis: ``inventory.admission.tickets.TicketHeld``), checked first, as a
-# take that spends it apart does, and spent by every answer but those that ask again.
+# take that spends it apart does, and spent by every answer but those that ask again and
+# "not_started" (``inventory.admission.tickets.GIVEN_BACK``), counting a unit used only when
+# it took one.
 # Every purchase and draw pays its cost, so it is written for it (docs/design.md): numbers
 # packed, or made text with %d (tostring formats floats), text answered, one row spliced.
 # KEYS[1] state, KEYS[2] pending stream, KEYS[3] abandoned holds, with a ticket KEYS[4..6] the
@@ -79,7 +81,7 @@ RESERVE = (
     + TICKET
     + """
     if not ticket_live(KEYS[4], KEYS[5], user, ticket, tonumber(ARGV[7])) then return 'not_admitted' end
-    spend = function() ticket_use(KEYS[4], KEYS[5], KEYS[6], user) end
+    spend = function(took) ticket_use(KEYS[4], KEYS[5], KEYS[6], user, took) end
 end
 local first_rate = spend and 7 or 4
 if #KEYS >= first_rate then
@@ -98,12 +100,12 @@ local _, begin_ms, end_ms, limit, no_take = unpack('>ddddd', got[1])
 local n, total, left, kick_at = unpack('>dddd', live)
 local now = redis.call('TIME')
 local now_ms = now[1] * 1000 + math.floor(now[2] / 1000)
-if now_ms < begin_ms then if spend then spend() end return 'not_started' end
-if now_ms >= end_ms then if spend then spend() end return 'ended' end
+if now_ms < begin_ms then return 'not_started' end
+if now_ms >= end_ms then if spend then spend(false) end return 'ended' end
 local seq, value = '1', '1'
 if marks then
     local takes, listed = string.match(marks, '^(%d+)(.*)$')
-    if takes + 0 >= limit then if spend then spend() end return 'limit' end
+    if takes + 0 >= limit then if spend then spend(false) end return 'limit' end
     value = format('%d', takes + 1)
     if listed == '' then
         seq = value
@@ -128,11 +130,11 @@ if #got[1] > 40 then
     local gave = (cap > 0 or cool > 0) and redis.call('HGET', KEYS[3], user)
     if gave then
         local holds, last = string.match(gave, '^(%d+):(%d+)$')
-        if cap > 0 and holds + 0 >= cap then if spend then spend() end return 'abandon_limit' end
+        if cap > 0 and holds + 0 >= cap then if spend then spend(false) end return 'abandon_limit' end
         if cool > 0 and now_ms < last + cool then return format('cooling_down %d', last + cool - now_ms) end
     end
 end
-if left <= 0 then if spend then spend() end return 'sold_out' end
+if left <= 0 then if spend then spend(false) end return 'sold_out' end
 local point = ARGV[2] * (left + no_take)
 local chosen, rows = '', sub(live, 33)
 for at = 33, #live, 16 do
@@ -156,7 +158,7 @@ if now_ms >= kick_at then
     kick_at = now_ms + ARGV[3]
 end
 redis.call('HSET', KEYS[1], 'live', pack('>dddd', n + 1, total + 1, left, kick_at) .. rows, user, value)
-if spend then spend() end
+if spend then spend(chosen ~= '') end
 return 'ok ' .. chosen .. ' ' .. seq .. ' ' .. number .. ' ' .. value .. ' ' .. kick .. ' ' .. format('%d', limit)
 """
 )

@@ -278,3 +278,67 @@ def test_a_hundred_thousand_waiting_buyers_cost_bounded_memory(queued, rooms):
     assert used < BOUND_BYTES, f"{used:,} bytes for {WAITERS:,} waiting"
     last = enter(voucher, WAITERS, 0.6, join=False)
     assert (last.position, last.ahead) == (WAITERS, WAITERS - 1)
+
+
+def test_while_every_unit_is_promised_the_head_is_told_to_come_back_when_the_first_ticket_lapses(queued):
+    voucher = queued(stock=1, rate=100.0, ticket_seconds=30)
+    enter(voucher, 1, 0.001)  # admitted by its join: the one unit is promised to user 1
+    enter(voucher, 2, 0.002)
+    head = enter(voucher, 2, 1, join=False)
+    # The rate has earned admissions, but there is no unit to admit for until user 1's ticket
+    # lapses at 30.001 s: asked back every 0.05 s until then, the head would poll 580 times.
+    assert (head.status, head.position, head.eta_seconds) == ("waiting", 1, 30)
+    assert head.poll_after_seconds == 5
+    near = enter(voucher, 2, 29.5, join=False)
+    assert near.poll_after_seconds == 0.55  # at the lapse, and a little
+    assert enter(voucher, 2, 30.1, join=False).status == "admitted"
+
+
+def test_a_rooms_keys_go_a_ticket_lifetime_after_the_sale_ends(queued, rooms):
+    voucher = queued(stock=3, rate=100.0, ticket_seconds=30)
+    for user in (1, 2, 3, 4):
+        enter(voucher, user, 0.001 * user)
+    enter(voucher, 2, 1, join=False)  # admits users 2 and 3 beside 1, and 4 waits: every key is written
+    keys = RoomKeys.of(VOUCHER.kind, voucher.pk)
+    goes = int(voucher.end_at.timestamp() * 1000) + 30_000
+    assert {key: rooms.pexpiretime(key) for key in keys.all} == dict.fromkeys(keys.all, goes)
+    # Staff move the end: the next move moves the keys with it.
+    later = voucher_update(voucher=voucher, end_at=voucher.end_at + timedelta(hours=1))
+    later = voucher_get(voucher_id=later.pk)
+    enter(later, 2, 2, join=False)
+    assert {key: rooms.pexpiretime(key) for key in keys.all} == dict.fromkeys(keys.all, goes + 3_600_000)
+
+
+def test_a_ticket_given_back_after_its_spend_emptied_the_room_goes_with_the_room(queued, rooms):
+    voucher = queued(rate=100.0)
+    ticket = enter(voucher, 1, 0.001).ticket  # the only ticket out
+    with pytest.raises(LockBusy):
+        spend(voucher, 1, ticket, 0.1, then=LockBusy())  # spent (admitted emptied), then given back
+    keys = RoomKeys.of(VOUCHER.kind, voucher.pk)
+    assert rooms.zscore(keys.admitted, 1) is not None
+    assert rooms.pexpiretime(keys.admitted) == rooms.pexpiretime(keys.serials) == rooms.pexpiretime(keys.room) > 0
+
+
+def test_a_ticket_is_not_given_back_to_a_buyer_who_joined_the_line_again_meanwhile(queued):
+    voucher = queued(rate=0.1)
+    ticket = enter(voucher, 1, 0.001).ticket
+    with pytest.raises(LockBusy):
+        with ticket_held(VOUCHER, voucher, user_id=1, ticket=ticket, now=at(voucher, 0.1)) as held:
+            held.spend()
+            assert enter(voucher, 1, 0.2).status == "waiting"  # spent: joins again, behind no one
+            raise LockBusy()
+    # One place for the buyer: the line's, not the line's and a ticket given back.
+    assert enter(voucher, 1, 0.3, join=False).status == "waiting"
+    with pytest.raises(NotAdmitted):
+        spend(voucher, 1, ticket, 0.4)
+
+
+def test_thousands_of_tickets_lapsing_at_once_go_in_one_move(queued, rooms):
+    voucher = queued(stock=9_000, rate=10_000.0, ticket_seconds=5)
+    room_join_many(VOUCHER, voucher, range(1, 9_001), now=at(voucher, 0.5))
+    assert enter(voucher, 9_000, 1.5, join=False).status == "admitted"
+    keys = RoomKeys.of(VOUCHER.kind, voucher.pk)
+    assert rooms.zcard(keys.admitted) == rooms.hlen(keys.serials) == 9_000
+    # All 9,000 lapse together: more than Lua unpacks at once.
+    assert enter(voucher, 9_000, 7, join=False) is None
+    assert rooms.zcard(keys.admitted) == rooms.hlen(keys.serials) == 0
