@@ -162,9 +162,16 @@ def _rows_drift(found: list[_State], states: Sequence[int], stock: Mapping[int, 
 
 
 def _seen_twice(rows: dict, again: dict) -> dict:
-    """The rows of a second read that differ as in the first: a move between two reads of
-    the states shows once, a drift twice."""
-    return {row: seen for row, seen in again.items() if rows.get(row) == seen}
+    """The rows of a second read that differ by as much as in the first: a move between two
+    reads of the states shows once, a drift twice. By the difference, not the units: a
+    reservation between the reads lowers a row's units in Redis and its units expected
+    alike, and a drift on a row that sells must still be found."""
+    return {row: seen for row, seen in again.items() if row in rows and _drift(rows[row]) == _drift(seen)}
+
+
+def _drift(seen: tuple[int, int]) -> int:
+    have, want = seen
+    return have - want
 
 
 def _users(found: list[_State], states: Sequence[int], takes: Takes) -> list[tuple]:

@@ -193,3 +193,33 @@ def test_the_beats_task_compares_a_bucketed_items_totals_first(voucher):
     assert client.exists(GroupKeys.of(voucher.group_id).checked)
     assert reservations_reconcile("voucher") == 1
     assert reservations_reconcile("voucher") == 0
+
+
+class SellingMidRead(Reservations):
+    """The process's Redis, where a buyer reserves from ``state`` after its first read, so
+    that the second read finds its row's units, and its units expected, one lower."""
+
+    def __init__(self, *, state: int, user_id: int) -> None:
+        super().__init__(reservations_client().client)
+        self.state, self.user_id, self.reads, self.sold = state, user_id, 0, False
+
+    def multi(self, *, group_id: int):
+        if group_id == self.state:
+            self.reads += 1
+            if self.reads == 2:
+                answer = self.reserve(group_id=group_id, user_id=self.user_id, rand=0.5, states=BUCKETS)
+                self.sold = answer.refusal is None
+        return super().multi(group_id=group_id)
+
+
+def test_a_drift_on_a_row_that_sells_between_the_two_reads_is_found_and_repaired(voucher, make_user):
+    row = Stock.objects.filter(group_id=voucher.group_id, bucket=3).values_list("id", flat=True).get()
+    states = item_states(voucher.group_id, BUCKETS)
+    reservations_client().add_units(group_id=states[3], stock_id=row, units=2)
+    buyer = next(user for user in iter(lambda: make_user().pk, None) if home_bucket(user, BUCKETS) == 3)
+    seller = SellingMidRead(state=states[3], user_id=buyer)
+    check = item_reservations_reconcile(VOUCHER, item=voucher, reservations=seller)
+    assert seller.sold
+    ((found, (have, want)),) = check.stock.items()
+    assert (found, have - want, check.repaired) == (row, 2, True)
+    assert not item_reservations_check(VOUCHER, item=voucher).drifted
