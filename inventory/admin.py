@@ -12,14 +12,17 @@ from django.contrib import admin, messages
 from django.contrib.admin import ModelAdmin
 from django.contrib.admin.views.main import ChangeList
 from django.db.models import Count, Model
-from django.http import HttpResponse
+from django.http import HttpResponse, HttpResponseRedirect
 from django.shortcuts import redirect, render
 from django.urls import path
+from django.utils.decorators import method_decorator
 from django.utils.html import format_html, format_html_join
+from django.views.decorators.csrf import csrf_protect
 
 from core.admin import CappedPaginator, CreatedColumn
 from core.errors import DomainError, InvalidInput
 
+from .errors import RowsLocked
 from .records import MAX_BUCKETS, Record, row_filter
 from .services import MAX_UNITS
 from .totals import ItemMarks, StockMarks
@@ -75,6 +78,25 @@ def restock_page(
         "back_to": back_to,
     }
     return render(request, "admin/restock.html", context)
+
+
+class ItemChangeView:
+    """A product admin's add and change pages, saved outside one transaction of the page's
+    own: each write is the services', which commit as they go, as the API's do. A ``redis_lua``
+    item leaving its strategy, or split into another number of buckets, persists its waiting
+    reservations and lets their stream go (``item_states.item_reservations_retire``): inside
+    the page's transaction, a failure after it (a row held by a take, an inline's error)
+    rolled those records back while their stream entries were gone, and buyers told 202 had
+    no record. A change that finds a row held by a take (``RowsLocked``) is tried again a
+    few times, then the page says so."""
+
+    @method_decorator(csrf_protect)
+    def changeform_view(self, request, object_id=None, form_url="", extra_context=None):
+        try:
+            return self._changeform_view(request, object_id, form_url, extra_context)
+        except RowsLocked as exc:
+            self.message_user(request, exc.message, messages.ERROR)
+            return HttpResponseRedirect(request.get_full_path())
 
 
 class RestockUrl:

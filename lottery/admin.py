@@ -3,8 +3,7 @@ when the prize is added and grows only through the guarded restock, so it cannot
 the draws."""
 
 from django import forms
-from django.contrib import admin, messages
-from django.http import HttpResponseRedirect
+from django.contrib import admin
 from django.urls import reverse
 from django.utils.html import format_html, format_html_join
 
@@ -13,6 +12,7 @@ from core.forms import NamedForm, SaleWindowForm
 from inventory.admin import (
     ADMISSION_FIELDS,
     HeldColumn,
+    ItemChangeView,
     ItemForm,
     ListedItemsFilter,
     RecordAdmin,
@@ -21,7 +21,6 @@ from inventory.admin import (
     buckets_field,
     restock_page,
 )
-from inventory.errors import RowsLocked
 from inventory.services import MAX_UNITS
 from inventory.totals import stock_sums
 
@@ -136,7 +135,7 @@ _STOCK = stock_sums(Pool, "stock_left", "stock_supplied")
 
 
 @admin.register(Pool)
-class PoolAdmin(HeldColumn, RestockUrl, SaleWindowColumns, admin.ModelAdmin):
+class PoolAdmin(ItemChangeView, HeldColumn, RestockUrl, SaleWindowColumns, admin.ModelAdmin):
     form = PoolAddForm
     restock_route = "prize/<int:prize_id>/restock/"
     restock_name = "lottery_prize_restock"
@@ -152,15 +151,6 @@ class PoolAdmin(HeldColumn, RestockUrl, SaleWindowColumns, admin.ModelAdmin):
 
     def get_queryset(self, request):
         return super().get_queryset(request).annotate(**_STOCK)
-
-    def changeform_view(self, request, object_id=None, form_url="", extra_context=None):
-        # A split that found a row held by a draw cannot try again inside the page's own
-        # transaction (``item_changes_save``): everything rolled back, the page says so.
-        try:
-            return super().changeform_view(request, object_id, form_url, extra_context)
-        except RowsLocked as exc:
-            self.message_user(request, exc.message, messages.ERROR)
-            return HttpResponseRedirect(request.get_full_path())
 
     # Short headers: the admin keeps a header on one line, and with the held column the field
     # names ("draws per user", "no prize weight") took the list 34 px past a 1280 px screen.

@@ -11,6 +11,7 @@ from core.forms import SaleWindowForm
 from inventory.admin import (
     ADMISSION_FIELDS,
     HeldColumn,
+    ItemChangeView,
     ItemForm,
     ListedItemsFilter,
     RecordAdmin,
@@ -46,7 +47,7 @@ class VoucherAddForm(VoucherForm):
 
 
 @admin.register(Voucher)
-class VoucherAdmin(HeldColumn, RestockUrl, SaleWindowColumns, admin.ModelAdmin):
+class VoucherAdmin(ItemChangeView, HeldColumn, RestockUrl, SaleWindowColumns, admin.ModelAdmin):
     form = VoucherForm
     records = "orders"
     restock_route = "<int:voucher_id>/restock/"

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+from contextlib import ExitStack
 from datetime import timedelta
 
 import pytest
 from django.utils import timezone
 
 from inventory.models import Stock
-from lottery.models import Pool
+from inventory.redis_lua import item_states
+from lottery.models import Draw, Pool
+from lottery.selectors import pool_audit, pool_get
+from lottery.services import pool_draw
 from tests.stock import stock_rows_held
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -168,3 +172,39 @@ def test_what_the_services_refuse_is_a_form_error_not_a_500(admin_client_, field
     assert response.status_code == 200
     assert list(response.context["adminform"].form.errors) == [field]
     assert not Pool.objects.exists()
+
+
+def test_a_redis_lua_pools_split_that_finds_a_row_held_keeps_the_draws_it_persisted(
+    admin_client_, make_user, reservations_redis, monkeypatch
+):
+    """A split of a ``redis_lua`` pool persists the draws waiting in its streams and lets
+    their entries go before it moves the rows; a row held by a draw (taken here just after the
+    persisting, which locks the rows too) then fails the move. The page's save runs outside a
+    transaction of its own, so the draws persisted stay written: inside one, they rolled back
+    with the move, their entries gone, and buyers told their draw was taken had no record."""
+    begin = timezone.now() - timedelta(minutes=1)
+    form = pool_form(begin, begin + timedelta(days=1), strategy="redis_lua", buckets="2", no_prize_weight="0")
+    assert admin_client_.post("/admin/lottery/pool/add/", form).status_code == 302
+    pool = Pool.objects.get(name="Admin pool")
+    for _ in range(3):
+        pool_draw(user=make_user(), pool=pool_get(pool_id=pool.pk))
+    assert Draw.objects.filter(pool=pool).count() == 0  # reserved, waiting in the streams
+    row = Stock.objects.filter(head_id=pool.prizes.get().stock_id).order_by("bucket").first().pk
+    with ExitStack() as held:
+        persist = item_states.states_persist
+
+        def persist_then_hold(*args, **kwargs):
+            done = persist(*args, **kwargs)
+            held.enter_context(stock_rows_held(row))
+            return done
+
+        monkeypatch.setattr(item_states, "states_persist", persist_then_hold)
+        busy = pool_form(begin, begin + timedelta(days=1), buckets="3", strategy="redis_lua", no_prize_weight="0")
+        response = admin_client_.post(
+            f"/admin/lottery/pool/{pool.pk}/change/", busy | {"prizes-TOTAL_FORMS": "0"}, follow=True
+        )
+        assert "try the change again" in response.content.decode()
+    assert Draw.objects.filter(pool=pool).count() == 3
+    assert Pool.objects.get(pk=pool.pk).buckets == 2
+    audit = pool_audit(pool_id=pool.pk)
+    assert (audit.awarded, audit.stock, audit.ok) == (3, 4, True), audit
