@@ -21,7 +21,7 @@ from typing import TypeVar
 
 from ..buckets import home_bucket
 from .client import Reservations
-from .transfers import Transfers
+from .transfers import Borrowed, Transfers
 from .values import GroupKeys, Reserved, Rules, state_id, state_of
 
 V = TypeVar("V")
@@ -92,21 +92,23 @@ def reserve_at_home(
     reservations: Reservations, transfers: Transfers, states: Sequence[int], *, user_id: int, rand: float, **options
 ) -> Reserved:
     """RESERVE in the user's home state, borrowing from the others on ``sold_out`` and
-    reserving again; sold out only once no state has units (``Transfers.borrow``).
-    ``options`` are ``Reservations.reserve``'s."""
+    reserving again; sold out only once no state has units (``Transfers.borrow``), and
+    ``busy`` (not sold out) when others took every unit brought home first, through every
+    try. ``options`` are ``Reservations.reserve``'s."""
     home = home_bucket(user_id, len(states))
-    answer = None
     for _ in range(RESERVE_TRIES):
         answer = reservations.reserve(group_id=states[home], user_id=user_id, rand=rand, states=len(states), **options)
         if answer.refusal != "sold_out":
             return answer
         borrowed = transfers.borrow(states=states, home=home)
-        if borrowed is None:  # a state is missing: never sold out on a guess
+        if borrowed is Borrowed.MISSING:  # never sold out on a guess
             return Reserved(refusal="unavailable")
-        if not borrowed:
+        if borrowed is Borrowed.SOLD_OUT:
             return answer
+        if borrowed is Borrowed.BUSY:
+            return Reserved(refusal="busy")
         options["rate"] = None  # the request's limits were counted by its first RESERVE
-    return answer
+    return Reserved(refusal="busy")
 
 
 def states_layout(reservations: Reservations, group_id: int) -> int:

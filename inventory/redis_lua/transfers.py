@@ -19,6 +19,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
+from enum import Enum
 
 import redis
 from redis.cluster import RedisCluster
@@ -34,6 +35,15 @@ MOST_TRANSIT_MS = 30_000
 # How many units a borrower takes at once: enough that the next buyers of its home find
 # some, few enough to leave the giver's own buyers theirs (OUT also gives at most half).
 BORROW_UNITS = 8
+
+
+class Borrowed(Enum):
+    """What ``Transfers.borrow`` found."""
+
+    HOME = "home"  # the home state has units
+    SOLD_OUT = "sold_out"  # two reads in a row found none anywhere
+    MISSING = "missing"  # a state is missing
+    BUSY = "busy"  # every read saw units, which others took first
 
 
 @dataclass(frozen=True)
@@ -112,20 +122,22 @@ class Transfers:
             found.append(Units(left=left, outbox=sum(_entry(value)[3] for value in outbox)))
         return found
 
-    def borrow(self, *, states: Sequence[int], home: int, most: int = BORROW_UNITS, rounds: int = 20) -> bool | None:
+    def borrow(self, *, states: Sequence[int], home: int, most: int = BORROW_UNITS, rounds: int = 20) -> Borrowed:
         """Bring units into the ``home``-th state from the next one round from it that has
-        some: True once the home state has units (moved, or arrived meanwhile), False when
-        two reads in a row found no units anywhere, neither left nor in transit (the item
-        is sold out), None when a state is missing (its units unknown: not sold out, the
-        item's states need a rebuild). Units found only in transit are finished here
-        (``recover``) rather than waited for: their mover may be dead."""
+        some: ``HOME`` once the home state has units (moved, or arrived meanwhile),
+        ``SOLD_OUT`` when two reads in a row found no units anywhere, neither left nor in
+        transit, ``MISSING`` when a state is missing (its units unknown: not sold out, the
+        item's states need a rebuild), ``BUSY`` when ``rounds`` reads each saw units that
+        others took first (not sold out: the caller answers busy). Units found only in
+        transit are finished here (``recover``) rather than waited for: their mover may be
+        dead."""
         empty_reads = 0
         for _ in range(rounds):
             found = self.units(states)
             if any(one.left is None for one in found):
-                return None
+                return Borrowed.MISSING
             if (found[home].left or 0) > 0:
-                return True
+                return Borrowed.HOME
             givers = [
                 (home + step) % len(states)
                 for step in range(1, len(states))
@@ -133,7 +145,7 @@ class Transfers:
             ]
             for giver in givers:
                 if self.move(giver=states[giver], receiver=states[home], most=most):
-                    return True
+                    return Borrowed.HOME
             if givers or any(one.outbox for one in found):
                 empty_reads = 0
                 if not givers:
@@ -141,8 +153,8 @@ class Transfers:
                 continue
             empty_reads += 1
             if empty_reads == 2:
-                return False
-        return False
+                return Borrowed.SOLD_OUT
+        return Borrowed.BUSY
 
     def recover(self, states: Sequence[int], *, prune_after_ms: int = 2 * MOST_TRANSIT_MS) -> int:
         """Finish every transfer left in the states' outboxes (IN again, or CANCEL after a

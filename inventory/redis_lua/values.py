@@ -222,7 +222,7 @@ class Reserved:
 
 REFUSALS = (
     "rate_limited", "unavailable", "moved", "not_admitted", "not_started", "ended", "limit", "abandon_limit",
-    "cooling_down", "sold_out",
+    "cooling_down", "sold_out", "busy",
 )  # fmt: skip
 
 

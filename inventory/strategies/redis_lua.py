@@ -42,7 +42,7 @@ from core.errors import DomainError
 from core.ratelimit import rate_refuse
 from core.window import Ended, NotStarted
 
-from ..errors import AbandonLimit, CoolingDown, SoldOut, StateMissing, TicketNotLive, Unconfirmed
+from ..errors import AbandonLimit, CoolingDown, LockBusy, SoldOut, StateMissing, TicketNotLive, Unconfirmed
 from ..models import Strategy
 from ..records import public_of
 from ..redis_lua.bucket_states import item_states, reserve_at_home
@@ -68,6 +68,7 @@ _REFUSED: dict[str, type[DomainError]] = {
     "ended": Ended,
     "sold_out": SoldOut,
     "abandon_limit": AbandonLimit,
+    "busy": LockBusy,  # a bucketed item's take that others beat to every unit it brought home
 }
 
 

@@ -269,3 +269,30 @@ def test_a_buyer_killed_mid_move_in_a_crowd_loses_and_doubles_nothing(client, it
     entries = sum(client.xlen(GroupKeys.of(state).pending) for state in item)
     assert entries + left == 60
     assert len(sold) >= 60 - 40 - left  # the dead process's buyers took at most their 40
+
+
+class BeatenToEveryUnit(Transfers):
+    """Another borrower that, each time this one moves a unit home, moves it first to a state
+    of its own: the unit is always somewhere, never where this one looks."""
+
+    def __init__(self, client, states: list[int], home: int) -> None:
+        super().__init__(client)
+        self.states, self.home, self.beaten = states, home, 0
+
+    def move(self, *, giver: int, receiver: int, most: int) -> int:
+        if receiver == self.states[self.home]:
+            other = next(state for state in self.states if state not in (giver, receiver))
+            assert super().move(giver=giver, receiver=other, most=most)
+            self.beaten += 1
+        return super().move(giver=giver, receiver=receiver, most=most)
+
+
+def test_a_take_beaten_to_every_unit_it_would_bring_home_is_busy_not_sold_out(client, item):
+    reservations = Reservations(client)
+    states = item[:3]
+    user = next(user for user in itertools.count(1) if home_bucket(user, 3) == 0)
+    load(reservations, states, [0, 1, 0])  # one unit, in bucket 1
+    transfers = BeatenToEveryUnit(client, states, home=0)
+    answer = reserve_at_home(reservations, transfers, states, user_id=user, rand=0.5)
+    assert answer.refusal == "busy" and transfers.beaten >= 20
+    assert sum(units_where(reservations, states).values()) == 1  # still there: not sold out
