@@ -112,6 +112,32 @@ def test_a_missing_state_among_several_rebuilds_them_all(make_voucher, make_user
     assert units_in_redis(voucher) == database_units(voucher)
 
 
+def test_a_rebuild_of_a_lost_state_stops_the_others_selling_before_it_persists_their_streams(
+    make_voucher, make_user, monkeypatch
+):
+    """The states still loaded are dropped before their streams are persisted: a buyer who
+    reserves just after the persisting is told the state is missing (and asks again), where
+    a state left loaded sold to them, and the load then found a reservation in its stream
+    that the database did not hold, and failed."""
+    from inventory.redis_lua import item_states as rebuilds
+
+    voucher = make_voucher(stock=8, strategy="redis_lua", buckets=BUCKETS)
+    states = item_states(voucher.group_id, BUCKETS)
+    late = next(user for user in iter(make_user, None) if home_bucket(user.pk, BUCKETS) == 5)
+    reservations_client().client.delete(GroupKeys.of(states[3]).state)  # one state lost
+    persist, answers = rebuilds.states_persist, []
+
+    def persist_then_sell(*args, **kwargs):
+        persist(*args, **kwargs)
+        answers.append(reservations_client().reserve(group_id=states[5], user_id=late.pk, rand=0.5, states=BUCKETS))
+
+    monkeypatch.setattr(rebuilds, "states_persist", persist_then_sell)
+    assert item_reservations_reconcile(VOUCHER, item=voucher).rebuilt
+    assert [answer.refusal for answer in answers] == ["unavailable"]
+    assert all(reservations_client().stock(group_id=state) is not None for state in states)
+    assert not item_reservations_check(VOUCHER, item=voucher).drifted
+
+
 def test_a_bucket_states_pending_order_is_found_by_its_id(make_voucher, api_client, make_user):
     voucher = make_voucher(stock=8, strategy="redis_lua", buckets=BUCKETS)
     buyer = next(u for u in iter(make_user, None) if home_bucket(u.pk, BUCKETS) != 0)

@@ -26,6 +26,7 @@ from .item_buckets import (
     states_drop,
     states_forget,
     states_load_item,
+    states_loaded,
     states_persist,
 )
 from .numbering import lost_floor_record
@@ -105,16 +106,20 @@ def _persist_step(product: Product, item: Any) -> Callable[[int, int], Persisted
 def _rebuild(
     product: Product, item: Any, reservations: Reservations | None, *, replace: bool, wait_seconds: float = 30
 ) -> bool:
-    """Under the group's lock: persist what waits in every stream of the item's states, drop
-    them when ``replace``, then load them from the database (loaded only where none is, or
-    was just dropped; a bucketed item's all together); True when loaded."""
+    """Under the group's lock: drop the item's states when ``replace``, or when a bucketed
+    item has lost some of them (its states are loaded all together), then persist what waits
+    in every stream, then load them from the database (loaded only where none is, or was
+    just dropped); True when loaded. Dropped first, the states sell nothing more while their
+    streams are persisted: states left loaded went on selling between the persisting and the
+    load, whose streams then held reservations the database did not (``PendingReservations``)."""
     reservations = reservations or reservations_client()
     group_id = product.group_of(item)
 
     def run() -> bool:
-        states_persist(group_id, reservations, _persist_step(product, item))
-        if replace:
+        buckets = item_bucketed(product, item)
+        if replace or (buckets > 1 and not states_loaded(group_id, buckets, reservations)):
             states_drop(group_id, reservations)
+        states_persist(group_id, reservations, _persist_step(product, item))
         return _load(product, item, reservations)
 
     return with_group_lock(group_id, run, wait_seconds=wait_seconds)
