@@ -10,10 +10,12 @@ outboxes, without losing or doubling a unit.
   <ms> <units> <row id>:<units>,...``, written by TRANSFER_OUT in the same script that takes
   the units from the giver's ``live``: a unit is always in some state's ``live`` or in an
   outbox entry, never nowhere.
-- ``...:applied`` of the receiving state, a hash: transfer id -> ``applied <ms>``, written by
-  TRANSFER_IN in the same script that adds the units: a second IN of the same transfer adds
-  nothing. Kept after the move (pruned by the recovery once old and without its outbox
-  entry), so that a recovery racing with the mover can only find it applied.
+- ``...:applied`` of the receiving state, a hash: transfer id -> ``applied <ms> <sent ms>``
+  (the receiver's time of IN, and the giver's of OUT, which IN's staleness is measured from),
+  written by TRANSFER_IN in the same script that adds the units: a second IN of the same
+  transfer adds nothing. Kept after the move (pruned by the recovery once the receiver's own
+  clock says an IN of it would be stale, and without its outbox entry), so that a recovery
+  racing with the mover can only find it applied.
 - ``moves``, a field of every state's hash, counts the steps of moves there (OUT and CANCEL
   in a giver, IN in a receiver), each in the script of the step: a reconciliation that read
   the states twice and found every count the same knows that no move ran at any state
@@ -99,7 +101,7 @@ if now - tonumber(ARGV[3]) > tonumber(ARGV[4]) then return 'stale' end
 for id, units in string.gmatch(ARGV[5], '(%d+):(%d+)') do rows_add(state, id, units) end
 state_write(KEYS[1], state)
 redis.call('HINCRBY', KEYS[1], 'moves', 1)
-redis.call('HSET', KEYS[2], ARGV[1], string.format('applied %d', now))
+redis.call('HSET', KEYS[2], ARGV[1], string.format('applied %d ', now) .. ARGV[3])
 return 'applied'
 """
 )

@@ -158,22 +158,28 @@ class Transfers:
 
     def recover(self, states: Sequence[int], *, prune_after_ms: int = 2 * MOST_TRANSIT_MS) -> int:
         """Finish every transfer left in the states' outboxes (IN again, or CANCEL after a
-        refusal), and prune applied marks older than ``prune_after_ms`` whose outbox entry
-        is gone (no IN of theirs can apply any more: it would be stale): how many transfers
-        were finished."""
+        refusal), and prune applied marks sent more than ``prune_after_ms`` ago whose outbox
+        entry is gone (no IN of theirs can apply any more: it would be stale): how many
+        transfers were finished. A mark's age is the receiver's own clock less the giver's
+        time of sending, as IN measures staleness: the masters' clocks may differ, and a
+        mark pruned by another clock while IN would still apply its transfer could let a
+        stalled recovery apply it twice."""
         finished = 0
         for giver in states:
             for tid, value in self.client.hgetall(GroupKeys.of(giver).outbox).items():
                 receiver, epoch, at_ms, _, rows = _entry(value)
                 self.finish(giver=giver, tid=text_of(tid), receiver=receiver, epoch=epoch, at_ms=at_ms, rows=rows)
                 finished += 1
-        now_s, now_us = self.client.time()
-        now_ms = now_s * 1000 + now_us // 1000
         for receiver in states:
             applied = GroupKeys.of(receiver).applied
-            for tid, mark in self.client.hgetall(applied).items():
+            node = server_of(self.client, applied)
+            now_s, now_us = node.time()
+            now_ms = now_s * 1000 + now_us // 1000
+            for tid, mark in node.hgetall(applied).items():
                 tid = text_of(tid)
-                if now_ms - int(text_of(mark).split(" ")[1]) < prune_after_ms:
+                # "applied <ms> <sent ms>"; a mark written before the sending time was kept
+                # has the receiver's time of IN alone.
+                if now_ms - int(text_of(mark).split(" ")[-1]) < prune_after_ms:
                     continue
                 if not self.client.hexists(GroupKeys.of(int(tid.split(":")[0])).outbox, tid):
                     self.client.hdel(applied, tid)

@@ -192,6 +192,24 @@ def test_applied_marks_are_pruned_once_old_and_finished(client, item):
     assert client.hlen(GroupKeys.of(item[1]).applied) == 0
 
 
+def test_a_mark_is_pruned_by_the_receivers_clock_against_the_senders_time(client, item):
+    """The giver's clock 10 s ahead of the receiver's: IN measures the transfer's age as
+    the receiver's time less the giver's, and so does the prune. Pruned by the receiver's
+    time of IN, the mark went while IN would still apply the transfer, and a recovery stalled
+    with the entry read applied it twice."""
+    reservations, transfers = Reservations(client), Transfers(client)
+    load(reservations, item, [20, 0, 0, 0, 0, 0, 0, 0])
+    tid, said = transfers.out(giver=item[0], receiver=item[1], most=2)
+    _, epoch, at_ms, _, rows = said.split(" ")
+    sent = int(at_ms) + 10_000
+    assert transfers.into(receiver=item[1], tid=tid, epoch=epoch, at_ms=sent, rows=rows) == "applied"
+    client.hdel(GroupKeys.of(item[0]).outbox, tid)  # the mover finished
+    transfers.recover(item, prune_after_ms=0)
+    assert client.hlen(GroupKeys.of(item[1]).applied) == 1  # sent in the receiver's future: kept
+    assert transfers.into(receiver=item[1], tid=tid, epoch=epoch, at_ms=sent, rows=rows) == "applied"
+    assert reservations.stock(group_id=item[1])[1000] == 2  # once
+
+
 def test_the_rebalancer_fills_empty_states_from_the_fullest(client, item):
     reservations, transfers = Reservations(client), Transfers(client)
     load(reservations, item, [80, 0, 0, 0, 0, 0, 0, 0])
