@@ -55,6 +55,9 @@ POLL_SECONDS = 1
 POLL_SECONDS_MOST = 5
 POLL_SECONDS_LEAST = 0.05
 
+# The longest a lobby's polls at the opening are spread over (``room_enter``).
+LOBBY_SPREAD_SECONDS = 2.0
+
 _STATES = {1: "waiting", 3: "sold_out"}
 
 
@@ -222,10 +225,14 @@ def room_enter(
         )
     if rank < 0:
         # In the lobby: the order is drawn at the opening; the wait is until then, at least.
+        # Asked back at the opening itself, the whole lobby would come in its first instant:
+        # each is asked back at a moment drawn over the time the lobby's admissions take at
+        # the rate, up to LOBBY_SPREAD_SECONDS (well within a ticket's shortest lifetime).
         until_opening = max(0.0, (_ms(item.begin_at) - now_ms) / 1000)
-        return Standing(
-            status=_STATES[state], eta_seconds=ceil(until_opening), waiting=size, turn_in=round(until_opening, 2)
-        )
+        turn_in = until_opening
+        if until_opening < 2 * POLL_SECONDS:
+            turn_in += random.uniform(0, min(LOBBY_SPREAD_SECONDS, size / float(item.admission_rate)))
+        return Standing(status=_STATES[state], eta_seconds=ceil(until_opening), waiting=size, turn_in=round(turn_in, 2))
     # The user is admitted once the rate has earned rank + 1 admissions; half of one more keeps
     # a poll at the turn from coming a moment early. While every unit left is promised to a
     # ticket still out, the rate admits no one, whatever it has earned: the head's turn comes

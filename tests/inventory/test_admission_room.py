@@ -342,3 +342,13 @@ def test_thousands_of_tickets_lapsing_at_once_go_in_one_move(queued, rooms):
     # All 9,000 lapse together: more than Lua unpacks at once.
     assert enter(voucher, 9_000, 7, join=False) is None
     assert rooms.zcard(keys.admitted) == rooms.hlen(keys.serials) == 0
+
+
+def test_a_lobby_is_asked_back_over_the_time_its_admissions_take_not_all_at_the_opening(queued):
+    voucher = queued(rate=100.0)
+    for user in range(1, 51):
+        enter(voucher, user, -30)
+    asked = [enter(voucher, user, -1.5, join=False).poll_after_seconds for user in range(1, 51)]
+    # 50 admissions at 100 a second take half a second: the polls come over it, after the opening.
+    assert all(1.5 <= after <= 2.0 for after in asked), asked
+    assert len(set(asked)) > 10, asked
