@@ -14,8 +14,12 @@ Three counts, so that nobody can lock a named account from where they sit:
   cannot lock the owner out where the owner usually logs in;
 - per address alone (``LOGIN_FAILURES_PER_ADDRESS``): one address guessing many accounts.
 
-The account is counted under its name as the database compares it (MariaDB's collation
-ignores case and trailing spaces): ``Staff ``, ``STAFF`` and ``staff`` are one account.
+The account is counted as the login finds it: the user the database finds under the name,
+by its collation, as Django's own lookup compares names (MariaDB's ignores case, accents and
+trailing spaces: ``Staff ``, ``STÁFF`` and ``staff`` are one account), one indexed query; a
+name that finds no user, which no password can log in, under the name itself, normalised.
+Counted under the name alone, spellings the database takes for one name were as many
+accounts, each with a ceiling of its own.
 The throttle is always on: ``RATE_LIMITS_ENABLED`` switches the crowd's limits only.
 """
 
@@ -28,6 +32,7 @@ import unicodedata
 
 import redis
 from django.conf import settings
+from django.contrib.auth import get_user_model
 
 from core.namespace import instance_key
 from core.ratelimit import RateLimited
@@ -61,8 +66,13 @@ return n
 
 
 def login_account(username: str) -> str:
-    """``username`` as the throttle counts it: one account however it is cased or padded."""
-    return unicodedata.normalize("NFKC", username).strip().casefold()
+    """``username`` as the throttle counts it: ``#<pk>`` of the user the database finds under
+    it, as the login would; otherwise ``=`` and the name normalised (case and padding)."""
+    model = get_user_model()
+    found = model._default_manager.filter(**{model.USERNAME_FIELD: username}).values_list("pk", flat=True).first()
+    if found is not None:
+        return f"#{found}"
+    return "=" + unicodedata.normalize("NFKC", username).strip().casefold()
 
 
 def login_throttle_key(*parts: str) -> str:
@@ -70,8 +80,7 @@ def login_throttle_key(*parts: str) -> str:
     return instance_key(":".join(("login-failures", *parts)))
 
 
-def _keys(username: str, address: str) -> list[str]:
-    account = login_account(username)
+def _keys(account: str, address: str) -> list[str]:
     return [
         # The address first, then a separator no address holds: the name, which anyone
         # chooses, cannot make one address's key another's.
@@ -87,7 +96,7 @@ def login_throttle_check(*, username: str, address: str) -> None:
     from this address, the account is over its ceiling for the window and this is not an
     address it has logged in from, or the address is over its own ceiling.
     Redis out of reach lets the login through."""
-    pair, account, by_address, known = _keys(username, address)
+    pair, account, by_address, known = _keys(login_account(username), address)
     try:
         pipe = locks_redis().pipeline(transaction=False)
         pipe.hget(pair, "until")
@@ -120,7 +129,7 @@ def login_failure_record(*, username: str, address: str) -> None:
         int(settings.LOGIN_BACKOFF_SECONDS * 1000),
     ]
     try:
-        locks_redis().register_script(RECORD)(keys=_keys(username, address)[:3], args=args)
+        locks_redis().register_script(RECORD)(keys=_keys(login_account(username), address)[:3], args=args)
     except redis.RedisError:
         logger.warning("login failure not counted: Redis cannot be reached", exc_info=True)
 
@@ -128,7 +137,7 @@ def login_failure_record(*, username: str, address: str) -> None:
 def login_success_record(*, username: str, address: str) -> None:
     """Forget the account's failures from the address it just logged in from (its backoff)
     and remember the address as the account's own; the ceilings keep counting."""
-    pair, _, _, known = _keys(username, address)
+    pair, _, _, known = _keys(login_account(username), address)
     try:
         pipe = locks_redis().pipeline(transaction=False)
         pipe.delete(pair)
