@@ -86,6 +86,10 @@ class TakePages:
     record: str
     verb: str
     confirmed: Callable[[Record], str]
+    # The product's rule of who may see the item (``Http404`` for an unlisted one but to its
+    # crowd and staff), asked before anything else: the buttons of an unlisted item answer an
+    # outsider, logged in or not, as those of an id of nothing do.
+    shown: Callable[..., Any]
     details: Callable[[Record, str], dict] = lambda record, outcome: {}
     # Filled in as the product makes its views (each once, as its views module is imported),
     # so that a route is written once, beside the view it serves, and never listed again.
@@ -172,7 +176,7 @@ class TakePages:
         @never_cache
         @require_POST
         def view(request, **ids) -> HttpResponse:
-            item = item_for_take(self.product, item_id=ids[f"{self.item}_id"])
+            item = self.shown(item_for_take(self.product, item_id=ids[f"{self.item}_id"]), user=request.user)
             if not request.user.is_authenticated:
                 return render(request, self.template, {"outcome": "login", self.item: item})
 
@@ -204,7 +208,7 @@ class TakePages:
         @never_cache
         @require_POST
         def view(request, **ids) -> HttpResponse:
-            item = item_for_queue(self.product, item_id=ids[f"{self.item}_id"])
+            item = self.shown(item_for_queue(self.product, item_id=ids[f"{self.item}_id"]), user=request.user)
             response = HttpResponse(status=204)
             if request.user.is_authenticated:
                 room_enter(self.product, item, user_id=request.user.pk, join=True)

@@ -5,6 +5,7 @@ fragment here: none is kept by the browser (inventory.pages)."""
 
 from accounts.decorators import staff_permission_required
 from accounts.permissions import staff_holds
+from accounts.unlisted import item_shown
 from core.errors import Unavailable
 from inventory.forms import StrategyForm
 from inventory.pages import TakePages, live_view
@@ -94,6 +95,7 @@ DRAWS = TakePages(
     record="draw",
     verb="draw",
     confirmed=lambda draw: "no_prize" if draw.prize_id is None else "won",
+    shown=item_shown,
 )
 pool_detail_page = DRAWS.item_view("lottery/pool_detail.html", _page_context)
 # Each prize's stock and probability now, polled by the pool page and reloaded after a draw.

@@ -5,6 +5,7 @@ state, so none is kept by the browser (inventory.pages)."""
 
 from accounts.decorators import staff_permission_required
 from accounts.permissions import staff_holds
+from accounts.unlisted import item_shown
 from inventory.forms import StrategyForm
 from inventory.pages import TakePages, live_view
 
@@ -87,6 +88,7 @@ PURCHASES = TakePages(
     record="order",
     verb="buy",
     confirmed=lambda order: "bought",
+    shown=item_shown,
     details=_order_details,
 )
 voucher_detail_page = PURCHASES.item_view("pages/voucher_detail.html", _page_context)

@@ -6,6 +6,7 @@ import pytest
 from django.test import Client
 
 from accounts.services import users_retire, users_with_tokens_create
+from inventory.admission.keys import RoomKeys
 from loadtests.products import PRODUCTS, Supply
 from lottery.models import Draw, Pool
 from orders.models import Order, Voucher
@@ -56,6 +57,26 @@ def test_a_page_buy_of_an_unlisted_voucher_is_as_of_a_missing_one(client, make_u
     assert client.post(f"/vouchers/{target.pk}/buy").status_code == 404
     assert client.post(f"/vouchers/{target.pk + 1000}/buy").status_code == 404
     assert not Order.objects.exists()
+
+
+BUTTONS = {"voucher": ("/vouchers/{}/buy", "/vouchers/{}/queue"), "pool": ("/pools/{}/draw", "/pools/{}/queue")}
+
+
+@pytest.mark.parametrize("product", ["voucher", "pool"])
+def test_an_unlisted_items_buttons_answer_an_outsider_as_a_missing_ids_do(client, make_user, product, rooms):
+    """Logged in or not: the take's button and the Join button of a waiting room. Before,
+    anyone could find the items by the login fragment (200 against 404) and the Join's 204,
+    and a logged-in outsider joined the item's room."""
+    target = lab_item(product, "db_atomic")
+    MODELS[product].objects.filter(pk=target.pk).update(admission="queue")
+    signed_in = Client()
+    signed_in.force_login(make_user())
+    for outsider in (Client(), signed_in):
+        for button in BUTTONS[product]:
+            seen, missing = outsider.post(button.format(target.pk)), outsider.post(button.format(target.pk + 1000))
+            assert (seen.status_code, missing.status_code) == (404, 404), button
+    assert not rooms.exists(*RoomKeys.of(product, target.pk).all)
+    assert not Order.objects.exists() and not Draw.objects.exists()
 
 
 MODELS = {"voucher": Voucher, "pool": Pool}
