@@ -195,7 +195,10 @@ def holds_expire_due(
     Each item's strategy releases its own (``StockStrategy.expire``): a batch in one
     transaction, or ``none`` and ``local`` a record at a time, their naive way. Each read
     of what is due is a range of the index on (status, deadline, item), whatever else the
-    table holds."""
+    table holds. Across items (no ``item_id``: the sweep), an item whose release fails (its
+    lock busy, its Redis out of reach) is logged and left to the next sweep: the items after
+    it in the index's order are released all the same, where one failing item stopped the
+    sweep of every other."""
     now = now or timezone.now()
     item_field = f"{product.item_field}_id"
     due = product.record_model.objects.filter(status=Status.HELD, hold_until__lte=now)
@@ -211,7 +214,14 @@ def holds_expire_due(
         if left <= 0:
             break
         of_item = due.filter(**{item_field: item.pk})
-        released += STRATEGIES[item.strategy].expire(_expiry(product, item, of_item, now=now, batch=left))
+        expiry = _expiry(product, item, of_item, now=now, batch=left)
+        if item_id is not None:
+            released += STRATEGIES[item.strategy].expire(expiry)
+            continue
+        try:
+            released += STRATEGIES[item.strategy].expire(expiry)
+        except Exception:
+            logger.exception("Could not release the due holds of %s %s; the next sweep will.", product.kind, item.pk)
     return released
 
 

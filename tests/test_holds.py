@@ -27,6 +27,7 @@ from inventory.errors import (
 )
 from inventory.holds import hold_release, hold_settle, holds_expire_due
 from inventory.redis_lua.client import reservations_client
+from inventory.redis_lua.drain import group_lock
 from inventory.redis_lua.item_states import item_reservations_check, item_reservations_reconcile
 from inventory.strategies import STRATEGIES, strategy_names
 from inventory.totals import group_rows
@@ -437,3 +438,23 @@ def test_a_return_that_missed_redis_is_made_good_by_reconciliation(make_voucher,
     assert reservations_client().stock(group_id=voucher.group_id) == {stock_row(voucher): 2}
     assert not item_reservations_check(VOUCHER, item=item).drifted
     assert buy(voucher, holder).status == Order.Status.HELD  # the holder may buy again
+
+
+def test_a_sweep_releases_every_other_items_holds_when_one_items_release_fails(make_voucher, make_user, settings):
+    """A ``redis_lua`` voucher whose group lock someone holds (its release waits for it, then
+    is busy) comes first in the sweep's order: the ``db_atomic`` voucher after it is released
+    all the same, and the busy one at the next sweep."""
+    settings.LOCK_WAIT_SECONDS = 0.2
+    busy = windowed(make_voucher(stock=3, strategy="redis_lua", starts_in=-timedelta(minutes=5)))
+    other = windowed(make_voucher(stock=3, strategy="db_atomic"))
+    held = [buy(busy, make_user()), buy(other, make_user())]
+    later = timezone.now() + timedelta(minutes=2)
+    lock = group_lock(busy.group_id)
+    assert lock.acquire()
+    try:
+        assert holds_expire_due(VOUCHER, now=later) == 1
+    finally:
+        lock.release()
+    assert [answered_row(Order, order.public_id).status for order in held] == ["held", "expired"]
+    assert holds_expire_due(VOUCHER, now=later) == 1
+    assert answered_row(Order, held[0].public_id).status == "expired"
