@@ -10,6 +10,7 @@ confirmation of it finds it resolved and changes nothing.
 
 from __future__ import annotations
 
+import logging
 from datetime import datetime
 from uuid import uuid4
 
@@ -26,6 +27,8 @@ from orders.product import VOUCHER
 from .models import Payment
 from .provider import provider_charge, provider_confirms_at_once, provider_refund
 from .selectors import payment_latest
+
+logger = logging.getLogger(__name__)
 
 # The names of the one-open-payment-per-order key, as MySQL and as SQLite name it.
 OPEN_GUARD = ("payment_one_open_per_order", "payments_payment.open_guard")
@@ -44,7 +47,12 @@ def order_pay(*, order: Order, now: datetime | None = None) -> Payment:
     its state (``expired``, ``cancelled``, ``already_paid``, ``pending`` while a
     ``redis_lua`` order is not written yet). A confirmation that found the hold closed
     refunds the charge and raises the same refusal. While a payment of the order waits for
-    its confirmation, a second pay charges nothing more and answers that payment."""
+    its confirmation, a second pay charges nothing more and answers that payment.
+
+    ``now`` (a test's clock) is the moment of every step; without it, the confirmation reads
+    the clock again once it holds the payment: the charge and the commit take time, and the
+    order's deadline may pass meanwhile, which the settle must see."""
+    confirm_at = now
     now = now or timezone.now()
     _payable(order, now)
     try:
@@ -66,7 +74,7 @@ def order_pay(*, order: Order, now: datetime | None = None) -> Payment:
         payment, immediate = payment_latest(order=order), provider_confirms_at_once()
     if immediate:
         try:
-            payment = payment_confirm(reference=payment.reference, now=now, order=order)
+            payment = payment_confirm(reference=payment.reference, now=confirm_at, order=order)
         except LockBusy:
             return payment  # still requested: its callback or the next pay applies it
     if payment.status == Payment.Status.REFUNDED:
@@ -128,5 +136,9 @@ def payment_confirm(*, reference: str, now: datetime | None = None, order: Order
         payment.open_guard = None
         payment.save(update_fields=["status", "settled_at", "refunded_at", "refund_reason", "open_guard"])
     if payment.refund_reason == HoldExpired.code:
-        hold_lapse(VOUCHER, order, now=now)
+        try:
+            hold_lapse(VOUCHER, order, now=now)
+        except LockBusy:
+            # The refund is committed: it answers, and the expiry releases the order.
+            logger.warning("Order %s refunded past its deadline; its expiry will release it.", order.pk)
     return payment

@@ -8,19 +8,27 @@ tested in tests/payments/test_provider_worker.py."""
 from __future__ import annotations
 
 import json
+from datetime import timedelta
 from uuid import uuid4
 
 import pytest
+from django.utils import timezone
 
+from core.namespace import key_prefix
 from inventory.holds import hold_lapse
+from inventory.strategies.changes import rule_scope
+from locking import Lock
+from locking.integration import locks_redis
 from orders.models import Order
 from orders.product import VOUCHER
 from orders.selectors import order_get
 from orders.services import order_cancel
+from payments import services
 from payments.models import Payment, ProviderCharge
 from payments.selectors import payments_audit
 from payments.signature import callback_sign
 from tests.stock import stock_left
+from tests.waiting import wait_until
 
 from ..http import assert_error
 from .conftest import buy, callback, held_until_past, order_row, pay
@@ -262,3 +270,56 @@ def test_a_pay_again_finishes_a_payment_whose_immediate_confirmation_was_lost(ap
     assert order_row(order_id).status == Order.Status.PAID
     assert stock_of(voucher) == 1
     assert payments_audit(voucher_id=voucher.pk).ok
+
+
+def test_a_pay_whose_deadline_passes_while_it_charges_is_refunded_expired(api_client, held_voucher, monkeypatch):
+    """The pay read the clock before its charge; the deadline came during it. The settle reads
+    the clock again once it holds the payment: the order is expired and the charge refunded,
+    not paid past its deadline."""
+    voucher = held_voucher(stock=1)
+    buyer = api_client()
+    order_id = buy(buyer, voucher)
+    deadline = timezone.now() + timedelta(milliseconds=300)
+    Order.objects.filter(pk=order_row(order_id).pk).update(hold_until=deadline)
+    charge = services.provider_charge
+
+    def slow_charge(**kwargs):
+        wait_until(lambda: timezone.now() > deadline, "the deadline passed during the charge")
+        return charge(**kwargs)
+
+    monkeypatch.setattr(services, "provider_charge", slow_charge)
+    assert_error(pay(buyer, order_id), 409, "expired")
+    assert Payment.objects.get().status == "refunded"
+    assert order_row(order_id).status == "expired"
+    assert stock_of(voucher) == 1
+
+
+def test_a_refund_past_the_deadline_answers_expired_while_the_orders_release_is_busy(
+    api_client, held_voucher, monkeypatch, settings
+):
+    """Under ``redis_lock`` the order is released under its buyer's lock, which another
+    request of the buyer holds: the refund is committed all the same, the pay answers 409
+    ``expired``, and the expiry releases the order once the lock is let go."""
+    voucher = held_voucher(stock=1, strategy="redis_lock")
+    buyer = api_client()
+    order_id = buy(buyer, voucher)
+    order = order_row(order_id)
+    deadline = timezone.now() + timedelta(milliseconds=300)
+    Order.objects.filter(pk=order.pk).update(hold_until=deadline)
+    user_lock = Lock(locks_redis(), rule_scope("voucher", voucher.pk, order.user_id), key_prefix=key_prefix(), lease=30)
+    charge = services.provider_charge
+
+    def slow_charge(**kwargs):
+        wait_until(lambda: timezone.now() > deadline, "the deadline passed during the charge")
+        assert user_lock.acquire()
+        return charge(**kwargs)
+
+    monkeypatch.setattr(services, "provider_charge", slow_charge)
+    try:
+        assert_error(pay(buyer, order_id), 409, "expired")
+        assert order_row(order_id).status == "held"  # its release was busy
+    finally:
+        user_lock.release()
+    assert Payment.objects.get().status == "refunded"
+    assert hold_lapse(VOUCHER, order_row(order_id))
+    assert order_row(order_id).status == "expired" and stock_of(voucher) == 1
