@@ -100,11 +100,17 @@ def hold_settle(product: Product, record: Model, *, now: datetime | None = None)
 def hold_release(product: Product, record: Model, *, target: str, now: datetime | None = None) -> Model:
     """Release a held record to ``target`` (cancelled, expired, forfeited): its unit goes
     back to the stock once. A record not held any more is refused (``HoldClosed``). As
-    :func:`hold_settle`, on the caller's record."""
+    :func:`hold_settle`, on the caller's record. A record past its deadline has lapsed,
+    released yet or not: a cancel then releases it as the expiry would and is refused in the
+    lapsed state's words (``expired``), as a pay is."""
     if not record.is_held:
         raise closed(product, record)
+    now = now or timezone.now()
+    if target != product.lapsed and record.hold_until <= now:
+        hold_release(product, record, target=product.lapsed, now=now)
+        raise _CLOSED[product.lapsed]()
     item = _item_of(product, record)
-    change = _record_change(product, item, record, target=target, now=now or timezone.now())
+    change = _record_change(product, item, record, target=target, now=now)
     return _changed(product, item, record, change)
 
 

@@ -243,6 +243,18 @@ def test_past_its_deadline_an_order_shows_expired_and_is_neither_paid_nor_cancel
     assert 'data-refusal="expired"' in post(client, "pages:order_cancel", order.public_id).content.decode()
 
 
+def test_a_cancel_past_its_deadline_is_refused_expired_and_releases_the_order_as_the_expiry_would(
+    make_user, held_voucher
+):
+    client, voucher = logged_in(make_user()), held_voucher(stock=2)
+    order, _ = buy(client, voucher)
+    Order.objects.filter(pk=order.pk).update(hold_until=timezone.now() - timedelta(seconds=1))
+    answer = post(client, "pages:order_cancel", order.public_id)
+    assert 'data-refusal="expired"' in answer.content.decode()
+    assert Order.objects.get(pk=order.pk).status == Order.Status.EXPIRED
+    assert stock_of(voucher) == 2 and holds_expire_due(VOUCHER) == 0  # back once, by the cancel's lapse
+
+
 def test_the_buttons_need_the_csrf_token(make_user, held_voucher, held_pool):
     user = make_user()
     voucher, pool = held_voucher(), held_pool(prizes=(("Gold", 2),))
