@@ -156,11 +156,13 @@ def hold_expire_later(product: Product, item_id: int, deadlines: list[datetime |
     ]
     if not asks:
         return
-    if len(_asked) > 10_000:
-        _asked.clear()
-    _asked.update(asks)
 
     def send() -> None:
+        # Noted as asked once sent, after the commit: noted before it, a take rolled back (a
+        # batch of records written again half by half) left its seconds asked for with no task.
+        if len(_asked) > 10_000:
+            _asked.clear()
+        _asked.update(asks)
         for kind, item, second in asks:
             try:
                 eta = datetime.fromtimestamp(second, tz=UTC)

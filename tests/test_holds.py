@@ -9,13 +9,16 @@ worker and beat is in ``tests/test_holds_worker.py``.
 from __future__ import annotations
 
 from datetime import timedelta
+from math import ceil
 from random import Random
 
 import pytest
 from django.contrib.auth import get_user_model
+from django.db import transaction
 from django.utils import timezone
 
 from core.namespace import instance_key
+from inventory import take as take_module
 from inventory.errors import (
     AlreadyClaimed,
     AlreadyPaid,
@@ -30,6 +33,7 @@ from inventory.redis_lua.client import reservations_client
 from inventory.redis_lua.drain import group_lock
 from inventory.redis_lua.item_states import item_reservations_check, item_reservations_reconcile
 from inventory.strategies import STRATEGIES, strategy_names
+from inventory.take import hold_expire_later
 from inventory.totals import group_rows
 from lottery.errors import DrawLimit
 from lottery.models import Draw, Pool
@@ -458,3 +462,16 @@ def test_a_sweep_releases_every_other_items_holds_when_one_items_release_fails(m
     assert [answered_row(Order, order.public_id).status for order in held] == ["held", "expired"]
     assert holds_expire_due(VOUCHER, now=later) == 1
     assert answered_row(Order, held[0].public_id).status == "expired"
+
+
+def test_a_deadline_asked_for_by_a_take_rolled_back_is_not_taken_for_asked():
+    """A take's expiry task is sent once its transaction commits, and its deadline noted as
+    asked for then: noted before, a take rolled back (a batch of records written again half
+    by half) left the deadline's second asked for with no task, and every take of that second
+    in this process after it asked for none."""
+    deadline = timezone.now() + timedelta(seconds=30)
+    noted = (VOUCHER.kind, 10**9, ceil(deadline.timestamp()))
+    with pytest.raises(RuntimeError), transaction.atomic():
+        hold_expire_later(VOUCHER, 10**9, [deadline])
+        raise RuntimeError("the take rolled back")
+    assert noted not in take_module._asked
