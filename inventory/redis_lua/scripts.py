@@ -54,10 +54,9 @@ from ..admission.scripts import TICKET
 # counters, the user's take numbers) with one HSET. The append comes first: should it fail
 # (an entry id not above the stream's last), nothing is taken. With an admission ticket (the
 # room in the same Redis: ``inventory.admission.tickets.TicketHeld``), checked first, as a
-# take that spends it apart does, and spent by every answer but those that ask again and
-# "not_started" (``inventory.admission.tickets.GIVEN_BACK``), counting a unit used only when
-# it took one.
-# Every purchase and draw pays its cost, so it is written for it (docs/design.md): numbers
+# take that spends it apart does, spent by every answer but those that ask again and
+# "not_started" (``tickets.GIVEN_BACK``), a unit counted used only if it took one. Every
+# purchase and draw pays its cost, so it is written for it (docs/design.md): numbers
 # packed, or made text with %d (tostring formats floats), text answered, one row spliced.
 # KEYS[1] state, KEYS[2] pending stream, KEYS[3] abandoned holds, with a ticket KEYS[4..6] the
 #         room's admitted, serials and room, then the request's rate-limit counters (if any)
