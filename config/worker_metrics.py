@@ -45,4 +45,6 @@ def metrics_serve(**kwargs) -> None:
     if directory:
         registry = CollectorRegistry()
         registry.register(ProcessFiles(directory))
-    start_http_server(port, addr=os.environ.get("CELERY_METRICS_ADDRESS", "0.0.0.0"), registry=registry)
+    # This machine alone unless told otherwise: the counts are for operators, and this server
+    # asks no token. docker-compose serves them to its own network, where only Prometheus reads.
+    start_http_server(port, addr=os.environ.get("CELERY_METRICS_ADDRESS", "127.0.0.1"), registry=registry)

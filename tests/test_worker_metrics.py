@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import time
 import urllib.request
+from pathlib import Path
 
 import pytest
 
@@ -69,3 +70,22 @@ def test_without_a_port_the_worker_serves_nothing_and_leaves_its_directory(tmp_p
     worker_metrics.directory_empty()
     worker_metrics.metrics_serve()
     assert kept.exists()
+
+
+def test_with_a_port_and_no_address_the_worker_serves_this_machine_alone(tmp_path, monkeypatch):
+    """The worker's server asks no token: without ``CELERY_METRICS_ADDRESS`` it listens on the
+    loopback only (docker-compose names its own network's address). Read from the kernel's
+    table of listening sockets (its daemon thread serves on until this process ends)."""
+    from config import worker_metrics
+
+    port = free_port()
+    monkeypatch.setenv("CELERY_METRICS_PORT", str(port))
+    monkeypatch.delenv("CELERY_METRICS_ADDRESS", raising=False)
+    monkeypatch.delenv("PROMETHEUS_MULTIPROC_DIR", raising=False)
+    worker_metrics.metrics_serve()
+    listening = [
+        fields[1]
+        for fields in (line.split() for line in Path("/proc/net/tcp").read_text().splitlines()[1:])
+        if fields[3] == "0A" and int(fields[1].split(":")[1], 16) == port
+    ]
+    assert listening == [f"0100007F:{port:04X}"]  # 127.0.0.1, little-endian, and nowhere else
