@@ -7,7 +7,7 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.backends import ModelBackend
 from django.core.exceptions import PermissionDenied
 
-from core.ratelimit import RateLimited, client_address
+from core.ratelimit import RateLimited, client_counted
 
 from .throttle import login_failure_record, login_success_record, login_throttle_check
 
@@ -28,7 +28,7 @@ class ThrottledModelBackend(ModelBackend):
             username = kwargs.get(get_user_model().USERNAME_FIELD)
         if request is None or username is None:
             return super().authenticate(request, username=username, password=password, **kwargs)
-        address = client_address(request)
+        address = client_counted(request)
         try:
             login_throttle_check(username=username, address=address)
         except RateLimited as refused:

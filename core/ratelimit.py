@@ -170,6 +170,22 @@ def client_address(request) -> str:
     return str(address)
 
 
+# How much of an IPv6 address one client is counted by: a /64 is one site's, a host's
+# interface picks its own address within it at will (RFC 4941), so counted whole, every
+# host of IPv6 had as many addresses, and as many budgets, as it liked.
+IPV6_COUNTED_PREFIX = 64
+
+
+def client_counted(request) -> str:
+    """The caller as the rate limits and the login throttle count it: its address
+    (:func:`client_address`), an IPv6 one by its /64 (``2001:db8:1:2::/64``)."""
+    address = client_address(request)
+    parsed = _address(address)
+    if parsed is None or parsed.version == 4:
+        return address
+    return str(ipaddress.ip_network(f"{parsed}/{IPV6_COUNTED_PREFIX}", strict=False))
+
+
 @lru_cache(maxsize=4)
 def _trusted_proxies(networks: tuple[str, ...]) -> tuple:
     return tuple(ipaddress.ip_network(network, strict=False) for network in networks)

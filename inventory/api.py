@@ -29,7 +29,7 @@ from pydantic import Field, WithJsonSchema
 from core.api import json_answer, refuse_body
 from core.errors import InvalidInput
 from core.idempotency import PARAMETER, idempotency_claim
-from core.ratelimit import client_address, rate_count
+from core.ratelimit import client_counted, rate_count
 from core.schemas import answers, whole
 
 from .admission.api import TICKET_PARAMETER
@@ -181,7 +181,7 @@ class TakeCall:
                 else ticket_held(self.product, item, user_id=user_id, ticket=ticket)
             )
             with door as held:
-                rate = rate_count(action=self.action, user_id=user_id, address=client_address(request))
+                rate = rate_count(action=self.action, user_id=user_id, address=client_counted(request))
                 return counted(item_take(self.product, item, user_id=user_id, rate=rate, ticket=held))
 
     def answer(self, request, response: HttpResponse, item_id: int, body: Callable[[Record], dict]) -> HttpResponse:
@@ -231,7 +231,7 @@ class ChangeCall:
         replay = idempotency_claim(request, response, action=self.action, user_id=user_id)
         if replay is not None:
             return replay
-        hold_change_counted(self.product, record, action=self.action, user_id=user_id, address=client_address(request))
+        hold_change_counted(self.product, record, action=self.action, user_id=user_id, address=client_counted(request))
         return self.change(**{self.record: record})
 
     def answer(self, request, response: HttpResponse, record_id: int) -> HttpResponse:

@@ -21,7 +21,7 @@ from django.contrib.auth.hashers import PBKDF2PasswordHasher
 from django.test import RequestFactory
 
 from core.namespace import instance_key
-from core.ratelimit import client_address
+from core.ratelimit import client_address, client_counted
 from locking.testing import free_port
 
 from .live import database_url, running_gunicorn
@@ -50,6 +50,20 @@ def test_the_address_is_the_peers_unless_a_trusted_proxy_forwarded_for_another(s
     settings.TRUSTED_PROXIES = ["10.0.0.0/24"]
     meta = {"REMOTE_ADDR": peer} | ({"HTTP_X_FORWARDED_FOR": forwarded} if forwarded else {})
     assert client_address(RequestFactory().get("/", **meta)) == expected
+
+
+@pytest.mark.parametrize(
+    ("peer", "counted"),
+    [
+        ("203.0.113.9", "203.0.113.9"),
+        ("::ffff:203.0.113.9", "203.0.113.9"),
+        ("2001:db8:1:2:abcd:ef01:2345:6789", "2001:db8:1:2::/64"),
+        ("::1", "::/64"),
+    ],
+)
+def test_the_rate_limits_count_an_ipv6_client_by_its_64(settings, peer, counted):
+    settings.TRUSTED_PROXIES = []
+    assert client_counted(RequestFactory().get("/", REMOTE_ADDR=peer)) == counted
 
 
 def test_without_trusted_proxies_every_header_is_ignored(settings):

@@ -150,6 +150,16 @@ def test_an_address_guessing_many_accounts_is_refused(throttled, make_user):
     assert api_login("carol", PASSWORD, address="10.1.0.2").status_code == 200
 
 
+def test_the_addresses_of_one_ipv6_64_guess_as_one_address(throttled, make_user):
+    """A host picks its own IPv6 address within its /64 at will: each of them guessing on a
+    budget of its own, the address's ceiling never came."""
+    make_user("carol", password=PASSWORD)
+    for n in range(8):
+        assert api_login(f"nobody-{n}", "guess", address=f"2001:db8:1:2::{n + 1:x}").status_code == 401
+    assert api_login("carol", PASSWORD, address="2001:db8:1:2:ffff::9").status_code == 429  # the same /64
+    assert api_login("carol", PASSWORD, address="2001:db8:1:3::1").status_code == 200  # the next /64
+
+
 def test_no_password_is_hashed_once_throttled(throttled, make_user, monkeypatch):
     from django.contrib.auth.backends import ModelBackend
 
