@@ -122,6 +122,8 @@ def fault_verdict(
     ``fault_broken`` are the rules of the fault's own that the run broke, ``notes`` what
     it saw besides, said after the verdict."""
     broken = broken_invariants(result)
+    if not result.totals_agree:
+        broken.append("the running totals disagree with the records")
     statuses = by_status(answers)
     undocumented = {status: n for status, n in statuses.items() if status not in DOCUMENTED}
     # The locustfiles count every undocumented status as a failure, and a malformed body too.

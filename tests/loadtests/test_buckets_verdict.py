@@ -17,8 +17,8 @@ SUPPLY = [(0.0, 100), (1.0, 100), (2.0, 100), (3.0, 100)]
 def bucketed_row(buckets: int = 8, **figures) -> Result:
     """A voucher run that sold 97 of 100 and ended with 3 units in some bucket."""
     values = dict(
-        confirmed=97, orders=97, supplied=100, oversold=0, duplicates=0, lost_confirmations=0, stock_left=3,
-        stranded=3,
+        requests=1000, confirmed=97, orders=97, supplied=100, oversold=0, duplicates=0, lost_confirmations=0,
+        stock_left=3, stranded=3,
     )  # fmt: skip
     return Result(scenario="crowd", strategy="db_atomic", product=VOUCHER, buckets=buckets, **(values | figures))
 

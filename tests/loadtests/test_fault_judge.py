@@ -177,3 +177,11 @@ def test_a_failover_without_wait_sets_its_lost_202s_and_redis_behind_aside_and_r
     assert (judged.lost_confirmations, set_aside) == (7, 0) and "1 unconfirmed" in notes[0]
     verdict, ok = fault_verdict(judged, [], Recovery(0.0, 1.0), drops_requests=False, recover_within=5, deferred=True)
     assert not ok and "confirmations lost" in verdict
+
+
+def test_a_fault_run_whose_running_totals_disagree_is_broken():
+    seen = answers((9, 201, 0.01), (13, 201, 0.01))
+    verdict, ok = fault_verdict(
+        held(totals_agree=False), seen, Recovery(seconds=0.0), drops_requests=False, recover_within=5, deferred=False
+    )
+    assert not ok and "the running totals disagree with the records" in verdict

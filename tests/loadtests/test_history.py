@@ -278,7 +278,7 @@ def test_a_token_names_its_user_without_a_lookup():
 
 
 def test_a_history_violation_breaks_a_safe_strategy_and_shows_in_its_column():
-    row = Result(scenario="crowd", strategy="db_atomic", product=VOUCHER, confirmed=1, orders=1, supplied=1,
+    row = Result(scenario="crowd", strategy="db_atomic", product=VOUCHER, requests=3, confirmed=1, orders=1, supplied=1,
                  oversold=0, duplicates=0, lost_confirmations=0, stock_left=0, history_violations=2,
                  history_rules={LOST: 0, SOLD_OUT_WITH_STOCK: 2, CONTRADICTED: 0})  # fmt: skip
     verdict = judge(row, breaks=None, server_processes=4)
@@ -289,7 +289,7 @@ def test_a_history_violation_breaks_a_safe_strategy_and_shows_in_its_column():
 
 
 def test_an_unsafe_strategy_may_show_violations_but_they_alone_do_not_reproduce_its_break():
-    values = dict(scenario="crowd", product=VOUCHER, confirmed=1, orders=1, supplied=1, oversold=0,
+    values = dict(scenario="crowd", product=VOUCHER, requests=3, confirmed=1, orders=1, supplied=1, oversold=0,
                   duplicates=0, lost_confirmations=0, stock_left=0, history_violations=1,
                   history_rules={CONTRADICTED: 1})  # fmt: skip
     verdict = judge(Result(strategy="none", **values), breaks="always", server_processes=4)

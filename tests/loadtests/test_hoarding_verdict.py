@@ -20,7 +20,7 @@ HELD = dict(
 
 def hoarding_row(*, capped: bool, asks: int, sold_out: int, bought: bool, **figures) -> Result:
     values = dict(
-        confirmed=7, orders=7, supplied=3, oversold=0, duplicates=0, lost_confirmations=0, stock_left=2,
+        requests=40, confirmed=7, orders=7, supplied=3, oversold=0, duplicates=0, lost_confirmations=0, stock_left=2,
         honest_asks=asks, honest_sold_out=sold_out, honest_bought=bought, abandon_capped=capped, **HELD,
     )  # fmt: skip
     return Result(scenario="hoarding", strategy="db_atomic", product=VOUCHER, **(values | figures))

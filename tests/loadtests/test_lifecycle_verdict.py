@@ -25,16 +25,16 @@ def abandon_row(strategy: str = "db_atomic", **figures) -> Result:
     """An abandon run that held: 100 supplied, 160 taken, 60 released and sold again, the 40
     paid each with one charge, nothing left held."""
     values = dict(
-        confirmed=160, orders=160, supplied=100, oversold=0, duplicates=0, lost_confirmations=0, stock_left=60,
-        charges=40, refunds=0, payments_off=0, **HELD,
+        requests=300, confirmed=160, orders=160, supplied=100, oversold=0, duplicates=0, lost_confirmations=0,
+        stock_left=60, charges=40, refunds=0, payments_off=0, **HELD,
     )  # fmt: skip
     return Result(scenario="abandon", strategy=strategy, product=VOUCHER, **(values | figures))
 
 
 def claim_race_row(strategy: str = "db_atomic", **figures) -> Result:
     values = dict(
-        confirmed=60, awarded=40, draws=100, no_prize_draws=0, supplied=100, over_awarded=0, users_over_limit=0,
-        draws_over_limit=0, lost_confirmations=0, stock_left=60, **HELD,
+        requests=300, confirmed=60, awarded=40, draws=100, no_prize_draws=0, supplied=100, over_awarded=0,
+        users_over_limit=0, draws_over_limit=0, lost_confirmations=0, stock_left=60, **HELD,
     )  # fmt: skip
     return Result(scenario="claim-race", strategy=strategy, product=POOL, **(values | figures))
 

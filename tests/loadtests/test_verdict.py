@@ -17,14 +17,23 @@ from loadtests.verdict import (
 
 def voucher_row(strategy: str = "db_atomic", **figures) -> Result:
     """A voucher run that held: 500 supplied, 500 sold, every confirmation found."""
-    values = dict(confirmed=500, orders=500, supplied=500, oversold=0, duplicates=0, lost_confirmations=0, stock_left=0)
+    values = dict(
+        requests=800,
+        confirmed=500,
+        orders=500,
+        supplied=500,
+        oversold=0,
+        duplicates=0,
+        lost_confirmations=0,
+        stock_left=0,
+    )
     return Result(scenario="crowd", strategy=strategy, product=VOUCHER, **(values | figures))
 
 
 def pool_row(strategy: str = "db_atomic", **figures) -> Result:
     """A pool run that held: 500 supplied over its prizes, all awarded, nobody over the limit."""
     values = dict(
-        confirmed=500, awarded=500, draws=500, no_prize_draws=0, supplied=500, over_awarded=0,
+        requests=800, confirmed=500, awarded=500, draws=500, no_prize_draws=0, supplied=500, over_awarded=0,
         users_over_limit=0, draws_over_limit=0, lost_confirmations=0, stock_left=0,
     )  # fmt: skip
     return Result(scenario="draw-crowd", strategy=strategy, product=POOL, **(values | figures))
@@ -194,3 +203,12 @@ def test_the_other_strategies_rows_carry_no_redis_figures():
     row = voucher_row()
     assert (row.accepted, row.pending_at_end, row.drain_s, row.redis_state, row.redis_drift) == (None,) * 5
     assert broken_invariants(row) == []
+
+
+@pytest.mark.parametrize(("strategy", "breaks"), [("db_atomic", None), ("none", "always")])
+def test_a_run_that_answered_nothing_neither_holds_nor_breaks(strategy, breaks):
+    """A lane stopped before its crowd sent anything, or whose answers were never written:
+    the audit finds the stock untouched, which would pass for holding."""
+    row = voucher_row(strategy, requests=0, confirmed=0, orders=0, stock_left=500)
+    verdict = judge(row, breaks=breaks, server_processes=4)
+    assert (verdict.verdict, verdict.ok) == ("NO REQUESTS: nothing was measured", False)
