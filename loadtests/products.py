@@ -27,6 +27,7 @@ from inventory.audits import HoldCounts
 from inventory.models import Stock
 from inventory.product import product_of
 from inventory.records import RELEASED, internal_of, public_of
+from inventory.redis_lua.bucket_states import item_states, states_layout
 from inventory.redis_lua.client import reservations_client
 from inventory.redis_lua.item_states import item_reservations_check
 from inventory.redis_lua.reconcile import GroupCheck
@@ -200,8 +201,11 @@ class Product:
         return {self.env_var: str(target.pk)}
 
     def waiting(self, target: Target) -> int:
-        """Reservations of the target waiting in Redis to be written (``redis_lua``)."""
-        return reservations_client().waiting(group_id=target.group_id)
+        """Reservations of the target waiting in Redis to be written (``redis_lua``), in the
+        stream of each of its states (a bucketed item's, one per bucket)."""
+        reservations = reservations_client()
+        states = item_states(target.group_id, states_layout(reservations, target.group_id))
+        return sum(reservations.waiting(group_id=state) for state in states)
 
     def sample(self, target: Target) -> Sample:
         """The stock left, the units supplied so far, the records that took one, the

@@ -8,6 +8,7 @@ import pytest
 from django.test import Client
 
 from accounts.services import users_with_tokens_create
+from inventory.buckets import home_bucket
 from inventory.product import product_of
 from inventory.redis_lua.client import reservations_client
 from inventory.redis_lua.drain import persist_all
@@ -19,6 +20,7 @@ from lottery.models import Pool
 from lottery.selectors import pool_get
 from lottery.services import pool_draw
 from orders.models import Order, Voucher
+from orders.selectors import voucher_get
 from orders.services import order_purchase
 from tests.stock import stock_left, stock_row
 
@@ -156,6 +158,21 @@ def test_a_redis_lua_vouchers_202s_count_once_persisted_each_as_one_order_by_its
     # Redis' stock one unit off the database's: invariant 5 broken.
     reservations_client().add_units(group_id=target.group_id, stock_id=stock_row(voucher), units=-1)
     assert voucher_product.reservations_check(target).stock == {stock_row(voucher): (1, 2)}
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.usefixtures("reservations_redis")
+def test_a_bucketed_redis_lua_vouchers_reservations_waiting_are_counted_in_every_buckets_stream(make_buyer):
+    """Each bucket's state has a stream of its own: counted in bucket 0's alone, a run was
+    audited while the others still held reservations."""
+    voucher_product = PRODUCTS["voucher"]
+    target = voucher_product.create(title="load", strategy="redis_lua", supply=Supply(stock=40, buckets=4))
+    buyers = [make_buyer() for _ in range(8)]
+    for buyer in buyers:
+        order_purchase(user=buyer, voucher=voucher_get(voucher_id=target.pk))
+    assert len({home_bucket(buyer.pk, 4) for buyer in buyers}) > 1  # streams beside bucket 0's
+    assert voucher_product.waiting(target) == 8
+    assert voucher_product.wait_until_persisted(target, timeout=0.3) is None
 
 
 @pytest.mark.django_db(transaction=True)
