@@ -241,11 +241,16 @@ class LabLane(models.Model):
 
     @property
     def broken(self) -> bool:
+        """Whether it broke something: a counted invariant above 0 (live), a lifecycle, surge
+        or bucket figure, or, once judged, a safe strategy's failed verdict, whatever it names
+        (stock not adding up, confirmations lost, the history, Redis' drift, answers no
+        document lists): those have no counter on the card, which showed them holding."""
         return (
             any(count > 0 for _, count in self.breaks)
             or any(bad for _, _, bad in self.lifecycle_cells)
             or any(bad for _, _, bad in self.surge_cells)
             or bool(self.buckets > 1 and self.stranded)
+            or (self.status == self.Status.DONE and bool(self.verdict) and not self.ok and not self.expected_to_break)
         )
 
     @property

@@ -356,3 +356,17 @@ def test_a_run_cancelled_while_its_last_lane_ends_stays_cancelled(create, make_u
     assert execute.lab_run_execute(run_id=run.pk).status == LabRun.Status.CANCELLED
     run.refresh_from_db()
     assert run.status == LabRun.Status.CANCELLED and run.error.startswith("Cancelled by")
+
+
+def test_a_safe_lane_whose_verdict_failed_shows_broken_though_no_counter_is_above_zero(client, make_user):
+    """Confirmations lost, stock not adding up, the history, Redis' drift: a failed verdict
+    with no counter of the card's own showed green, holding."""
+    staff = make_user(staff=True)
+    run = fake_run(staff, strategies=["db_atomic"])
+    lane = run.lanes.get()
+    assert lane.state == "holding"
+    LabLane.objects.filter(pk=lane.pk).update(verdict="BROKEN: confirmations lost", ok=False)
+    lane = run.lanes.get()
+    assert (lane.broken, lane.state) == (True, "broken")
+    client.force_login(staff)
+    assert 'data-state="broken"' in client.get(reverse("lab:run", args=[run.pk])).content.decode()
