@@ -112,6 +112,14 @@ def wait_until_drained(
         time.sleep(0.2)
 
 
+def resold(took: int, supplied: int, figures: dict, released: int) -> int:
+    """Units sold again after a release: the takes beyond the supply, less those that sold
+    what was never there (oversold, over-awarded: no release behind them), and no more than
+    the releases."""
+    oversold = figures.get("oversold") or figures.get("over_awarded") or 0
+    return max(0, min(released, took - supplied - oversold))
+
+
 def figures(product: Product, target: Target, audit: Audit, outcomes: list[list[str]], outcomes_dir: Path) -> dict:
     """The lifecycle's fields of ``verdict.Result`` (all but ``holds_drain_s``), from the
     drained audit, the outcome lines and the out-of-stock marks."""
@@ -125,7 +133,7 @@ def figures(product: Product, target: Target, audit: Audit, outcomes: list[list[
         "held_left": holds.held,
         "settled": holds.settled,
         "released": holds.released,
-        "resold": max(0, took.count() - supplied),
+        "resold": resold(took.count(), supplied, audit.figures, holds.released),
         "returned_twice": holds.returned_twice,
         "settled_and_released": holds.settled_and_released,
         "unsettled_200s": sum(1 for record_id in answered if found.get(record_id) != settled),

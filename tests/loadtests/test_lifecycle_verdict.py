@@ -4,6 +4,7 @@ to break must break one of the lifecycle's races there, not only oversell by its
 
 from __future__ import annotations
 
+from loadtests.lifecycle import resold
 from loadtests.verdict import (
     POOL,
     VOUCHER,
@@ -121,3 +122,11 @@ def test_a_pool_row_has_no_payments_to_judge():
     row = claim_race_row()
     assert (row.charges, row.refunds, row.payments_off) == (None, None, None)
     assert dict(lifecycle_races(row))["payments unresolved or unbalanced"] == 0
+
+
+def test_units_sold_beyond_the_supply_with_no_release_behind_them_are_no_resales():
+    # local's abandon run of the docs' table: 254 taken of 100, 132 released, 22 oversold.
+    assert resold(254, 100, {"oversold": 22}, released=132) == 132
+    assert resold(150, 100, {"oversold": 22}, released=132) == 28
+    assert resold(160, 100, {"over_awarded": 0}, released=60) == 60
+    assert resold(90, 100, {}, released=10) == 0
