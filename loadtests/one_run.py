@@ -79,20 +79,27 @@ def run_locust(
         locust = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=errors)
         stopping = False
         deadline = time.monotonic() + args.duration + LOCUST_GRACE_SECONDS
-        while True:
-            try:
-                returncode = locust.wait(timeout=STOP_POLL_SECONDS)
-                break
-            except subprocess.TimeoutExpired:
-                if stop is not None and stop.is_set() and not stopping:
-                    # As Ctrl-C: Locust writes its HTML report too (not on SIGTERM).
-                    locust.send_signal(signal.SIGINT)
-                    stopping = True
-                    deadline = min(deadline, time.monotonic() + LOCUST_GRACE_SECONDS)
-                elif time.monotonic() > deadline:
-                    # Its reports written, a Locust once waited for ever on a thread at its exit.
-                    locust.kill()
-                    stopping = True
+        try:
+            while True:
+                try:
+                    returncode = locust.wait(timeout=STOP_POLL_SECONDS)
+                    break
+                except subprocess.TimeoutExpired:
+                    if stop is not None and stop.is_set() and not stopping:
+                        # As Ctrl-C: Locust writes its HTML report too (not on SIGTERM).
+                        locust.send_signal(signal.SIGINT)
+                        stopping = True
+                        deadline = min(deadline, time.monotonic() + LOCUST_GRACE_SECONDS)
+                    elif time.monotonic() > deadline:
+                        # Its reports written, a Locust once waited for ever on a thread at its exit.
+                        locust.kill()
+                        stopping = True
+        except BaseException:
+            # Whatever ended the wait (a task's time limit, a signal, an error of ours): its
+            # crowd must not go on against the server, under the next run's measurement.
+            locust.kill()
+            locust.wait()
+            raise
         if returncode != 0 and not stopping:
             errors.seek(0)
             raise LoadRunFailed(f"Locust failed ({returncode}):\n{errors.read().decode(errors='replace')[-3000:]}")

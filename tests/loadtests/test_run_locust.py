@@ -113,3 +113,40 @@ def test_a_locust_that_never_exits_is_killed_past_its_time(tmp_path, monkeypatch
     assert time.monotonic() - started < 30  # not for ever
     # Killed past its time: its stats as it wrote them, or none if it was slower than that to start.
     assert row is NO_REQUESTS or row["Name"] in ("take", "Aggregated"), row
+
+
+class TimeLimitOnSecondLook:
+    """A stop that raises the second time it is looked at, as Celery's soft time limit raises
+    in the thread that waits on Locust."""
+
+    def __init__(self) -> None:
+        self.looks = 0
+
+    def is_set(self) -> bool:
+        self.looks += 1
+        if self.looks >= 2:
+            raise TimeoutError("the task's time limit")
+        return False
+
+
+def locusts_of(locustfile) -> list[int]:
+    """The pids of the processes running ``locustfile``."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/cmdline", "rb") as cmdline:
+                    if str(locustfile).encode() in cmdline.read():
+                        found.append(int(entry))
+            except OSError:
+                continue
+    return found
+
+
+def test_a_wait_ended_by_an_error_kills_its_locust(locustfile, tmp_path):
+    args = Namespace(spawn_rate=2, duration=DURATION, locust_processes=1)
+    with pytest.raises(TimeoutError):
+        run_locust(
+            args, locustfile, "http://127.0.0.1:9", tmp_path / "locust", dict(os.environ), 2, TimeLimitOnSecondLook()
+        )
+    assert locusts_of(locustfile) == []  # not left running against the next run's server
