@@ -185,6 +185,10 @@ class LeasedLock:
                 return None
             return min(self.clock() + self.lease / 10, self._lease_ends)
         if not renewed:
+            if self._token != token or (self.renew and self._ticket is None):
+                # Its holder released it meanwhile (the watch is dropped before the release's
+                # call to Redis): nothing was lost.
+                return None
             self._mark_lost("the key expired or another holder has it")
             return None
         # Counted from before the call: the local deadline never outlives the key.

@@ -90,10 +90,33 @@ class Lock(LeasedLock):
         entry = f"{token}:{self.lease_ms}" if blocking else ""
         wake_key = self.wake_prefix + token
         fence = self._set_and_count(token) if self._fast_path else None
-        queued = contended = False
         if fence is None and self._fast_path and not blocking:
             self.metrics.refused(self.name, wait=self.clock() - started)
             return None
+        try:
+            fence, contended = self._wait_for(fence, token, entry, wake_key, blocking, deadline)
+        except BaseException:
+            # Ended while queued (the connection's timeout, a signal, the worker's own time
+            # limit): left in the queue, the entry would be handed the lock at the next
+            # release, and everyone behind it would wait out its lease with no one holding.
+            if blocking:
+                self._give_up(token, entry, wake_key)
+            raise
+        if fence is None:
+            self.metrics.refused(self.name, wait=self.clock() - started)
+            return None
+        self._fence = fence
+        now = self.clock()
+        self._took(token, now)
+        self.metrics.acquired(self.name, wait=now - started, contended=contended)
+        return fence
+
+    def _wait_for(
+        self, fence: int | None, token: str, entry: str, wake_key: str, blocking: bool, deadline: float | None
+    ) -> tuple[int | None, bool]:
+        """The fence once the lock is ours (None when refused, fail-fast, or timed out), and
+        whether it was held by another when first asked."""
+        queued = contended = False
         while fence is None:
             taken, value = self._acquire_script(self._keys, (token, self.lease_ms, entry, "0" if queued else "1"))
             if taken:
@@ -101,26 +124,20 @@ class Lock(LeasedLock):
                 break
             contended = True
             if not blocking:
-                self.metrics.refused(self.name, wait=self.clock() - started)
-                return None
+                return None, contended
             queued = True
             wait = value / 1000 if value > 0 else 0.005  # the holder's remaining lease caps the wait
             if deadline is not None:
                 left = deadline - self.clock()
                 if left <= 0:
                     self._give_up(token, entry, wake_key)
-                    self.metrics.refused(self.name, wait=self.clock() - started)
-                    return None
+                    return None, contended
                 wait = min(wait, left)
             popped = self.client.blpop([wake_key], timeout=max(wait, 0.001))
             if popped is not None:
                 fence = int(popped[1])
                 break
-        self._fence = fence
-        now = self.clock()
-        self._took(token, now)
-        self.metrics.acquired(self.name, wait=now - started, contended=contended)
-        return fence
+        return fence, contended
 
     def raise_fence(self, floor: int) -> int | None:
         """Move this resource's fence counter past ``floor`` while the lock is held, and take

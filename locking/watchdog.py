@@ -9,11 +9,14 @@ from __future__ import annotations
 
 import heapq
 import itertools
+import logging
 import os
 import threading
 import time
 from collections.abc import Callable
 from typing import Protocol
+
+logger = logging.getLogger(__name__)
 
 
 class Renewable(Protocol):
@@ -76,7 +79,13 @@ class Watchdog:
                 if lock is None:
                     self._stale -= 1
                     continue
-            next_due = lock._renew_due()
+            try:
+                next_due = lock._renew_due()
+            except Exception:
+                # A hook of the holder's (``on_lost``, the metrics) failed: logged, and this
+                # lock's renewals end, but never the thread that renews every other lock.
+                logger.exception("renewing %r failed; its renewals stop", lock)
+                next_due = None
             with self._cond:
                 if ticket not in self._watched:
                     continue

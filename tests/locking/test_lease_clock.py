@@ -64,3 +64,22 @@ def test_transport_errors_are_retried_until_the_lease_would_end(r):
     assert lock._renew_due() is None
     assert lock.lost.is_set() and "could not renew" in lock.lost_reason
     assert lock.release() is Released.RELEASED  # Redis still had it: released cleanly
+
+
+def test_a_renewal_that_meets_its_holders_release_marks_nothing_lost(r):
+    """The watchdog took the lock's token, then its holder released it: the renewal finds the
+    key gone, and the holding was not lost but ended."""
+    clock = FakeClock()
+    metrics = CountingMetrics()
+    lock = Lock(r, "res", lease=30, renew=False, clock=clock, metrics=metrics)
+    lock.acquire()
+    renew = lock._renew_in_redis
+
+    def released_meanwhile(token: str) -> bool:
+        assert lock.release() is Released.RELEASED
+        return renew(token)
+
+    lock._renew_in_redis = released_meanwhile
+    clock.now += 10
+    assert lock._renew_due() is None
+    assert not lock.lost.is_set() and "lost" not in metrics.counts

@@ -6,10 +6,12 @@ import threading
 import time
 
 import pytest
+import redis
 
 from locking import CountingMetrics, Lock, LockError, LockLost, LockNotOwned, LockTimeout, Released
 from locking.lock import resource_keys
 from locking.watchdog import watchdog
+from tests.waiting import wait_until
 
 from .conftest import LOCK_TEST_DB
 
@@ -242,3 +244,40 @@ def test_a_dropped_connection_is_reported_and_the_lock_kept_over_a_new_one(r):
     assert lock.owned() and not lock.lost.is_set()
     assert lock.release() is Released.RELEASED
     killer.close()
+
+
+def test_a_waiter_whose_wait_ends_in_an_error_leaves_the_queue(r):
+    """Its connection timed out while it waited (as a worker's time limit or a signal would
+    end it): left queued, the next release handed the lock to nobody for a lease."""
+    holder = Lock(r, "res", lease=5)
+    holder.acquire()
+    impatient = redis.Redis(host="127.0.0.1", port=6379, db=LOCK_TEST_DB, socket_timeout=0.2)
+    with pytest.raises(redis.TimeoutError):
+        Lock(impatient, "res", lease=5).acquire()
+    _, _, queue, _ = resource_keys("res")
+    assert r.llen(queue) == 0
+    assert holder.release() is Released.RELEASED  # to nobody
+    assert Lock(r, "res", blocking=False).acquire() is not None  # free at once
+    impatient.close()
+
+
+def test_a_failing_lost_hook_ends_its_own_renewals_not_every_other_locks(r):
+    """The watchdog thread renews every lock of the process: a hook of one holder's that
+    raised ended it, and no other lock was renewed again."""
+
+    def failing_hook(lock, reason):
+        raise RuntimeError("the holder's hook failed")
+
+    doomed = Lock(r, "doomed", lease=0.3, on_lost=failing_hook)
+    metrics = CountingMetrics()
+    other = Lock(r, "other", lease=0.3, metrics=metrics)
+    doomed.acquire()
+    other.acquire()
+    r.delete(resource_keys("doomed")[0])  # its key gone: the next renewal finds it lost
+    wait_until(doomed.lost.is_set, "the doomed lock was found lost")
+    renewed = metrics.counts.get("renewed", 0)
+    wait_until(lambda: metrics.counts.get("renewed", 0) >= renewed + 3, "the other lock renewed on")
+    other.check()
+    assert other.owned()
+    other.release()
+    doomed.release()
