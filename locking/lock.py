@@ -17,8 +17,10 @@ How it works, in one round trip each way:
   the first waiter (the key now holds its token and lease, its fence is pushed to
   its wake key); otherwise the key is deleted. Waiters are served in arrival
   order, so a releaser that comes straight back queues behind them.
-- A waiter that gives up removes itself from the queue in the same script that
-  passes the lock on if it had just been handed it: nothing is stranded.
+- A waiter that gives up, or whose wait ends in an error (its connection's timeout, a
+  signal), removes itself from the queue in the same script that passes the lock on if
+  it had just been handed it. A waiter killed outright (SIGKILL) cannot: the next
+  release hands the lock to its entry, which holds it for the entry's lease, unused.
 - A holder that dies without releasing leaves a key that expires with its lease;
   waiters block no longer than the holder's remaining lease before retrying.
 """
