@@ -301,3 +301,17 @@ def test_a_new_item_forgets_what_redis_kept_for_a_group_of_the_same_id(api_clien
     answer = api_client().post(f"/api/pools/{pool.pk}/draw")
     assert answer.status_code == 202 and answer.json()["prize"]["id"] == gold.pk
     assert persist_pool(pool) == 1
+
+
+def test_the_beat_repairs_a_listed_items_drift_and_reports_an_unlisted_ones_for_its_lanes_audit(make_voucher):
+    """A race lab run's item (unlisted) is audited by its lane when it ends: repaired mid-lane
+    by the beat, the drift the audit is there to find was gone before it looked."""
+    from inventory.tasks import reservations_reconcile
+
+    shop, lab = make_voucher(strategy="redis_lua"), make_voucher(strategy="redis_lua", listed=False)
+    for voucher in (shop, lab):
+        reservations_client().add_units(group_id=voucher.group_id, stock_id=stock_row(voucher), units=2)
+    assert reservations_reconcile("voucher") == 2  # both found drifted
+    assert reservations_client().stock(group_id=shop.group_id) == {stock_row(shop): 5}  # repaired
+    assert reservations_client().stock(group_id=lab.group_id) == {stock_row(lab): 7}  # left for its audit
+    assert reservations_reconcile("voucher") == 1
