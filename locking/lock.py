@@ -52,12 +52,18 @@ class Lock(LeasedLock):
         name: the resource, such as ``"stock:42"``. All keys derive from it.
         key_prefix: put before every key (``<key_prefix>lock:{stock:42}``), outside the
             hash tag; logs and metrics name the lock by ``name`` alone.
+        fenced: False for a fail-fast lock whose holders write nothing a fence would guard
+            (a guard of a rule): it takes the key with a plain ``SET NX PX`` and counts no
+            fence (its acquire answers 0). A fence counter never expires, since fences must
+            never go back: one per name of a lock that guards, say, each user of each item
+            would keep a key for every buyer a site ever had.
         **options: lease, renew, max_hold, blocking, blocking_timeout, reentrant,
             on_lost, metrics, clock: see :class:`~locking.lease.LeasedLock`.
     """
 
-    def __init__(self, client: Redis, name: str, *, key_prefix: str = "", **options) -> None:
+    def __init__(self, client: Redis, name: str, *, key_prefix: str = "", fenced: bool = True, **options) -> None:
         super().__init__(label=name, **options)
+        self.fenced = fenced
         self.client = client
         self.name = name
         self.key, self.fence_key, self.queue_key, self.wake_prefix = resource_keys(name, key_prefix)
@@ -88,6 +94,10 @@ class Lock(LeasedLock):
         if self._nested():
             return self._fence
         blocking, started, deadline = self._wait_plan(blocking, blocking_timeout)
+        if not self.fenced:
+            if blocking:
+                raise ValueError("an unfenced lock is fail-fast: it never queues (blocking=False)")
+            return self._take_unfenced(started)
         token = secrets.token_hex(16)
         entry = f"{token}:{self.lease_ms}" if blocking else ""
         wake_key = self.wake_prefix + token
@@ -112,6 +122,17 @@ class Lock(LeasedLock):
         self._took(token, now)
         self.metrics.acquired(self.name, wait=now - started, contended=contended)
         return fence
+
+    def _take_unfenced(self, started: float) -> int | None:
+        token = secrets.token_hex(16)
+        if not self.client.set(self.key, token, nx=True, px=self.lease_ms):
+            self.metrics.refused(self.name, wait=self.clock() - started)
+            return None
+        self._fence = 0
+        now = self.clock()
+        self._took(token, now)
+        self.metrics.acquired(self.name, wait=now - started, contended=False)
+        return 0
 
     def _wait_for(
         self, fence: int | None, token: str, entry: str, wake_key: str, blocking: bool, deadline: float | None

@@ -63,11 +63,15 @@ class RedisLockStrategy(StockStrategy):
     def _lock(self, name: str, **options) -> LeasedLock:
         return Lock(locks_redis(), name, key_prefix=key_prefix(), lease=settings.LOCK_LEASE_SECONDS, **options)
 
+    def _user_lock(self, name: str) -> LeasedLock:
+        # Unfenced: it guards the rule and writes nothing, so it leaves no counter per buyer.
+        return self._lock(name, blocking=False, fenced=False)
+
     @contextmanager
     def guard(self, take: Take) -> Iterator[Held]:
         held = Held()
         try:
-            with self._held(self._lock(take.user_key, blocking=False)):
+            with self._held(self._user_lock(take.user_key)):
                 yield from self._transaction(held)
         except (LockLost, StaleFence) as exc:
             raise LockBusy() from exc  # nothing was committed; the buyer may retry

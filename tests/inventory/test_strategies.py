@@ -20,6 +20,7 @@ from inventory.models import Stock, StockGroup
 from inventory.services import stock_create, stock_group_create
 from inventory.strategies import STRATEGIES, strategy_names
 from inventory.strategies.base import Take
+from inventory.strategies.changes import rule_scope
 from locking import Lock
 from locking.integration import locks_redis
 
@@ -337,3 +338,14 @@ def test_a_take_inside_a_callers_transaction_is_part_of_it(settings):
             STRATEGIES[strategy].take(a_take(group))
             raise RuntimeError("the caller rolls back")
     assert stock_of([a]) == [2]
+
+
+def test_redis_locks_guard_of_the_per_user_rule_leaves_no_key_per_buyer():
+    """Its user lock holds no fence: a counter per user of each item, never expiring, would
+    keep a key for every buyer a site ever had. Its group lock's fence, one per item, stays."""
+    group, (a,) = make_group(5)
+    for user_id in (1, 2, 3):
+        STRATEGIES["redis_lock"].take(a_take(group, user_id=user_id))
+    fences = [f"{key_prefix()}lock:{{{rule_scope('test', group.pk, user_id)}}}:fence" for user_id in (1, 2, 3)]
+    assert locks_redis().exists(*fences) == 0
+    assert locks_redis().exists(f"{key_prefix()}lock:{{stock-group:{group.pk}}}:fence")

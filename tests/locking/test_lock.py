@@ -281,3 +281,17 @@ def test_a_failing_lost_hook_ends_its_own_renewals_not_every_other_locks(r):
     assert other.owned()
     other.release()
     doomed.release()
+
+
+def test_an_unfenced_lock_excludes_as_any_and_leaves_no_key_behind(r):
+    """A guard's lock (one per user of each item): a fence counter, which never expires,
+    would be a key for every buyer a site ever had."""
+    first, second = Lock(r, "user:7", blocking=False, fenced=False), Lock(r, "user:7", blocking=False, fenced=False)
+    assert first.acquire() == 0 and first.owned()
+    assert second.acquire() is None  # held: fail-fast
+    assert first.release() is Released.RELEASED
+    assert r.keys("*") == []
+    assert second.acquire() == 0
+    second.release()
+    with pytest.raises(ValueError, match="fail-fast"):
+        Lock(r, "user:7", fenced=False).acquire()
