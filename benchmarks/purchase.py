@@ -49,7 +49,7 @@ def redispy_baseline_strategy():
     from locking.integration import locks_redis
 
     class RedisPyLock:
-        def __init__(self, name, blocking=True, blocking_timeout=None):
+        def __init__(self, name, blocking=True, blocking_timeout=None, fenced=True):  # redis-py's has no fence
             self.lock = locks_redis().lock(
                 f"redispy:{name}",
                 timeout=settings.LOCK_LEASE_SECONDS,

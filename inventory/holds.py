@@ -25,6 +25,7 @@ from datetime import datetime
 from functools import partial
 from typing import Any
 
+from celery.exceptions import SoftTimeLimitExceeded
 from django.db.models import Model
 from django.utils import timezone
 
@@ -226,6 +227,8 @@ def holds_expire_due(
             continue
         try:
             released += STRATEGIES[item.strategy].expire(expiry)
+        except SoftTimeLimitExceeded:
+            raise  # the sweep's own time is up: the next one goes on
         except Exception:
             logger.exception("Could not release the due holds of %s %s; the next sweep will.", product.kind, item.pk)
     return released

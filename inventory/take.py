@@ -162,8 +162,9 @@ def hold_expire_later(product: Product, item_id: int, deadlines: list[datetime |
         # batch of records written again half by half) left its seconds asked for with no task.
         if len(_asked) > 10_000:
             _asked.clear()
-        _asked.update(asks)
-        for kind, item, second in asks:
+        due = [ask for ask in asks if ask not in _asked]  # another take of the transaction sent it
+        _asked.update(due)
+        for kind, item, second in due:
             try:
                 eta = datetime.fromtimestamp(second, tz=UTC)
                 current_app.send_task(HOLDS_EXPIRE_TASK, args=(kind, item), eta=eta)

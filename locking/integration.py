@@ -20,7 +20,7 @@ from django.db.models.sql import UpdateQuery
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
-from .errors import StaleFence
+from .errors import LockError, StaleFence
 
 logger = logging.getLogger(__name__)
 
@@ -114,6 +114,8 @@ class FencedUpdate:
         fence by ``FENCE_GAP`` (``lock.raise_fence``) and the write runs once more with
         the new fence.
         """
+        if not getattr(lock, "fenced", True):
+            raise LockError("an unfenced lock (fenced=False) counts no fence to write with")
         written = self._execute(lock.fence)
         if written:
             return written

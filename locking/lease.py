@@ -161,6 +161,14 @@ class LeasedLock:
         if self.on_lost is not None:
             self.on_lost(self, reason)
 
+    def _lost_quietly(self, reason: str) -> None:
+        """Called by the watchdog when a hook failed during a renewal: the holding is marked
+        lost (``check()`` raises) without calling the hooks again."""
+        with self._state:
+            if not self.lost.is_set():
+                self.lost_reason = reason
+                self.lost.set()
+
     def _renew_due(self) -> float | None:
         """Called by the watchdog: renew, and say when next, in the acquirer's context."""
         context = self._context

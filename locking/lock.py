@@ -30,6 +30,7 @@ from __future__ import annotations
 import secrets
 
 from redis import Redis
+from redis.exceptions import RedisError
 
 from . import scripts, wire
 from .lease import LeasedLock, Released
@@ -77,7 +78,8 @@ class Lock(LeasedLock):
 
     @property
     def fence(self) -> int:
-        """The fencing token of the current acquisition: larger than every earlier one for this name."""
+        """The fencing token of the current acquisition: larger than every earlier one for this
+        name; 0 for an unfenced lock (``fenced=False``), which counts none."""
         return self._fence
 
     def locked(self) -> bool:
@@ -112,7 +114,10 @@ class Lock(LeasedLock):
             # limit): left in the queue, the entry would be handed the lock at the next
             # release, and everyone behind it would wait out its lease with no one holding.
             if blocking:
-                self._give_up(token, entry, wake_key)
+                try:
+                    self._give_up(token, entry, wake_key)
+                except RedisError:
+                    pass  # Redis out of reach: the entry's lease bounds the harm; the first error says why
             raise
         if fence is None:
             self.metrics.refused(self.name, wait=self.clock() - started)

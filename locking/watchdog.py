@@ -23,6 +23,9 @@ class Renewable(Protocol):
     def _renew_due(self) -> float | None:
         """Renew now; return the monotonic time of the next renewal, or None to stop."""
 
+    def _lost_quietly(self, reason: str) -> None:
+        """Mark the holding lost without calling any hook (one of them failed)."""
+
 
 class Watchdog:
     def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
@@ -83,8 +86,10 @@ class Watchdog:
                 next_due = lock._renew_due()
             except Exception:
                 # A hook of the holder's (``on_lost``, the metrics) failed: logged, and this
-                # lock's renewals end, but never the thread that renews every other lock.
+                # lock's renewals end, so it is marked lost (``check()`` says so), but never
+                # the thread that renews every other lock.
                 logger.exception("renewing %r failed; its renewals stop", lock)
+                lock._lost_quietly("its renewal failed in a hook of its own")
                 next_due = None
             with self._cond:
                 if ticket not in self._watched:

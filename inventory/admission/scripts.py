@@ -191,7 +191,8 @@ return deadline
 # Give a spent ticket back: its take was refused with nothing done and asks to be sent again
 # (busy, rate limited, unavailable). Only until its deadline, and only if the user holds no
 # other ticket meanwhile and has not joined the line again (one admission, or one place, per
-# user). Its keys, emptied by the spend and written again here, go with the room's.
+# user), and while the room is there (gone after the sale, nothing is made again without its
+# expiry). Its keys, emptied by the spend and written again here, go with the room's.
 #
 # KEYS: admitted, serials, room, line
 # ARGV: user, serial, deadline (ms), now (ms)
@@ -199,7 +200,7 @@ return deadline
 # Returns 1 when the ticket is good again, 0 otherwise.
 TICKET_RETURN = """
 if tonumber(ARGV[3]) <= tonumber(ARGV[4]) or redis.call('ZSCORE', KEYS[1], ARGV[1])
-    or redis.call('ZSCORE', KEYS[4], ARGV[1]) then
+    or redis.call('ZSCORE', KEYS[4], ARGV[1]) or redis.call('EXISTS', KEYS[3]) == 0 then
   return 0
 end
 redis.call('ZADD', KEYS[1], ARGV[3], ARGV[1])

@@ -352,3 +352,17 @@ def test_a_lobby_is_asked_back_over_the_time_its_admissions_take_not_all_at_the_
     # 50 admissions at 100 a second take half a second: the polls come over it, after the opening.
     assert all(1.5 <= after <= 2.0 for after in asked), asked
     assert len(set(asked)) > 10, asked
+
+
+def test_a_ticket_is_not_given_back_once_its_room_has_gone(queued, rooms):
+    """Past the sale's end and a ticket's lifetime the room's keys go; a take that ran that
+    long gives nothing back, and makes no key again that would never go."""
+    voucher = queued(rate=100.0)
+    ticket = enter(voucher, 1, 0.001).ticket
+    keys = RoomKeys.of(VOUCHER.kind, voucher.pk)
+    with pytest.raises(LockBusy):
+        with ticket_held(VOUCHER, voucher, user_id=1, ticket=ticket, now=at(voucher, 0.1)) as held:
+            held.spend()
+            rooms.delete(*keys.all)  # the room expired meanwhile
+            raise LockBusy()
+    assert not rooms.exists(*keys.all)

@@ -6,7 +6,7 @@ import pytest
 from django.db.models import F
 
 from inventory.models import Stock
-from locking import CountingMetrics, Lock, StaleFence
+from locking import CountingMetrics, Lock, LockError, StaleFence
 from locking.integration import FENCE_GAP, FencedUpdate, fenced_update, lock_connection_check, locks_redis
 from locking.redlock import Redlock
 from locking.testing import RedisServer
@@ -173,3 +173,17 @@ def test_redlock_fences_resume_above_the_database_after_every_server_restarted_e
     finally:
         for server in servers:
             server.close()
+
+
+@pytest.mark.django_db
+def test_a_fenced_write_refuses_an_unfenced_lock(make_voucher):
+    voucher = make_voucher(stock=5)
+    update = FencedUpdate(Stock.objects.filter(pk=stock_row(voucher)), quantity=F("quantity") - 1)
+    lock = Lock(locks_redis(), f"unfenced:{voucher.pk}", blocking=False, fenced=False)
+    assert lock.acquire() == 0
+    try:
+        with pytest.raises(LockError, match="unfenced"):
+            update.run(lock)
+    finally:
+        lock.release()
+    assert stock_left(voucher) == 5

@@ -295,3 +295,18 @@ def test_an_unfenced_lock_excludes_as_any_and_leaves_no_key_behind(r):
     second.release()
     with pytest.raises(ValueError, match="fail-fast"):
         Lock(r, "user:7", fenced=False).acquire()
+
+
+def test_a_lock_whose_renewal_fails_in_a_hook_is_marked_lost(r):
+    """Its renewals stop there: its lease runs out in Redis, so ``check()`` must say so."""
+
+    class FailingRenewedHook(CountingMetrics):
+        def renewed(self, name):
+            raise RuntimeError("the metrics' hook failed")
+
+    lock = Lock(r, "hooked", lease=0.3, metrics=FailingRenewedHook())
+    lock.acquire()
+    wait_until(lock.lost.is_set, "the lock was marked lost")
+    with pytest.raises(LockLost):
+        lock.check()
+    lock.release()
