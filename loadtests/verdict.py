@@ -309,11 +309,8 @@ def judge(result: Result, *, breaks: str | None, server_processes: int, audit_ok
     every answer was a documented one.
     """
     broken = broken_invariants(result, audit_ok=audit_ok)
-    if not result.requests:
-        # Nothing answered, nothing measured: no demonstration, and nothing shown to hold.
-        return Verdict(
-            "NO REQUESTS: nothing was measured", expected_to_break=expected_to_break(breaks, server_processes), ok=False
-        )
+    if not result.requests:  # nothing answered: no demonstration, and nothing shown to hold
+        return Verdict("NO REQUESTS: nothing was measured", expected_to_break(breaks, server_processes), ok=False)
     if not result.totals_agree:
         # Not a race the demonstration shows: the pages' figures are wrong whatever the strategy.
         return Verdict(
