@@ -13,7 +13,11 @@ later quorum overlaps this one in at least one server, so its fence is larger.
 Renewal (the watchdog) and release go to every server; renewal succeeds while a
 majority still holds the token.
 
-Servers out of reach: with a minority down the lock works on the others. With a
+Servers out of reach: with a minority down the lock works on the others. A server that
+hangs (stopped, its packets dropped) is waited for as long as its client's socket timeout,
+at every acquire and renewal: give the clients a timeout well within the lease
+(``locking.integration.redlock_redis``: a tenth of it), or the lock's validity runs out
+while it waits. With a
 majority down no attempt can succeed, so ``acquire`` raises ``redis.ConnectionError``
 at its first attempt, as :class:`~locking.Lock` does when its one server is down,
 instead of answering "busy" (None) or retrying until ``blocking_timeout``: the caller

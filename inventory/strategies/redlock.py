@@ -13,7 +13,7 @@ import logging
 from django.conf import settings
 
 from core.namespace import key_prefix
-from locking.integration import locks_redis
+from locking.integration import redlock_redis
 from locking.lease import LeasedLock
 from locking.redlock import Redlock
 
@@ -38,7 +38,7 @@ class RedlockStrategy(RedisLockStrategy):
         if not settings.LOCK_REDIS_URLS:
             _warn_once("redlock: LOCK_REDIS_URLS names no Redis servers; its items answer 503 until it does")
             raise RedlockUnconfigured()
-        clients = [locks_redis(url) for url in settings.LOCK_REDIS_URLS]
+        clients = [redlock_redis(url) for url in settings.LOCK_REDIS_URLS]
         return Redlock(clients, name, key_prefix=key_prefix(), lease=settings.LOCK_LEASE_SECONDS, **options)
 
     def _user_lock(self, name: str) -> LeasedLock:
