@@ -9,7 +9,7 @@ from django.core.exceptions import PermissionDenied
 
 from core.ratelimit import RateLimited, client_counted
 
-from .throttle import login_failure_record, login_success_record, login_throttle_check
+from .throttle import login_account, login_failure_record, login_success_record, login_throttle_check
 
 
 class ThrottledModelBackend(ModelBackend):
@@ -28,15 +28,15 @@ class ThrottledModelBackend(ModelBackend):
             username = kwargs.get(get_user_model().USERNAME_FIELD)
         if request is None or username is None:
             return super().authenticate(request, username=username, password=password, **kwargs)
-        address = client_counted(request)
+        address, account = client_counted(request), login_account(username)  # one query, once
         try:
-            login_throttle_check(username=username, address=address)
+            login_throttle_check(account=account, address=address)
         except RateLimited as refused:
             request.login_throttled = refused
             raise PermissionDenied from refused
         user = super().authenticate(request, username=username, password=password, **kwargs)
         if user is None:
-            login_failure_record(username=username, address=address)
+            login_failure_record(account=account, address=address)
         else:
-            login_success_record(username=username, address=address)
+            login_success_record(account=account, address=address)
         return user

@@ -91,17 +91,18 @@ def _keys(account: str, address: str) -> list[str]:
     ]
 
 
-def login_throttle_check(*, username: str, address: str) -> None:
-    """Raise ``RateLimited`` (429, with ``Retry-After``) while this account is backed off
+def login_throttle_check(*, account: str, address: str) -> None:
+    """Raise ``RateLimited`` (429, with ``Retry-After``) while ``account`` (as
+    :func:`login_account` names it) is backed off
     from this address, the account is over its ceiling for the window and this is not an
     address it has logged in from, or the address is over its own ceiling.
     Redis out of reach lets the login through."""
-    pair, account, by_address, known = _keys(login_account(username), address)
+    pair, by_account, by_address, known = _keys(account, address)
     try:
         pipe = locks_redis().pipeline(transaction=False)
         pipe.hget(pair, "until")
-        pipe.get(account)
-        pipe.pttl(account)
+        pipe.get(by_account)
+        pipe.pttl(by_account)
         pipe.get(by_address)
         pipe.pttl(by_address)
         known_address_score(pipe, known, address)
@@ -120,8 +121,9 @@ def login_throttle_check(*, username: str, address: str) -> None:
         raise RateLimited(retry_after=max(1, math.ceil(wait / 1000)))
 
 
-def login_failure_record(*, username: str, address: str) -> None:
-    """Count one failed login for the account from the address, the account and the address."""
+def login_failure_record(*, account: str, address: str) -> None:
+    """Count one failed login of ``account`` (:func:`login_account`) from the address, the
+    account and the address."""
     args = [
         int(clock() * 1000),
         settings.LOGIN_FAILURE_WINDOW_SECONDS * 1000,
@@ -129,15 +131,15 @@ def login_failure_record(*, username: str, address: str) -> None:
         int(settings.LOGIN_BACKOFF_SECONDS * 1000),
     ]
     try:
-        locks_redis().register_script(RECORD)(keys=_keys(login_account(username), address)[:3], args=args)
+        locks_redis().register_script(RECORD)(keys=_keys(account, address)[:3], args=args)
     except redis.RedisError:
         logger.warning("login failure not counted: Redis cannot be reached", exc_info=True)
 
 
-def login_success_record(*, username: str, address: str) -> None:
+def login_success_record(*, account: str, address: str) -> None:
     """Forget the account's failures from the address it just logged in from (its backoff)
     and remember the address as the account's own; the ceilings keep counting."""
-    pair, _, _, known = _keys(login_account(username), address)
+    pair, _, _, known = _keys(account, address)
     try:
         pipe = locks_redis().pipeline(transaction=False)
         pipe.delete(pair)

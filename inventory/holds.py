@@ -91,9 +91,7 @@ def hold_settle(product: Product, record: Model, *, now: datetime | None = None)
     now = now or timezone.now()
     if not record.is_held:
         raise closed(product, record)
-    if record.hold_until <= now:
-        hold_release(product, record, target=product.lapsed, now=now)
-        raise closed(product, record)
+    _lapse_if_due(product, record, now)
     item = _item_of(product, record)
     return _changed(product, item, record, _record_change(product, item, record, target=product.settled, now=now))
 
@@ -107,12 +105,19 @@ def hold_release(product: Product, record: Model, *, target: str, now: datetime 
     if not record.is_held:
         raise closed(product, record)
     now = now or timezone.now()
-    if target != product.lapsed and record.hold_until <= now:
-        hold_release(product, record, target=product.lapsed, now=now)
-        raise _CLOSED[product.lapsed]()
+    if target != product.lapsed:
+        _lapse_if_due(product, record, now)
     item = _item_of(product, record)
     change = _record_change(product, item, record, target=target, now=now)
     return _changed(product, item, record, change)
+
+
+def _lapse_if_due(product: Product, record: Model, now: datetime) -> None:
+    """A held record past its deadline has lapsed, released yet or not: a settle or a cancel
+    of it releases it here as the expiry would, and is refused in the lapsed state's words."""
+    if record.hold_until <= now:
+        hold_release(product, record, target=product.lapsed, now=now)
+        raise closed(product, record)
 
 
 def _item_of(product: Product, record: Model) -> Any:
@@ -221,15 +226,13 @@ def holds_expire_due(
         if left <= 0:
             break
         of_item = due.filter(**{item_field: item.pk})
-        expiry = _expiry(product, item, of_item, now=now, batch=left)
-        if item_id is not None:
-            released += STRATEGIES[item.strategy].expire(expiry)
-            continue
         try:
-            released += STRATEGIES[item.strategy].expire(expiry)
+            released += STRATEGIES[item.strategy].expire(_expiry(product, item, of_item, now=now, batch=left))
         except SoftTimeLimitExceeded:
             raise  # the sweep's own time is up: the next one goes on
         except Exception:
+            if item_id is not None:
+                raise
             logger.exception("Could not release the due holds of %s %s; the next sweep will.", product.kind, item.pk)
     return released
 

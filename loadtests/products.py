@@ -27,7 +27,7 @@ from inventory.audits import HoldCounts
 from inventory.models import Stock
 from inventory.product import product_of
 from inventory.records import RELEASED, internal_of, public_of
-from inventory.redis_lua.bucket_states import item_states, states_layout, states_present
+from inventory.redis_lua.bucket_states import states_present
 from inventory.redis_lua.client import reservations_client
 from inventory.redis_lua.item_states import item_reservations_check
 from inventory.redis_lua.reconcile import GroupCheck
@@ -204,9 +204,7 @@ class Product:
         """Reservations of the target waiting in Redis to be written (``redis_lua``), in the
         stream of each of its states (a bucketed item's, one per bucket)."""
         reservations = reservations_client()
-        # Bucket 0's state names the layout; lost (a fault run), every state Redis still holds.
-        states = {*item_states(target.group_id, states_layout(reservations, target.group_id))}
-        states |= {target.group_id, *states_present(reservations, target.group_id)}
+        states = [target.group_id, *states_present(reservations, target.group_id)]
         return sum(reservations.waiting(group_id=state) for state in states)
 
     def sample(self, target: Target) -> Sample:

@@ -30,7 +30,7 @@ logger = logging.getLogger(__name__)
 # that a holder from before the restart cannot write after one from after it.
 FENCE_GAP = 1_000_000
 
-_clients: dict[str, tuple[int, redis.Redis]] = {}
+_clients: dict[tuple[str, bool], tuple[int, redis.Redis]] = {}
 _clients_guard = threading.Lock()
 
 
@@ -46,16 +46,18 @@ def locks_redis(url: str | None = None) -> redis.Redis:
     may take stock twice. A connection the server closed (Redis restarted) is replaced
     when it is taken from the pool, without a retry.
     """
-    url = url or settings.LOCK_REDIS_URL
+    return _pooled(url or settings.LOCK_REDIS_URL, redlock=False)
+
+
+def _pooled(url: str, *, redlock: bool) -> redis.Redis:
+    """The process's client of ``url``, of the lock servers' options (a Redlock server's)."""
     with _clients_guard:
-        pid, client = _clients.get(url, (0, None))
+        pid, client = _clients.get((url, redlock), (0, None))
         if client is None or pid != os.getpid():
-            client = redis.Redis.from_url(url, **locks_redis_options())
-            _clients[url] = (os.getpid(), client)
+            client = redis.Redis.from_url(url, **locks_redis_options(redlock=redlock))
+            _clients[(url, redlock)] = (os.getpid(), client)
         return client
 
-
-_redlock_clients: dict[str, tuple[int, redis.Redis]] = {}
 
 # The share of the lease a Redlock server is given to answer: a server that hangs (stopped,
 # its packets dropped) costs an acquire, and each renewal, that much, and the others answer
@@ -68,23 +70,21 @@ def redlock_redis(url: str) -> redis.Redis:
     reply waited for ``REDLOCK_SERVER_SHARE`` of the lease, not a lease and a second. With
     that, one hung server of three made every acquire wait past its lease (no validity left)
     and held up the watchdog's renewals of every lock of the process."""
-    with _clients_guard:
-        pid, client = _redlock_clients.get(url, (0, None))
-        if client is None or pid != os.getpid():
-            lease = float(getattr(settings, "LOCK_LEASE_SECONDS", 5))
-            options = locks_redis_options() | {"socket_timeout": lease * REDLOCK_SERVER_SHARE}
-            options["socket_connect_timeout"] = min(options["socket_connect_timeout"], options["socket_timeout"])
-            client = redis.Redis.from_url(url, **options)
-            _redlock_clients[url] = (os.getpid(), client)
-        return client
+    return _pooled(url, redlock=True)
 
 
-def locks_redis_options() -> dict:
-    """The timeouts and retry policy of :func:`locks_redis`, from the settings."""
+def locks_redis_options(*, redlock: bool = False) -> dict:
+    """The timeouts and retry policy of :func:`locks_redis` (``redlock``: of
+    :func:`redlock_redis`), from the settings."""
     lease = float(getattr(settings, "LOCK_LEASE_SECONDS", 5))
+    connect = float(getattr(settings, "LOCK_CONNECT_TIMEOUT", 2))
+    reply = float(getattr(settings, "LOCK_SOCKET_TIMEOUT", None) or lease + 1)
+    if redlock:
+        reply = lease * REDLOCK_SERVER_SHARE
+        connect = min(connect, reply)
     return {
-        "socket_connect_timeout": float(getattr(settings, "LOCK_CONNECT_TIMEOUT", 2)),
-        "socket_timeout": float(getattr(settings, "LOCK_SOCKET_TIMEOUT", None) or lease + 1),
+        "socket_connect_timeout": connect,
+        "socket_timeout": reply,
         "retry": Retry(NoBackoff(), 0),
         "health_check_interval": 30,
     }

@@ -96,15 +96,14 @@ class Lock(LeasedLock):
         if self._nested():
             return self._fence
         blocking, started, deadline = self._wait_plan(blocking, blocking_timeout)
-        if not self.fenced:
-            if blocking:
-                raise ValueError("an unfenced lock is fail-fast: it never queues (blocking=False)")
-            return self._take_unfenced(started)
+        if blocking and not self.fenced:
+            raise ValueError("an unfenced lock is fail-fast: it never queues (blocking=False)")
         token = secrets.token_hex(16)
         entry = f"{token}:{self.lease_ms}" if blocking else ""
         wake_key = self.wake_prefix + token
-        fence = self._set_and_count(token) if self._fast_path else None
-        if fence is None and self._fast_path and not blocking:
+        direct = self._fast_path or not self.fenced  # no script to take a free key
+        fence = self._set_and_count(token) if direct else None
+        if fence is None and direct and not blocking:
             self.metrics.refused(self.name, wait=self.clock() - started)
             return None
         try:
@@ -127,17 +126,6 @@ class Lock(LeasedLock):
         self._took(token, now)
         self.metrics.acquired(self.name, wait=now - started, contended=contended)
         return fence
-
-    def _take_unfenced(self, started: float) -> int | None:
-        token = secrets.token_hex(16)
-        if not self.client.set(self.key, token, nx=True, px=self.lease_ms):
-            self.metrics.refused(self.name, wait=self.clock() - started)
-            return None
-        self._fence = 0
-        now = self.clock()
-        self._took(token, now)
-        self.metrics.acquired(self.name, wait=now - started, contended=False)
-        return 0
 
     def _wait_for(
         self, fence: int | None, token: str, entry: str, wake_key: str, blocking: bool, deadline: float | None
@@ -190,8 +178,10 @@ class Lock(LeasedLock):
         Redis runs the two back to back, and the INCR happens while we hold the key
         (its lease is seconds long), so the fence still orders holders. A busy
         attempt burns a fence number, which is harmless: fences may skip numbers,
-        never repeat or go back.
+        never repeat or go back. An unfenced lock sets the key alone: its fence is 0.
         """
+        if not self.fenced:
+            return 0 if self.client.set(self.key, token, nx=True, px=self.lease_ms) else None
         taken, fence = wire.call(
             self.client, ("SET", self.key, token, "NX", "PX", self.lease_ms), ("INCR", self.fence_key)
         )

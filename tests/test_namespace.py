@@ -15,7 +15,7 @@ from celery import Celery
 from django.core.cache import cache
 from django.test import Client
 
-from accounts.throttle import login_failure_record
+from accounts.throttle import login_account, login_failure_record
 from config.settings.base import database_from_url, database_namespace
 from core.namespace import key_prefix
 from locking.testing import RedisServer
@@ -85,7 +85,7 @@ def test_every_key_an_instance_writes_lies_under_its_namespace(own_redis, api_cl
     # Read now too: the rate limits' counters live a second or two, which a loaded machine's
     # rest of the test may outlast.
     counted = {key.decode() for client in clients for key in client.scan_iter(count=1000)}
-    login_failure_record(username="someone", address="10.9.8.7")
+    login_failure_record(account=login_account("someone"), address="10.9.8.7")
     assert post_json(Client(), "/api/auth/login", {"username": "x", "password": "y"}).status_code == 401
     cache.set("greeting", "hello")
     with cache.lock("one-at-a-time", timeout=5):
