@@ -181,7 +181,9 @@ class Lock(LeasedLock):
         never repeat or go back. An unfenced lock sets the key alone: its fence is 0.
         """
         if not self.fenced:
-            return 0 if self.client.set(self.key, token, nx=True, px=self.lease_ms) else None
+            command = ("SET", self.key, token, "NX", "PX", self.lease_ms)
+            taken = wire.call(self.client, command)[0] if self._fast_path else self.client.execute_command(*command)
+            return 0 if taken else None
         taken, fence = wire.call(
             self.client, ("SET", self.key, token, "NX", "PX", self.lease_ms), ("INCR", self.fence_key)
         )
