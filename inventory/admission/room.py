@@ -77,6 +77,9 @@ class Standing:
     # Seconds until the user's turn at the room's rate (until the opening, in the lobby), to
     # the hundredth: what ``eta_seconds`` rounds up.
     turn_in: float = 0.0
+    # Asked back at ``turn_in`` whatever it is: a lobby near the opening, whose turns are drawn
+    # past it (``room_enter``) and may lie more than ``2 * POLL_SECONDS`` away.
+    at_turn: bool = False
 
     @property
     def poll_after_seconds(self) -> float | None:
@@ -89,7 +92,7 @@ class Standing:
         cost the server more, the longer the line, than the take it waits for."""
         if self.status not in ("waiting", "sold_out"):
             return None
-        if self.status == "waiting" and self.turn_in < 2 * POLL_SECONDS:
+        if self.status == "waiting" and (self.at_turn or self.turn_in < 2 * POLL_SECONDS):
             return round(max(POLL_SECONDS_LEAST, self.turn_in), 2)
         return round(min(POLL_SECONDS_MOST, max(POLL_SECONDS, self.turn_in / 2)), 2)
 
@@ -229,10 +232,11 @@ def room_enter(
         # each is asked back at a moment drawn over the time the lobby's admissions take at
         # the rate, up to LOBBY_SPREAD_SECONDS (well within a ticket's shortest lifetime).
         until_opening = max(0.0, (_ms(item.begin_at) - now_ms) / 1000)
-        turn_in = until_opening
-        if until_opening < 2 * POLL_SECONDS:
+        turn_in, near = until_opening, until_opening < 2 * POLL_SECONDS
+        if near:
             turn_in += random.uniform(0, min(LOBBY_SPREAD_SECONDS, size / float(item.admission_rate)))
-        return Standing(status=_STATES[state], eta_seconds=ceil(until_opening), waiting=size, turn_in=round(turn_in, 2))
+        eta = ceil(until_opening)
+        return Standing(status=_STATES[state], eta_seconds=eta, waiting=size, turn_in=round(turn_in, 2), at_turn=near)
     # The user is admitted once the rate has earned rank + 1 admissions; half of one more keeps
     # a poll at the turn from coming a moment early. While every unit left is promised to a
     # ticket still out, the rate admits no one, whatever it has earned: the head's turn comes
