@@ -16,24 +16,39 @@ class ApiToken(models.Model):
 
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_tokens")
     key_hash = models.CharField(max_length=64, unique=True, editable=False)
+    # The token's number among its user's, signed into it: each new one is above every
+    # number the user's ``TokenCutoff`` names (``accounts.services.token_issue``).
+    stamp = models.PositiveBigIntegerField(editable=False)
     created_at = models.DateTimeField(auto_now_add=True)
     expires_at = models.DateTimeField(default=token_expiry)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["user", "stamp"], name="accounts_token_stamp_unique")]
 
     def __str__(self) -> str:
         return f"token of {self.user_id} ({self.key_hash[:8]}...)"
 
 
-class RevokedToken(models.Model):
-    """A token deleted before its end, kept until that end so that every process learns it
-    no longer works (``accounts.tokens``: tokens are checked without reading ``ApiToken``)."""
+class TokenCutoff(models.Model):
+    """Which of one user's tokens are refused since one of them was revoked: every token
+    stamped ``stamp`` or below, but those in ``spared``. Every process keeps these rows
+    (``accounts.tokens``: tokens are checked without reading ``ApiToken``), one per user
+    whatever the number of tokens revoked: logging in and out for ever costs one row.
 
-    key_hash = models.CharField(max_length=64, unique=True, editable=False)
-    # Indexed: every token issued purges the revocations that have ended.
+    No foreign key: a deleted user's row outlives the user, and refuses its tokens until
+    they end (``expires_at``: the latest end of a token it refuses)."""
+
+    user_id = models.PositiveBigIntegerField(unique=True)
+    stamp = models.PositiveBigIntegerField()
+    # The stamps, space-separated, of the user's tokens at or below ``stamp`` that still
+    # work: at most ``API_TOKENS_PER_USER``.
+    spared = models.TextField(blank=True, default="")
+    # The process's clock: the revocations are read since a process's last read.
+    changed_at = models.DateTimeField(db_index=True)
     expires_at = models.DateTimeField(db_index=True)
-    revoked_at = models.DateTimeField(default=timezone.now, db_index=True)
 
     def __str__(self) -> str:
-        return f"revoked token {self.key_hash[:8]}..."
+        return f"tokens of {self.user_id} refused up to {self.stamp}"
 
 
 class ActiveChange(models.Model):

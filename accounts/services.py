@@ -9,13 +9,14 @@ from datetime import timedelta
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.contrib.auth.hashers import make_password
-from django.db import transaction
+from django.db import connection, transaction
+from django.db.models import Max
 from django.utils import timezone
 
 from core.errors import DomainError
 
 from .crowd import crowd_join, crowd_leave
-from .models import ActiveChange, ApiToken, RevokedToken, token_expiry
+from .models import ActiveChange, ApiToken, TokenCutoff, token_expiry
 from .permissions import permissions_named
 from .tokens import CHANGES_KEPT, revocations, token_hash, token_new
 
@@ -26,9 +27,29 @@ class TokenNotFound(DomainError):
     default_message = "You have no such token."
 
 
-def _new_token(*, user_id: int, expires_at) -> tuple[str, str]:
-    raw = token_new(user_id=user_id, expires_at=expires_at)
+def _new_token(*, user_id: int, stamp: int, expires_at) -> tuple[str, str]:
+    raw = token_new(user_id=user_id, stamp=stamp, expires_at=expires_at)
     return raw, token_hash(raw)
+
+
+def tokens_owners_locked(*, user_ids) -> None:
+    """Lock the users' rows, in primary-key order: every change of a user's tokens holds its
+    row first (issuing, revoking, deleting), so their stamps and cutoffs never race."""
+    list(
+        get_user_model()
+        ._default_manager.select_for_update()
+        .filter(pk__in=list(user_ids))
+        .order_by("pk")
+        .values_list("pk")
+    )
+
+
+def _stamp_next(*, user_id: int) -> int:
+    """The stamp of the user's next token: above each of theirs and above their cutoff, so
+    that no cutoff already read refuses it."""
+    held = ApiToken.objects.filter(user_id=user_id).aggregate(top=Max("stamp"))["top"] or 0
+    cut = TokenCutoff.objects.filter(user_id=user_id).values_list("stamp", flat=True).first() or 0
+    return max(held, cut) + 1
 
 
 def _expiry(ttl: timedelta | None):
@@ -47,11 +68,15 @@ def token_issue(*, user, ttl: timedelta | None = None) -> str:
     ``is_active`` that no process needs any longer (``accounts.tokens``).
     """
     expires_at = _expiry(ttl)
-    raw, digest = _new_token(user_id=user.pk, expires_at=expires_at)
-    token = ApiToken.objects.create(user=user, key_hash=digest, expires_at=expires_at)
+    tokens_owners_locked(user_ids=[user.pk])
+    stamp = _stamp_next(user_id=user.pk)
+    raw, digest = _new_token(user_id=user.pk, stamp=stamp, expires_at=expires_at)
+    token = ApiToken.objects.create(user=user, key_hash=digest, stamp=stamp, expires_at=expires_at)
     now = timezone.now()
     ApiToken.objects.filter(user=user, expires_at__lte=now).delete()
-    RevokedToken.objects.filter(expires_at__lte=now).delete()
+    # Kept a while past their end: a process forgets a cutoff up to a minute after it
+    # (``accounts.tokens.OVERLAP``), and the stamps above it must stay above it till then.
+    TokenCutoff.objects.filter(expires_at__lte=now - CHANGES_KEPT).delete()
     ActiveChange.objects.filter(expires_at__lte=now - CHANGES_KEPT).delete()
     kept = ApiToken.objects.filter(user=user).order_by("-created_at", "-pk").values_list("pk", flat=True)
     surplus = list(kept[max(settings.API_TOKENS_PER_USER, 1) :])
@@ -60,6 +85,7 @@ def token_issue(*, user, ttl: timedelta | None = None) -> str:
     return raw
 
 
+@transaction.atomic
 def token_revoke(*, user, token_id: int) -> None:
     """Revoke one of ``user``'s tokens; another user's is not found, as if it did not exist."""
     deleted, _ = ApiToken.objects.filter(pk=token_id, user=user).delete()
@@ -67,12 +93,14 @@ def token_revoke(*, user, token_id: int) -> None:
         raise TokenNotFound()
 
 
+@transaction.atomic
 def token_revoke_raw(*, user, raw: str) -> bool:
     """Revoke the token ``raw`` if it is ``user``'s (logging out); whether one was."""
     deleted, _ = ApiToken.objects.filter(key_hash=token_hash(raw), user=user).delete()
     return bool(deleted)
 
 
+@transaction.atomic
 def user_tokens_revoke(*, user_id: int) -> int:
     """Revoke every token of the user (the password changed); the number revoked."""
     deleted, _ = ApiToken.objects.filter(user_id=user_id).delete()
@@ -113,9 +141,9 @@ def users_with_tokens_create(
     pairs, tokens = [], []
     expires_at = _expiry(ttl)
     for user in users:
-        raw, digest = _new_token(user_id=user.pk, expires_at=expires_at)
+        raw, digest = _new_token(user_id=user.pk, stamp=1, expires_at=expires_at)  # their first
         pairs.append((user.username, raw))
-        tokens.append(ApiToken(user=user, key_hash=digest, expires_at=expires_at))
+        tokens.append(ApiToken(user=user, key_hash=digest, stamp=1, expires_at=expires_at))
     ApiToken.objects.bulk_create(tokens, batch_size=1000)
     Grant = User.user_permissions.through
     Grant.objects.bulk_create([Grant(user=user, permission=p) for user in users for p in granted], batch_size=1000)
@@ -124,25 +152,67 @@ def users_with_tokens_create(
     return pairs
 
 
-def token_revocation_record(*, token: ApiToken) -> None:
-    """Record ``token``, just deleted, as revoked until its end, in the transaction that
-    deleted it, for every process to learn (``accounts.tokens``); this one reads the
-    revocations again before its next check. Called for every deleted token, whichever
-    way it went (``accounts.signals``)."""
-    if token.expires_at <= timezone.now():
+def tokens_revocations_record(*, tokens: Sequence[ApiToken]) -> None:
+    """Record ``tokens``, just deleted, as revoked until their end, in the transaction that
+    deleted them, for every process to learn (``accounts.tokens``): each user's cutoff rises
+    to the highest stamp among them and spares the tokens the user still holds below it.
+    This process reads the revocations again before its next check. Called for every
+    deleted token, whichever way it went (``accounts.signals``, ``tokens_revoke``).
+
+    A handful of queries for any number of tokens and users."""
+    now = timezone.now()
+    cut: dict[int, tuple[int, object]] = {}  # user id: (highest stamp revoked, latest end)
+    for token in tokens:
+        if token.expires_at > now:
+            stamp, ends = cut.get(token.user_id, (0, token.expires_at))
+            cut[token.user_id] = (max(stamp, token.stamp), max(ends, token.expires_at))
+    if not cut:
         return
-    RevokedToken.objects.bulk_create(
-        [RevokedToken(key_hash=token.key_hash, expires_at=token.expires_at)], ignore_conflicts=True
+    tokens_owners_locked(user_ids=cut)
+    for cutoff in TokenCutoff.objects.filter(user_id__in=list(cut)):
+        stamp, ends = cut[cutoff.user_id]
+        cut[cutoff.user_id] = (max(stamp, cutoff.stamp), max(ends, cutoff.expires_at))
+    spared: dict[int, list[int]] = {user_id: [] for user_id in cut}
+    held = ApiToken.objects.filter(user_id__in=list(cut), expires_at__gt=now).order_by("stamp")
+    for user_id, stamp in held.values_list("user_id", "stamp"):
+        if stamp <= cut[user_id][0]:
+            spared[user_id].append(stamp)
+    rows = [
+        TokenCutoff(
+            user_id=user_id, stamp=stamp, spared=" ".join(map(str, spared[user_id])), changed_at=now, expires_at=ends
+        )
+        for user_id, (stamp, ends) in cut.items()
+    ]
+    # An upsert, not an update of the rows read: issuing purges other users' ended cutoffs
+    # without their locks. MySQL names no conflict target (its one unique key here); SQLite must.
+    TokenCutoff.objects.bulk_create(
+        rows,
+        batch_size=1000,
+        update_conflicts=True,
+        unique_fields=["user_id"] if connection.features.supports_update_conflicts_with_target else None,
+        update_fields=["stamp", "spared", "changed_at", "expires_at"],
     )
     revocations.read_soon()
 
 
+@transaction.atomic
 def tokens_revoke(*, username_prefix: str) -> int:
     """Delete every token of the users whose name starts with ``username_prefix`` (a load
-    run's crowd, once it is over); the number deleted."""
+    run's crowd, once it is over); the number deleted. Deleted in bulk, their revocations
+    recorded in bulk, rather than a receiver's few queries for each of thousands."""
     if not username_prefix:
         raise ValueError("a prefix is needed: revoking every token is not what this is for")
-    deleted, _ = ApiToken.objects.filter(user__username__startswith=username_prefix).delete()
+    users = get_user_model()._default_manager.filter(username__startswith=username_prefix)
+    tokens_owners_locked(user_ids=users.values_list("pk", flat=True))
+    tokens = list(ApiToken.objects.filter(user__in=users).only("user_id", "stamp", "expires_at"))
+    deleted = 0
+    table = connection.ops.quote_name(ApiToken._meta.db_table)
+    with connection.cursor() as cursor:
+        for start in range(0, len(tokens), 1000):
+            batch = [token.pk for token in tokens[start : start + 1000]]
+            cursor.execute(f"DELETE FROM {table} WHERE id IN ({', '.join(['%s'] * len(batch))})", batch)
+            deleted += cursor.rowcount
+    tokens_revocations_record(tokens=tokens)
     return deleted
 
 

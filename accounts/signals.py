@@ -1,10 +1,11 @@
 """Revocations of bearer tokens: a changed password or a deactivation revokes every token
 of the user, and every token deleted, whichever way, is recorded as revoked.
 
-A deleted token is recorded in the deleting transaction (``token_revocation_record``), so a
+A deleted token is recorded in the deleting transaction (``tokens_revocations_record``), so a
 token is never gone from the database while still trusted by the processes that check it
 without the database (``accounts.tokens``): a queryset's delete, the admin's, the cascade
-from a deleted user all send ``post_delete`` for each token.
+from a deleted user all send ``post_delete`` for each token. Its user's row is locked before
+(``pre_delete``), as issuing a token locks it first, so the two never wait on each other.
 
 A changed password:
 
@@ -24,11 +25,11 @@ revokes the user's tokens once, which only asks API clients to log in again.
 from __future__ import annotations
 
 from django.conf import settings
-from django.db.models.signals import post_delete, post_save, pre_save
+from django.db.models.signals import post_delete, post_save, pre_delete, pre_save
 from django.dispatch import receiver
 
 from .models import ApiToken
-from .services import token_revocation_record, user_tokens_revoke
+from .services import tokens_owners_locked, tokens_revocations_record, user_tokens_revoke
 
 
 @receiver(pre_save, sender=settings.AUTH_USER_MODEL, dispatch_uid="accounts.revoking_change_seen")
@@ -51,6 +52,11 @@ def revoking_change_revokes_tokens(sender, instance, created=False, raw=False, *
         user_tokens_revoke(user_id=instance.pk)
 
 
+@receiver(pre_delete, sender=ApiToken, dispatch_uid="accounts.deleted_tokens_owner_locked")
+def deleted_tokens_owner_locked(sender, instance, **kwargs):
+    tokens_owners_locked(user_ids=[instance.user_id])
+
+
 @receiver(post_delete, sender=ApiToken, dispatch_uid="accounts.deleted_token_is_revoked")
 def deleted_token_is_revoked(sender, instance, **kwargs):
-    token_revocation_record(token=instance)
+    tokens_revocations_record(tokens=[instance])

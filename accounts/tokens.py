@@ -1,18 +1,21 @@
 """Bearer tokens that are checked without a database query.
 
-A token names its user and its end, signed with the secret key:
-``<user id>.<end, unix seconds>.<random>:<signature>`` (``django.core.signing``, so a key
-rotation through ``SECRET_KEY_FALLBACKS`` keeps the tokens working). Checking one costs a
-signature, a hash and a set lookup: a purchase or a draw under ``redis_lua`` then reads
+A token names its user, its end and its number among the user's tokens (its stamp), signed
+with the secret key: ``<user id>.<end, unix seconds>.<stamp>.<random>:<signature>``
+(``django.core.signing``, so a key rotation through ``SECRET_KEY_FALLBACKS`` keeps the tokens
+working). Checking one costs a signature, a hash and two lookups: a purchase or a draw under ``redis_lua`` then reads
 nothing of the database at all, where the query for the token's user cost more than the
 Lua script that does the sale.
 
 The database still holds every token, as its SHA-256 only (``ApiToken``), to list and
 revoke them. A token deleted before its end (logout, a password change, the user
-deactivated or deleted, revoked by its owner, dropped for a newer one) is recorded in
-``RevokedToken`` until that end. Every process reads the revocations recorded since its
-last read at most ``API_TOKEN_REVOCATIONS_REFRESH_SECONDS`` before it trusts a token, and
-at once after a revocation of its own: a revocation holds everywhere within that bound.
+deactivated or deleted, revoked by its owner, dropped for a newer one) moves its user's
+``TokenCutoff``: every token of the user stamped at or below it is refused but those still
+held, which the row names. One row per user, however many tokens were revoked: a client
+that logs in and out in a loop costs every process one entry, not one per token. Every
+process reads the cutoffs written since its last read at most
+``API_TOKEN_REVOCATIONS_REFRESH_SECONDS`` before it trusts a token, and at once after a
+revocation of its own: a revocation holds everywhere within that bound.
 The same read takes the changes of users' ``is_active`` since the last one (``ActiveChange``,
 written by database triggers: ``accounts.triggers``), and refuses every token of a user
 inactive now: a user deactivated by a ``QuerySet.update`` (no signal, nothing revoked) is
@@ -78,10 +81,11 @@ def _signer_for(key: str, fallback_keys: tuple[str, ...]) -> signing.Signer:
     return signing.Signer(key=key, fallback_keys=list(fallback_keys), salt=SALT, algorithm="sha256")
 
 
-def token_new(*, user_id: int, expires_at: datetime) -> str:
-    """A token for ``user_id`` that works until ``expires_at`` (to the second, rounded down)."""
+def token_new(*, user_id: int, stamp: int, expires_at: datetime) -> str:
+    """A token for ``user_id``, numbered ``stamp``, that works until ``expires_at`` (to the
+    second, rounded down)."""
     end = int(expires_at.timestamp())
-    return _signer().sign(f"{user_id}.{end}.{secrets.token_urlsafe(16)}")
+    return _signer().sign(f"{user_id}.{end}.{stamp}.{secrets.token_urlsafe(16)}")
 
 
 @dataclass(frozen=True)
@@ -90,6 +94,7 @@ class Claims:
 
     user_id: int
     expires_at: int  # unix seconds
+    stamp: int
     key_hash: str
 
 
@@ -100,8 +105,8 @@ def token_claims(raw: str, *, now: float | None = None) -> Claims | None:
         return None
     try:
         value = _signer().unsign(raw)
-        user_id, end, _nonce = value.split(".")
-        claims = Claims(user_id=int(user_id), expires_at=int(end), key_hash=token_hash(raw))
+        user_id, end, stamp, _nonce = value.split(".")
+        claims = Claims(user_id=int(user_id), expires_at=int(end), stamp=int(stamp), key_hash=token_hash(raw))
     except (signing.BadSignature, ValueError):
         return None
     if claims.expires_at <= (wall_clock() if now is None else now):
@@ -109,10 +114,23 @@ def token_claims(raw: str, *, now: float | None = None) -> Claims | None:
     return claims
 
 
+@dataclass(frozen=True)
+class Cutoff:
+    """A user's ``TokenCutoff`` as read: tokens stamped ``stamp`` or below are refused, but
+    those ``spared``; it refuses nothing once ``ends`` (unix seconds) has passed."""
+
+    stamp: int
+    spared: frozenset[int]
+    ends: float
+
+    def refuses(self, claims: Claims) -> bool:
+        return claims.stamp <= self.stamp and claims.stamp not in self.spared
+
+
 class Revocations:
-    """The hashes of the revoked tokens that have not ended yet, as this process last read
-    them (one per process: see :data:`revocations`), and the users inactive then whose
-    tokens are refused. ``clock`` is monotonic, replaceable in tests."""
+    """The users' token cutoffs that have not ended yet, as this process last read them (one
+    per process: see :data:`revocations`), and the users inactive then whose tokens are
+    refused. ``clock`` is monotonic, replaceable in tests."""
 
     def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
         self.clock = clock
@@ -128,11 +146,12 @@ class Revocations:
             except DatabaseError as exc:
                 if age is None or age >= settings.API_TOKEN_REVOCATIONS_STALE_SECONDS:
                     raise RevocationsUnknown() from exc
-        return claims.key_hash in self._ends or claims.user_id in self._inactive
+        cutoff = self._cutoffs.get(claims.user_id)
+        return (cutoff is not None and cutoff.refuses(claims)) or claims.user_id in self._inactive
 
     def forget(self) -> None:
         """Forget what was read: the next check reads it all again, as a process just started."""
-        self._ends: dict[str, float] = {}
+        self._cutoffs: dict[int, Cutoff] = {}
         self._inactive: frozenset[int] = frozenset()
         self._read_at: float | None = None  # by ``clock``
         self._since: datetime | None = None  # the wall time the last read started
@@ -144,18 +163,20 @@ class Revocations:
         self._read_at = None
 
     def _read(self) -> None:
-        from .models import RevokedToken
+        from .models import TokenCutoff
 
         started = datetime.fromtimestamp(wall_clock(), tz=UTC)
-        rows = RevokedToken.objects.filter(expires_at__gt=started)
+        rows = TokenCutoff.objects.filter(expires_at__gt=started)
         if self._since is not None:
-            rows = rows.filter(revoked_at__gte=self._since - OVERLAP)
-        for key_hash, end in rows.values_list("key_hash", "expires_at"):
-            self._ends[key_hash] = end.timestamp()
+            rows = rows.filter(changed_at__gte=self._since - OVERLAP)
+        # Each row is the user's whole cutoff as it is now: the last read of it wins.
+        for user_id, stamp, spared, ends in rows.values_list("user_id", "stamp", "spared", "expires_at"):
+            self._cutoffs[user_id] = Cutoff(stamp, frozenset(map(int, spared.split())), ends.timestamp())
         if self._pruned_at is None or started - self._pruned_at > OVERLAP:
-            # Ended tokens fail on their own: forget them, so the map holds only what matters.
-            cutoff = started.timestamp()
-            self._ends = {key: end for key, end in self._ends.items() if end > cutoff}
+            # A cutoff whose tokens have all ended refuses nothing the end does not: forget it,
+            # so the map holds only what matters.
+            now = started.timestamp()
+            self._cutoffs = {user_id: cutoff for user_id, cutoff in self._cutoffs.items() if cutoff.ends > now}
             self._pruned_at = started
         self._inactive_read(started)
         self._since = started

@@ -9,11 +9,13 @@ For each size, the database's users and tokens are made anew in bulk (MariaDB's 
 engine, ``seq_1_to_N``: a database of the benchmark's own, whose name holds ``bench``, as
 everything of it is deleted), one token per user ending in 30 days; one user in
 ``--inactive-every`` is deactivated by an ``UPDATE`` (the triggers record each change, as
-they do for a ``QuerySet.update``) and as many tokens again are recorded as revoked. Then,
+they do for a ``QuerySet.update``) and as many other users have a token revoked (a
+``TokenCutoff`` each). Then,
 each the median of ``--rounds``, in milliseconds:
 
-- before: the read as it was (the revocations since the last read, and every token of the
-  inactive users);
+- before: the read of the inactive users as it was (every token of theirs, read anew each
+  time; the revocations since the last read are left out of it, read now as they are
+  after);
 - first read: what a process that has just started reads (every revocation and every
   change that has not ended);
 - refresh, just after: a read a second later, while every deactivation above is less than
@@ -53,7 +55,7 @@ def site_make(users: int, inactive_every: int) -> None:
     tokens revoked: everything the database held before is gone."""
     from django.db import connection
 
-    tables = ["accounts_activechange", "accounts_revokedtoken", "accounts_apitoken", "auth_user_groups",
+    tables = ["accounts_activechange", "accounts_tokencutoff", "accounts_apitoken", "auth_user_groups",
               "auth_user_user_permissions", "auth_user"]  # fmt: skip
     with connection.cursor() as cursor:
         cursor.execute("SET FOREIGN_KEY_CHECKS = 0")
@@ -66,30 +68,28 @@ def site_make(users: int, inactive_every: int) -> None:
             f" SELECT '!', 0, CONCAT('bench-', seq), '', '', '', 0, 1, UTC_TIMESTAMP(6) FROM seq_1_to_{users}"
         )
         cursor.execute(
-            "INSERT INTO accounts_apitoken (user_id, key_hash, created_at, expires_at)"
-            " SELECT id, SHA2(CONCAT('token-', id), 256), UTC_TIMESTAMP(6), UTC_TIMESTAMP(6) + INTERVAL 30 DAY"
+            "INSERT INTO accounts_apitoken (user_id, key_hash, stamp, created_at, expires_at)"
+            " SELECT id, SHA2(CONCAT('token-', id), 256), 2, UTC_TIMESTAMP(6), UTC_TIMESTAMP(6) + INTERVAL 30 DAY"
             " FROM auth_user"
         )
         cursor.execute(f"UPDATE auth_user SET is_active = 0 WHERE id % {inactive_every} = 0")
         cursor.execute(
-            "INSERT INTO accounts_revokedtoken (key_hash, expires_at, revoked_at)"
-            " SELECT SHA2(CONCAT('revoked-', seq), 256), UTC_TIMESTAMP(6) + INTERVAL 30 DAY, UTC_TIMESTAMP(6)"
-            f" FROM seq_1_to_{max(users // inactive_every, 1)}"
+            "INSERT INTO accounts_tokencutoff (user_id, stamp, spared, changed_at, expires_at)"
+            " SELECT id, 1, '', UTC_TIMESTAMP(6), UTC_TIMESTAMP(6) + INTERVAL 30 DAY"
+            f" FROM auth_user WHERE id % {inactive_every} = 1"
         )
         for table in tables:
             cursor.execute(f"ANALYZE TABLE {table}")
             cursor.fetchall()
 
 
-def read_before(since) -> None:
-    """The read as it was (``accounts/tokens.py`` before ``ActiveChange``)."""
+def read_before() -> None:
+    """The read of the inactive users as it was (``accounts/tokens.py`` before ``ActiveChange``)."""
     from django.utils import timezone
 
-    from accounts.models import ApiToken, RevokedToken
+    from accounts.models import ApiToken
 
     started = timezone.now()
-    revoked = RevokedToken.objects.filter(expires_at__gt=started, revoked_at__gte=since)
-    dict(revoked.values_list("key_hash", "expires_at"))
     frozenset(ApiToken.objects.filter(user__is_active=False, expires_at__gt=started).values_list("key_hash", flat=True))
 
 
@@ -104,13 +104,11 @@ def timed(rounds: int, run) -> float:
 
 
 def measure(users: int, args) -> dict[str, float]:
-    from django.utils import timezone
-
     from accounts import tokens
 
     say(f"making {users:,} users and tokens ...")
     site_make(users, args.inactive_every)
-    figures = {"before": timed(args.rounds, lambda: read_before(timezone.now() - tokens.OVERLAP))}
+    figures = {"before": timed(args.rounds, read_before)}
 
     def first():
         tokens.Revocations()._read()
@@ -127,6 +125,7 @@ def measure(users: int, args) -> dict[str, float]:
     finally:
         tokens.wall_clock = real
     assert len(process._inactive) == users // args.inactive_every, "every inactive user is known"
+    assert len(process._cutoffs) == (users + args.inactive_every - 1) // args.inactive_every, "every cutoff is known"
     return figures
 
 
@@ -144,7 +143,8 @@ def main(argv=None) -> int:
     results = {size: measure(size, args) for size in sizes}
     print("# Token revocations: a read's cost, before and after\n")
     print(f"machine: {describe()}; MariaDB {mariadb}")
-    print(f"one user in {args.inactive_every} inactive, as many tokens revoked; medians of {args.rounds} reads, ms\n")
+    every = args.inactive_every
+    print(f"one user in {every} inactive, as many with a token revoked; medians of {args.rounds} reads, ms\n")
     names = ["before", "first read", "refresh, just after", "refresh, nothing new"]
     print(f"{'users and tokens':<18}" + "".join(f"{name:>22}" for name in names))
     for size, figures in results.items():

@@ -18,12 +18,13 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from accounts import tokens
-from accounts.models import ActiveChange, ApiToken, RevokedToken
+from accounts.models import ActiveChange, ApiToken, TokenCutoff
 from accounts.selectors import user_for_token
-from accounts.services import token_hash, token_issue, users_with_tokens_create
+from accounts.services import token_hash, token_issue, token_revoke_raw, tokens_revoke, users_with_tokens_create
 from accounts.tokens import Revocations, RevocationsUnknown, revocations, token_claims
 from locking.testing import free_port
 
+from .buyers import act_concurrently
 from .http import assert_error, post_json
 
 pytestmark = pytest.mark.django_db
@@ -122,15 +123,17 @@ def test_a_deactivated_user_loses_every_token(make_user):
     user.is_active = False
     user.save()
     assert not any(works(raw) for raw in raws)
-    assert RevokedToken.objects.filter(key_hash__in=[token_hash(raw) for raw in raws]).count() == 2
+    cutoff = TokenCutoff.objects.get(user_id=user.pk)
+    assert (cutoff.stamp, cutoff.spared) == (2, "")  # both refused, none spared
     assert works(others)
 
 
 def test_a_deleted_user_loses_every_token(make_user):
     user = make_user()
     raw = token_issue(user=user)
+    user_id = user.pk
     user.delete()
-    assert RevokedToken.objects.filter(key_hash=token_hash(raw)).exists()
+    assert TokenCutoff.objects.filter(user_id=user_id).exists()  # outlives its user
     assert user_for_token(raw=raw) is None
 
 
@@ -329,8 +332,9 @@ def test_a_read_of_the_revocations_scans_no_table_whole(make_user, monkeypatch):
     users_with_tokens_create(count=3000, prefix="history", crowd=False)
     history = get_user_model().objects.filter(username__startswith="history-").order_by("pk")
     get_user_model().objects.filter(pk__in=list(history.values_list("pk", flat=True)[:1000])).update(is_active=False)
-    RevokedToken.objects.bulk_create(
-        [RevokedToken(key_hash=f"{n:064x}", expires_at=timezone.now() + timedelta(days=1)) for n in range(3000)]
+    ends, now = timezone.now() + timedelta(days=1), timezone.now()
+    TokenCutoff.objects.bulk_create(
+        [TokenCutoff(user_id=10**9 + n, stamp=5, spared="3", changed_at=now, expires_at=ends) for n in range(3000)]
     )
     claims = token_claims(token_issue(user=make_user()))
     monkeypatch.setattr(tokens, "wall_clock", Clock(time.time() + 2 * 3600))
@@ -387,9 +391,10 @@ def test_issuing_drops_the_users_expired_tokens_and_keeps_at_most_api_tokens_per
     ApiToken.objects.filter(key_hash=token_hash(expired)).update(expires_at=timezone.now() - timedelta(seconds=1))
     raws = [token_issue(user=user) for _ in range(5)]
     assert not ApiToken.objects.filter(key_hash=token_hash(expired)).exists()
-    assert not RevokedToken.objects.filter(key_hash=token_hash(expired)).exists()  # it ended on its own
     assert ApiToken.objects.filter(user=user).count() == 3
     assert [works(raw) for raw in raws] == [False, False, True, True, True]  # the oldest make room
+    # One cutoff for the user, at the newest dropped (the ended one was not revoked: it ended).
+    assert TokenCutoff.objects.get(user_id=user.pk).stamp == token_claims(raws[1]).stamp
     assert works(others)
 
 
@@ -539,3 +544,101 @@ def test_openapi_declares_the_token_calls():
     assert {"204", "400", "401", "403"} <= set(paths["/api/auth/logout"]["post"]["responses"])
     assert {"200", "401"} <= set(paths["/api/auth/tokens"]["get"]["responses"])
     assert {"204", "401", "403", "404"} <= set(paths["/api/auth/tokens/{token_id}"]["delete"]["responses"])
+
+
+# --- one cutoff per user ----------------------------------------------------------------------------
+
+
+def test_logging_in_and_out_over_and_over_costs_one_row_and_one_entry_per_user(make_user, django_assert_num_queries):
+    user, other = make_user(), make_user()
+    kept = token_issue(user=user)
+    others = token_issue(user=other)
+    gone = []
+    for _ in range(40):
+        raw = token_issue(user=user)
+        assert token_revoke_raw(user=user, raw=raw)
+        gone.append(raw)
+    assert TokenCutoff.objects.filter(user_id=user.pk).count() == 1
+    cutoff = TokenCutoff.objects.get(user_id=user.pk)
+    assert cutoff.spared == str(token_claims(kept).stamp)  # the one still held, below the cutoff
+    process = Revocations(clock=Clock(100.0))
+    assert not process.revoked(token_claims(kept))
+    assert [process.revoked(token_claims(raw)) for raw in gone] == [True] * 40
+    assert len(process._cutoffs) == 1  # what a process holds: one entry, not forty
+    assert works(kept) and works(others) and works(token_issue(user=user))
+
+
+def test_a_token_issued_after_a_cutoff_works_in_a_process_that_read_the_cutoff(make_user):
+    user = make_user()
+    clock = Clock(100.0)
+    elsewhere = Revocations(clock=clock)
+    old = token_issue(user=user)
+    user.set_password("another-secret-88")
+    user.save()  # every token revoked: the cutoff names them all
+    assert elsewhere.revoked(token_claims(old))
+    new = token_issue(user=user)  # stamped above the cutoff that process holds
+    assert not elsewhere.revoked(token_claims(new))
+    assert token_claims(new).stamp > TokenCutoff.objects.get(user_id=user.pk).stamp
+
+
+def test_revoking_a_newer_token_spares_an_older_one_and_every_one_issued_after(make_user):
+    user = make_user()
+    older, newer = token_issue(user=user), token_issue(user=user)
+    token_revoke_raw(user=user, raw=newer)
+    later = token_issue(user=user)
+    process = Revocations(clock=Clock(100.0))
+    assert [process.revoked(token_claims(raw)) for raw in (older, newer, later)] == [False, True, False]
+    token_revoke_raw(user=user, raw=older)
+    process.read_soon()
+    assert [process.revoked(token_claims(raw)) for raw in (older, newer, later)] == [True, True, False]
+
+
+def test_a_load_runs_tokens_are_revoked_in_the_same_queries_whatever_their_number():
+    costs = []
+    for count in (5, 300):
+        pairs = users_with_tokens_create(count=count, prefix=f"run{count}", crowd=False)
+        with CaptureQueriesContext(connection) as revoking:
+            assert tokens_revoke(username_prefix=f"run{count}-") == count
+        costs.append(len(revoking))
+        assert TokenCutoff.objects.filter(user_id__in=[token_claims(raw).user_id for _, raw in pairs]).count() == count
+        assert not any(works(raw) for _, raw in pairs[:5])
+    # A query or two more for 300 where a database caps a statement's parameters (SQLite).
+    assert costs[0] <= 10 and costs[1] <= costs[0] + 2, costs
+
+
+def test_a_token_of_before_stamps_is_refused(make_user):
+    # Signed by this key, but in the form issued before stamps: user, end, random part.
+    user = make_user()
+    end = int(time.time()) + 3600
+    raw = tokens._signer().sign(f"{user.pk}.{end}.abcdefghijklmnop")
+    assert token_claims(raw) is None
+    assert not works(raw)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_logins_and_logouts_of_one_user_in_many_processes_spare_no_revoked_token(settings, make_user):
+    settings.API_TOKENS_PER_USER = 100  # the cap drops nothing here: each kept token must work
+    user_id = make_user().pk
+
+    def log_in_and_out(_slot) -> tuple[list[str], list[str]]:
+        holder = get_user_model()(pk=user_id)
+        kept, gone = [], []
+        for n in range(4):
+            raw = token_issue(user=holder)
+            if n % 2:
+                kept.append(raw)
+            else:
+                assert token_revoke_raw(user=holder, raw=raw)
+                gone.append(raw)
+        return kept, gone
+
+    outcome = act_concurrently(act=log_in_and_out, plan=[[0, 1, 2]] * 4, race_ms=0)
+    assert not outcome.unexpected, outcome.unexpected
+    kept = [raw for held, _ in outcome.confirmed for raw in held]
+    gone = [raw for _, revoked in outcome.confirmed for raw in revoked]
+    assert (len(kept), len(gone)) == (24, 24)
+    process = Revocations(clock=Clock(100.0))
+    assert [process.revoked(token_claims(raw)) for raw in gone] == [True] * 24
+    assert [process.revoked(token_claims(raw)) for raw in kept] == [False] * 24
+    assert len({token_claims(raw).stamp for raw in kept + gone}) == 48  # each its own stamp
+    assert TokenCutoff.objects.filter(user_id=user_id).count() == 1
