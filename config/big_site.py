@@ -211,8 +211,8 @@ class BigSite:
         sql = self.sql
         expires_at = self.now + timedelta(seconds=settings.API_TOKEN_TTL_SECONDS)
         self.sql.run(
-            "INSERT INTO accounts_apitoken (user_id, key_hash, created_at, expires_at) "
-            f"SELECT %s + seq, {sql.key('%s + seq', 64, 'seed-token:')}, %s, %s FROM {sql.numbers(first, last)}",
+            "INSERT INTO accounts_apitoken (user_id, key_hash, stamp, created_at, expires_at) "
+            f"SELECT %s + seq, {sql.key('%s + seq', 64, 'seed-token:')}, 1, %s, %s FROM {sql.numbers(first, last)}",
             [self.base, self.base, sql.moment(self.now), sql.moment(expires_at)],
         )
 
