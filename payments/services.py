@@ -11,9 +11,10 @@ confirmation of it finds it resolved and changes nothing.
 from __future__ import annotations
 
 import logging
-from datetime import datetime
+from datetime import datetime, timedelta
 from uuid import uuid4
 
+from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.http import Http404
 from django.utils import timezone
@@ -32,6 +33,9 @@ logger = logging.getLogger(__name__)
 
 # The names of the one-open-payment-per-order key, as MySQL and as SQLite name it.
 OPEN_GUARD = ("payment_one_open_per_order", "payments_payment.open_guard")
+
+# Payments confirmed per run of ``payments_unapplied_confirm``: the rest wait for the next.
+UNAPPLIED_BATCH = 200
 
 # A refunded payment's refusal, by the reason it was refunded for.
 REFUSALS: dict[str, type[HoldClosed]] = {error.code: error for error in (HoldExpired, HoldCancelled, AlreadyPaid)}
@@ -142,3 +146,28 @@ def payment_confirm(*, reference: str, now: datetime | None = None, order: Order
             # The refund is committed: it answers, and the expiry releases the order.
             logger.warning("Order %s refunded past its deadline; its expiry will release it.", order.pk)
     return payment
+
+
+def payments_unapplied_confirm(*, now: datetime | None = None, size: int = UNAPPLIED_BATCH) -> int:
+    """Beat: apply the confirmations that no callback will bring. With no
+    ``PAYMENT_CALLBACK_URL`` the provider posts none: a pay whose confirmation, given at once,
+    met the order's strategy busy stays ``requested``, its charge kept, unless the buyer pays
+    again. Each such payment left ``PAYMENT_PROVIDER_RESEND_SECONDS`` (as a callback would be
+    sent again) is confirmed here: ``paid``, or ``refunded`` when the hold has closed
+    meanwhile. The number resolved; one still busy waits for the next run.
+
+    Reads the payments still waiting only (``open_guard``'s index), never the site's history."""
+    if settings.PAYMENT_CALLBACK_URL or not provider_confirms_at_once():
+        return 0
+    now = now or timezone.now()
+    waiting = Payment.objects.filter(
+        open_guard__isnull=False, created_at__lte=now - timedelta(seconds=settings.PAYMENT_PROVIDER_RESEND_SECONDS)
+    )
+    resolved = 0
+    for reference in waiting.order_by("open_guard").values_list("reference", flat=True)[:size]:
+        try:
+            payment_confirm(reference=reference)
+        except LockBusy:
+            continue
+        resolved += 1
+    return resolved

@@ -1,11 +1,13 @@
 """The simulated provider's Celery tasks (``payments.provider``): a callback, and the beat's
-resend of the callbacks nobody acknowledged (``CELERY_BEAT_SCHEDULE``)."""
+resend of the callbacks nobody acknowledged; and the site's own beat task for the
+confirmations no callback brings (``CELERY_BEAT_SCHEDULE``)."""
 
 from __future__ import annotations
 
 from celery import shared_task
 
 from .provider import provider_callback_post, provider_resend_due
+from .services import payments_unapplied_confirm
 
 TASK_OPTIONS = {"acks_late": True, "reject_on_worker_lost": True, "soft_time_limit": 60, "time_limit": 90}
 
@@ -21,3 +23,10 @@ def provider_callback(reference: str) -> bool:
 def provider_resend() -> int:
     """Beat: send again the callbacks nobody acknowledged; the number sent."""
     return provider_resend_due()
+
+
+@shared_task(**TASK_OPTIONS)
+def unapplied_confirm() -> int:
+    """Beat: with no callback URL, confirm the payments whose confirmation found the order's
+    strategy busy; the number resolved."""
+    return payments_unapplied_confirm()

@@ -3,7 +3,8 @@ with 10 records as with 1,000, with nothing to do and with work to do, and on Ma
 query that reads the whole orders, draws or charges table (EXPLAIN of what each ran).
 
 The beat's tasks (``CELERY_BEAT_SCHEDULE``): ``reservations_reconcile``, ``reservations_sweep``
-and ``holds_sweep`` per kind, and the provider's ``provider_resend``."""
+and ``holds_sweep`` per kind, the provider's ``provider_resend``, and the site's
+``payments_unapplied_confirm`` (with no callback URL, where it works)."""
 
 from __future__ import annotations
 
@@ -12,15 +13,18 @@ from datetime import timedelta
 
 import pytest
 from django.db import connection
-from django.test.utils import CaptureQueriesContext
+from django.test.utils import CaptureQueriesContext, override_settings
 from django.utils import timezone
 
 from inventory.models import Stock
 from inventory.redis_lua.client import reservations_client
 from inventory.tasks import holds_sweep, reservations_reconcile, reservations_sweep
 from lottery.services import pool_update
+from orders.models import Order
 from orders.services import voucher_update
+from payments.models import Payment
 from payments.provider import provider_resend_due
+from payments.services import payments_unapplied_confirm
 from tests.stock import stock_row
 
 from . import records
@@ -77,6 +81,11 @@ class Site:
             records.draws(item, more)
         records.charges(more, sent_at=timezone.now() - timedelta(days=1), acknowledged=True)
         records.charges(more, sent_at=timezone.now())
+        paid = Order.objects.filter(voucher=self.old_voucher).order_by("-pk")[:more]
+        Payment.objects.bulk_create(
+            Payment(order=order, reference=f"paid-{order.pk}", status="paid", settled_at=timezone.now())
+            for order in paid
+        )
         self.voucher = voucher_update(voucher=self.voucher, strategy="redis_lua")
         self.pool = pool_update(pool=self.pool, strategy="redis_lua")
         self.bucketed = voucher_update(voucher=self.bucketed, strategy="redis_lua")
@@ -99,6 +108,7 @@ class Site:
             "holds sweep voucher": lambda: holds_sweep("voucher"),
             "holds sweep pool": lambda: holds_sweep("pool"),
             "resend, none due": provider_resend_due,
+            "unapplied confirm, none due": override_settings(PAYMENT_CALLBACK_URL="")(payments_unapplied_confirm),
         }
 
 

@@ -262,6 +262,12 @@ CELERY_BEAT_SCHEDULE["payments-provider-resend"] = {
     "schedule": PAYMENT_PROVIDER_RESEND_SECONDS,
     "options": {"expires": PAYMENT_PROVIDER_RESEND_SECONDS},
 }
+# With no callback URL, the site confirms itself the pays whose confirmation met a busy lock.
+CELERY_BEAT_SCHEDULE["payments-unapplied-confirm"] = {
+    "task": "payments.tasks.unapplied_confirm",
+    "schedule": PAYMENT_PROVIDER_RESEND_SECONDS,
+    "options": {"expires": PAYMENT_PROVIDER_RESEND_SECONDS},
+}
 
 # Rate limits (core.ratelimit): {action: {scope: (hits, per seconds)}}, per user and per
 # address, answered 429 with Retry-After. Off for load tests, whose crowd is one address

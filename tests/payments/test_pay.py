@@ -272,6 +272,57 @@ def test_a_pay_again_finishes_a_payment_whose_immediate_confirmation_was_lost(ap
     assert payments_audit(voucher_id=voucher.pk).ok
 
 
+def lost_payment(order_id: int, *, age: timedelta) -> Payment:
+    """A payment whose immediate confirmation found the order's strategy busy, made ``age`` ago."""
+    order = order_row(order_id)
+    lost = Payment.objects.create(order=order, reference=uuid4().hex, open_guard=order.pk)
+    Payment.objects.filter(pk=lost.pk).update(created_at=timezone.now() - age)
+    ProviderCharge.objects.create(reference=lost.reference, sent_at=timezone.now() - age, callbacks=0)
+    return lost
+
+
+def test_the_beat_confirms_a_payment_no_callback_will_bring_once_a_resend_would_be_due(
+    api_client, held_voucher, settings
+):
+    """No callback URL: nothing posts the confirmation a busy strategy left unapplied. The beat
+    applies it once ``PAYMENT_PROVIDER_RESEND_SECONDS`` have passed: paid while the hold is
+    held, refunded (the charge given back) once it has lapsed."""
+    settings.PAYMENT_PROVIDER_RESEND_SECONDS = 30
+    voucher = held_voucher(stock=3)
+    buyer = api_client()
+    young = lost_payment(buy(buyer, voucher), age=timedelta(seconds=5))
+    due = lost_payment(buy(api_client(), voucher), age=timedelta(seconds=31))
+    late_id = buy(api_client(), voucher)
+    late = lost_payment(late_id, age=timedelta(seconds=31))
+    held_until_past(late_id)
+
+    assert services.payments_unapplied_confirm() == 2
+
+    statuses = dict(Payment.objects.values_list("reference", "status"))
+    assert [statuses[p.reference] for p in (young, due, late)] == ["requested", "paid", "refunded"]
+    assert ProviderCharge.objects.get(reference=late.reference).refunded_at is not None
+    assert order_row(late_id).status == "expired"
+    assert stock_of(voucher) == 1  # two held (one paid), the lapsed one's unit back
+    assert services.payments_unapplied_confirm() == 0  # nothing more due
+    assert payments_audit(voucher_id=voucher.pk).ok
+
+
+def test_with_a_callback_url_the_beat_leaves_confirmations_to_the_callbacks(api_client, held_voucher, settings):
+    settings.PAYMENT_CALLBACK_URL = "http://127.0.0.1:9/api/payments/callback"
+    lost = lost_payment(buy(api_client(), held_voucher()), age=timedelta(hours=1))
+    assert services.payments_unapplied_confirm() == 0
+    assert Payment.objects.get(pk=lost.pk).status == "requested"
+
+
+def test_a_provider_that_confirms_late_with_nowhere_to_post_is_a_configuration_error(settings):
+    from django.core.checks import run_checks
+
+    settings.PAYMENT_PROVIDER_DELAY_MS = 200
+    assert "payments.E001" in [error.id for error in run_checks()]
+    settings.PAYMENT_CALLBACK_URL = "http://127.0.0.1:8000/api/payments/callback"
+    assert "payments.E001" not in [error.id for error in run_checks()]
+
+
 def test_a_pay_whose_deadline_passes_while_it_charges_is_refunded_expired(api_client, held_voucher, monkeypatch):
     """The pay read the clock before its charge; the deadline came during it. The settle reads
     the clock again once it holds the payment: the order is expired and the charge refunded,
