@@ -146,3 +146,12 @@ def test_the_resend_costs_the_same_queries_per_batch_with_10_or_1000_due(setting
     if connection.vendor == "mysql":
         for sql in one_batch + three_batches:
             assert not full_scans(sql), sql
+
+
+def test_every_task_the_beat_schedules_is_one_the_worker_knows(settings):
+    from config.celery import app
+
+    app.loader.import_default_modules()
+    scheduled = [entry["task"] for entry in settings.CELERY_BEAT_SCHEDULE.values()]
+    assert "payments.tasks.unapplied_confirm" in scheduled
+    assert [name for name in scheduled if name not in app.tasks] == []
