@@ -22,7 +22,7 @@ from typing import TypeVar
 from ..buckets import home_bucket
 from .client import Reservations
 from .transfers import Borrowed, Transfers
-from .values import GroupKeys, Reserved, Rules, state_id, state_of
+from .values import GroupKeys, Reserved, Rules, rules_states, state_id, state_of
 
 V = TypeVar("V")
 
@@ -84,7 +84,6 @@ def states_load(
             lost_floor=lost_floor,
             abandoned=None if abandoned is None else abandoned[bucket],
         )
-    reservations.client.hset(GroupKeys.of(states[0]).state, "states", len(states))
     return epoch
 
 
@@ -112,10 +111,10 @@ def reserve_at_home(
 
 
 def states_layout(reservations: Reservations, group_id: int) -> int:
-    """How many states the group's loaded state says the item has (``states_load`` writes it
-    in bucket 0's hash): 1 for an unbucketed item, or none loaded."""
-    found = reservations.client.hget(GroupKeys.of(group_id).state, "states")
-    return int(found) if found else 1
+    """How many states the group's loaded state says the item has: its rules say, written by
+    the same LOAD as the state, and bucket 0's loaded last (``states_load``), so a layout
+    read says states that are all there. 1 for an unbucketed item, or none loaded."""
+    return rules_states(reservations.client.hget(GroupKeys.of(group_id).state, "rules"))
 
 
 def busiest_state(reservations: Reservations, state: int) -> int:

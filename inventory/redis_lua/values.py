@@ -316,6 +316,12 @@ def rules_value(rules: Rules) -> bytes:
     )
 
 
+def rules_states(value: bytes | None) -> int:
+    """The item's number of states a state's ``rules`` field says (``rules_value``): 1 for
+    none loaded."""
+    return int(_RULES.unpack(value)[-1]) if value else 1
+
+
 def abandoned_value(holds: int, last_at: datetime | None) -> str:
     """A user's field of the state's abandoned holds (``GroupKeys.abandoned``): ``<holds>:<ms>``,
     the count and when the last was released (0: never)."""

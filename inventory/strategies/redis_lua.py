@@ -45,12 +45,12 @@ from core.window import Ended, NotStarted
 from ..errors import AbandonLimit, CoolingDown, LockBusy, SoldOut, StateMissing, TicketNotLive, Unconfirmed
 from ..models import Strategy
 from ..records import public_of
-from ..redis_lua.bucket_states import item_states, reserve_at_home
+from ..redis_lua.bucket_states import item_states, reserve_at_home, states_layout
 from ..redis_lua.client import REACHABLE, reservations_client
 from ..redis_lua.drain import with_group_lock
 from ..redis_lua.item_buckets import abandoned_values, states_units_return
 from ..redis_lua.transfers import transfers_client
-from ..redis_lua.values import GroupKeys, bucketed_states_allowed, reservation_group
+from ..redis_lua.values import bucketed_states_allowed, reservation_group
 from .base import R, StockStrategy, Take
 from .changes import Change, Expiry, Returned, change_write, expiry_write
 
@@ -167,9 +167,9 @@ class RedisLuaStrategy(StockStrategy):
                     with REACHABLE:
                         reservations = reservations_client()
                         # The layout the loaded state says (a bucketed item's states, or one).
-                        layout = reservations.client.hget(GroupKeys.of(group_id).state, "states")
-                        if layout and int(layout) > 1:
-                            states_units_return(group_id, int(layout), reservations, units, freed, abandoned)
+                        layout = states_layout(reservations, group_id)
+                        if layout > 1:
+                            states_units_return(group_id, layout, reservations, units, freed, abandoned)
                         else:
                             reservations.units_return(
                                 group_id=group_id, units=units, takes_freed=freed, abandoned=abandoned

@@ -18,7 +18,7 @@ from django.conf import settings
 from django.utils import timezone
 
 from inventory.buckets import home_bucket
-from inventory.redis_lua.bucket_states import item_states, reserve_at_home, states_load
+from inventory.redis_lua.bucket_states import item_states, reserve_at_home, states_layout, states_load
 from inventory.redis_lua.client import Reservations
 from inventory.redis_lua.transfers import MOST_TRANSIT_MS, Transfers
 from inventory.redis_lua.values import GroupKeys, Rules
@@ -105,6 +105,28 @@ def test_many_processes_sell_exactly_the_supply_one_per_user_borrowing_across_st
     # Each buyer's take is marked in their home state, where RESERVE checks it.
     for user in set(sold):
         assert reservations.takes(group_id=item[home_bucket(user, 8)], user_id=user) == 1
+
+
+def test_the_layout_is_read_from_bucket_0s_own_load_which_comes_last(client, item, monkeypatch):
+    """A load that stops before bucket 0 (the process killed) leaves no layout that names the
+    states it did not load; once bucket 0 is loaded, its rules name all eight, with nothing
+    written after them."""
+    reservations = Reservations(client)
+    real = reservations.load
+
+    def stop_at_bucket_0(**kwargs):
+        if kwargs["group_id"] == item[0]:
+            raise KeyboardInterrupt("killed")
+        return real(**kwargs)
+
+    monkeypatch.setattr(reservations, "load", stop_at_bucket_0)
+    with pytest.raises(KeyboardInterrupt):
+        load(reservations, item, [1] * 8)
+    assert states_layout(reservations, item[0]) == 1  # nothing says eight: a release goes nowhere wrong
+    monkeypatch.setattr(reservations, "load", real)
+    load(reservations, item, [1] * 8)
+    assert states_layout(reservations, item[0]) == 8
+    assert b"states" not in client.hkeys(GroupKeys.of(item[0]).state)
 
 
 def test_a_transfer_is_applied_once_however_often_in_runs(client, item):
