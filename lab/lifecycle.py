@@ -75,15 +75,18 @@ def lifecycle_cells(product: str, figures: dict) -> list[tuple[str, object, bool
 
 def taken_text(product: str, taken: int, supplied: int, figures: dict, *, lifecycle: bool) -> str:
     """A lane's take against its supply. In a crowd run "105 of 100" is an oversell; in a
-    lifecycle run a unit released and taken again counts each time, so that a safe lane
-    takes more than it was supplied: its words say it was taken again, not beyond."""
+    lifecycle run a unit released and taken again counts each time, so the figure set against
+    the supply leaves those out (beyond the supply only when units were oversold), and the
+    resales and all sales follow in words that say so."""
     if not lifecycle:
         return f"{taken} of {supplied}"
-    verb, again, noun = ("sold", "resold", "units") if product == VOUCHER else ("awarded", "awarded again", "prizes")
-    text = f"{taken} {verb} of {supplied} {noun}"
-    resold = figures.get("resold")
+    resold = figures.get("resold") or 0
+    verb, noun, after, sales = (
+        ("sold", "units", "a release", "sales") if product == VOUCHER else ("awarded", "prizes", "a forfeit", "awards")
+    )
+    text = f"{taken - resold} of {supplied} {noun} {verb}"
     if resold:
-        text += f", {resold} of them {again} after {'a release' if product == VOUCHER else 'a forfeit'}"
+        text += f", {resold} of them again after {after} ({taken} {sales})"
     return text
 
 
