@@ -29,9 +29,11 @@ def test_seed_demo_makes_a_live_a_held_an_upcoming_and_a_sold_out_voucher_once(c
     assert demo_voucher("Bakery box, pay within ten minutes").hold_seconds == 600
     drop = demo_voucher("Midnight sneaker drop")
     assert (drop.admission, drop.admission_rate, drop.admission_ticket_seconds) == ("queue", 2.0, 120)
-    [pool] = Pool.objects.all()
-    assert pool.window_state() == "live"
+    pool, claimed = Pool.objects.get(name="Lucky wheel"), Pool.objects.get(name="Prize wheel, claim within two minutes")
+    assert pool.window_state() == claimed.window_state() == "live"
     assert sorted(p.stock.quantity for p in pool.prizes.select_related("stock")) == [1, 5, 20, 60]
+    assert (pool.hold_seconds, pool.no_prize_weight) == (0, 100)
+    assert (claimed.hold_seconds, claimed.no_prize_weight, claimed.draws_per_user) == (120, 0, 3)
     User = get_user_model()
     assert User.objects.get(username="staff").is_staff
     assert User.objects.get(username="buyer").check_password("buyer-pass-2026")
@@ -52,7 +54,7 @@ def test_seed_demo_starts_the_upcoming_voucher_a_few_minutes_after_each_run():
     assert upcoming.window_state() == "upcoming"
     assert timedelta(minutes=1) <= upcoming.begin_at - before <= timedelta(minutes=10)
     assert demo_voucher("Coffee for 1 cent").window_state() == "live"
-    assert Pool.objects.get().window_state() == "live"  # had ended
+    assert {pool.window_state() for pool in Pool.objects.all()} == {"live"}  # had ended
 
 
 def test_seed_demo_describes_no_fact_that_changes_and_the_pages_show_them_live():
@@ -60,14 +62,17 @@ def test_seed_demo_describes_no_fact_that_changes_and_the_pages_show_them_live()
     # restock or switch, beside the page's own "Strategy: none" and "Left 59 of 60".
     call_command("seed_demo", "--quiet")
     strategies = Strategy.values
-    for description in [*Voucher.objects.values_list("description", flat=True), Pool.objects.get().description]:
+    for description in [
+        *Voucher.objects.values_list("description", flat=True),
+        *Pool.objects.values_list("description", flat=True),
+    ]:
         assert description
         assert not re.search(r"[0-9]", description), description
         assert not any(name in description for name in strategies), description
         assert "minutes" not in description  # "Starts in ten minutes." was false ten minutes later
     coffee = demo_voucher("Coffee for 1 cent")
     voucher_update(voucher=coffee, strategy="none", restock=10)
-    pool = Pool.objects.get()
+    pool = Pool.objects.get(name="Lucky wheel")
     headphones = pool.prizes.get(name="Headphones")
     prize_update(prize=headphones, restock=3)
     pool_update(pool=pool, strategy="redis_lock")

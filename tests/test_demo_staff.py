@@ -9,7 +9,7 @@ from django.contrib.auth import get_user_model
 from django.core.management import call_command
 from django.test import Client
 
-from config.management.commands.seed_demo import DEMO_STAFF, DEMO_STAFF_PERMISSIONS, DEMO_VOUCHERS
+from config.management.commands.seed_demo import DEMO_POOLS, DEMO_STAFF, DEMO_STAFF_PERMISSIONS, DEMO_VOUCHERS
 from lottery.models import Pool
 from orders.models import Voucher
 from tests.stock import stock_left
@@ -56,7 +56,7 @@ def test_the_demo_staff_uses_the_voucher_and_pool_admin(make_voucher):
     call_command("seed_demo", "--quiet")
     client = staff_client()
     voucher = Voucher.objects.filter(title="Coffee for 1 cent").get()
-    pool = Pool.objects.get()
+    pool = Pool.objects.get(name="Lucky wheel")
     for path in (
         "/admin/",
         "/admin/orders/voucher/",
@@ -107,7 +107,7 @@ def test_seed_demo_without_logins_seeds_the_sales_and_no_known_password(capsys):
     User = get_user_model()
     assert not User.objects.filter(username__in=["buyer", "staff"]).exists()
     assert not User.objects.filter(is_staff=True).exists()
-    assert Voucher.objects.count() == len(DEMO_VOUCHERS) == 4 and Pool.objects.count() == 1
+    assert Voucher.objects.count() == len(DEMO_VOUCHERS) == 4 and Pool.objects.count() == len(DEMO_POOLS) == 2
     # The sold-out voucher's buyers cannot log in at all.
     assert not any(user.has_usable_password() for user in User.objects.all())
     out = capsys.readouterr().out

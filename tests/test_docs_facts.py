@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from config.management.commands.seed_demo import DEMO_POOL, DEMO_VOUCHERS
+from config.management.commands.seed_demo import DEMO_CLAIM_POOL, DEMO_POOL, DEMO_POOLS, DEMO_VOUCHERS
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -24,7 +24,8 @@ def test_the_demo_vouchers_the_operations_page_lists_are_those_seed_demo_makes()
     entry = seed_demo_entry()
     listed = re.findall(r'^\s*- "([^"]+)":', entry, re.MULTILINE)
     assert sorted(listed) == sorted(DEMO_VOUCHERS), "docs/operations.md's demo vouchers and seed_demo's differ"
-    assert f'"{DEMO_POOL}"' in entry
+    for pool in DEMO_POOLS:
+        assert f'"{pool}"' in entry, pool
 
 
 def test_each_demo_voucher_is_said_with_its_supply_and_whether_it_holds_for_payment():
@@ -92,7 +93,8 @@ def test_the_tour_opens_the_demos_own_items_and_says_how_to_run_and_test():
     readme = (ROOT / "README.md").read_text()
     tour = readme.split("## A five-minute tour", 1)[1].split("\n## ", 1)[0]
     quoted = set(re.findall(r'"([^"]+)"', tour))
-    demo = {*DEMO_VOUCHERS, DEMO_POOL}
-    assert {"Coffee for 1 cent", "Bakery box, pay within ten minutes", DEMO_POOL} <= demo
-    assert quoted & demo == {"Coffee for 1 cent", "Bakery box, pay within ten minutes", DEMO_POOL}
+    demo = {*DEMO_VOUCHERS, *DEMO_POOLS}
+    toured = {"Coffee for 1 cent", "Bakery box, pay within ten minutes", DEMO_POOL, DEMO_CLAIM_POOL}
+    assert toured <= demo
+    assert quoted & demo == toured
     assert "make run" in readme and "make test" in readme

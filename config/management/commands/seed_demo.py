@@ -67,7 +67,19 @@ DEMO_VOUCHERS = {
 # for two minutes (docs/api.md, "Waiting room").
 DEMO_QUEUED = {UPCOMING: {"admission": "queue", "admission_rate": 2.0, "admission_ticket_seconds": 120}}
 DEMO_POOL = "Lucky wheel"
-DEMO_PRIZES = [("Weekend trip", 1, 800), ("Headphones", 5, 120), ("Tote bag", 20, 15), ("Free coffee", 60, 3)]
+DEMO_CLAIM_POOL = "Prize wheel, claim within two minutes"
+# name: (draws per user, weight of no prize, claim window in seconds, prizes: name, stock, value).
+# The lucky wheel's prizes are the winner's at once; every draw of the prize wheel wins, the
+# prize held two minutes for its claim and forfeited back to the wheel when not claimed.
+DEMO_POOLS = {
+    DEMO_POOL: (
+        3,
+        100,
+        0,
+        [("Weekend trip", 1, 800), ("Headphones", 5, 120), ("Tote bag", 20, 15), ("Free coffee", 60, 3)],
+    ),
+    DEMO_CLAIM_POOL: (3, 0, 120, [("Tote bag", 20, 15), ("Free coffee", 60, 3)]),
+}
 DEMO_LASTS = timedelta(days=7)
 DEMO_STRATEGY = "db_atomic"
 
@@ -91,13 +103,17 @@ DEMO_DESCRIPTIONS = {
         "Spin the wheel for a prize. A draw wins each prize with the probability of its stock left over "
         "all stock left plus the weight of no prize, so the odds below move as prizes are won."
     ),
+    DEMO_CLAIM_POOL: (
+        "Every spin wins while prizes last. A prize won is held for you while you claim it; one not claimed in "
+        "time goes back in the wheel for the next spin."
+    ),
 }
 
 
 class Command(BaseCommand):
     help = (
         "Create or refresh the demo: a live voucher, a live one held for payment, an upcoming and a sold-out "
-        "voucher, a live prize pool, "
+        "voucher, a live prize pool and one that holds its prizes for a claim, "
         "a buyer and a staff user. Windows are set from now on every run; idempotent."
     )
 
@@ -138,22 +154,24 @@ class Command(BaseCommand):
                 description=DEMO_DESCRIPTIONS[title],
                 **DEMO_QUEUED.get(title, {}),
             )
-        pool = Pool.objects.filter(name=DEMO_POOL).first()
-        if pool is None:
-            pool = pool_create(
-                name=DEMO_POOL,
-                begin_at=now - timedelta(minutes=5),
-                end_at=now + DEMO_LASTS,
-                draws_per_user=3,
-                no_prize_weight=100,
-                strategy=DEMO_STRATEGY,
-            )
-            for name, stock, value in DEMO_PRIZES:
-                prize_create(pool=pool, name=name, stock=stock, value=value)
-            created += 1
-        else:
-            pool_update(pool=pool, begin_at=now - timedelta(minutes=5), end_at=now + DEMO_LASTS)
-        pool_update(pool=pool_get(pool_id=pool.pk), description=DEMO_DESCRIPTIONS[DEMO_POOL])
+        for name, (draws, no_prize, window, prizes) in DEMO_POOLS.items():
+            pool = Pool.objects.filter(name=name).first()
+            if pool is None:
+                pool = pool_create(
+                    name=name,
+                    begin_at=now - timedelta(minutes=5),
+                    end_at=now + DEMO_LASTS,
+                    draws_per_user=draws,
+                    no_prize_weight=no_prize,
+                    strategy=DEMO_STRATEGY,
+                    hold_seconds=window,
+                )
+                for prize, stock, value in prizes:
+                    prize_create(pool=pool, name=prize, stock=stock, value=value)
+                created += 1
+            else:
+                pool_update(pool=pool, begin_at=now - timedelta(minutes=5), end_at=now + DEMO_LASTS)
+            pool_update(pool=pool_get(pool_id=pool.pk), description=DEMO_DESCRIPTIONS[name])
         if quiet:
             return
         self.stdout.write(f"Demo data ready ({created} created; every window now starts from this run).")
