@@ -1,9 +1,11 @@
 from django.contrib import admin
+from django.db import transaction
 
 from core.admin import CreatedColumn
 from core.moments import moment_text
 
 from .models import ApiToken
+from .services import tokens_owners_locked
 
 
 @admin.register(ApiToken)
@@ -19,3 +21,10 @@ class ApiTokenAdmin(CreatedColumn, admin.ModelAdmin):
 
     def has_add_permission(self, request):
         return False
+
+    def delete_queryset(self, request, queryset):
+        # The owners locked first, in key order: each token's delete would lock its owner in
+        # the tokens' order, against a bulk revocation locking the same users in theirs.
+        with transaction.atomic():
+            tokens_owners_locked(user_ids=set(queryset.values_list("user_id", flat=True)))
+            super().delete_queryset(request, queryset)

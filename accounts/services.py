@@ -20,6 +20,10 @@ from .models import ActiveChange, ApiToken, TokenCutoff, token_expiry
 from .permissions import permissions_named
 from .tokens import CHANGES_KEPT, revocations, token_hash, token_new
 
+# Users whose tokens ``tokens_revoke`` deletes and records at a time: within a statement's
+# parameters on every database (SQLite's included).
+TOKENS_REVOKED_USERS = 1000
+
 
 class TokenNotFound(DomainError):
     code = "not_found"
@@ -27,20 +31,30 @@ class TokenNotFound(DomainError):
     default_message = "You have no such token."
 
 
+class LoginOutdated(DomainError):
+    """The user's password or ``is_active`` changed between the check of the login and its
+    token: the change revoked every token the user held then, and must not spare this one."""
+
+    code = "unauthorized"
+    status = 401
+    default_message = "The account changed during the login: log in again."
+
+
 def _new_token(*, user_id: int, stamp: int, expires_at) -> tuple[str, str]:
     raw = token_new(user_id=user_id, stamp=stamp, expires_at=expires_at)
     return raw, token_hash(raw)
 
 
-def tokens_owners_locked(*, user_ids) -> None:
-    """Lock the users' rows, in primary-key order: every change of a user's tokens holds its
-    row first (issuing, revoking, deleting), so their stamps and cutoffs never race."""
-    list(
+def tokens_owners_locked(*, user_ids, fields: tuple[str, ...] = ("pk",)) -> list[tuple]:
+    """Lock the users' rows, in primary-key order, and read their ``fields``: every change of
+    a user's tokens holds its row first (issuing, revoking, deleting), so that their stamps
+    and cutoffs never race."""
+    return list(
         get_user_model()
         ._default_manager.select_for_update()
         .filter(pk__in=list(user_ids))
         .order_by("pk")
-        .values_list("pk")
+        .values_list(*fields)
     )
 
 
@@ -66,9 +80,14 @@ def token_issue(*, user, ttl: timedelta | None = None) -> str:
     every login issues a token, and a client that logs in on every run would otherwise
     leave a trail of tokens that all still work. So do the revocations and the changes of
     ``is_active`` that no process needs any longer (``accounts.tokens``).
+
+    ``LoginOutdated`` when the user's password or ``is_active`` in the database is not the
+    ``user``'s any more: a change committed since its login was checked revoked every token
+    then, and issuing after it would hand the old password a working token.
     """
     expires_at = _expiry(ttl)
-    tokens_owners_locked(user_ids=[user.pk])
+    if tokens_owners_locked(user_ids=[user.pk], fields=("password", "is_active")) != [(user.password, user.is_active)]:
+        raise LoginOutdated()
     stamp = _stamp_next(user_id=user.pk)
     raw, digest = _new_token(user_id=user.pk, stamp=stamp, expires_at=expires_at)
     token = ApiToken.objects.create(user=user, key_hash=digest, stamp=stamp, expires_at=expires_at)
@@ -76,7 +95,9 @@ def token_issue(*, user, ttl: timedelta | None = None) -> str:
     ApiToken.objects.filter(user=user, expires_at__lte=now).delete()
     # Kept a while past their end: a process forgets a cutoff up to a minute after it
     # (``accounts.tokens.OVERLAP``), and the stamps above it must stay above it till then.
-    TokenCutoff.objects.filter(expires_at__lte=now - CHANGES_KEPT).delete()
+    # Rows another transaction holds (a revocation upserting them) are left to the next login.
+    ended = TokenCutoff.objects.filter(expires_at__lte=now - CHANGES_KEPT).select_for_update(skip_locked=True)
+    TokenCutoff.objects.filter(pk__in=list(ended.values_list("pk", flat=True)[:1000])).delete()
     ActiveChange.objects.filter(expires_at__lte=now - CHANGES_KEPT).delete()
     kept = ApiToken.objects.filter(user=user).order_by("-created_at", "-pk").values_list("pk", flat=True)
     surplus = list(kept[max(settings.API_TOKENS_PER_USER, 1) :])
@@ -88,6 +109,7 @@ def token_issue(*, user, ttl: timedelta | None = None) -> str:
 @transaction.atomic
 def token_revoke(*, user, token_id: int) -> None:
     """Revoke one of ``user``'s tokens; another user's is not found, as if it did not exist."""
+    tokens_owners_locked(user_ids=[user.pk])
     deleted, _ = ApiToken.objects.filter(pk=token_id, user=user).delete()
     if not deleted:
         raise TokenNotFound()
@@ -96,13 +118,16 @@ def token_revoke(*, user, token_id: int) -> None:
 @transaction.atomic
 def token_revoke_raw(*, user, raw: str) -> bool:
     """Revoke the token ``raw`` if it is ``user``'s (logging out); whether one was."""
+    tokens_owners_locked(user_ids=[user.pk])
     deleted, _ = ApiToken.objects.filter(key_hash=token_hash(raw), user=user).delete()
     return bool(deleted)
 
 
 @transaction.atomic
 def user_tokens_revoke(*, user_id: int) -> int:
-    """Revoke every token of the user (the password changed); the number revoked."""
+    """Revoke every token of the user (the password changed); the number revoked. Locked
+    before its tokens are read: a token issued meanwhile is among them."""
+    tokens_owners_locked(user_ids=[user_id])
     deleted, _ = ApiToken.objects.filter(user_id=user_id).delete()
     return deleted
 
@@ -181,7 +206,7 @@ def tokens_revocations_record(*, tokens: Sequence[ApiToken]) -> None:
         TokenCutoff(
             user_id=user_id, stamp=stamp, spared=" ".join(map(str, spared[user_id])), changed_at=now, expires_at=ends
         )
-        for user_id, (stamp, ends) in cut.items()
+        for user_id, (stamp, ends) in sorted(cut.items())  # locked in key order, as the users were
     ]
     # An upsert, not an update of the rows read: issuing purges other users' ended cutoffs
     # without their locks. MySQL names no conflict target (its one unique key here); SQLite must.
@@ -198,21 +223,25 @@ def tokens_revocations_record(*, tokens: Sequence[ApiToken]) -> None:
 @transaction.atomic
 def tokens_revoke(*, username_prefix: str) -> int:
     """Delete every token of the users whose name starts with ``username_prefix`` (a load
-    run's crowd, once it is over); the number deleted. Deleted in bulk, their revocations
-    recorded in bulk, rather than a receiver's few queries for each of thousands."""
+    run's crowd, once it is over); the number deleted. Deleted in bulk and their revocations
+    recorded in bulk, a thousand users at a time, rather than a receiver's few queries for
+    each of thousands of tokens."""
     if not username_prefix:
         raise ValueError("a prefix is needed: revoking every token is not what this is for")
     users = get_user_model()._default_manager.filter(username__startswith=username_prefix)
-    tokens_owners_locked(user_ids=users.values_list("pk", flat=True))
-    tokens = list(ApiToken.objects.filter(user__in=users).only("user_id", "stamp", "expires_at"))
+    ids = list(users.order_by("pk").values_list("pk", flat=True))
     deleted = 0
     table = connection.ops.quote_name(ApiToken._meta.db_table)
     with connection.cursor() as cursor:
-        for start in range(0, len(tokens), 1000):
-            batch = [token.pk for token in tokens[start : start + 1000]]
-            cursor.execute(f"DELETE FROM {table} WHERE id IN ({', '.join(['%s'] * len(batch))})", batch)
-            deleted += cursor.rowcount
-    tokens_revocations_record(tokens=tokens)
+        for start in range(0, len(ids), TOKENS_REVOKED_USERS):
+            chunk = ids[start : start + TOKENS_REVOKED_USERS]
+            tokens_owners_locked(user_ids=chunk)
+            tokens = list(ApiToken.objects.filter(user_id__in=chunk).only("user_id", "stamp", "expires_at"))
+            for first in range(0, len(tokens), 1000):
+                batch = [token.pk for token in tokens[first : first + 1000]]
+                cursor.execute(f"DELETE FROM {table} WHERE id IN ({', '.join(['%s'] * len(batch))})", batch)
+                deleted += cursor.rowcount
+            tokens_revocations_record(tokens=tokens)
     return deleted
 
 

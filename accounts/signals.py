@@ -5,7 +5,9 @@ A deleted token is recorded in the deleting transaction (``tokens_revocations_re
 token is never gone from the database while still trusted by the processes that check it
 without the database (``accounts.tokens``): a queryset's delete, the admin's, the cascade
 from a deleted user all send ``post_delete`` for each token. Its user's row is locked before
-(``pre_delete``), as issuing a token locks it first, so the two never wait on each other.
+(``pre_delete``), as issuing a token locks it first: a delete and a login of one user wait
+for each other rather than deadlock. A delete of many users' tokens locks them all first,
+in key order (``tokens_revoke``, the tokens' admin).
 
 A changed password:
 

@@ -84,7 +84,7 @@ def _api(site: Site) -> list[Case]:
 
     def revocations_read() -> None:
         # Read now if due, so that the run reads nothing: any claims will do.
-        revocations.revoked(Claims(user_id=0, expires_at=0, key_hash=""))
+        revocations.revoked(Claims(user_id=0, expires_at=0, stamp=0, key_hash=""))
 
     def revocations_due() -> None:
         revocations.read_soon()

@@ -34,7 +34,7 @@ HISTORY_GLOB = "history-[0-9]*.jsonl"
 
 def token_user(token: str) -> int | None:
     """The user id a bearer token signs (``accounts.tokens.token_new``:
-    ``<user id>.<end>.<nonce>:<signature>``); None for a token of another form."""
+    ``<user id>.<end>.<stamp>.<nonce>:<signature>``); None for a token of another form."""
     head = token.split(".", 1)[0]
     return int(head) if head.isdigit() else None
 

@@ -131,7 +131,7 @@ def test_a_token_signed_with_the_published_key_is_refused_on_a_make_run_server(s
         # The forgery of the probe: the same user, the end of time, the published key.
         user_id = issued.split(".")[0]
         forged = signing.Signer(key=PUBLISHED_KEY, salt="accounts.tokens", algorithm="sha256").sign(
-            f"{user_id}.253402300799.{secrets.token_urlsafe(16)}"
+            f"{user_id}.253402300799.1.{secrets.token_urlsafe(16)}"
         )
         assert status(f"{base}/api/orders", forged) == 401
         assert stat.S_IMODE((tmp_path / "secret_key").stat().st_mode) == 0o600

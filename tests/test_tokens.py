@@ -20,7 +20,14 @@ from django.utils import timezone
 from accounts import tokens
 from accounts.models import ActiveChange, ApiToken, TokenCutoff
 from accounts.selectors import user_for_token
-from accounts.services import token_hash, token_issue, token_revoke_raw, tokens_revoke, users_with_tokens_create
+from accounts.services import (
+    LoginOutdated,
+    token_hash,
+    token_issue,
+    token_revoke_raw,
+    tokens_revoke,
+    users_with_tokens_create,
+)
 from accounts.tokens import Revocations, RevocationsUnknown, revocations, token_claims
 from locking.testing import free_port
 
@@ -263,6 +270,7 @@ def test_every_user_of_a_bulk_deactivation_is_refused_and_one_holding_no_token_c
 def test_a_token_issued_to_an_inactive_user_is_refused(make_user):
     user = make_user()
     users_update(user, is_active=False)  # holding no token: nothing recorded
+    user.refresh_from_db()  # as a login reads it
     raw = token_issue(user=user)
     assert Revocations().revoked(token_claims(raw))
     revocations.read_soon()
@@ -621,7 +629,7 @@ def test_logins_and_logouts_of_one_user_in_many_processes_spare_no_revoked_token
     user_id = make_user().pk
 
     def log_in_and_out(_slot) -> tuple[list[str], list[str]]:
-        holder = get_user_model()(pk=user_id)
+        holder = get_user_model().objects.get(pk=user_id)  # as a login reads it
         kept, gone = [], []
         for n in range(4):
             raw = token_issue(user=holder)
@@ -642,3 +650,16 @@ def test_logins_and_logouts_of_one_user_in_many_processes_spare_no_revoked_token
     assert [process.revoked(token_claims(raw)) for raw in kept] == [False] * 24
     assert len({token_claims(raw).stamp for raw in kept + gone}) == 48  # each its own stamp
     assert TokenCutoff.objects.filter(user_id=user_id).count() == 1
+
+
+def test_a_login_checked_before_a_password_change_gets_no_token_after_it(make_user):
+    """The login read the user and checked the old password; the change committed, revoking
+    every token, before the login issued its own: it must not spare the old password one."""
+    user = make_user()
+    checked = get_user_model().objects.get(pk=user.pk)  # the login's read, the old password
+    user.set_password("the-new-secret-99")
+    user.save()
+    with pytest.raises(LoginOutdated):
+        token_issue(user=checked)
+    assert not ApiToken.objects.filter(user=user).exists()
+    assert works(token_issue(user=get_user_model().objects.get(pk=user.pk)))  # a login after it does
