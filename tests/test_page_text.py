@@ -142,7 +142,7 @@ def test_the_demo_item_pages_state_the_strategy_once(client):
 
     call_command("seed_demo", "--quiet")
     urls = [f"/vouchers/{pk}/" for pk in Voucher.objects.values_list("pk", flat=True)]
-    urls.append(f"/pools/{Pool.objects.get().pk}/")
+    urls += [f"/pools/{pk}/" for pk in Pool.objects.values_list("pk", flat=True)]
     for url in urls:
         page = visible_text(client.get(url).content.decode())
         assert page.count("db_atomic") == 1, (url, page)

@@ -16,12 +16,14 @@ row never changes bucket, so every row is always written under the same name.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from functools import lru_cache
 
 from django.conf import settings
 from django.db import transaction
+from redis.exceptions import RedisError
 
 from core.faultpoints import fault_point
 from core.namespace import key_prefix
@@ -32,6 +34,19 @@ from locking.lease import LeasedLock
 from ..errors import LockBusy
 from ..models import Stock, Strategy
 from .base import Held, StockStrategy, Take, read_remaining, sold_out_on_negative_stock, units_out
+
+logger = logging.getLogger(__name__)
+
+
+def _let_go(lock: LeasedLock) -> None:
+    """Release ``lock`` once the transaction is over. Redis out of reach then is no failure of
+    the take: the COMMIT is done (or rolled back) and the lease ends the lock on its own.
+    Raised, it answered 503 for a take that was made, whose retry under its idempotency key
+    would take again."""
+    try:
+        lock.release()
+    except RedisError as exc:
+        logger.warning("Could not release the lock %s (%s): its lease ends it.", lock.label, exc)
 
 
 def stock_lock_name(group_id: int, bucket: int | None) -> str:
@@ -120,7 +135,7 @@ class RedisLockStrategy(StockStrategy):
     @staticmethod
     def _release_group(held: Held) -> None:
         if held.group_lock is not None:
-            held.group_lock.release()
+            _let_go(held.group_lock)
             held.group_lock = None
 
     def read(self, take: Take, held: Held, attempt: int) -> Mapping[int, int]:
@@ -149,4 +164,4 @@ class RedisLockStrategy(StockStrategy):
         try:
             yield lock
         finally:
-            lock.release()
+            _let_go(lock)

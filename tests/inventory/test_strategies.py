@@ -349,3 +349,21 @@ def test_redis_locks_guard_of_the_per_user_rule_leaves_no_key_per_buyer():
     fences = [f"{key_prefix()}lock:{{{rule_scope('test', group.pk, user_id)}}}:fence" for user_id in (1, 2, 3)]
     assert locks_redis().exists(*fences) == 0
     assert locks_redis().exists(f"{key_prefix()}lock:{{stock-group:{group.pk}}}:fence")
+
+
+@pytest.mark.parametrize("strategy", ["redis_lock", "redlock"])
+def test_a_take_made_stands_when_redis_fails_at_the_locks_release(strategy, monkeypatch):
+    """The COMMIT is done when the locks are let go: Redis timing out then raised, the API
+    answered 503 for a take that was made, and its retry under the same idempotency key took
+    again. The take's result stands; the leases end the locks."""
+    import redis
+
+    from locking.lease import LeasedLock
+
+    def timed_out(self):
+        raise redis.TimeoutError("Timeout reading from socket")
+
+    monkeypatch.setattr(LeasedLock, "release", timed_out)
+    group, (row,) = make_group(3)
+    assert STRATEGIES[strategy].take(a_take(group)) == row
+    assert stock_of([row]) == [2]
