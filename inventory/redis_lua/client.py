@@ -228,11 +228,11 @@ class Reservations:
             self.client.xclaim(key, PERSIST_GROUP, consumer, 0, entry_ids, idle=HANDED_BACK_IDLE_MS, justid=True)
 
     def done(self, *, group_id: int, entry_ids: list[str]) -> None:
-        """Acknowledge and drop persisted entries: call only once their rows are committed."""
+        """Acknowledge and drop committed entries in one MULTI: acked but kept, one is never handed out again."""
         if not entry_ids:
             return
         key = GroupKeys.of(group_id).pending
-        pipe = self.client.pipeline(transaction=False)
+        pipe = self.client.pipeline(transaction=True)
         pipe.xack(key, PERSIST_GROUP, *entry_ids)
         pipe.xdel(key, *entry_ids)
         pipe.execute()
