@@ -4,6 +4,7 @@ live Redis state, and the user's records with those still pending or failed in R
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 from django.db.models import Model, QuerySet
@@ -59,9 +60,11 @@ def item_forget(product: Product, *, item_id: int) -> None:
     _reserving.forget((product.kind, item_id))
 
 
-def items_live(product: Product) -> QuerySet:
-    """The ``redis_lua`` items whose sale has not ended: those with a live Redis state."""
-    return product.items().filter(strategy=Strategy.REDIS_LUA, end_at__gt=timezone.now())
+def items_live(product: Product, *, ended_within: float = 0) -> QuerySet:
+    """The ``redis_lua`` items whose sale has not ended (or ended less than ``ended_within``
+    seconds ago): those with a live Redis state. A range of the (strategy, end) index."""
+    since = timezone.now() - timedelta(seconds=ended_within)
+    return product.items().filter(strategy=Strategy.REDIS_LUA, end_at__gt=since)
 
 
 def record_of(product: Product, found: Pending | Failed, item: Any) -> Model:

@@ -8,6 +8,7 @@ from __future__ import annotations
 from functools import partial
 
 from celery import shared_task
+from django.conf import settings
 
 from .holds import holds_expire_all
 from .items import items_live
@@ -42,11 +43,13 @@ def reservations_sweep(kind: str) -> int:
     """Beat: ask for a drain of every ``redis_lua`` item of the kind whose stream has
     reservations waiting (those whose asking was lost: a web process that died after its
     script, or a broker that was down), one per stream of a bucketed item's states; the
-    number asked for. Also the bucketed items' recovery and rebalancer."""
+    number asked for. Also the bucketed items' recovery and rebalancer. Items whose sale
+    ended less than ``RESERVATIONS_SWEEP_AFTER_END_SECONDS`` ago too: their last
+    reservations would wait for ever otherwise."""
     product = product_of(kind)
     reservations = reservations_client()
     groups = []
-    for item in items_live(product).order_by():
+    for item in items_live(product, ended_within=settings.RESERVATIONS_SWEEP_AFTER_END_SECONDS).order_by():
         buckets = item_bucketed(product, item)
         if buckets == 1:
             groups.append((item.pk, product.group_of(item)))

@@ -221,6 +221,9 @@ RESERVATIONS_PERSIST_CONSUMERS = env_int("RESERVATIONS_PERSIST_CONSUMERS", 2)
 # was lost, every RESERVATIONS_SWEEP_SECONDS.
 RESERVATIONS_KICK_MS = env_int("RESERVATIONS_KICK_MS", 200)
 RESERVATIONS_SWEEP_SECONDS = env_int("RESERVATIONS_SWEEP_SECONDS", 2)
+# The sweep goes on this long after a sale's end: reservations made just before it whose ask
+# was lost, or left by a database out of reach at the end, are still written.
+RESERVATIONS_SWEEP_AFTER_END_SECONDS = env_int("RESERVATIONS_SWEEP_AFTER_END_SECONDS", 24 * 3600)
 # How often the beat compares every redis_lua item's Redis state with the database,
 # repairs drift and rebuilds a missing state (a buyer who finds one missing also asks for
 # its rebuild at once).
@@ -256,18 +259,14 @@ CELERY_BEAT_SCHEDULE = {
         ("holds_sweep", HOLDS_SWEEP_SECONDS),
     )
 }
-# The payment provider sends again the confirmations nobody acknowledged (payments.tasks).
-CELERY_BEAT_SCHEDULE["payments-provider-resend"] = {
-    "task": "payments.tasks.provider_resend",
-    "schedule": PAYMENT_PROVIDER_RESEND_SECONDS,
-    "options": {"expires": PAYMENT_PROVIDER_RESEND_SECONDS},
-}
-# With no callback URL, the site confirms itself the pays whose confirmation met a busy lock.
-CELERY_BEAT_SCHEDULE["payments-unapplied-confirm"] = {
-    "task": "payments.tasks.unapplied_confirm",
-    "schedule": PAYMENT_PROVIDER_RESEND_SECONDS,
-    "options": {"expires": PAYMENT_PROVIDER_RESEND_SECONDS},
-}
+# The payment provider sends again the confirmations nobody acknowledged; with no callback
+# URL, the site confirms itself the pays whose confirmation met a busy lock (payments.tasks).
+for _task in ("provider_resend", "unapplied_confirm"):
+    CELERY_BEAT_SCHEDULE[f"payments-{_task.replace('_', '-')}"] = {
+        "task": f"payments.tasks.{_task}",
+        "schedule": PAYMENT_PROVIDER_RESEND_SECONDS,
+        "options": {"expires": PAYMENT_PROVIDER_RESEND_SECONDS},
+    }
 
 # Rate limits (core.ratelimit): {action: {scope: (hits, per seconds)}}, per user and per
 # address, answered 429 with Retry-After. Off for load tests, whose crowd is one address
