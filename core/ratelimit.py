@@ -161,7 +161,7 @@ def client_address(request) -> str:
     if address is None or not proxies or not _within(address, proxies):
         return peer if address is None else str(address)
     for hop in reversed(request.META.get("HTTP_X_FORWARDED_FOR", "").split(",")):
-        told = _address(hop.strip())
+        told = _address(_without_port(hop.strip()))
         if told is None:
             break  # not an address: the proxy that passed it on is as far as we know
         address = told
@@ -189,6 +189,24 @@ def client_counted(request) -> str:
 @lru_cache(maxsize=4)
 def _trusted_proxies(networks: tuple[str, ...]) -> tuple:
     return tuple(ipaddress.ip_network(network, strict=False) for network in networks)
+
+
+def peer_is_trusted_proxy(request) -> bool:
+    """Whether the request came straight from one of ``TRUSTED_PROXIES``: only then is what it
+    says of the client (its address, its scheme) believed."""
+    proxies = _trusted_proxies(tuple(settings.TRUSTED_PROXIES))
+    address = _address(request.META.get("REMOTE_ADDR", ""))
+    return address is not None and bool(proxies) and _within(address, proxies)
+
+
+def _without_port(hop: str) -> str:
+    """An ``X-Forwarded-For`` entry without the port some proxies add (``1.2.3.4:555``,
+    ``[2001:db8::1]:555``): read as no address, every client behind such a proxy was counted
+    as the proxy itself, one budget for all."""
+    if hop.startswith("["):
+        return hop[1:].split("]", 1)[0]
+    host, colon, port = hop.rpartition(":")
+    return host if colon and "." in host and ":" not in host and port.isdigit() else hop
 
 
 def _address(text: str):

@@ -44,6 +44,10 @@ PASSWORD = "right-pass-2026"
         ("10.0.0.2", "6.6.6.6, not-an-address", "10.0.0.2"),
         ("10.0.0.2", "::ffff:198.51.100.1", "198.51.100.1"),
         ("::ffff:203.0.113.9", "", "203.0.113.9"),
+        # With the port some proxies add: read as no address, everyone behind was the proxy.
+        ("10.0.0.2", "198.51.100.1:5123", "198.51.100.1"),
+        ("10.0.0.2", "[2001:db8::1]:5123", "2001:db8::1"),
+        ("10.0.0.2", "6.6.6.6, 198.51.100.1:5123, 10.0.0.7:80", "198.51.100.1"),
     ],
 )
 def test_the_address_is_the_peers_unless_a_trusted_proxy_forwarded_for_another(settings, peer, forwarded, expected):
@@ -64,6 +68,16 @@ def test_the_address_is_the_peers_unless_a_trusted_proxy_forwarded_for_another(s
 def test_the_rate_limits_count_an_ipv6_client_by_its_64(settings, peer, counted):
     settings.TRUSTED_PROXIES = []
     assert client_counted(RequestFactory().get("/", REMOTE_ADDR=peer)) == counted
+
+
+@pytest.mark.parametrize(("peer", "believed"), [("10.0.0.2", True), ("203.0.113.9", False)])
+def test_the_scheme_a_request_names_is_believed_from_a_trusted_proxy_only(settings, peer, believed):
+    from core.proxied import ProxiedSchemeMiddleware
+
+    settings.TRUSTED_PROXIES = ["10.0.0.0/24"]
+    settings.SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")  # as production has it
+    request = RequestFactory().get("/", REMOTE_ADDR=peer, HTTP_X_FORWARDED_PROTO="https")
+    assert ProxiedSchemeMiddleware(lambda seen: seen.is_secure())(request) is believed
 
 
 def test_without_trusted_proxies_every_header_is_ignored(settings):

@@ -71,6 +71,7 @@ MIDDLEWARE = [
     "core.requestid.RequestIdMiddleware",
     # Outside Django's own, so that every response gets the policy, whichever middleware answered.
     "core.csp.ContentSecurityPolicyMiddleware",
+    "core.proxied.ProxiedSchemeMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
