@@ -51,6 +51,7 @@ import math
 import re
 import secrets
 import time
+from contextlib import suppress
 from dataclasses import dataclass
 
 import redis
@@ -250,26 +251,51 @@ def idempotency_claim(request, response: HttpResponse, *, action: str, user_id: 
     claim_or_read = _script(_CLAIM_SCRIPT)
     give_up = time.monotonic() + settings.IDEMPOTENCY_WAIT_SECONDS
     pause = FIRST_PAUSE
-    while True:
-        # Claimed (None), or what the key holds; a claim that lapsed meanwhile is taken anew.
-        found = claim_or_read(
-            keys=[key, live], args=[running, running_ms, member, settings.IDEMPOTENCY_KEYS_PER_USER, kept_ms]
-        )
-        if found is None:
-            setattr(request, _HELD, Claim(key=key, running=running, fingerprint=mine, live=live, member=member))
-            return None
-        if isinstance(found, int):
-            raise IdempotencyKeysExhausted(retry_after=max(1, math.ceil(found / 1000)))
-        record = json.loads(found)
-        if record["fingerprint"] != mine:
-            raise IdempotencyKeyReused()
-        if "status" in record:
-            return _replay(response, record)
-        left = give_up - time.monotonic()
-        if left <= 0:
-            raise IdempotencyInProgress()
-        time.sleep(min(pause, left))
-        pause = min(pause * 2, LONGEST_PAUSE)
+    waiters = None
+    try:
+        while True:
+            # Claimed (None), or what the key holds; a claim that lapsed meanwhile is taken anew.
+            found = claim_or_read(
+                keys=[key, live], args=[running, running_ms, member, settings.IDEMPOTENCY_KEYS_PER_USER, kept_ms]
+            )
+            if found is None:
+                setattr(request, _HELD, Claim(key=key, running=running, fingerprint=mine, live=live, member=member))
+                return None
+            if isinstance(found, int):
+                raise IdempotencyKeysExhausted(retry_after=max(1, math.ceil(found / 1000)))
+            record = json.loads(found)
+            if record["fingerprint"] != mine:
+                raise IdempotencyKeyReused()
+            if "status" in record:
+                return _replay(response, record)
+            left = give_up - time.monotonic()
+            if left <= 0:
+                raise IdempotencyInProgress()
+            if waiters is None:
+                waiters = f"{key}:waiters"
+                if _waiter_join(waiters) > settings.IDEMPOTENCY_WAITERS:
+                    raise IdempotencyInProgress()
+            time.sleep(min(pause, left))
+            pause = min(pause * 2, LONGEST_PAUSE)
+    finally:
+        if waiters is not None:
+            _waiter_leave(waiters)
+
+
+def _waiter_join(waiters: str) -> int:
+    """Count one more request waiting on a key's first, bounded: each holds a server's worker
+    while it waits, and is counted by no rate limit (the first was). Those past
+    ``IDEMPOTENCY_WAITERS`` are told to come back at once. The count lapses with the wait,
+    should a waiter die before leaving."""
+    pipe = idempotency_client().pipeline(transaction=True)
+    pipe.incr(waiters)
+    pipe.pexpire(waiters, _ms(settings.IDEMPOTENCY_WAIT_SECONDS) + 1000)
+    return int(pipe.execute()[0])
+
+
+def _waiter_leave(waiters: str) -> None:
+    with suppress(redis.RedisError):
+        idempotency_client().decr(waiters)
 
 
 def _replay(response: HttpResponse, record: dict) -> HttpResponse:

@@ -204,6 +204,7 @@ def test_the_same_key_from_many_processes_at_once_takes_once_and_answers_alike(
     make_user, make_voucher, make_pool, reservations_redis, settings, product, strategy
 ):
     settings.IDEMPOTENCY_WAIT_SECONDS = 30  # on a busy machine too: every retry waits for the first
+    settings.IDEMPOTENCY_WAITERS = 12  # all of them (past the bound, told at once: a test of its own)
     sale = Sale(product, strategy, make_voucher, make_pool, reservations_redis)
     user = make_user()
     token = token_issue(user=user)
@@ -259,6 +260,39 @@ def test_a_retry_while_the_first_runs_waits_for_its_answer_or_is_told_to_come_ba
     assert (waited.status_code, waited.json()) == (201, first["response"].json())
     assert replayed(waited)
     assert Order.objects.filter(voucher=voucher).count() == 1
+
+
+def test_past_the_waiters_a_retry_of_a_running_request_is_told_at_once(api_client, make_voucher, settings, keys):
+    """Copies of one request, sent at once, each held a server worker while they waited for the
+    first, and no rate limit counted them: past ``IDEMPOTENCY_WAITERS`` they are told at once."""
+    settings.IDEMPOTENCY_WAITERS = 1
+    settings.IDEMPOTENCY_WAIT_SECONDS = 30
+    voucher = make_voucher()
+    url = f"/api/vouchers/{voucher.pk}/purchase"
+    buyer = api_client()
+    # The first request: it claimed the key and has not answered yet.
+    first = RequestFactory().post(url, headers={"Idempotency-Key": KEY})
+    assert idempotency_claim(first, HttpResponse(), action="purchase", user_id=buyer.user.pk) is None
+    waiters = idempotency_key(user_id=buyer.user.pk, action="purchase", key=KEY) + ":waiters"
+    waited: dict = {}
+
+    def wait_for_the_first():
+        try:
+            waited["response"] = send(api_client(buyer.user), url)
+        finally:
+            connections.close_all()
+
+    thread = threading.Thread(target=wait_for_the_first)
+    thread.start()
+    try:
+        wait_until(lambda: keys.get(waiters) == b"1", "the retry waits")
+        assert_error(send(api_client(buyer.user), url), 409, "idempotency_in_progress")  # one too many: at once
+        answer = HttpResponse(b'{"order_id": 7}', status=201, content_type="application/json")
+        idempotency_answered(first, answer)
+    finally:
+        thread.join()
+    assert (waited["response"].status_code, waited["response"].json()) == (201, {"order_id": 7})
+    assert keys.get(waiters) == b"0"  # left as it ended
 
 
 def test_a_claim_whose_request_never_answered_lapses(api_client, make_voucher, settings, keys):
