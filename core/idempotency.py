@@ -222,7 +222,7 @@ else
     redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
     local time = redis.call('TIME')
     redis.call('ZADD', KEYS[2], time[1] * 1000 + math.floor(time[2] / 1000) + tonumber(ARGV[3]), ARGV[4])
-    redis.call('PEXPIRE', KEYS[2], ARGV[3])
+    if redis.call('PTTL', KEYS[2]) < tonumber(ARGV[3]) then redis.call('PEXPIRE', KEYS[2], ARGV[3]) end
 end
 return 1
 """
@@ -326,8 +326,11 @@ def idempotency_answered(request, response: HttpResponse, *, refusal: DomainErro
                 "body": response.content.decode(),
             }
         )
+    # A refusal did nothing: kept long enough for the client's retries, not holding one of the
+    # user's records for a day (a page sends a fresh key with every press of its buttons).
+    refused = refusal is not None or response.status_code in (403, 409)
     try:
-        kept_ms = _ms(settings.IDEMPOTENCY_KEY_SECONDS)
+        kept_ms = _ms(settings.IDEMPOTENCY_REFUSAL_SECONDS if refused else settings.IDEMPOTENCY_KEY_SECONDS)
         finish = _script(_FINISH_SCRIPT)
         mine = finish(keys=[claim.key, claim.live], args=[claim.running, answer, kept_ms, claim.member])
     except redis.RedisError:

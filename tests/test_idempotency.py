@@ -25,6 +25,7 @@ from core.idempotency import (
     idempotency_answered,
     idempotency_claim,
     idempotency_key,
+    live_key,
 )
 from core.namespace import instance_key
 from inventory.redis_lua.client import Reservations
@@ -293,6 +294,25 @@ def test_past_the_waiters_a_retry_of_a_running_request_is_told_at_once(api_clien
         thread.join()
     assert (waited["response"].status_code, waited["response"].json()) == (201, {"order_id": 7})
     assert keys.get(waiters) == b"0"  # left as it ended
+
+
+def test_a_refusal_is_kept_for_the_retries_not_for_a_day(api_client, make_voucher, settings, keys):
+    settings.IDEMPOTENCY_REFUSAL_SECONDS = 600
+    voucher, empty = make_voucher(stock=1), make_voucher(stock=0)
+    buyer = api_client()
+    bought = send(buyer, f"/api/vouchers/{voucher.pk}/purchase", key="bought-1")
+    assert bought.status_code == 201
+    refused = send(buyer, f"/api/vouchers/{empty.pk}/purchase", key="refused-1")
+    assert_error(refused, 409, "sold_out")
+    assert_error(send(buyer, f"/api/vouchers/{empty.pk}/purchase", key="refused-1"), 409, "sold_out")  # replayed
+
+    def ttl(key: str) -> int:
+        return keys.pttl(idempotency_key(user_id=buyer.user.pk, action="purchase", key=key))
+
+    assert 23 * 3600_000 < ttl("bought-1") <= 24 * 3600_000
+    assert 0 < ttl("refused-1") <= 600_000
+    live = keys.pttl(live_key(user_id=buyer.user.pk))
+    assert live > 23 * 3600_000  # the user's count lives as long as its longest record, not its last
 
 
 def test_a_claim_whose_request_never_answered_lapses(api_client, make_voucher, settings, keys):

@@ -34,6 +34,9 @@ IDEMPOTENCY_REDIS_CLIENT = RATE_LIMITS_REDIS_CLIENT
 # reasons; a room lost with its Redis is joined again, and nothing taken is lost with it.
 ADMISSION_REDIS_CLIENT = RATE_LIMITS_REDIS_CLIENT
 IDEMPOTENCY_KEY_SECONDS = env_int("IDEMPOTENCY_KEY_SECONDS", 24 * 3600)
+# A refusal that did nothing (403, 409: sold out, not started, the user's limit) is kept this
+# long instead: its retries are answered alike, and it does not hold a record for a day.
+IDEMPOTENCY_REFUSAL_SECONDS = env_int("IDEMPOTENCY_REFUSAL_SECONDS", 600)
 IDEMPOTENCY_RUNNING_SECONDS = env_int("IDEMPOTENCY_RUNNING_SECONDS", 60)
 IDEMPOTENCY_WAIT_SECONDS = float(os.environ.get("IDEMPOTENCY_WAIT_SECONDS", "5"))
 # At most this many retries wait on one key's first request at a time (the rest are told 409
