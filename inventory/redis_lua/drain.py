@@ -88,6 +88,9 @@ def group_share(group_id: int, **options) -> SharedLock:
 # holder's lease runs out within LOCK_LEASE_SECONDS should it have died).
 BUSY_RETRY_SECONDS = 0.25
 BUSY_RETRIES = 240
+# A drain reading full batch after full batch leaves after this long, well within its task's
+# soft time limit (60 s), whose exception would land anywhere in a batch.
+FULL_BATCHES_SECONDS = 30
 
 
 def drain_group(
@@ -128,11 +131,18 @@ def drain_group(
     handled = 0
     with _held(lock):
         until = time.monotonic() + stay_seconds
+        leave_at = time.monotonic() + FULL_BATCHES_SECONDS
         while True:
             reservations.hold_kick(group_id=group_id, ms=hold_ms)
             done = step(batch)
             handled += done.handled
             if done.handled == batch:
+                if lock.holders()[1] or time.monotonic() > leave_at:
+                    # A release or a rebuild waits for the lock (crowds fill batch after batch,
+                    # and its buyers' cancels answered busy), or the task nears its time limit:
+                    # the rest to the next drain, a reservation's ask or the sweep's.
+                    reservations.rearm(group_id=group_id)
+                    return handled
                 if more is not None and _room_for_another(lock):
                     _ask_quietly(more, group_id)
                     more = None

@@ -359,6 +359,44 @@ def test_a_staying_drain_leaves_at_its_next_pace_once_an_exclusive_caller_waits(
     assert Order.objects.filter(voucher=voucher).count() == len(reads)  # each read's one, all written
 
 
+def test_a_drain_reading_full_batches_leaves_once_an_exclusive_caller_waits(reservations, make_voucher):
+    """Batch after full batch, the drain never looked for a waiting release: a crowd kept the
+    group's lock shared, and its buyers' cancels answered busy. It leaves at the next full batch,
+    the rest left in the stream for the next drain."""
+    import threading
+
+    from inventory.redis_lua.drain import group_lock, group_share
+
+    voucher = make_voucher(stock=2000)
+    group = reservations.load_from(voucher, limit=1)
+    buyers = iter(new_users(1200))
+    for _ in range(100):
+        reservations.reserve(group_id=group, user_id=next(buyers), rand=0.5)
+    batches: list[int] = []
+    waiting = threading.Event()
+
+    def step(batch: int):
+        for _ in range(batch):  # the crowd goes on: every read finds a full batch
+            reservations.reserve(group_id=group, user_id=next(buyers), rand=0.5)
+        result = item_reservations_persist(
+            VOUCHER, item_id=voucher.pk, group_id=group, reservations=reservations, consumer="w1", batch=batch
+        )
+        batches.append(result.handled)
+        if len(batches) == 3:
+            waiting.set()
+            wait_until(lambda: group_share(group).holders()[1], "the release waits for the lock")
+        return result
+
+    release = threading.Thread(
+        target=lambda: (waiting.wait(10), group_lock(group, blocking_timeout=30).acquire()), daemon=True
+    )
+    release.start()
+    handled = drain_group(group, step, reservations=reservations, batch=10, pace_seconds=0.01, stay_seconds=60)
+    assert batches == [10, 10, 10] and handled == 30  # left at the first full batch after it waited
+    assert reservations.waiting(group_id=group) > 0  # the rest for the next drain
+    release.join(10)
+
+
 class _Task:
     """What ``drain_task_run`` uses of a Celery task."""
 
