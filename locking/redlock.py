@@ -13,11 +13,13 @@ later quorum overlaps this one in at least one server, so its fence is larger.
 Renewal (the watchdog) and release go to every server; renewal succeeds while a
 majority still holds the token.
 
-Servers out of reach: with a minority down the lock works on the others. A server that
-hangs (stopped, its packets dropped) is waited for as long as its client's socket timeout,
-at every acquire and renewal: give the clients a timeout well within the lease
-(``locking.integration.redlock_redis``: a tenth of it), or the lock's validity runs out
-while it waits. With a
+Servers out of reach: with a minority down the lock works on the others. Every call goes to
+all servers at once and is answered as soon as the answers in decide it (a majority
+granted, renewed or released, or too many refused for one): a server that hangs (stopped,
+its packets dropped) is not waited for while a majority answers, and its call ends in the
+pool at its client's socket timeout (``locking.integration.redlock_redis``: a tenth of the
+lease). Each attempt to acquire has a token of its own, so that the release of a failed
+attempt, reaching a slow server late, never removes a later attempt's key. With a
 majority down no attempt can succeed, so ``acquire`` raises ``redis.ConnectionError``
 at its first attempt, as :class:`~locking.Lock` does when its one server is down,
 instead of answering "busy" (None) or retrying until ``blocking_timeout``: the caller
@@ -31,7 +33,8 @@ import random
 import secrets
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable
+from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 
 from redis import Redis
 from redis.exceptions import ConnectionError as RedisConnectionError
@@ -93,45 +96,69 @@ class Redlock(LeasedLock):
         self._raise_held = [c.register_script(scripts.REDLOCK_RAISE_HELD_FENCE) for c in self.clients]
         self._fence = 0
         self.validity = 0.0
+        self._late: dict = {}  # the holding's acquires that had not answered when a majority had
 
     @property
     def fence(self) -> int:
         """The fencing token of the current acquisition: larger than every earlier one for this name."""
         return self._fence
 
-    def _on_all(self, call, indexes=None) -> list:
-        """Run ``call(i)`` for every server at once; a failed server answers None."""
+    def _on_quorum(self, call, indexes=None) -> tuple[dict[int, object], dict]:
+        """Run ``call(i)`` on every server (of ``indexes``) at once, and return the answers as
+        soon as they decide a majority: yes from a quorum, or no (a falsy answer, or None for a
+        server that failed) from more than the rest can outweigh. Servers that have not
+        answered then are left out; their calls end in the pool (the second value: each call's
+        future, by server)."""
+        indexes = list(range(len(self.clients)) if indexes is None else indexes)
+        needed = min(self.quorum, len(indexes))
+        answers: dict[int, object] = {}
+        pending = {_executor().submit(_answer_of, call, i): i for i in indexes}
+        while pending:
+            finished, _ = wait(pending, return_when=FIRST_COMPLETED)
+            for future in finished:
+                answers[pending.pop(future)] = future.result()
+            yes = sum(1 for answer in answers.values() if answer)
+            if yes >= needed or len(answers) - yes > len(indexes) - needed:
+                break
+        return answers, pending
 
-        def safe(i):
-            try:
-                return call(i)
-            except (RedisError, OSError):
-                return None
-
-        indexes = range(len(self.clients)) if indexes is None else indexes
-        return list(_executor().map(safe, indexes))
+    def _undo(self, token: str, granted: list[int], late: dict, *, wait_all: bool = False) -> None:
+        """Release a failed attempt everywhere: waited for on the servers that granted it (they
+        answer); on a server that has not answered yet, sent once its acquire ends, so that it
+        comes after it (waited for too with ``wait_all``: a majority failed, and the caller is
+        told so; its time matters less than a key left behind)."""
+        release = lambda i: self._release[i]((self.key,), (token,))  # noqa: E731
+        waited = [_executor().submit(_answer_of, release, i) for i in granted]
+        for future, i in late.items():
+            future.add_done_callback(lambda _done, i=i: _executor().submit(_answer_of, release, i))
+        wait(waited)
+        if wait_all:
+            wait(late)
+            for i in late.values():
+                _answer_of(release, i)
 
     def _try_once(self, token: str) -> bool:
         started = self.clock()
-        counts = self._on_all(lambda i: self._acquire[i]((self.key, self.fence_key), (token, self.lease_ms)))
-        answered = sum(1 for count in counts if count is not None)
-        if answered < self.quorum:
+        counts, late = self._on_quorum(lambda i: self._acquire[i]((self.key, self.fence_key), (token, self.lease_ms)))
+        granted = [i for i, count in counts.items() if count]
+        failed = sum(1 for count in counts.values() if count is None)
+        if failed > len(self.clients) - self.quorum:
             # No majority can agree, however long one waits: undo what the others granted
             # and say so, rather than "busy".
-            self._on_all(lambda i: self._release[i]((self.key,), (token,)))
+            self._undo(token, granted, late, wait_all=True)
             raise RedisConnectionError(
-                f"only {answered} of {len(self.clients)} Redlock servers answered; {self.quorum} are needed"
+                f"only {len(self.clients) - failed} of {len(self.clients)} Redlock servers answered; "
+                f"{self.quorum} are needed"
             )
-        granted = [i for i, count in enumerate(counts) if count]
         drift = self.lease * CLOCK_DRIFT_FACTOR + CLOCK_DRIFT_FLOOR
         if len(granted) >= self.quorum:
             fence = max(counts[i] for i in granted) + 1
-            raised = self._on_all(lambda i: self._raise[i]((self.fence_key,), (fence,)), granted)
+            raised, _ = self._on_quorum(lambda i: self._raise[i]((self.fence_key,), (fence,)), granted)
             validity = self.lease - (self.clock() - started) - drift
-            if sum(1 for ok in raised if ok) >= self.quorum and validity > 0:
-                self._fence, self.validity = fence, validity
+            if sum(1 for ok in raised.values() if ok) >= self.quorum and validity > 0:
+                self._fence, self.validity, self._late = fence, validity, late
                 return True
-        self._on_all(lambda i: self._release[i]((self.key,), (token,)))
+        self._undo(token, granted, late)
         return False
 
     def raise_fence(self, floor: int) -> int | None:
@@ -142,8 +169,8 @@ class Redlock(LeasedLock):
         if token is None:
             return None
         fence = max(floor, self._fence) + 1
-        raised = self._on_all(lambda i: self._raise_held[i]((self.key, self.fence_key), (token, fence)))
-        if sum(1 for ok in raised if ok) < self.quorum:
+        raised, _ = self._on_quorum(lambda i: self._raise_held[i]((self.key, self.fence_key), (token, fence)))
+        if sum(1 for ok in raised.values() if ok) < self.quorum:
             return None
         self._fence = fence
         return fence
@@ -154,9 +181,8 @@ class Redlock(LeasedLock):
         if self._nested():
             return self._fence
         blocking, started, deadline = self._wait_plan(blocking, blocking_timeout)
-        token = secrets.token_hex(16)
         contended = False
-        while not self._try_once(token):
+        while not self._try_once(token := secrets.token_hex(16)):
             contended = True
             left = None if deadline is None else deadline - self.clock()
             if not blocking or (left is not None and left <= 0):
@@ -170,15 +196,32 @@ class Redlock(LeasedLock):
         return self._fence
 
     def _renew_in_redis(self, token: str) -> bool:
-        answers = self._on_all(lambda i: self._renew[i]((self.key,), (token, self.lease_ms)))
-        renewed = sum(1 for ok in answers if ok)
+        answers, _ = self._on_quorum(lambda i: self._renew[i]((self.key,), (token, self.lease_ms)))
+        renewed = sum(1 for ok in answers.values() if ok)
         if renewed >= self.quorum:
             return True
-        if renewed + answers.count(None) >= self.quorum:
+        unknown = len(self.clients) - len(answers) + list(answers.values()).count(None)
+        if renewed + unknown >= self.quorum:
             # Servers that did not answer might still hold it: retry until the lease would end.
             raise RedisError(f"only {renewed} of {len(self.clients)} servers renewed; the others did not answer")
         return False
 
     def _release_in_redis(self, token: str) -> Released:
-        released = self._on_all(lambda i: self._release[i]((self.key,), (token,)))
-        return Released.RELEASED if sum(1 for ok in released if ok) >= self.quorum else Released.EXPIRED
+        release = lambda i: self._release[i]((self.key,), (token,))  # noqa: E731
+        # A server whose acquire had not answered when the majority did may still run it: its
+        # release goes once that acquire has ended, never before it (which would leave its key
+        # there a lease long, and a few such left no majority to be had).
+        late, self._late = self._late, {}
+        for future, i in late.items():
+            future.add_done_callback(lambda _done, i=i: _executor().submit(_answer_of, release, i))
+        rest = [i for i in range(len(self.clients)) if i not in late.values()]
+        released, _ = self._on_quorum(release, rest)
+        return Released.RELEASED if sum(1 for ok in released.values() if ok) >= self.quorum else Released.EXPIRED
+
+
+def _answer_of(call: Callable[[int], object], i: int) -> object:
+    """``call(i)``'s answer, None for a server that failed."""
+    try:
+        return call(i)
+    except (RedisError, OSError):
+        return None
