@@ -112,6 +112,7 @@ def group_check(
     totals_first: bool = False,
     wait_seconds: float = 30,
     database_abandoned: Callable[[], dict[int, str]] | None = None,
+    written_acknowledged: Callable[[], None] | None = None,
 ) -> GroupCheck:
     """Compare the group's Redis state with the database and, with ``repair``, set it right.
     With ``totals_first``, each user's takes are compared only when the totals differ or the
@@ -125,6 +126,9 @@ def group_check(
         database_abandoned: returns each user's abandoned holds (``abandoned_value``): with
             ``repair``, the comparison per user sets Redis' counts to them where they differ
             (a release whose return missed Redis), as a load writes them.
+        written_acknowledged: called first, under the lock: acknowledges the entries whose
+            records the database holds (a drain that stopped between its commit and its
+            acknowledgement), which the comparison would count twice.
     """
     keys = GroupKeys.of(group_id)
 
@@ -185,6 +189,8 @@ def group_check(
         return check
 
     def run() -> GroupCheck:
+        if written_acknowledged is not None:
+            written_acknowledged()
         return (totals_first and totals_agree()) or per_user()
 
     return with_group_lock(group_id, run, wait_seconds=wait_seconds)

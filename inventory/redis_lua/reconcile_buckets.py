@@ -232,6 +232,7 @@ def states_check(
     totals_first: bool = False,
     wait_seconds: float = 30,
     database_abandoned: Callable[[], dict[int, str]] | None = None,
+    written_acknowledged: Callable[[], None] | None = None,
 ) -> GroupCheck:
     """Compare a bucketed item's states with the database, under the group's lock, and with
     ``repair`` set them right. ``row_buckets`` returns {stock id: bucket}. With
@@ -307,6 +308,8 @@ def states_check(
         return check
 
     def run() -> GroupCheck:
+        if written_acknowledged is not None:
+            written_acknowledged()
         return (totals_first and totals_agree()) or per_user()
 
     return with_group_lock(group_id, run, wait_seconds=wait_seconds)

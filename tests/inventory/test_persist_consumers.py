@@ -181,6 +181,30 @@ def test_a_consumer_killed_between_its_commit_and_its_acknowledgement_leaves_not
     assert reservations.waiting(group_id=group) == 0
 
 
+def test_a_check_acknowledges_what_a_killed_consumer_committed_and_sees_no_drift(reservations, make_voucher):
+    """Before another consumer claims them (30 s), a killed consumer's committed entries were
+    counted as pending beside their records: drift that was not, and a repair withheld their
+    units until they were acknowledged. Under its exclusive lock, the check acknowledges them."""
+    from inventory.redis_lua.item_states import item_reservations_check
+
+    voucher = make_voucher(stock=50)
+    group = reservations.load_from(voucher, limit=1)
+    for user in new_users(40):
+        reservations.reserve(group_id=group, user_id=user, rand=0.5)
+    connections.close_all()
+    committed = fork.Event()
+    doomed = fork.Process(target=_commit_then_die, args=(voucher.pk, group, committed))
+    doomed.start()
+    assert committed.wait(30), "the consumer never committed"
+    os.kill(doomed.pid, signal.SIGKILL)
+    doomed.join(10)
+    assert reservations.waiting(group_id=group) == 40  # committed, never acknowledged
+    check = item_reservations_check(VOUCHER, item=voucher, reservations=reservations, repair=True)
+    assert not check.drifted, check
+    assert reservations.waiting(group_id=group) == 0
+    assert stock_left(voucher) == 10 == reservations.stock(group_id=group)[stock_row(voucher)]
+
+
 def _idle_ms(reservations, group_id: int) -> int:
     """How long ago the group's most recently handed entry was handed: one read hands its
     entries over a few milliseconds on a busy machine, and a claim takes only those idle long
