@@ -27,6 +27,7 @@ from django.conf import settings
 from django.core.signals import setting_changed
 from django.dispatch import receiver
 from redis.cluster import RedisCluster
+from redis.exceptions import TimeoutError as RedisTimeout
 
 from core.errors import DomainError
 from core.idempotency import asks_again
@@ -128,7 +129,8 @@ class TicketHeld:
     first, in a round trip of its own that counts the take's rate limits too where the same
     Redis holds them (:meth:`spend`). Spent that way, it is given back when the take was
     refused with nothing done and asks to be sent again (busy, rate limited, unavailable, or
-    not yet started: :data:`GIVEN_BACK`), or failed unforeseen; a take that wrote, or was
+    not yet started: :data:`GIVEN_BACK`), or failed unforeseen, unless a Redis timed out on an
+    answer that may have come from a take made (:func:`_outcome_unknown`); a take that wrote, or was
     refused for good (sold out, the user's limit, the end of the window), has spent it, and
     one that spends it in its own script spends it only then. A class, not a generator: every
     take of a ``queue`` item enters it."""
@@ -180,7 +182,7 @@ class TicketHeld:
         return self
 
     def __exit__(self, kind, error, traceback) -> None:
-        if error is None or not self.spent:
+        if error is None or not self.spent or _outcome_unknown(error):
             return
         if not isinstance(error, DomainError) or asks_again(error.status, error.code) or error.code in GIVEN_BACK:
             # By the moment it was checked: a ticket that lapsed during the take is back only
@@ -188,3 +190,17 @@ class TicketHeld:
             room_script(TICKET_RETURN)(
                 keys=[*self.spend_keys, self.keys.line], args=[self.user_id, self.serial, self.deadline, self.now_ms]
             )
+
+
+def _outcome_unknown(error: BaseException) -> bool:
+    """Whether the take may have been made all the same: its Redis timed out waiting for a
+    script's answer (a ``redis_lua`` RESERVE in another slot than the room, answered 503),
+    and the script may have run. The ticket stays spent then: given back, a pool with a
+    draw limit could draw twice on one admission."""
+    for _ in range(8):  # a chain of causes is short; never follow one for ever
+        if error is None:
+            return False
+        if isinstance(error, RedisTimeout):
+            return True
+        error = error.__cause__ or error.__context__
+    return False

@@ -229,6 +229,34 @@ def test_a_take_that_asks_again_gives_the_ticket_back_and_a_final_refusal_spends
     assert enter(voucher, 1, 1.4, join=False) is None
 
 
+def test_a_take_whose_redis_timed_out_keeps_its_ticket_spent(queued):
+    """A 503 whose Redis timed out on a script's answer may follow a take made (a RESERVE in
+    another slot than the room): given back, the ticket let a pool with a draw limit draw
+    twice on one admission. One refused before anything ran (the Redis down) gives it back."""
+    import redis
+
+    from core.errors import Unavailable
+
+    def unavailable(cause: Exception) -> Unavailable:
+        try:
+            raise cause
+        except redis.RedisError as exc:
+            try:
+                raise Unavailable("The sale's Redis cannot be reached; try again shortly.") from exc
+            except Unavailable as wrapped:
+                return wrapped
+
+    voucher = queued(rate=100.0)
+    enter(voucher, 1, 0.001)
+    ticket = enter(voucher, 1, 1, join=False).ticket
+    with pytest.raises(Unavailable):
+        spend(voucher, 1, ticket, 1.1, then=unavailable(redis.ConnectionError("Connection refused")))
+    assert enter(voucher, 1, 1.2, join=False).status == "admitted"  # given back
+    with pytest.raises(Unavailable):
+        spend(voucher, 1, ticket, 1.3, then=unavailable(redis.TimeoutError("Timeout reading from socket")))
+    assert enter(voucher, 1, 1.4, join=False) is None  # spent: the take may have been made
+
+
 def test_many_processes_joining_at_once_each_get_one_place(queued, rooms):
     voucher = queued(rate=1.0)
     plan = [[p * 4 + t + 1 for t in range(4)] + [p + 1] for p in range(8)]  # users 1-8 join twice
