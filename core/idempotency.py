@@ -293,9 +293,14 @@ def _waiter_join(waiters: str) -> int:
     return int(pipe.execute()[0])
 
 
+# One waiter less, on a count still there: lapsed meanwhile (a slow Redis), a DECR would make
+# it again at -1, with no expiry. KEYS[1] the key's count of waiters.
+_WAITER_LEAVE_SCRIPT = "if redis.call('EXISTS', KEYS[1]) == 1 then return redis.call('DECR', KEYS[1]) end return 0"
+
+
 def _waiter_leave(waiters: str) -> None:
     with suppress(redis.RedisError):
-        idempotency_client().decr(waiters)
+        _script(_WAITER_LEAVE_SCRIPT)(keys=[waiters])
 
 
 def _replay(response: HttpResponse, record: dict) -> HttpResponse:
@@ -328,7 +333,7 @@ def idempotency_answered(request, response: HttpResponse, *, refusal: DomainErro
         )
     # A refusal did nothing: kept long enough for the client's retries, not holding one of the
     # user's records for a day (a page sends a fresh key with every press of its buttons).
-    refused = refusal is not None or response.status_code in (403, 409)
+    refused = (refusal.status if refusal is not None else response.status_code) in (403, 409)
     try:
         kept_ms = _ms(settings.IDEMPOTENCY_REFUSAL_SECONDS if refused else settings.IDEMPOTENCY_KEY_SECONDS)
         finish = _script(_FINISH_SCRIPT)

@@ -9,6 +9,7 @@ from functools import partial
 
 from celery import shared_task
 from django.conf import settings
+from django.utils import timezone
 
 from .holds import holds_expire_all
 from .items import items_live
@@ -49,6 +50,7 @@ def reservations_sweep(kind: str) -> int:
     product = product_of(kind)
     reservations = reservations_client()
     groups = []
+    now = timezone.now()
     for item in items_live(product, ended_within=settings.RESERVATIONS_SWEEP_AFTER_END_SECONDS).order_by():
         buckets = item_bucketed(product, item)
         if buckets == 1:
@@ -61,7 +63,8 @@ def reservations_sweep(kind: str) -> int:
         groups += [(item.pk, state) for state in states]
         transfers = transfers_client(reservations)
         transfers.recover(states)
-        transfers.rebalance(states)
+        if item.end_at > now:  # an ended sale sells nothing more: no units to move
+            transfers.rebalance(states)
     waiting = [(item_id, group_id) for item_id, group_id in groups if reservations.waiting(group_id=group_id)]
     for item_id, group_id in waiting:
         reservations_drain.delay(kind, item_id, group_id)

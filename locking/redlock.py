@@ -34,7 +34,7 @@ import secrets
 import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 
 from redis import Redis
 from redis.exceptions import ConnectionError as RedisConnectionError
@@ -49,6 +49,13 @@ CLOCK_DRIFT_FLOOR = 0.002
 
 _pool: ThreadPoolExecutor | None = None
 _pool_guard = threading.Lock()
+# Calls to one server in the pool at once, at most: past it a call answers None at once, as
+# from a server that failed. A hung server's calls each hold a thread for its clients' socket
+# timeout; unbounded, they filled the pool, and every call to the other servers (the
+# watchdog's renewals too) queued behind them.
+IN_FLIGHT_MOST = 12
+_in_flight: dict[int, int] = {}  # by the id of the server's client
+_in_flight_guard = threading.Lock()
 
 
 def _executor() -> ThreadPoolExecutor:
@@ -60,8 +67,29 @@ def _executor() -> ThreadPoolExecutor:
 
 
 def _reset_after_fork() -> None:
-    global _pool, _pool_guard
+    global _pool, _pool_guard, _in_flight, _in_flight_guard
     _pool, _pool_guard = None, threading.Lock()
+    _in_flight, _in_flight_guard = {}, threading.Lock()
+
+
+def _submit(call: Callable[[int], object], client: Redis, i: int) -> Future:
+    """``call(i)`` in the pool, its answer None on a failure, or at once when ``client``'s
+    server has ``IN_FLIGHT_MOST`` calls in the pool already."""
+    key = id(client)
+    with _in_flight_guard:
+        if _in_flight.get(key, 0) >= IN_FLIGHT_MOST:
+            refused: Future = Future()
+            refused.set_result(None)
+            return refused
+        _in_flight[key] = _in_flight.get(key, 0) + 1
+    future = _executor().submit(_answer_of, call, i)
+    future.add_done_callback(lambda _done: _call_ended(key))
+    return future
+
+
+def _call_ended(key: int) -> None:
+    with _in_flight_guard:
+        _in_flight[key] -= 1
 
 
 os.register_at_fork(after_in_child=_reset_after_fork)
@@ -112,7 +140,7 @@ class Redlock(LeasedLock):
         indexes = list(range(len(self.clients)) if indexes is None else indexes)
         needed = min(self.quorum, len(indexes))
         answers: dict[int, object] = {}
-        pending = {_executor().submit(_answer_of, call, i): i for i in indexes}
+        pending = {_submit(call, self.clients[i], i): i for i in indexes}
         while pending:
             finished, _ = wait(pending, return_when=FIRST_COMPLETED)
             for future in finished:
@@ -128,9 +156,9 @@ class Redlock(LeasedLock):
         comes after it (waited for too with ``wait_all``: a majority failed, and the caller is
         told so; its time matters less than a key left behind)."""
         release = lambda i: self._release[i]((self.key,), (token,))  # noqa: E731
-        waited = [_executor().submit(_answer_of, release, i) for i in granted]
+        waited = [_submit(release, self.clients[i], i) for i in granted]
         for future, i in late.items():
-            future.add_done_callback(lambda _done, i=i: _executor().submit(_answer_of, release, i))
+            future.add_done_callback(lambda _done, i=i: _submit(release, self.clients[i], i))
         wait(waited)
         if wait_all:
             wait(late)
@@ -213,7 +241,7 @@ class Redlock(LeasedLock):
         # there a lease long, and a few such left no majority to be had).
         late, self._late = self._late, {}
         for future, i in late.items():
-            future.add_done_callback(lambda _done, i=i: _executor().submit(_answer_of, release, i))
+            future.add_done_callback(lambda _done, i=i: _submit(release, self.clients[i], i))
         rest = [i for i in range(len(self.clients)) if i not in late.values()]
         released, _ = self._on_quorum(release, rest)
         return Released.RELEASED if sum(1 for ok in released.values() if ok) >= self.quorum else Released.EXPIRED

@@ -15,10 +15,11 @@ from datetime import datetime, timedelta
 from uuid import uuid4
 
 from django.conf import settings
-from django.db import IntegrityError, transaction
+from django.db import DatabaseError, IntegrityError, transaction
 from django.http import Http404
 from django.utils import timezone
 
+from core.errors import DomainError
 from inventory.errors import AlreadyPaid, HoldCancelled, HoldClosed, HoldExpired, LockBusy
 from inventory.holds import closed, hold_lapse, hold_settle
 from inventory.strategies.base import constraint_violated
@@ -168,6 +169,11 @@ def payments_unapplied_confirm(*, now: datetime | None = None, size: int = UNAPP
         try:
             payment_confirm(reference=reference)
         except LockBusy:
+            continue
+        except (DomainError, DatabaseError):
+            # One payment's settle failing (its item's Redis out of reach, say) must not keep
+            # the rest waiting with their charges kept: the next run tries it again.
+            logger.warning("Payment %s could not be confirmed; the next run tries again.", reference, exc_info=True)
             continue
         resolved += 1
     return resolved

@@ -27,6 +27,7 @@ def production_env(**overrides: str) -> dict[str, str]:
         DJANGO_ALLOWED_HOSTS="sale.example.com",
         DATABASE_URL="mysql://root:@127.0.0.1:3306/test",
         REDIS_URL="redis://127.0.0.1:6379/0",
+        TRUSTED_PROXIES="127.0.0.1",
     )
     env.update(overrides)
     return env
@@ -48,6 +49,15 @@ def test_production_settings_refuse_to_start_without_a_secret_key():
     result = manage("check", env=production_env(DJANGO_SECRET_KEY=""))
     assert result.returncode != 0
     assert "DJANGO_SECRET_KEY" in result.stderr
+
+
+def test_production_refuses_to_redirect_to_https_with_no_proxy_to_believe():
+    """X-Forwarded-Proto is believed from a trusted proxy alone: with none named and the
+    redirect on, every request read as plain HTTP and was sent to HTTPS for ever."""
+    result = manage("check", env=production_env(TRUSTED_PROXIES=""))
+    assert result.returncode != 0
+    assert "TRUSTED_PROXIES" in result.stderr
+    assert manage("check", env=production_env(TRUSTED_PROXIES="", DJANGO_SECURE_SSL_REDIRECT="false")).returncode == 0
 
 
 def test_production_allows_no_test_host_by_default():

@@ -315,6 +315,24 @@ def test_a_refusal_is_kept_for_the_retries_not_for_a_day(api_client, make_vouche
     assert live > 23 * 3600_000  # the user's count lives as long as its longest record, not its last
 
 
+def test_a_pages_refusal_that_did_its_thing_is_kept_the_keys_lifetime(api_client, settings, keys):
+    """A page answers in words, its refusal beside it: one that did nothing is kept for the
+    retries alone, but ``unconfirmed`` made its reservation, and a resend after ten minutes
+    must not make it twice."""
+    from inventory.errors import SoldOut, Unconfirmed
+
+    settings.IDEMPOTENCY_REFUSAL_SECONDS = 600
+    buyer = api_client()
+    kept = {}
+    for name, refusal in (("sold-out", SoldOut()), ("unconfirmed", Unconfirmed(7))):
+        request = RequestFactory().post("/vouchers/1/buy", headers={"Idempotency-Key": name})
+        assert idempotency_claim(request, HttpResponse(), action="purchase", user_id=buyer.user.pk) is None
+        idempotency_answered(request, HttpResponse(b"<p>words</p>"), refusal=refusal)
+        kept[name] = keys.pttl(idempotency_key(user_id=buyer.user.pk, action="purchase", key=name))
+    assert 0 < kept["sold-out"] <= 600_000
+    assert kept["unconfirmed"] > 23 * 3600_000
+
+
 def test_a_claim_whose_request_never_answered_lapses(api_client, make_voucher, settings, keys):
     settings.IDEMPOTENCY_RUNNING_SECONDS = 0.3
     settings.IDEMPOTENCY_WAIT_SECONDS = 0

@@ -77,6 +77,7 @@ def test_the_production_settings_send_the_same_headers():
         DJANGO_SECRET_KEY=secrets.token_urlsafe(64),
         DJANGO_ALLOWED_HOSTS="sale.example.com",
         DATABASE_URL=os.environ.get("DATABASE_URL", "mysql://root:@127.0.0.1:3306/test"),
+        TRUSTED_PROXIES="127.0.0.1",
     )
     code = (
         "import json; from django.test import Client; "

@@ -7,7 +7,7 @@ from django.core.exceptions import ImproperlyConfigured
 from config.logs import logging_config
 
 from .base import *  # noqa: F403
-from .base import STORAGES, VAR_DIR, env_bool, env_int
+from .base import STORAGES, TRUSTED_PROXIES, VAR_DIR, env_bool, env_int
 
 DEBUG = False
 SECRET_KEY = os.environ.get("DJANGO_SECRET_KEY", "")
@@ -19,6 +19,13 @@ if not os.environ.get("DATABASE_URL"):
 # TLS ends at the proxy in front of gunicorn, which says so in X-Forwarded-Proto.
 SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
 SECURE_SSL_REDIRECT = env_bool("DJANGO_SECURE_SSL_REDIRECT", True)
+if SECURE_SSL_REDIRECT and not TRUSTED_PROXIES:
+    # X-Forwarded-Proto is believed from a trusted proxy alone (core.proxied): with none named,
+    # every request reads as plain HTTP and the redirect to HTTPS never ends.
+    raise ImproperlyConfigured(
+        "TRUSTED_PROXIES must name the TLS proxy in front of gunicorn (the address or network it connects "
+        "from), or set DJANGO_SECURE_SSL_REDIRECT=false"
+    )
 SECURE_HSTS_SECONDS = env_int("DJANGO_SECURE_HSTS_SECONDS", 31536000)
 SECURE_HSTS_INCLUDE_SUBDOMAINS = True
 SECURE_HSTS_PRELOAD = True

@@ -114,7 +114,8 @@ def states_layout(reservations: Reservations, group_id: int) -> int:
     """How many states the group's loaded state says the item has: its rules say, written by
     the same LOAD as the state, and bucket 0's loaded last (``states_load``), so a layout
     read says states that are all there. 1 for an unbucketed item, or none loaded."""
-    return rules_states(reservations.client.hget(GroupKeys.of(group_id).state, "rules"))
+    rules, older = reservations.client.hmget(GroupKeys.of(group_id).state, ["rules", "states"])
+    return rules_states(rules, older=older)
 
 
 def busiest_state(reservations: Reservations, state: int) -> int:

@@ -316,10 +316,13 @@ def rules_value(rules: Rules) -> bytes:
     )
 
 
-def rules_states(value: bytes | None) -> int:
-    """The item's number of states a state's ``rules`` field says (``rules_value``): 1 for
-    none loaded."""
-    return int(_RULES.unpack(value)[-1]) if value else 1
+def rules_states(value: bytes | None, *, older: bytes | None = None) -> int:
+    """The item's number of states a state's ``rules`` field says (``rules_value``); for rules
+    of a state loaded before they held it, the ``states`` field then written (``older``); 1
+    for neither."""
+    if value and len(value) == _RULES.size:
+        return int(_RULES.unpack(value)[-1])
+    return int(older) if older else 1
 
 
 def abandoned_value(holds: int, last_at: datetime | None) -> str:

@@ -129,6 +129,15 @@ def test_the_layout_is_read_from_bucket_0s_own_load_which_comes_last(client, ite
     assert b"states" not in client.hkeys(GroupKeys.of(item[0]).state)
 
 
+def test_a_layout_loaded_before_the_rules_held_it_is_read_from_its_field(client, item):
+    """A state loaded by the earlier code: shorter rules, the layout in a field of its own."""
+    reservations = Reservations(client)
+    load(reservations, item, [1] * 8)
+    state = GroupKeys.of(item[0]).state
+    client.hset(state, mapping={"rules": client.hget(state, "rules")[:56], "states": 8})
+    assert states_layout(reservations, item[0]) == 8
+
+
 def test_a_transfer_is_applied_once_however_often_in_runs(client, item):
     reservations, transfers = Reservations(client), Transfers(client)
     load(reservations, item, [10, 0, 0, 0, 0, 0, 0, 0])
