@@ -178,8 +178,8 @@ def _run_lanes_with(run: LabRun, scenario, out: Path, tokens: Path, staff_token:
         race_window_ms=run.race_window_ms,
         server_processes=run.server_processes,
         drain_timeout=DRAIN_TIMEOUT_SECONDS,
-        # A lifecycle scenario's items hold each take this long (``lifecycle.hold_seconds``).
-        hold_seconds=HOLD_SECONDS,
+        # A lifecycle scenario's items hold each take as long as the run recorded.
+        hold_seconds=run.hold_seconds or HOLD_SECONDS,
     )
     server = Server(host=run.target_url)
     results = []

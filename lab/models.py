@@ -15,7 +15,7 @@ from django.db import models
 
 from inventory.records import MAX_BUCKETS
 from inventory.texts import Described, described
-from loadtests.scenarios import ALL, HOLD_SECONDS
+from loadtests.scenarios import ALL
 from loadtests.verdict import Result, bucketed_name, counted_breaks, sales_per_second
 
 from .lifecycle import lifecycle_cells, surge_cells, taken_text
@@ -68,6 +68,9 @@ class LabRun(models.Model):
     # What the server did between the check and the write, and how many processes served.
     race_window_ms = models.PositiveIntegerField(default=0)
     server_processes = models.PositiveIntegerField(default=1)
+    # A lifecycle run's hold of each take for its pay or claim, in seconds (0 for another run):
+    # recorded with the run, so that its page and /proof/ say what it ran with, not today's.
+    hold_seconds = models.PositiveIntegerField(default=0)
     database = models.CharField(max_length=32, blank=True)
     commit = models.CharField(max_length=40, blank=True)
     machine = models.CharField(max_length=300, blank=True)
@@ -115,11 +118,6 @@ class LabRun(models.Model):
         """Whether its scenario is the lifecycle's: its lanes have holds and their figures."""
         scenario = ALL.get(self.scenario)
         return scenario is not None and scenario.lifecycle
-
-    @property
-    def hold_seconds(self) -> int:
-        """Its items' hold window: the lab's lifecycle runs hold each take as ``make loadtest`` does."""
-        return HOLD_SECONDS if self.lifecycle else 0
 
     @property
     def lifecycle_labels(self) -> list[str]:

@@ -15,7 +15,7 @@ from core.errors import InvalidInput
 from inventory.records import MAX_BUCKETS
 from inventory.strategies import strategy_names
 from loadtests.products import PRODUCTS
-from loadtests.scenarios import ALL
+from loadtests.scenarios import ALL, HOLD_SECONDS
 
 from .errors import LabBusy, LabNotConfigured
 from .execute import LANE_OVERHEAD_SECONDS, LONGEST_LANE_SECONDS, MOST_LANES, MOST_LOAD_SECONDS, lab_run_fail, run_end
@@ -130,6 +130,8 @@ def lab_run_create(
         target_url=settings.LAB_TARGET_URL.rstrip("/"),
         race_window_ms=settings.RACE_WINDOW_MS,
         server_processes=settings.LAB_SERVER_PROCESSES,
+        # The lab's lifecycle runs hold each take as ``make loadtest`` does.
+        hold_seconds=HOLD_SECONDS if ALL[scenario].lifecycle else 0,
         database=connection.vendor,
         folder=f"{now:%Y%m%d-%H%M%S}-{secrets.token_hex(4)}",
         created_by=user,

@@ -12,7 +12,7 @@ from inventory.buckets import units_spread
 from inventory.strategies import STRATEGIES, strategy_names
 from lab.models import LabLane, LabRun
 from lab.services import DEFAULTS
-from loadtests.scenarios import LIFECYCLE
+from loadtests.scenarios import ALL, HOLD_SECONDS, LIFECYCLE
 from loadtests.verdict import Result, counted_breaks, judge, sales_per_second
 
 OVERSOLD = 89
@@ -80,7 +80,8 @@ def fake_run(
         database="mysql", commit="abc123", machine="2 cores", race_window_ms=20, created_by=user,
         folder=f"fake-{now:%H%M%S%f}-{product}", started_at=now - timedelta(minutes=2),
         finished_at=None if status in ("queued", "running") else now,
-        error=f"Cancelled by {user.get_username()}." if status == "cancelled" else "", buckets=buckets, **size,
+        error=f"Cancelled by {user.get_username()}." if status == "cancelled" else "", buckets=buckets,
+        hold_seconds=HOLD_SECONDS if ALL[scenario].lifecycle else 0, **size,
     )  # fmt: skip
     shapes = [1] if buckets == 1 else [1, buckets]
     lanes = [(name, shape) for name in strategies or strategy_names() for shape in shapes]

@@ -7,8 +7,9 @@ import pytest
 from django.urls import reverse
 
 from lab.lifecycle import settings_caveat
+from lab.models import LabRun
 from lab.services import lab_run_create
-from loadtests.scenarios import ALL, LIFECYCLE, SERVER_SETTINGS
+from loadtests.scenarios import ALL, HOLD_SECONDS, LIFECYCLE, SERVER_SETTINGS
 from tests.lab.fakeruns import RETURNED_TWICE, fake_run
 
 pytestmark = pytest.mark.django_db
@@ -31,8 +32,16 @@ def test_a_lifecycle_run_is_started_like_any_other(make_user, settings, django_c
             user=make_user(staff=True), product="pool", scenario="claim-race", strategies=["none"], stock=5,
             crowd=20, users=5, duration=2,
         )  # fmt: skip
-    assert run.lifecycle and run.hold_seconds > 0
+    assert run.lifecycle and run.hold_seconds == HOLD_SECONDS  # recorded with the run
     assert run.lifecycle_labels[:2] == ["claimed", "forfeited"]
+
+
+def test_a_lifecycle_runs_page_says_the_hold_it_ran_with_not_todays(client, make_user, monkeypatch):
+    staff = make_user("lab-staff", staff=True)
+    run = fake_run(staff, product="voucher", scenario="pay-race", strategies=["none", "db_atomic"])
+    LabRun.objects.filter(pk=run.pk).update(hold_seconds=7)  # as it ran, whatever the code says now
+    client.force_login(staff)
+    assert "each take held 7 s for its pay or claim" in client.get(reverse("lab:run", args=[run.pk])).content.decode()
 
 
 def test_the_caveat_names_what_the_site_leaves_out_and_only_that(settings):
