@@ -248,8 +248,8 @@ def one_run(
             # Judged once every hold is paid, claimed or released, and every payment resolved.
             seconds = lifecycle.wait_until_drained(product, target, args.drain_timeout, say)
             lifecycle_figures["holds_drain_s"] = seconds
-        else:
-            product.wait_until_quiet(target)
+        elif not product.wait_until_quiet(target):
+            say("  still changing 30 s after the crowd stopped: audited as it stood then")
         # The Celery worker's share: under a deferred strategy it writes what the server
         # only reserved, so its time belongs to the requests as much as the server's.
         cpu_used += server.worker_cpu_seconds() - worker_cpu_before

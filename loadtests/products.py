@@ -229,9 +229,9 @@ class Product:
         pending = records.filter(status=self.record_model.Status.PENDING).count()
         return stock["quantity"], stock["version"], records.count(), pending
 
-    def wait_until_quiet(self, target: Target, seconds: float = 1.0, timeout: float = 30) -> None:
+    def wait_until_quiet(self, target: Target, seconds: float = 1.0, timeout: float = 30) -> bool:
         """In-flight requests finish after Locust stops: wait until nothing has changed for
-        ``seconds`` and nothing is pending."""
+        ``seconds`` and nothing is pending; whether it did within ``timeout``."""
         give_up = time.monotonic() + timeout
         last, since = self.activity(target), time.monotonic()
         while time.monotonic() < give_up:
@@ -240,7 +240,8 @@ class Product:
             if now != last:
                 last, since = now, time.monotonic()
             elif time.monotonic() - since >= seconds and now[-1] == 0:
-                return
+                return True
+        return False
 
     def wait_until_persisted(self, target: Target, timeout: float) -> float | None:
         """Under ``redis_lua``, wait until no reservation of the target waits in Redis and the

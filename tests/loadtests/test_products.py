@@ -75,7 +75,7 @@ def test_a_pools_draws_are_audited_and_its_confirmations_checked(make_buyer):
     assert (result.over_awarded, result.users_over_limit, result.conserved) == (0, 0, True)
     sample = pool_product.sample(target)
     assert (sample.stock, sample.supplied, sample.taken) == (7, 10, 3)
-    pool_product.wait_until_quiet(target, seconds=0.2, timeout=5)
+    assert pool_product.wait_until_quiet(target, seconds=0.2, timeout=5)
 
 
 def test_a_vouchers_orders_are_audited_and_its_confirmations_checked(make_buyer):
