@@ -326,7 +326,7 @@ def judge(result: Result, *, breaks: str | None, server_processes: int, audit_ok
         return _hoarding_uncapped(result, broken)
     if expected_to_break(breaks, server_processes):
         raced = [label for label, count in lifecycle_races(result) if count > 0]
-        if lifecycle(result) and not raced:
+        if lifecycle(result) and not raced and result.honest_bought is None:  # hoarding shows no race
             besides = f" (broke only: {', '.join(broken)})" if broken else ""
             return Verdict(f"FAILED TO REPRODUCE the lifecycle's race{besides}", expected_to_break=True, ok=False)
         # A contradicted answer alone is not the demonstration: the invariants' break is.
