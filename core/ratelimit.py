@@ -156,10 +156,10 @@ def client_address(request) -> str:
     gunicorn, is ignored. What comes back is always a plain address (IPv4-mapped written as
     IPv4), never text of the request's own: it is part of Redis keys."""
     peer = request.META.get("REMOTE_ADDR", "")
-    proxies = _trusted_proxies(tuple(settings.TRUSTED_PROXIES))
     address = _address(peer)
-    if address is None or not proxies or not _within(address, proxies):
+    if not _trusted(address):
         return peer if address is None else str(address)
+    proxies = _trusted_proxies(tuple(settings.TRUSTED_PROXIES))
     for hop in reversed(request.META.get("HTTP_X_FORWARDED_FOR", "").split(",")):
         told = _address(_without_port(hop.strip()))
         if told is None:
@@ -194,8 +194,11 @@ def _trusted_proxies(networks: tuple[str, ...]) -> tuple:
 def peer_is_trusted_proxy(request) -> bool:
     """Whether the request came straight from one of ``TRUSTED_PROXIES``: only then is what it
     says of the client (its address, its scheme) believed."""
+    return _trusted(_address(request.META.get("REMOTE_ADDR", "")))
+
+
+def _trusted(address) -> bool:
     proxies = _trusted_proxies(tuple(settings.TRUSTED_PROXIES))
-    address = _address(request.META.get("REMOTE_ADDR", ""))
     return address is not None and bool(proxies) and _within(address, proxies)
 
 

@@ -157,13 +157,17 @@ class Redlock(LeasedLock):
         told so; its time matters less than a key left behind)."""
         release = lambda i: self._release[i]((self.key,), (token,))  # noqa: E731
         waited = [_submit(release, self.clients[i], i) for i in granted]
-        for future, i in late.items():
-            future.add_done_callback(lambda _done, i=i: _submit(release, self.clients[i], i))
+        self._after_each(late, release)
         wait(waited)
         if wait_all:
             wait(late)
             for i in late.values():
                 _answer_of(release, i)
+
+    def _after_each(self, late: dict, call) -> None:
+        """``call(i)`` on each server of ``late`` once its call there has ended, never before it."""
+        for future, i in late.items():
+            future.add_done_callback(lambda _done, i=i: _submit(call, self.clients[i], i))
 
     def _try_once(self, token: str) -> bool:
         started = self.clock()
@@ -240,8 +244,7 @@ class Redlock(LeasedLock):
         # release goes once that acquire has ended, never before it (which would leave its key
         # there a lease long, and a few such left no majority to be had).
         late, self._late = self._late, {}
-        for future, i in late.items():
-            future.add_done_callback(lambda _done, i=i: _submit(release, self.clients[i], i))
+        self._after_each(late, release)
         rest = [i for i in range(len(self.clients)) if i not in late.values()]
         released, _ = self._on_quorum(release, rest)
         return Released.RELEASED if sum(1 for ok in released.values() if ok) >= self.quorum else Released.EXPIRED

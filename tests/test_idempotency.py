@@ -94,6 +94,14 @@ SALES = [
 ]
 
 
+def claimed_unanswered(url: str, user_id: int, key: str = KEY):
+    """A purchase request that claimed ``key`` and has not answered (still running, or its
+    process died)."""
+    request = RequestFactory().post(url, headers={"Idempotency-Key": key})
+    assert idempotency_claim(request, HttpResponse(), action="purchase", user_id=user_id) is None
+    return request
+
+
 @pytest.fixture(params=SALES, ids=[f"{product} {strategy}" for product, strategy, _ in SALES])
 def sale(request, make_voucher, make_pool, reservations_redis):
     product, strategy, status = request.param
@@ -271,9 +279,7 @@ def test_past_the_waiters_a_retry_of_a_running_request_is_told_at_once(api_clien
     voucher = make_voucher()
     url = f"/api/vouchers/{voucher.pk}/purchase"
     buyer = api_client()
-    # The first request: it claimed the key and has not answered yet.
-    first = RequestFactory().post(url, headers={"Idempotency-Key": KEY})
-    assert idempotency_claim(first, HttpResponse(), action="purchase", user_id=buyer.user.pk) is None
+    first = claimed_unanswered(url, buyer.user.pk)  # the first request, still running
     waiters = idempotency_key(user_id=buyer.user.pk, action="purchase", key=KEY) + ":waiters"
     waited: dict = {}
 
@@ -325,8 +331,7 @@ def test_a_pages_refusal_that_did_its_thing_is_kept_the_keys_lifetime(api_client
     buyer = api_client()
     kept = {}
     for name, refusal in (("sold-out", SoldOut()), ("unconfirmed", Unconfirmed(7))):
-        request = RequestFactory().post("/vouchers/1/buy", headers={"Idempotency-Key": name})
-        assert idempotency_claim(request, HttpResponse(), action="purchase", user_id=buyer.user.pk) is None
+        request = claimed_unanswered("/vouchers/1/buy", buyer.user.pk, key=name)
         idempotency_answered(request, HttpResponse(b"<p>words</p>"), refusal=refusal)
         kept[name] = keys.pttl(idempotency_key(user_id=buyer.user.pk, action="purchase", key=name))
     assert 0 < kept["sold-out"] <= 600_000
@@ -339,9 +344,7 @@ def test_a_claim_whose_request_never_answered_lapses(api_client, make_voucher, s
     voucher = make_voucher()
     url = f"/api/vouchers/{voucher.pk}/purchase"
     buyer = api_client()
-    # A request that claimed the key, and whose process died before it answered.
-    dead = RequestFactory().post(url, headers={"Idempotency-Key": KEY})
-    assert idempotency_claim(dead, HttpResponse(), action="purchase", user_id=buyer.user.pk) is None
+    claimed_unanswered(url, buyer.user.pk)  # a request whose process died before it answered
 
     assert_error(send(buyer, url), 409, "idempotency_in_progress")
     key = idempotency_key(user_id=buyer.user.pk, action="purchase", key=KEY)

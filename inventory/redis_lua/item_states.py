@@ -46,23 +46,24 @@ def item_reservations_persist(
     window), once each; ``options`` are those of
     ``inventory.redis_lua.persist.reservations_persist``. Ids only: nothing is read before
     the batch, so that a database out of reach reaches the code that gives up."""
-    written = product.record_model.objects
-
-    def persisted(ids: list[int]) -> set[int]:
-        return set(written.filter(reservation__in=ids).values_list("reservation", flat=True))
-
     insert = RecordsInsert(product, item_id)
     return reservations_persist(
         group_id=group_id,
         reservations=reservations,
         consumer=consumer,
-        persisted=persisted,
+        persisted=lambda ids: _persisted(product, ids),
         prepare=insert.prepare,
         write=insert.write,
         kind=product.kind,
         item_id=item_id,
         **options,
     )
+
+
+def _persisted(product: Product, ids: list[int]) -> set[int]:
+    """Which of the reservations ``ids`` have their records (one query through the unique
+    reservation column)."""
+    return set(product.record_model.objects.filter(reservation__in=ids).values_list("reservation", flat=True))
 
 
 def _group_stock(group_id: int) -> dict[int, int]:
@@ -252,18 +253,11 @@ def _written_acknowledged(product: Product, states: list[int], reservations: Res
     beside their records, they read as drift, and a repair withheld their units meanwhile.
     Called under the group's lock held exclusive, when no drain is between the two; one
     indexed query a state whose stream holds entries, none for an empty one."""
-    written = product.record_model.objects
     for state in states:
         entries = reservations.client.xrange(GroupKeys.of(state).pending)
-        if not entries:
-            continue
         pending = {Pending.from_entry(state, entry_id, fields).reservation_id: entry_id for entry_id, fields in entries}
-        found = set()
         ids = list(pending)
-        for start in range(0, len(ids), 1000):
-            found |= set(
-                written.filter(reservation__in=ids[start : start + 1000]).values_list("reservation", flat=True)
-            )
+        found = set().union(*(_persisted(product, ids[at : at + 1000]) for at in range(0, len(ids), 1000)))
         reservations.done(group_id=state, entry_ids=[pending[one] for one in found])
 
 

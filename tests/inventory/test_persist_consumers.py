@@ -154,9 +154,9 @@ def _commit_then_die(item_id: int, group_id: int, committed) -> None:
     item_reservations_persist(VOUCHER, item_id=item_id, group_id=group_id, reservations=client, consumer="doomed")
 
 
-def test_a_consumer_killed_between_its_commit_and_its_acknowledgement_leaves_nothing_to_write_again(
-    reservations, make_voucher
-):
+def killed_after_its_commit(reservations, make_voucher):
+    """A voucher of 50 with 40 reservations, written by a consumer killed between its commit
+    and its acknowledgement; the voucher and its group."""
     voucher = make_voucher(stock=50)
     group = reservations.load_from(voucher, limit=1)
     for user in new_users(40):
@@ -168,6 +168,13 @@ def test_a_consumer_killed_between_its_commit_and_its_acknowledgement_leaves_not
     assert committed.wait(30), "the consumer never committed"
     os.kill(doomed.pid, signal.SIGKILL)
     doomed.join(10)
+    return voucher, group
+
+
+def test_a_consumer_killed_between_its_commit_and_its_acknowledgement_leaves_nothing_to_write_again(
+    reservations, make_voucher
+):
+    voucher, group = killed_after_its_commit(reservations, make_voucher)
     assert Order.objects.filter(voucher=voucher).count() == 40
     assert reservations.waiting(group_id=group) == 40  # committed, never acknowledged
     # The next consumer takes the dead one's entries over once idle, and only acknowledges them.
@@ -187,17 +194,7 @@ def test_a_check_acknowledges_what_a_killed_consumer_committed_and_sees_no_drift
     units until they were acknowledged. Under its exclusive lock, the check acknowledges them."""
     from inventory.redis_lua.item_states import item_reservations_check
 
-    voucher = make_voucher(stock=50)
-    group = reservations.load_from(voucher, limit=1)
-    for user in new_users(40):
-        reservations.reserve(group_id=group, user_id=user, rand=0.5)
-    connections.close_all()
-    committed = fork.Event()
-    doomed = fork.Process(target=_commit_then_die, args=(voucher.pk, group, committed))
-    doomed.start()
-    assert committed.wait(30), "the consumer never committed"
-    os.kill(doomed.pid, signal.SIGKILL)
-    doomed.join(10)
+    voucher, group = killed_after_its_commit(reservations, make_voucher)
     assert reservations.waiting(group_id=group) == 40  # committed, never acknowledged
     check = item_reservations_check(VOUCHER, item=voucher, reservations=reservations, repair=True)
     assert not check.drifted, check
