@@ -27,7 +27,8 @@ from accounts.services import users_retire, users_with_tokens_create
 from core.namespace import key_prefix
 from harness.machine import describe, git_commit
 from harness.server import Server
-from loadtests.one_run import locust_now, one_run
+from loadtests.locust_process import locust_now
+from loadtests.one_run import one_run
 from loadtests.products import PRODUCTS, Sample, Target
 from loadtests.report import write_outputs
 from loadtests.scenarios import ALL, HOLD_SECONDS

@@ -178,7 +178,7 @@ def main(argv=None) -> int:
     from accounts.services import users_with_tokens_create
     from inventory.strategies import strategy_names
 
-    from .one_run import LoadRunFailed
+    from .locust_process import LoadRunFailed
     from .staff import staff_token_create
 
     if args.runs:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from loadtests.one_run import locust_now
+from loadtests.locust_process import locust_now
 
 HEADER = "Timestamp,User Count,Type,Name,Requests/s,Failures/s,50%,95%,Total Request Count\n"
 
