@@ -23,4 +23,13 @@ def strategy_settings_check(app_configs, **kwargs):
                 id="inventory.E002",
             )
         )
+    if settings.RESERVATIONS_CLOSE_AFTER_END_SECONDS < settings.RESERVATIONS_SWEEP_AFTER_END_SECONDS:
+        errors.append(
+            Error(
+                f"RESERVATIONS_CLOSE_AFTER_END_SECONDS ({settings.RESERVATIONS_CLOSE_AFTER_END_SECONDS}) is shorter "
+                f"than RESERVATIONS_SWEEP_AFTER_END_SECONDS ({settings.RESERVATIONS_SWEEP_AFTER_END_SECONDS}).",
+                hint="A sale's Redis keys are removed after the sweep has stopped looking at them, never before.",
+                id="inventory.E003",
+            )
+        )
     return errors

@@ -20,6 +20,7 @@ from .paging import Cursor, Page
 from .product import Product
 from .records import row_filter
 from .redis_lua.client import REACHABLE, reservations_client
+from .redis_lua.closing import close_cutoff
 from .redis_lua.values import (
     Failed,
     Pending,
@@ -65,6 +66,22 @@ def items_live(product: Product, *, ended_within: float = 0) -> QuerySet:
     seconds ago): those with a live Redis state. A range of the (strategy, end) index."""
     since = timezone.now() - timedelta(seconds=ended_within)
     return product.items().filter(strategy=Strategy.REDIS_LUA, end_at__gt=since)
+
+
+# The beat closes the items that ended within this long before the close cutoff, so that a
+# beat stopped for less still closes what ended meanwhile; older ones, ``manage.py
+# reservations_close``.
+CLOSING_WITHIN = timedelta(days=1)
+
+
+def items_closing(product: Product, *, everything_before: bool = False) -> QuerySet:
+    """The ``redis_lua`` items whose Redis keys are due to be removed
+    (``inventory.redis_lua.item_states.item_reservations_close``): those that ended a day or
+    less before the close cutoff (a range of the (strategy, end) index), or with
+    ``everything_before`` every one before it."""
+    cutoff = close_cutoff()
+    items = product.items().filter(strategy=Strategy.REDIS_LUA, end_at__lte=cutoff)
+    return items if everything_before else items.filter(end_at__gt=cutoff - CLOSING_WITHIN)
 
 
 def record_of(product: Product, found: Pending | Failed, item: Any) -> Model:

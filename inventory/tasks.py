@@ -1,26 +1,35 @@
 """The Celery tasks of ``redis_lua``, one of each for every product (the ``kind`` argument,
 ``inventory.product``): persisting an item's reservations as its records, and keeping the
-items' Redis state true to the database. The beat runs the sweep and the reconciliation
-once per kind (``CELERY_BEAT_SCHEDULE``)."""
+items' Redis state true to the database. The beat runs the sweep, the reconciliation and
+the close once per kind (``CELERY_BEAT_SCHEDULE``)."""
 
 from __future__ import annotations
 
+import logging
 from functools import partial
 
 from celery import shared_task
 from django.conf import settings
 from django.utils import timezone
 
+from .errors import LockBusy
 from .holds import holds_expire_all
-from .items import items_live
+from .items import items_closing, items_live
 from .product import product_of
 from .redis_lua.bucket_states import item_states
 from .redis_lua.client import reservations_client
 from .redis_lua.drain import DRAIN_TASK_OPTIONS, TEND_TASK_OPTIONS, drain_task_run
 from .redis_lua.item_buckets import item_bucketed
-from .redis_lua.item_states import item_reservations_check, item_reservations_persist, item_reservations_reconcile
+from .redis_lua.item_states import (
+    item_reservations_check,
+    item_reservations_close,
+    item_reservations_persist,
+    item_reservations_reconcile,
+)
 from .redis_lua.reconcile import GroupCheck, report_drift
 from .redis_lua.transfers import transfers_client
+
+logger = logging.getLogger(__name__)
 
 
 @shared_task(**DRAIN_TASK_OPTIONS)
@@ -87,6 +96,24 @@ def reservations_reconcile(kind: str) -> int:
         (item.pk, _reconciled(product, item, reservations)) for item in items_live(product).order_by()
     ]
     return report_drift(kind, checks)
+
+
+@shared_task(**TEND_TASK_OPTIONS)
+def reservations_close(kind: str) -> int:
+    """Beat: remove the Redis keys of every ``redis_lua`` item of the kind whose sale ended
+    ``RESERVATIONS_CLOSE_AFTER_END_SECONDS`` ago (``inventory.items.items_closing``), its
+    waiting reservations persisted first, so that Redis holds what the live sales need and
+    not the site's history; the number closed. An item whose lock is busy is closed at a
+    later beat."""
+    product = product_of(kind)
+    reservations = reservations_client()
+    closed = 0
+    for item in items_closing(product).order_by():
+        try:
+            closed += item_reservations_close(product, item=item, reservations=reservations)
+        except LockBusy:
+            logger.warning("Could not close %s %s's Redis state (its lock is busy); the next beat will.", kind, item.pk)
+    return closed
 
 
 def _reconciled(product, item, reservations) -> GroupCheck:

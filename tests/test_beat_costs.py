@@ -2,8 +2,8 @@
 with 10 records as with 1,000, with nothing to do and with work to do, and on MariaDB no
 query that reads the whole orders, draws or charges table (EXPLAIN of what each ran).
 
-The beat's tasks (``CELERY_BEAT_SCHEDULE``): ``reservations_reconcile``, ``reservations_sweep``
-and ``holds_sweep`` per kind, the provider's ``provider_resend``, and the site's
+The beat's tasks (``CELERY_BEAT_SCHEDULE``): ``reservations_reconcile``, ``reservations_sweep``,
+``reservations_close`` and ``holds_sweep`` per kind, the provider's ``provider_resend``, and the site's
 ``payments_unapplied_confirm`` (with no callback URL, where it works)."""
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from django.utils import timezone
 
 from inventory.models import Stock
 from inventory.redis_lua.client import reservations_client
-from inventory.tasks import holds_sweep, reservations_reconcile, reservations_sweep
+from inventory.tasks import holds_sweep, reservations_close, reservations_reconcile, reservations_sweep
 from lottery.services import pool_update
 from orders.models import Order
 from orders.services import voucher_update
@@ -105,6 +105,8 @@ class Site:
             "reconcile voucher, drifted": lambda: (self.drift(), reservations_reconcile("voucher")),
             "reservations sweep voucher": lambda: reservations_sweep("voucher"),
             "reservations sweep pool": lambda: reservations_sweep("pool"),
+            "reservations close voucher": lambda: reservations_close("voucher"),
+            "reservations close pool": lambda: reservations_close("pool"),
             "holds sweep voucher": lambda: holds_sweep("voucher"),
             "holds sweep pool": lambda: holds_sweep("pool"),
             "resend, none due": provider_resend_due,

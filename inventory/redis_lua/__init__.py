@@ -1,6 +1,7 @@
 """The machinery under the ``redis_lua`` strategy (``inventory.strategies.redis_lua``): one
 module per concern, each standing only on those listed before it.
 
+- ``closing``: when an ended sale's keys leave Redis;
 - ``scripts``: the Lua scripts, and the keys of a stock group they use;
 - ``returns``: the script that gives released units back, with the takes they free and the
   users' abandoned holds;
@@ -20,7 +21,7 @@ module per concern, each standing only on those listed before it.
 - ``item_buckets``: a bucketed item's states loaded, dropped, changed and given back units
   together;
 - ``item_states``: an item's state (or states) through its life, whatever its product, over
-  the above.
+  the above, to its close long after its sale ended.
 
 The Celery tasks that run them stay in ``inventory.tasks``, whose names the beat and the
 strategy send.

@@ -138,12 +138,14 @@ def busiest_state(reservations: Reservations, state: int) -> int:
     return max(states, key=lambda one: (waiting[one], one == state))
 
 
-def states_present(reservations: Reservations, group_id: int) -> list[int]:
-    """The ids of the group's bucket states (bucket 1 and on) that Redis holds any key of:
-    what a retire or a rebuild must persist and drop, whatever the bucket count was."""
+def states_present(reservations: Reservations, group_id: int, *, every_key: bool = False) -> list[int]:
+    """The ids of the group's bucket states (bucket 1 and on) that Redis holds a state, a
+    stream or a transfer of: what a retire or a rebuild must persist and drop, whatever the
+    bucket count was; with ``every_key``, any key at all (a counter, failed reservations:
+    what a close removes)."""
     pipe = reservations.client.pipeline(transaction=False)
     states = [state_id(group_id, bucket) for bucket in range(1, BUCKETS_MOST)]
     for state in states:
         keys = GroupKeys.of(state)
-        pipe.exists(keys.state, keys.pending, keys.outbox, keys.applied)
+        pipe.exists(*(keys.all() if every_key else (keys.state, keys.pending, keys.outbox, keys.applied)))
     return [state for state, found in zip(states, pipe.execute(), strict=True) if found]

@@ -64,8 +64,11 @@ def states_drop(group_id: int, reservations: Reservations) -> None:
 
 
 def states_forget(group_id: int, reservations: Reservations) -> None:
-    for state in _states_of(group_id, reservations):
+    """Remove every key of every state of the group, bucket 0's last: a key of bucket 0 left
+    means a forget still to finish."""
+    for state in states_present(reservations, group_id, every_key=True):
         reservations.forget(group_id=state)
+    reservations.forget(group_id=group_id)
 
 
 def states_loaded(group_id: int, buckets: int, reservations: Reservations) -> bool:

@@ -18,6 +18,7 @@ from ..models import Stock, Strategy
 from ..product import Product
 from .bucket_states import item_states as item_states_of
 from .client import Reservations, reservations_client
+from .closing import item_closed
 from .drain import persist_options, with_group_lock
 from .item_buckets import (
     abandoned_values,
@@ -184,6 +185,27 @@ def item_reservations_retire(
     return with_group_lock(group_id, run, wait_seconds=30)
 
 
+def item_reservations_close(product: Product, *, item: Any, reservations: Reservations | None = None) -> bool:
+    """The item's sale ended long ago (``inventory.redis_lua.closing``): every reservation still waiting is
+    persisted, then every key its states hold in Redis is removed (its failed reservations,
+    shown to their users until now, too). True when there was anything to remove; one round
+    trip when there was not. After it a take hears ``ended`` from the item's window, with no
+    rebuild, and a release gives its unit back to the database alone."""
+    reservations = reservations or reservations_client()
+    group_id = product.group_of(item)
+    # Bucket 0's keys are removed last (``states_forget``): none left, nothing is left.
+    if not reservations.client.exists(*GroupKeys.of(group_id).all()):
+        return False
+
+    def run() -> bool:
+        states_drop(group_id, reservations)
+        states_persist(group_id, reservations, _persist_step(product, item))
+        states_forget(group_id, reservations)
+        return True
+
+    return with_group_lock(group_id, run, wait_seconds=30)
+
+
 def item_reservations_change(
     product: Product,
     *,
@@ -265,14 +287,15 @@ def item_reservations_reconcile(
     product: Product, *, item: Any, reservations: Reservations | None = None, totals_first: bool = False
 ) -> GroupCheck:
     """Check and repair the item's state (``totals_first``: as ``item_reservations_check``);
-    rebuild it from the database when it is missing and the item is ``redis_lua``."""
+    rebuild it from the database when it is missing and the item is ``redis_lua`` (and not
+    closed: ``item_closed``)."""
     reservations = reservations or reservations_client()
     return group_reconcile(
         check=lambda: item_reservations_check(
             product, item=item, reservations=reservations, repair=True, totals_first=totals_first
         ),
         rebuild=lambda: item_reservations_load(product, item=item, reservations=reservations),
-        live=item.strategy == Strategy.REDIS_LUA,
+        live=item.strategy == Strategy.REDIS_LUA and not item_closed(item),
     )
 
 

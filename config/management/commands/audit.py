@@ -6,6 +6,7 @@ from inventory.audits import HoldCounts
 from inventory.models import Strategy
 from inventory.product import product_of
 from inventory.redis_lua.client import reservations_client
+from inventory.redis_lua.closing import close_cutoff
 from inventory.redis_lua.item_states import item_reservations_check
 from lottery.models import Pool
 from lottery.selectors import pool_audits
@@ -90,7 +91,8 @@ class Command(BaseCommand):
             (kind, item.pk): item_reservations_check(product, item=item, reservations=reservations)
             for kind, ids in (("voucher", voucher_ids), ("pool", pool_ids))
             for product in [product_of(kind)]
-            for item in product.items().filter(pk__in=ids, strategy=Strategy.REDIS_LUA)
+            # A sale closed long ago has had its keys removed: nothing in Redis to compare.
+            for item in product.items().filter(pk__in=ids, strategy=Strategy.REDIS_LUA, end_at__gt=close_cutoff())
         }
 
     def _ok(self, audit, kind: str, pk: int) -> bool:

@@ -4,6 +4,7 @@ from django.core.management.base import BaseCommand
 
 from inventory.product import products
 from inventory.redis_lua.client import reservations_client
+from inventory.redis_lua.closing import item_closed
 from inventory.redis_lua.item_states import item_reservations_check, item_reservations_reconcile
 
 
@@ -28,17 +29,19 @@ class Command(BaseCommand):
         reservations = reservations_client()
         run = item_reservations_reconcile if repair else item_reservations_check
         checks = [
-            (product.kind, item.pk, item.strategy, run(product, item=item, reservations=reservations))
+            (
+                product.kind,
+                item.pk,
+                item.strategy == "redis_lua" and not item_closed(item),
+                run(product, item=item, reservations=reservations),
+            )
             for product in products()
             for item in product.items().order_by("id")
         ]
-        # Items that never had a Redis state (other strategies) are not reported; a redis_lua
-        # item without one is (it answers 503 until rebuilt).
-        checked = [
-            (kind, pk, check)
-            for kind, pk, strategy, check in checks
-            if check.state or check.pending or strategy == "redis_lua"
-        ]
+        # Items that never had a Redis state (other strategies) are not reported, nor those whose
+        # sale closed long ago (their keys removed); a redis_lua item without one is (it answers
+        # 503 until rebuilt).
+        checked = [(kind, pk, check) for kind, pk, live, check in checks if check.state or check.pending or live]
         drifted = [item for item in checked if _broken(item[2])]
         if as_json:
             document = {
