@@ -336,10 +336,10 @@ class Reservations:
         return bool(self._return(keys=[keys.state, keys.abandoned], args=args))
 
     def forget(self, *, group_id: int) -> None:
-        """Remove every key of the group, its stream, numbering and undone reservations too:
-        for a group just created, whose keys can only be a stale copy (a database made
-        afresh beside a Redis that kept a group of the same id)."""
-        self.client.delete(*GroupKeys.of(group_id).all())
+        """Remove every key of the group, its stream, numbering and undone reservations too: a
+        stale copy of a group just created, or a sale closed. UNLINK, as DEL of a state of
+        100,000 buyers held Redis' one thread, and every live sale, for 25 ms."""
+        self.client.unlink(*GroupKeys.of(group_id).all())
 
     def drop(self, *, group_id: int) -> None:
         """Remove the group's state (RESERVE answers ``unavailable`` from now on), keeping the
