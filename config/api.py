@@ -95,7 +95,8 @@ Each operation below lists every status it can answer.
 **Retries.** A purchase, a draw, a pay, a cancel and a claim take an `Idempotency-Key` header
 (1 to 255 visible ASCII characters, a new one per attempt): the same request sent again with it gets the first
 answer again (`Idempotent-Replayed: true`) and does nothing twice, also while the first
-still runs (it waits for it, or answers 409 `idempotency_in_progress` with `Retry-After`).
+still runs (it waits for it, or answers 409 `idempotency_in_progress` with `Retry-After`); after
+a first request that never answered (its process died), 409 `idempotency_interrupted`.
 Another request under a used key is 422 `idempotency_key_reused`. Keys are kept a bounded time
 (24 hours by default), and a user keeps a bounded number of them (1,000 by default): a new key
 past it is 429 `idempotency_keys_exhausted` with `Retry-After`.

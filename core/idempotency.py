@@ -7,9 +7,8 @@ key is the caller's own for that action, ``<ns>:idem:{user:<id>}:<action>:<key>`
 (``core.namespace``), and:
 
 - nobody has used it: this request claims it, atomically (one script, ``_CLAIM_SCRIPT``), with a *running*
-  record that holds the request's fingerprint (method, path, a digest of the body) and
-  lapses after ``IDEMPOTENCY_RUNNING_SECONDS``, so that a process that dies mid-request does
-  not hold the key for ever. The call goes on, and once it is answered the API's view
+  record that holds the request's fingerprint (method, path, a digest of the body) and how
+  long it may run, ``IDEMPOTENCY_RUNNING_SECONDS``. The call goes on, and once it is answered the API's view
   wrapper (``config.api``), or the page whose button sent the key (``inventory.pages``),
   hands the answer to ``idempotency_answered``, which keeps its status, content type and
   body under the key for ``IDEMPOTENCY_KEY_SECONDS``;
@@ -18,6 +17,11 @@ key is the caller's own for that action, ``<ns>:idem:{user:<id>}:<action>:<key>`
 - it is running: the request waits for the answer, polling, up to
   ``IDEMPOTENCY_WAIT_SECONDS``, and sends it again; past that it is answered 409
   ``idempotency_in_progress`` with ``Retry-After``;
+- it was running and has not answered in ``IDEMPOTENCY_RUNNING_SECONDS``: its process died
+  (or hangs), before or after it acted, which nobody knows; 409 ``idempotency_interrupted``,
+  nothing done, for as long as an answer would be kept. Run afresh, a retry would act a second
+  time whenever the first had acted (a second draw); the client looks at its orders or draws,
+  and sends a new key to try again, as after a 500;
 - it was used for another request (another path, item or body): 422
   ``idempotency_key_reused``, nothing done.
 
@@ -134,6 +138,17 @@ class IdempotencyKeysExhausted(DomainError):
         self.retry_after = retry_after
 
 
+class IdempotencyInterrupted(DomainError):
+    """The first request with this key stopped before it answered: whether it acted is unknown."""
+
+    code = "idempotency_interrupted"
+    status = 409
+    default_message = (
+        f"The first request with this {HEADER} stopped before it answered: whether it took anything is unknown. "
+        "Look at your orders or draws, and send a new key to try again."
+    )
+
+
 class IdempotencyInProgress(DomainError):
     """The first request with this key is still running, past how long a retry waits."""
 
@@ -177,6 +192,11 @@ def _member(key: str) -> str:
 
 def _ms(seconds: float) -> int:
     return max(1, int(seconds * 1000))
+
+
+def _now_ms() -> int:
+    # The wall clock, read by every server alike: a claim's deadline is compared by another.
+    return int(time.time() * 1000)
 
 
 def fingerprint(request) -> str:
@@ -236,7 +256,8 @@ def idempotency_claim(request, response: HttpResponse, *, action: str, user_id: 
     """None when the request goes on: it sent no key, or it now holds its key (and its
     answer will be kept). Otherwise the answer to send instead, written into ``response``:
     the first request's answer again. Raises ``IdempotencyKeyInvalid``,
-    ``IdempotencyKeyReused``, ``IdempotencyKeysExhausted`` and ``IdempotencyInProgress``."""
+    ``IdempotencyKeyReused``, ``IdempotencyKeysExhausted``, ``IdempotencyInProgress`` and
+    ``IdempotencyInterrupted``."""
     sent = request.META.get(META)
     if sent is None:
         return None
@@ -247,7 +268,10 @@ def idempotency_claim(request, response: HttpResponse, *, action: str, user_id: 
     running_ms = _ms(settings.IDEMPOTENCY_RUNNING_SECONDS)
     kept_ms = max(running_ms, _ms(settings.IDEMPOTENCY_KEY_SECONDS))
     mine = fingerprint(request)
-    running = json.dumps({"fingerprint": mine, "running": secrets.token_hex(8)})
+    # Kept as long as an answer, whose place in the user's count it takes: a claim that lapsed
+    # let a retry act a second time after a process died past its commit.
+    until = _now_ms() + running_ms
+    running = json.dumps({"fingerprint": mine, "running": secrets.token_hex(8), "until": until})
     claim_or_read = _script(_CLAIM_SCRIPT)
     give_up = time.monotonic() + settings.IDEMPOTENCY_WAIT_SECONDS
     pause = FIRST_PAUSE
@@ -256,7 +280,7 @@ def idempotency_claim(request, response: HttpResponse, *, action: str, user_id: 
         while True:
             # Claimed (None), or what the key holds; a claim that lapsed meanwhile is taken anew.
             found = claim_or_read(
-                keys=[key, live], args=[running, running_ms, member, settings.IDEMPOTENCY_KEYS_PER_USER, kept_ms]
+                keys=[key, live], args=[running, kept_ms, member, settings.IDEMPOTENCY_KEYS_PER_USER, kept_ms]
             )
             if found is None:
                 setattr(request, _HELD, Claim(key=key, running=running, fingerprint=mine, live=live, member=member))
@@ -268,6 +292,8 @@ def idempotency_claim(request, response: HttpResponse, *, action: str, user_id: 
                 raise IdempotencyKeyReused()
             if "status" in record:
                 return _replay(response, record)
+            if record.get("until", math.inf) <= _now_ms():
+                raise IdempotencyInterrupted()
             left = give_up - time.monotonic()
             if left <= 0:
                 raise IdempotencyInProgress()

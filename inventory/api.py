@@ -78,7 +78,7 @@ class HoldCountsOut(Schema):
 def take_answers(schema: type) -> dict[int, Any]:
     """A take's declared answers: ``schema`` with 201 (written) and 202 (pending under
     ``redis_lua``); 403 ``not_started`` or ``ended``, 409 the product's refusals, ``busy``,
-    ``abandon_limit`` or ``idempotency_in_progress``, 422 an ``Idempotency-Key`` malformed or
+    ``abandon_limit``, ``idempotency_in_progress`` or ``_interrupted``, 422 an ``Idempotency-Key`` malformed or
     reused, 429 ``rate_limited`` or ``cooling_down`` (docs/design.md, "Abandoned holds")."""
     return answers(
         {201: schema, 202: schema}, unsafe=True, item=True, body="none", refusals=(403, 409, 422), limited=True
@@ -88,7 +88,7 @@ def take_answers(schema: type) -> dict[int, Any]:
 def change_answers(schema: type) -> dict[int, Any]:
     """A change's declared answers: ``schema`` with 200; 404 a record that is not the
     caller's; 409 the record's state (``inventory.errors.HoldClosed``) or
-    ``idempotency_in_progress``, 422 an ``Idempotency-Key`` malformed or reused."""
+    ``idempotency_in_progress`` or ``_interrupted``, 422 an ``Idempotency-Key`` malformed or reused."""
     return answers({200: schema}, unsafe=True, item=True, body="none", refusals=(409, 422), limited=True)
 
 

@@ -289,7 +289,7 @@ def _drawn(draw: Draw) -> dict:
 
 
 # 403 not_started or ended; 409 draw_limit, pool_empty, abandon_limit, busy or
-# idempotency_in_progress; 422 an Idempotency-Key malformed or reused; 429 rate_limited or
+# idempotency_in_progress/interrupted; 422 an Idempotency-Key malformed or reused; 429 rate_limited or
 # cooling_down.
 @router.post(
     "/pools/{int:pool_id}/draw", response=take_answers(DrawOut), openapi_extra=keyed_openapi(links.DRAWN, take=True)
@@ -345,7 +345,7 @@ def draws_get(request, draw_id: int):
 CLAIM = ChangeCall(action="claim", product=POOL, record="draw", read=draw_get, change=draw_claim)
 
 
-# 409 forfeited, already_claimed, nothing_held, pending (with Retry-After) or idempotency_in_progress.
+# 409 forfeited, already_claimed, nothing_held, pending (with Retry-After), idempotency_in_progress/interrupted.
 @router.post(
     "/draws/{int:draw_id}/claim",
     response=change_answers(ClaimOut),

@@ -219,7 +219,7 @@ PURCHASE = TakeCall(action="purchase", product=VOUCHER, counted=purchase_counted
 
 
 # 403 not_started or ended; 409 sold_out, already_purchased, abandon_limit, busy or
-# idempotency_in_progress; 422 an Idempotency-Key malformed or reused; 429 rate_limited or
+# idempotency_in_progress/interrupted; 422 an Idempotency-Key malformed or reused; 429 rate_limited or
 # cooling_down.
 @router.post(
     "/vouchers/{int:voucher_id}/purchase",
@@ -270,7 +270,7 @@ def orders_get(request, order_id: int):
 CANCEL = ChangeCall(action="cancel", product=VOUCHER, record="order", read=order_get, change=order_cancel)
 
 
-# 409 expired, cancelled, already_paid, pending (with Retry-After) or idempotency_in_progress.
+# 409 expired, cancelled, already_paid, pending (with Retry-After), idempotency_in_progress/interrupted.
 @router.post(
     "/orders/{int:order_id}/cancel",
     response=change_answers(CancelOut),

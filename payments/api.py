@@ -52,7 +52,7 @@ PAY = ChangeCall(action="pay", product=VOUCHER, record="order", read=order_get, 
 
 
 # 409 expired, cancelled, already_paid, pending (a redis_lua order not written yet), busy or
-# idempotency_in_progress; 422 an Idempotency-Key malformed or reused.
+# idempotency_in_progress/interrupted; 422 an Idempotency-Key malformed or reused.
 @router.post(
     "/orders/{int:order_id}/pay",
     response=answers(

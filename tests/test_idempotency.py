@@ -338,21 +338,47 @@ def test_a_pages_refusal_that_did_its_thing_is_kept_the_keys_lifetime(api_client
     assert kept["unconfirmed"] > 23 * 3600_000
 
 
-def test_a_claim_whose_request_never_answered_lapses(api_client, make_voucher, settings, keys):
+def test_a_first_request_that_never_answered_leaves_its_key_interrupted_and_a_retry_draws_nothing(
+    api_client, make_pool, settings, keys
+):
+    settings.IDEMPOTENCY_RUNNING_SECONDS = 0.3
+    settings.IDEMPOTENCY_WAIT_SECONDS = 0
+    pool = make_pool(prizes=(("Gold", 5),), draws_per_user=3)
+    url = f"/api/pools/{pool.pk}/draw"
+    buyer = api_client()
+    # A draw whose process died after its commit, before its answer was kept: it claimed
+    # the key, drew, and never answered.
+    request = RequestFactory().post(url, headers={"Idempotency-Key": KEY})
+    assert idempotency_claim(request, HttpResponse(), action="draw", user_id=buyer.user.pk) is None
+    pool_draw(user=buyer.user, pool=pool_get(pool_id=pool.pk))
+
+    assert_error(send(buyer, url), 409, "idempotency_in_progress")  # it may still be running
+    wait_until(lambda: send(buyer, url).json().get("code") == "idempotency_interrupted", "the first is taken for dead")
+
+    # Ran afresh, the retry drew a second time; it draws nothing, however often it comes.
+    assert_error(send(buyer, url), 409, "idempotency_interrupted")
+    assert Draw.objects.filter(pool=pool, user=buyer.user).count() == 1
+    # Kept as an answer is, not let go with the first request's time.
+    assert keys.pttl(idempotency_key(user_id=buyer.user.pk, action="draw", key=KEY)) > 23 * 3600_000
+    # A new key is a new attempt.
+    assert send(buyer, url, key="after-looking").status_code == 201
+    assert Draw.objects.filter(pool=pool, user=buyer.user).count() == 2
+
+
+def test_a_slow_first_request_past_its_time_still_keeps_its_answer(api_client, make_voucher, settings, keys):
     settings.IDEMPOTENCY_RUNNING_SECONDS = 0.3
     settings.IDEMPOTENCY_WAIT_SECONDS = 0
     voucher = make_voucher()
     url = f"/api/vouchers/{voucher.pk}/purchase"
     buyer = api_client()
-    claimed_unanswered(url, buyer.user.pk)  # a request whose process died before it answered
+    request = claimed_unanswered(url, buyer.user.pk)
+    wait_until(lambda: send(buyer, url).json().get("code") == "idempotency_interrupted", "the first is taken for dead")
 
-    assert_error(send(buyer, url), 409, "idempotency_in_progress")
-    key = idempotency_key(user_id=buyer.user.pk, action="purchase", key=KEY)
-    assert 0 < keys.pttl(key) <= 300
-    wait_until(lambda: not keys.exists(key), "the claim lapses")
-
-    assert send(buyer, url).status_code == 201
-    assert Order.objects.filter(voucher=voucher).count() == 1
+    # It was alive after all, and answers: its answer is kept, and the retries hear it.
+    order_purchase(user=buyer.user, voucher=voucher_get(voucher_id=voucher.pk))
+    idempotency_answered(request, HttpResponse(b'{"status": "confirmed"}', status=201, content_type="application/json"))
+    again = send(buyer, url)
+    assert (again.status_code, again.json(), replayed(again)) == (201, {"status": "confirmed"}, True)
 
 
 def test_an_answer_is_kept_for_the_keys_lifetime_then_forgotten(api_client, make_voucher, settings, keys):

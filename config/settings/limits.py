@@ -24,10 +24,12 @@ _LIMITED = ("purchase", "draw", "pay", "cancel", "claim")
 RATE_LIMITS = {action: {"user": (_PER_USER, 1), "address": (_PER_ADDRESS, 1)} for action in _LIMITED}
 
 # Idempotency keys (core.idempotency): an answer is kept IDEMPOTENCY_KEY_SECONDS for the same
-# user's retries with its key; a claim whose request died lapses after
+# user's retries with its key; a claim whose request has not answered in
 # IDEMPOTENCY_RUNNING_SECONDS (past gunicorn's 30 s worker timeout, which ends a longer
-# request); a retry waits IDEMPOTENCY_WAIT_SECONDS for the first's answer (as long as a take
-# may queue for its lock) before 409. In the rate limits' Redis: that client never swallows
+# request) is taken for one that died, before or after it acted: its key answers 409
+# idempotency_interrupted, nothing done, for as long as an answer is kept; a retry waits
+# IDEMPOTENCY_WAIT_SECONDS for the first's answer (as long as a take may queue for its lock)
+# before 409. In the rate limits' Redis: that client never swallows
 # an error, and it is not the cache, which may be run to evict (a lost record takes twice).
 IDEMPOTENCY_REDIS_CLIENT = RATE_LIMITS_REDIS_CLIENT
 # The waiting rooms' lines and tickets (inventory.admission): the same client, for the same
