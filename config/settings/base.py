@@ -227,8 +227,8 @@ RESERVATIONS_SWEEP_SECONDS = env_int("RESERVATIONS_SWEEP_SECONDS", 2)
 # was lost, or left by a database out of reach at the end, are still written.
 RESERVATIONS_SWEEP_AFTER_END_SECONDS = env_int("RESERVATIONS_SWEEP_AFTER_END_SECONDS", 24 * 3600)
 # This long after a sale's end its Redis keys are removed, once whatever still waited is
-# persisted (inventory.tasks.reservations_close, every RESERVATIONS_CLOSE_EVERY_SECONDS): its
-# users' failed reservations are shown until then. At least the sweep's time after the end.
+# persisted (inventory.tasks.reservations_close, every RESERVATIONS_CLOSE_EVERY_SECONDS): a
+# failed reservation is found by its id until then. At least the sweep's time after the end.
 RESERVATIONS_CLOSE_AFTER_END_SECONDS = env_int("RESERVATIONS_CLOSE_AFTER_END_SECONDS", 7 * 24 * 3600)
 RESERVATIONS_CLOSE_EVERY_SECONDS = env_int("RESERVATIONS_CLOSE_EVERY_SECONDS", 3600)
 # How often the beat compares every redis_lua item's Redis state with the database,

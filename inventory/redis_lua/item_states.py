@@ -186,9 +186,9 @@ def item_reservations_retire(
 
 
 def item_reservations_close(product: Product, *, item: Any, reservations: Reservations | None = None) -> bool:
-    """The item's sale ended long ago (``inventory.redis_lua.closing``): every reservation still waiting is
-    persisted, then every key its states hold in Redis is removed (its failed reservations,
-    shown to their users until now, too). True when there was anything to remove; one round
+    """The item's sale ended long ago (``inventory.redis_lua.closing``): every reservation still
+    waiting is persisted, then every key its states hold in Redis is removed (its failed
+    reservations, found by their ids until now, too). True when there was anything to remove; one round
     trip when there was not. After it a take hears ``ended`` from the item's window, with no
     rebuild, and a release gives its unit back to the database alone."""
     reservations = reservations or reservations_client()
