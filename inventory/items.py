@@ -75,12 +75,13 @@ CLOSING_WITHIN = timedelta(days=1)
 
 
 def items_closing(product: Product, *, everything_before: bool = False) -> QuerySet:
-    """The ``redis_lua`` items whose Redis keys are due to be removed
+    """The items whose Redis keys are due to be removed
     (``inventory.redis_lua.item_states.item_reservations_close``): those that ended a day or
-    less before the close cutoff (a range of the (strategy, end) index), or with
-    ``everything_before`` every one before it."""
+    less before the close cutoff, or with ``everything_before`` every one before it. Of
+    every strategy, since an item that left ``redis_lua`` kept some keys: a range of the
+    (strategy, end) index for each strategy."""
     cutoff = close_cutoff()
-    items = product.items().filter(strategy=Strategy.REDIS_LUA, end_at__lte=cutoff)
+    items = product.items().filter(strategy__in=Strategy.values, end_at__lte=cutoff)
     return items if everything_before else items.filter(end_at__gt=cutoff - CLOSING_WITHIN)
 
 

@@ -19,12 +19,13 @@ from inventory.items import items_closing
 from inventory.models import StockGroup
 from inventory.redis_lua.bucket_states import states_present
 from inventory.redis_lua.client import reservations_client
+from inventory.redis_lua.item_states import item_reservations_close
 from inventory.redis_lua.values import GroupKeys
 from inventory.tasks import reservations_close
 from orders.models import Order, Voucher
 from orders.product import VOUCHER
 from orders.selectors import voucher_get
-from orders.services import order_purchase
+from orders.services import order_purchase, voucher_update
 from tests.plans import analyze, assert_no_full_scan
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("reservations_redis")]
@@ -113,6 +114,43 @@ def test_the_beat_leaves_a_sale_ended_before_its_day_to_the_command_which_closes
     assert "vouchers: 1 ended before the cutoff, 1 closed now." in out.getvalue()
     assert keys_left(old) == 0
     assert Order.objects.filter(voucher=old).count() == 1
+
+
+def test_a_close_is_put_off_while_a_reservation_still_waits_to_be_written(make_voucher, make_user, settings):
+    voucher = make_voucher(stock=3, strategy="redis_lua")
+    bought(voucher, [make_user()])
+    voucher = ended(voucher, timedelta(seconds=CLOSE_AFTER + 600))
+    # With a replica to wait for and none there, every batch is handed back unwritten.
+    settings.RESERVATIONS_WAIT_REPLICAS, settings.RESERVATIONS_WAIT_MS = 1, 20
+
+    assert not item_reservations_close(VOUCHER, item=voucher)
+
+    assert reservations_client().waiting(group_id=voucher.group_id) == 1
+    assert not Order.objects.filter(voucher=voucher).exists()
+    settings.RESERVATIONS_WAIT_REPLICAS = 0
+    assert reservations_close("voucher") == 1  # written, then closed
+    assert Order.objects.filter(voucher=voucher).count() == 1 and keys_left(voucher) == 0
+
+
+def test_a_sale_whose_end_staff_moved_on_after_it_was_read_is_not_closed(make_voucher, make_user):
+    voucher = make_voucher(stock=3, strategy="redis_lua")
+    read = ended(voucher, timedelta(seconds=CLOSE_AFTER + 600))
+    Voucher.objects.filter(pk=voucher.pk).update(end_at=timezone.now() + timedelta(hours=1))
+
+    assert not item_reservations_close(VOUCHER, item=read)
+    assert keys_left(voucher)
+    bought(voucher, [make_user()])  # on sale again, from its state
+
+
+def test_a_sale_that_left_redis_lua_has_the_keys_it_kept_closed(make_voucher, make_user):
+    voucher = make_voucher(stock=3, strategy="redis_lua")
+    bought(voucher, [make_user()])
+    voucher = voucher_update(voucher=voucher_get(voucher_id=voucher.pk), strategy="db_atomic")
+    assert keys_left(voucher)  # its counter, its empty stream
+    ended(voucher, timedelta(seconds=CLOSE_AFTER + 600))
+
+    assert reservations_close("voucher") == 1
+    assert keys_left(voucher) == 0
 
 
 @pytest.mark.skipif(connection.vendor != "mysql", reason="reads MariaDB's EXPLAIN")

@@ -8,6 +8,7 @@ process's client (``inventory.redis_lua.client.reservations_client``) unless giv
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -17,6 +18,7 @@ from django.db.models import Max
 from ..models import Stock, Strategy
 from ..product import Product
 from .bucket_states import item_states as item_states_of
+from .bucket_states import states_present
 from .client import Reservations, reservations_client
 from .closing import item_closed
 from .drain import persist_options, with_group_lock
@@ -38,6 +40,7 @@ from .records_insert import RecordsInsert
 from .values import GroupKeys, Pending, state_reservations
 
 R = TypeVar("R")
+logger = logging.getLogger(__name__)
 
 
 def item_reservations_persist(
@@ -74,9 +77,10 @@ def _group_stock(group_id: int) -> dict[int, int]:
 
 def _load(product: Product, item: Any, reservations: Reservations) -> bool:
     """Load the state from the database if the item (read again: the caller holds the group's
-    lock, and the strategy may have changed since) is still ``redis_lua``."""
+    lock, and the strategy may have changed since) is still ``redis_lua``, and its sale is
+    not closed (``inventory.redis_lua.closing``): loaded, it would stay for good."""
     item = product.items().get(pk=item.pk)
-    if item.strategy != Strategy.REDIS_LUA:
+    if item.strategy != Strategy.REDIS_LUA or item_closed(item):
         return False
     if (buckets := item_bucketed(product, item)) > 1:
         return states_load_item(product, item, buckets, reservations)
@@ -185,21 +189,37 @@ def item_reservations_retire(
     return with_group_lock(group_id, run, wait_seconds=30)
 
 
-def item_reservations_close(product: Product, *, item: Any, reservations: Reservations | None = None) -> bool:
+def item_reservations_close(
+    product: Product, *, item: Any, reservations: Reservations | None = None, thorough: bool = False
+) -> bool:
     """The item's sale ended long ago (``inventory.redis_lua.closing``): every reservation still
     waiting is persisted, then every key its states hold in Redis is removed (its failed
-    reservations, found by their ids until now, too). True when there was anything to remove; one round
-    trip when there was not. After it a take hears ``ended`` from the item's window, with no
-    rebuild, and a release gives its unit back to the database alone."""
+    reservations, found by their ids until now, too), whatever the item's strategy now (one that
+    left ``redis_lua`` kept its counter, its failed reservations and its empty stream). True
+    when there was anything to remove; one round trip when there was not (``thorough``: the
+    other 63 states' keys looked for too, as a command does). After it a take hears ``ended``
+    from the item's window, with no rebuild, and a release gives its unit back to the
+    database alone. Nothing is removed while a reservation still waits (a replica that did
+    not confirm a batch holds it back): the next close tries again."""
     reservations = reservations or reservations_client()
     group_id = product.group_of(item)
-    # Bucket 0's keys are removed last (``states_forget``): none left, nothing is left.
+    # Bucket 0's keys are removed last (``states_forget``): none left, nothing is left, but
+    # of an item of several states whose first load stopped before bucket 0's.
     if not reservations.client.exists(*GroupKeys.of(group_id).all()):
-        return False
+        several = thorough or getattr(item, "buckets", 1) > 1
+        if not several or not states_present(reservations, group_id, every_key=True):
+            return False
 
     def run() -> bool:
+        now = product.items().get(pk=item.pk)  # as it stands under the lock: staff may have moved its end
+        if not item_closed(now):
+            return False
         states_drop(group_id, reservations)
-        states_persist(group_id, reservations, _persist_step(product, item))
+        states_persist(group_id, reservations, _persist_step(product, now))
+        states = [group_id, *states_present(reservations, group_id)]
+        if any(reservations.waiting(group_id=state) for state in states):
+            logger.warning("%s %s: reservations still wait to be written; its close is put off.", product.kind, now.pk)
+            return False
         states_forget(group_id, reservations)
         return True
 

@@ -12,7 +12,7 @@ EVERY = 1000
 
 class Command(BaseCommand):
     help = (
-        "Remove the Redis keys of every redis_lua voucher and pool whose sale ended at least "
+        "Remove the Redis keys of every voucher and pool whose sale ended at least "
         "RESERVATIONS_CLOSE_AFTER_END_SECONDS ago, each item's waiting reservations persisted first. The beat "
         "closes those that ended in the day before that cutoff; this closes all of them (after a beat stopped "
         "for longer, or a site that kept every sale's keys). Exit 1 when an item's lock stayed busy: run it again."
@@ -26,7 +26,7 @@ class Command(BaseCommand):
             total, closed = items.count(), 0
             for seen, item in enumerate(items.iterator(chunk_size=EVERY), start=1):
                 try:
-                    closed += item_reservations_close(product, item=item, reservations=reservations)
+                    closed += item_reservations_close(product, item=item, reservations=reservations, thorough=True)
                 except LockBusy:
                     busy.append(f"{product.kind} {item.pk}")
                 if seen % EVERY == 0:
