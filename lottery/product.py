@@ -184,8 +184,11 @@ class PoolProduct(Product):
             check()  # a user with no draws left hears so, not pool_empty
             raise PoolEmpty()
 
-        def admit() -> dict[int, int]:
+        def window_check() -> None:
             pool.window_check(now or timezone.now())
+
+        def admit() -> dict[int, int]:
+            window_check()
             # After the last prize is won nearly every draw is refused: a pool read with its
             # stock summed (``pool_for_draw``) answers them without the prizes' rows.
             if getattr(pool, "stock_left", None) is not None and pool.stock_left <= 0:
@@ -247,6 +250,7 @@ class PoolProduct(Product):
             check=check,
             record=record,
             admit=admit,
+            window_check=window_check,
             user_id=user_id,
             buckets=pool.buckets,
             route=route,

@@ -69,8 +69,11 @@ class VoucherProduct(Product):
             if self.taking_of(voucher.pk, user_id).exists():
                 raise AlreadyPurchased()
 
-        def admit() -> dict[int, int] | None:
+        def window_check() -> None:
             voucher.window_check(now or timezone.now())
+
+        def admit() -> dict[int, int] | None:
+            window_check()
             left = getattr(voucher, "stock_left", None)
             if left is not None and left < 1:
                 check()  # a buyer who has an order hears so, not sold_out
@@ -94,6 +97,7 @@ class VoucherProduct(Product):
             check=check,
             record=record,
             admit=admit,
+            window_check=window_check,
             user_id=user_id,
             buckets=voucher.buckets,
             **carried,

@@ -12,9 +12,11 @@ from datetime import timedelta
 import pytest
 from django.core.management import call_command
 from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from core.window import Ended
+from inventory.errors import StateMissing
 from inventory.items import items_closing
 from inventory.models import StockGroup
 from inventory.redis_lua.bucket_states import states_present
@@ -22,6 +24,9 @@ from inventory.redis_lua.client import reservations_client
 from inventory.redis_lua.item_states import item_reservations_close
 from inventory.redis_lua.values import GroupKeys
 from inventory.tasks import reservations_close
+from lottery.models import Pool
+from lottery.selectors import pool_get
+from lottery.services import pool_draw
 from orders.models import Order, Voucher
 from orders.product import VOUCHER
 from orders.selectors import voucher_get
@@ -99,6 +104,32 @@ def test_a_take_of_a_closed_sale_hears_ended_and_no_state_is_built_again(make_vo
     assert "0 with a Redis state" in out.getvalue()
     assert keys_left(voucher) == 0
     call_command("audit", "--voucher", str(voucher.pk), stdout=io.StringIO())  # exits 1 when broken
+
+
+def test_a_prize_pool_closed_long_after_its_end_hears_ended(make_pool, make_user):
+    pool = make_pool(strategy="redis_lua", prizes=(("Gold", 3),))
+    pool_draw(user=make_user(), pool=pool_get(pool_id=pool.pk))
+    ago = timedelta(seconds=CLOSE_AFTER + 600)
+    Pool.objects.filter(pk=pool.pk).update(
+        begin_at=timezone.now() - ago - timedelta(days=1), end_at=timezone.now() - ago
+    )
+
+    assert reservations_close("pool") == 1
+    with pytest.raises(Ended):
+        pool_draw(user=make_user(), pool=pool_get(pool_id=pool.pk))
+    assert not reservations_client().client.exists(*GroupKeys.of(pool.group_id).all())
+
+
+def test_a_draw_that_finds_no_state_on_sale_reads_no_prize_row_before_it_is_told_so(make_pool, make_user):
+    """The window is checked from the pool as it was read: a crowd meeting a state being
+    rebuilt does not read the prizes' rows the rebuild reads."""
+    pool = make_pool(strategy="redis_lua", prizes=(("Gold", 3), ("Silver", 5)))
+    reservations_client().drop(group_id=pool.group_id)
+    live, user = pool_get(pool_id=pool.pk), make_user()
+    with CaptureQueriesContext(connection) as queries, pytest.raises(StateMissing):
+        pool_draw(user=user, pool=live)
+    prize_rows = [query["sql"] for query in queries.captured_queries if "FROM `inventory_stock`" in query["sql"]]
+    assert not prize_rows
 
 
 def test_the_beat_leaves_a_sale_ended_before_its_day_to_the_command_which_closes_every_one(make_voucher, make_user):

@@ -31,14 +31,13 @@ writes); ``none`` and ``local`` write what they read, and may release a record t
 (``StockStrategy.expire``); every return of units to a row is one write (``units_return``).
 
 Steps 6 and 7 run inside the strategy's **write scope**: nothing more for a strategy whose
-guard already is the transaction, and the transaction of the write for ``none`` and
-``local``, which guard nothing with a transaction. Their check and read are plain autocommit
-queries, as naive code's are, and only the write and the record commit together; so they
-race on every database, SQLite included (whose transactions here begin ``IMMEDIATE``).
+guard is the transaction; for ``none`` and ``local`` the write's own transaction, their check
+and read being plain autocommit queries, as naive code's are: so they race on every
+database, SQLite included (whose transactions here begin ``IMMEDIATE``).
 
-Each strategy supplies only its guard, read and write (and, if it needs one, its write
-scope), in a module of its own. The products' adapters (``orders.product``, ``lottery.product``)
-own the rules, ``inventory.take`` is the one entry point; strategies own only the concurrency.
+Each strategy supplies only its guard, read and write (and its write scope, if it needs one),
+in a module of its own; the products' adapters own the rules, ``inventory.take`` is the one
+entry point.
 ``guarded`` strategies write the record with its database backstop key (the unique constraint
 behind the per-user rule); ``none`` and ``local`` do not, or their break would prove nothing.
 """
@@ -91,10 +90,9 @@ class Take(Generic[R]):
 
     What the strategies that take in the request read:
         admit: refuses what can be refused before any guard, from what the item was read
-            with (the window; stock read at zero, after the per-user rule so that a user
-            who has used every take hears that) and returns ``{stock_id: remaining}`` as
-            it read them, unguarded, or None. Strategies whose own read is unguarded use
-            that snapshot for their first attempt instead of reading again.
+            with (the window; stock read at zero, after the per-user rule) and returns
+            ``{stock_id: remaining}`` as read, unguarded, or None: the first attempt's
+            snapshot of the strategies whose own read is unguarded.
         choose: given ``{stock_id: remaining}`` of the rows that still have at least
             ``quantity`` units (never empty), returns the id of the row to take, or
             None to take nothing and still record (a draw that lands on "no prize").
@@ -121,8 +119,9 @@ class Take(Generic[R]):
             ``user_id``, the scope of the per-user rule (:attr:`user_key`).
         over_limit: raised when the user has used every take.
         reserved: the answer, given the reservation: the record as it will be, pending.
-        rand: the weighted choice's uniform number in [0, 1), called only to reserve; a
-            system random one when None.
+        rand: the weighted choice's uniform number in [0, 1), only to reserve (None: random).
+        window_check: ``NotStarted`` or ``Ended`` unless the window read is open, heard
+            before a missing state's rebuild is asked for (a closed sale has none).
 
     What every strategy that takes in the request checks (``abandon_refuse``; ``redis_lua``
     checks it in its script): ``abandon_limit`` abandoned holds per user (0: no cap) and
@@ -152,6 +151,7 @@ class Take(Generic[R]):
     over_limit: Callable[[], DomainError] | None = None
     reserved: Callable[[Reserved], R] | None = None
     rand: Callable[[], float] | None = None
+    window_check: Callable[[], None] = lambda: None
     counted: Callable[[], int] | None = None
     allowed: Callable[[], int] | None = None
     abandon_limit: int = 0

@@ -118,9 +118,10 @@ class RedisLuaStrategy(StockStrategy):
         if reserved.refusal == "cooling_down":
             raise CoolingDown(max(1, ceil(reserved.wait_ms / 1000)))
         if reserved.refusal == "unavailable":
-            # What the item was read with answers first: a sale ended long ago has no state
-            # (``item_reservations_close``) and hears ``ended``, with no rebuild asked for.
-            take.admit()
+            # The window the item was read with answers first, without a query: a sale ended
+            # long ago has no state (``item_reservations_close``) and hears ``ended``, with no
+            # rebuild asked for.
+            take.window_check()
             if reservations.claim_rebuild(group_id=take.group_id):
                 _ask(REBUILD_TASK, (take.kind, take.item_id), "rebuild", take)
             raise StateMissing()
