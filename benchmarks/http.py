@@ -38,7 +38,7 @@ measured. Runs alternate over the rounds so that drift in the machine's speed hi
 figures are medians. Nothing is asserted: the targets are printed beside the ratios.
 
 The load generator is a small epoll client in this process (``load``), not Locust. The load
-tests run Locust as a command of its own (``loadtests/one_run.py``), not as a library, and
+tests run Locust as a command of its own (``loadtests/locust_process.py``), not as a library, and
 its gevent users, hooks and statistics cost CPU on the same two cores as the server: against
 ``GET /api/ping`` here, Locust's ``FastHttpUser`` (50 users, one process) spent about 0.4 ms
 of CPU per request and reached half the requests per second that this client reaches at

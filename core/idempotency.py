@@ -160,8 +160,8 @@ class IdempotencyInProgress(DomainError):
 
 @dataclass(frozen=True)
 class Claim:
-    """A request's hold on its key: the record it wrote, which only it may replace; and the
-    user's count of live keys (``live``) the key is counted in as ``member``."""
+    """A request's hold on its key: the token of the running record it wrote, which only it may
+    replace; and the user's count of live keys (``live``) the key is counted in as ``member``."""
 
     key: str
     running: str
@@ -194,47 +194,48 @@ def _ms(seconds: float) -> int:
     return max(1, int(seconds * 1000))
 
 
-def _now_ms() -> int:
-    # The wall clock, read by every server alike: a claim's deadline is compared by another.
-    return int(time.time() * 1000)
-
-
 def fingerprint(request) -> str:
     """What makes two requests the same one: method, path and body."""
     body = hashlib.sha256(request.body).hexdigest()
     return hashlib.sha256(f"{request.method}\0{request.path}\0{body}".encode()).hexdigest()
 
 
-# What the key holds, or, when it holds nothing, the request's running record (ARGV[1]),
-# lapsing after ARGV[2] ms: SET NX GET in one round trip, on any Redis (the command itself
-# takes both options only from Redis 7). The user's records still live (KEYS[2], members
-# scored by when they lapse) are counted first: past ARGV[4] the answer is the ms until the
-# oldest lapses, and nothing is written. The SET is the script's first write, so that a
-# Redis full under noeviction refuses the script before it writes anything (a script that
-# wrote once may write on past maxmemory); the lapsed members are pruned after it. The set
-# lapses ARGV[5] ms after its last write, past any member's score.
+# What the key holds, with Redis' time (ms), or, when it holds nothing, the request's running
+# record: its fingerprint (ARGV[1]), its token (ARGV[6]) and the time it may run until, Redis'
+# time plus ARGV[7] ms (one clock, Redis', for every server that compares it), kept ARGV[2]
+# ms: SET NX GET in one round trip, on any Redis (the command itself takes both options only
+# from Redis 7). The user's records still live (KEYS[2], members scored by when they lapse)
+# are counted first: past ARGV[4] the answer is the ms until the oldest lapses, and nothing
+# is written. The SET is the script's first write, so that a Redis full under noeviction
+# refuses the script before it writes anything (a script that wrote once may write on past
+# maxmemory); the lapsed members are pruned after it. The set lapses ARGV[5] ms after its
+# last write, past any member's score.
 _CLAIM_SCRIPT = """
-local found = redis.call('GET', KEYS[1])
-if found then return found end
 local time = redis.call('TIME')
 local now = time[1] * 1000 + math.floor(time[2] / 1000)
+local found = redis.call('GET', KEYS[1])
+if found then return {found, string.format('%d', now)} end
 if redis.call('ZCOUNT', KEYS[2], '(' .. now, '+inf') >= tonumber(ARGV[4]) then
     local oldest = redis.call('ZRANGEBYSCORE', KEYS[2], '(' .. now, '+inf', 'WITHSCORES', 'LIMIT', 0, 1)
     return math.max(1, tonumber(oldest[2]) - now)
 end
-redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+local running = {fingerprint = ARGV[1], running = ARGV[6], ['until'] = now + tonumber(ARGV[7])}
+redis.call('SET', KEYS[1], cjson.encode(running), 'PX', ARGV[2])
 redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)
 redis.call('ZADD', KEYS[2], now + tonumber(ARGV[2]), ARGV[3])
 redis.call('PEXPIRE', KEYS[2], ARGV[5])
 return false
 """
 
-# Replace the request's own running record with its answer (ARGV[2], kept ARGV[3] ms), or
-# let the key go (ARGV[2] empty); never a record that is not the request's own (its claim
-# lapsed and another request holds the key now). The user's count of live records (KEYS[2],
-# member ARGV[4]) follows: the member lapses with the answer, or goes with the key.
+# Replace the request's own running record (its token ARGV[1]) with its answer (ARGV[2], kept
+# ARGV[3] ms), or let the key go (ARGV[2] empty); never a record that is not the request's own
+# (an answer, or another request's claim). The user's count of live records (KEYS[2], member
+# ARGV[4]) follows: the member lapses with the answer, or goes with the key.
 _FINISH_SCRIPT = """
-if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
+local found = redis.call('GET', KEYS[1])
+if not found then return 0 end
+local ok, record = pcall(cjson.decode, found)
+if not ok or record.running ~= ARGV[1] then return 0 end
 if ARGV[2] == '' then
     redis.call('DEL', KEYS[1])
     redis.call('ZREM', KEYS[2], ARGV[4])
@@ -270,8 +271,7 @@ def idempotency_claim(request, response: HttpResponse, *, action: str, user_id: 
     mine = fingerprint(request)
     # Kept as long as an answer, whose place in the user's count it takes: a claim that lapsed
     # let a retry act a second time after a process died past its commit.
-    until = _now_ms() + running_ms
-    running = json.dumps({"fingerprint": mine, "running": secrets.token_hex(8), "until": until})
+    running = secrets.token_hex(8)
     claim_or_read = _script(_CLAIM_SCRIPT)
     give_up = time.monotonic() + settings.IDEMPOTENCY_WAIT_SECONDS
     pause = FIRST_PAUSE
@@ -280,19 +280,21 @@ def idempotency_claim(request, response: HttpResponse, *, action: str, user_id: 
         while True:
             # Claimed (None), or what the key holds; a claim that lapsed meanwhile is taken anew.
             found = claim_or_read(
-                keys=[key, live], args=[running, kept_ms, member, settings.IDEMPOTENCY_KEYS_PER_USER, kept_ms]
+                keys=[key, live],
+                args=[mine, kept_ms, member, settings.IDEMPOTENCY_KEYS_PER_USER, kept_ms, running, running_ms],
             )
             if found is None:
                 setattr(request, _HELD, Claim(key=key, running=running, fingerprint=mine, live=live, member=member))
                 return None
             if isinstance(found, int):
                 raise IdempotencyKeysExhausted(retry_after=max(1, math.ceil(found / 1000)))
+            found, now = found
             record = json.loads(found)
             if record["fingerprint"] != mine:
                 raise IdempotencyKeyReused()
             if "status" in record:
                 return _replay(response, record)
-            if record.get("until", math.inf) <= _now_ms():
+            if record.get("until", math.inf) <= int(now):
                 raise IdempotencyInterrupted()
             left = give_up - time.monotonic()
             if left <= 0:
@@ -341,8 +343,9 @@ def idempotency_answered(request, response: HttpResponse, *, refusal: DomainErro
     """Keep ``response`` under the key the request holds, if it holds one, or let the key go
     when the answer asks for the request again: judged from the answer (the API's), or from
     ``refusal`` when the answer is a page's fragment that says it in words. Redis out of
-    reach here is logged, not answered: the client gets its answer, and the running record
-    lapses."""
+    reach here is logged, not answered: the client gets its answer, and the key answers
+    ``idempotency_interrupted`` once the running record's time is past (whether it acted is
+    as unknown to a retry as after a process that died)."""
     claim: Claim | None = getattr(request, _HELD, None)
     if claim is None:
         return

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import re
 import threading
+import time
 from html import unescape
 
 import pytest
@@ -363,6 +364,21 @@ def test_a_first_request_that_never_answered_leaves_its_key_interrupted_and_a_re
     # A new key is a new attempt.
     assert send(buyer, url, key="after-looking").status_code == 201
     assert Draw.objects.filter(pool=pool, user=buyer.user).count() == 2
+
+
+def test_a_server_whose_clock_runs_an_hour_ahead_still_waits_on_a_first_request_running(
+    api_client, make_voucher, settings, monkeypatch
+):
+    """The first request's time is counted by Redis' clock, not by whichever server reads it."""
+    settings.IDEMPOTENCY_WAIT_SECONDS = 0
+    voucher = make_voucher()
+    url = f"/api/vouchers/{voucher.pk}/purchase"
+    buyer = api_client()
+    claimed_unanswered(url, buyer.user.pk)
+    now = time.time
+    monkeypatch.setattr(time, "time", lambda: now() + 3600)
+
+    assert_error(send(buyer, url), 409, "idempotency_in_progress")
 
 
 def test_a_slow_first_request_past_its_time_still_keeps_its_answer(api_client, make_voucher, settings, keys):
