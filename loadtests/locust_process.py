@@ -7,6 +7,7 @@ Imported once Django is set up (with the load runner)."""
 from __future__ import annotations
 
 import csv
+import os
 import signal
 import subprocess
 import sys
@@ -14,6 +15,7 @@ import tempfile
 import threading
 import time
 from argparse import Namespace
+from contextlib import suppress
 from pathlib import Path
 
 from harness.server import ROOT
@@ -59,21 +61,28 @@ def run_locust(
     if args.locust_processes > 1:
         command += ["--processes", str(args.locust_processes)]
     with tempfile.TemporaryFile() as errors:
-        locust = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=errors)
-        stopping = False
+        # A session of its own: with --processes its workers are forked children, which a
+        # kill of the first alone left running their users against the server for a minute.
+        locust = subprocess.Popen(
+            command, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=errors, start_new_session=True
+        )
+        stopping = stop_seen = False
         deadline = time.monotonic() + args.duration + LOCUST_GRACE_SECONDS
         try:
             while True:
+                if stop is not None and not stop_seen and stop.is_set():
+                    # Its grace counts from the stop, heard yet or not.
+                    stop_seen = True
+                    deadline = min(deadline, time.monotonic() + LOCUST_GRACE_SECONDS)
                 # Looked at before the first wait too: a stop asked for before Locust started
                 # is sent as soon as Locust listens.
-                if stop is not None and stop.is_set() and not stopping and hears_ctrl_c(locust.pid):
+                if stop_seen and not stopping and hears_ctrl_c(locust.pid):
                     # As Ctrl-C: Locust writes its HTML report too (not on SIGTERM).
                     locust.send_signal(signal.SIGINT)
                     stopping = True
-                    deadline = min(deadline, time.monotonic() + LOCUST_GRACE_SECONDS)
                 elif time.monotonic() > deadline:
                     # Its reports written, a Locust once waited for ever on a thread at its exit.
-                    locust.kill()
+                    _kill(locust)
                     stopping = True
                 try:
                     returncode = locust.wait(timeout=STOP_POLL_SECONDS)
@@ -83,7 +92,7 @@ def run_locust(
         except BaseException:
             # Whatever ended the wait (a task's time limit, a signal, an error of ours): its
             # crowd must not go on against the server, under the next run's measurement.
-            locust.kill()
+            _kill(locust)
             locust.wait()
             raise
         if returncode != 0 and not stopping:
@@ -106,6 +115,12 @@ def run_locust(
     # A run of a second or so can end before any request was counted: Locust then lists
     # no endpoint, only its (empty) total.
     return next((row for row in rows if row["Name"] == "Aggregated"), NO_REQUESTS)
+
+
+def _kill(locust: subprocess.Popen) -> None:
+    """Kill Locust and the workers it forked (its session's process group)."""
+    with suppress(ProcessLookupError):
+        os.killpg(locust.pid, signal.SIGKILL)
 
 
 def hears_ctrl_c(pid: int) -> bool:

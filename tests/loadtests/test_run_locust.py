@@ -15,6 +15,7 @@ from argparse import Namespace
 import pytest
 
 from loadtests.locust_process import LOCUST_GRACE_SECONDS, NO_REQUESTS, run_locust
+from tests.waiting import wait_until
 
 LOCUSTFILE = """
 from locust import HttpUser, constant, task
@@ -117,16 +118,15 @@ def test_a_locust_that_never_exits_is_killed_past_its_time(tmp_path, monkeypatch
     assert row is NO_REQUESTS or row["Name"] in ("take", "Aggregated"), row
 
 
-class TimeLimitOnSecondLook:
-    """A stop that raises the second time it is looked at, as Celery's soft time limit raises
-    in the thread that waits on Locust."""
+class TimeLimitOnceRunning:
+    """A stop that raises once ``processes`` processes run the locustfile (with ``--processes``
+    its workers forked), as Celery's soft time limit raises in the thread that waits on Locust."""
 
-    def __init__(self) -> None:
-        self.looks = 0
+    def __init__(self, locustfile, processes: int) -> None:
+        self.locustfile, self.processes = locustfile, processes
 
     def is_set(self) -> bool:
-        self.looks += 1
-        if self.looks >= 2:
+        if len(locusts_of(self.locustfile)) >= self.processes:
             raise TimeoutError("the task's time limit")
         return False
 
@@ -145,10 +145,13 @@ def locusts_of(locustfile) -> list[int]:
     return found
 
 
-def test_a_wait_ended_by_an_error_kills_its_locust(locustfile, tmp_path):
-    args = Namespace(spawn_rate=2, duration=DURATION, locust_processes=1)
+@pytest.mark.parametrize("processes", [1, 2])
+def test_a_wait_ended_by_an_error_kills_its_locust_and_its_workers(locustfile, tmp_path, processes):
+    args = Namespace(spawn_rate=2, duration=DURATION, locust_processes=processes)
+    # With workers, the first process and one per worker.
+    running = TimeLimitOnceRunning(locustfile, 1 if processes == 1 else 1 + processes)
     with pytest.raises(TimeoutError):
-        run_locust(
-            args, locustfile, "http://127.0.0.1:9", tmp_path / "locust", dict(os.environ), 2, TimeLimitOnSecondLook()
-        )
-    assert locusts_of(locustfile) == []  # not left running against the next run's server
+        run_locust(args, locustfile, "http://127.0.0.1:9", tmp_path / "locust", dict(os.environ), 2, running)
+    # Not left running against the next run's server: a worker killed with the first was
+    # once left to run its users for a minute.
+    wait_until(lambda: locusts_of(locustfile) == [], "every process of the Locust ends", timeout=5)
