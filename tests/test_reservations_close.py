@@ -204,3 +204,14 @@ def test_the_beat_finds_the_sales_to_close_in_a_range_of_an_index_however_many_s
     analyze("orders_voucher")
     assert items_closing(VOUCHER).count() == 7
     assert_no_full_scan(items_closing(VOUCHER), tables=["orders_voucher"], max_rows=50)
+
+
+def test_the_close_refuses_to_start_removing_keys_before_the_sweep_is_done_or_less_often_than_its_range(settings):
+    from inventory.checks import strategy_settings_check
+
+    assert strategy_settings_check(None) == []
+    settings.RESERVATIONS_CLOSE_AFTER_END_SECONDS = 1800  # the sweep still reads the sale for an hour
+    assert [error.id for error in strategy_settings_check(None)] == ["inventory.E003"]
+    settings.RESERVATIONS_CLOSE_AFTER_END_SECONDS = CLOSE_AFTER
+    settings.RESERVATIONS_CLOSE_EVERY_SECONDS = 24 * 3600  # some ended sales would fall between two runs
+    assert [error.id for error in strategy_settings_check(None)] == ["inventory.E004"]
