@@ -68,7 +68,14 @@ def order_pay(*, order: Order, now: datetime | None = None) -> Payment:
             order.refresh_from_db(fields=["status"])
             if not order.is_held:
                 raise closed(VOUCHER, order)
+            # Its deadline may have passed while it waited there (on a confirmation that
+            # refunded another pay as expired, before the release that follows the commit).
+            if order.hold_until <= (confirm_at or timezone.now()):
+                raise _LapsedWaiting()
             immediate = provider_charge(reference=payment.reference, now=now)
+    except _LapsedWaiting:
+        _payable(order, confirm_at or timezone.now())  # released, and refused in its words
+        raise HoldExpired() from None
     except IntegrityError as exc:
         if not any(constraint_violated(exc, name) for name in OPEN_GUARD):
             raise
@@ -87,11 +94,19 @@ def order_pay(*, order: Order, now: datetime | None = None) -> Payment:
     return payment
 
 
+class _LapsedWaiting(Exception):
+    """A pay's order passed its deadline while the pay waited on another payment of it."""
+
+
 def _payable(order: Order, now: datetime) -> None:
     if not order.is_held:
         raise closed(VOUCHER, order)
     if order.hold_until <= now:
-        hold_lapse(VOUCHER, order, now=now)
+        if not hold_lapse(VOUCHER, order, now=now):
+            # Changed meanwhile (a callback paid it, a cancel): refused in the words of that.
+            order.refresh_from_db(fields=["status"])
+            if not order.is_held:
+                raise closed(VOUCHER, order)
         raise HoldExpired()
 
 

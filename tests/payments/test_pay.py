@@ -15,6 +15,7 @@ import pytest
 from django.utils import timezone
 
 from core.namespace import key_prefix
+from inventory.errors import AlreadyPaid
 from inventory.holds import hold_lapse
 from inventory.strategies.changes import rule_scope
 from locking import Lock
@@ -374,3 +375,39 @@ def test_a_refund_past_the_deadline_answers_expired_while_the_orders_release_is_
     assert Payment.objects.get().status == "refunded"
     assert hold_lapse(VOUCHER, order_row(order_id))
     assert order_row(order_id).status == "expired" and stock_of(voucher) == 1
+
+
+def test_a_pay_whose_deadline_passes_while_it_waits_on_the_orders_guard_charges_nothing(
+    api_client, held_voucher, monkeypatch
+):
+    """It passed the deadline check, then waited on the order's open payment (another pay's
+    confirmation refunding it as expired, whose release follows its commit) and found the
+    order still held, but past its deadline: refused ``expired`` and the order released,
+    nothing charged, where it used to charge and refund."""
+    voucher = held_voucher(stock=1)
+    buyer = api_client()
+    order_id = buy(buyer, voucher)
+    deadline = timezone.now() + timedelta(milliseconds=300)
+    Order.objects.filter(pk=order_row(order_id).pk).update(hold_until=deadline)
+    payable = services._payable
+
+    def then_waits(order, now):
+        payable(order, now)
+        wait_until(lambda: timezone.now() > deadline, "the deadline passed while it waited")
+
+    monkeypatch.setattr(services, "_payable", then_waits)
+    assert_error(pay(buyer, order_id), 409, "expired")
+    assert not Payment.objects.exists() and not ProviderCharge.objects.exists()
+    assert order_row(order_id).status == "expired" and stock_of(voucher) == 1
+
+
+def test_a_late_pay_of_an_order_a_callback_paid_meanwhile_hears_already_paid(api_client, held_voucher):
+    voucher = held_voucher(stock=1)
+    order_id = buy(api_client(), voucher)
+    read = order_row(order_id)  # as the pay read it: held, its deadline just past
+    read.hold_until = timezone.now() - timedelta(seconds=1)
+    Order.objects.filter(pk=read.pk).update(status="paid", settled_at=timezone.now())
+
+    with pytest.raises(AlreadyPaid):
+        services.order_pay(order=read)
+    assert order_row(order_id).status == "paid"
