@@ -58,7 +58,15 @@ def provider_charge(*, reference: str, now: datetime | None = None) -> bool:
     copies = 1 + _happens(settings.PAYMENT_PROVIDER_DUPLICATE_RATE)
     if _happens(settings.PAYMENT_PROVIDER_LOSS_RATE) or not settings.PAYMENT_CALLBACK_URL:
         copies = 0
-    ProviderCharge.objects.create(reference=reference, sent_at=now + timedelta(milliseconds=delay_ms), callbacks=copies)
+    # With nowhere to post, nothing will ever acknowledge it: left unacknowledged, it would be
+    # sent again once a callback URL is set, with every charge the site made before.
+    acknowledged_at = None if settings.PAYMENT_CALLBACK_URL else now
+    ProviderCharge.objects.create(
+        reference=reference,
+        sent_at=now + timedelta(milliseconds=delay_ms),
+        callbacks=copies,
+        acknowledged_at=acknowledged_at,
+    )
     if copies:
         transaction.on_commit(lambda: _send(reference, countdown=delay_ms / 1000, copies=copies))
     return provider_confirms_at_once()

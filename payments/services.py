@@ -35,8 +35,10 @@ logger = logging.getLogger(__name__)
 # The names of the one-open-payment-per-order key, as MySQL and as SQLite name it.
 OPEN_GUARD = ("payment_one_open_per_order", "payments_payment.open_guard")
 
-# Payments confirmed per run of ``payments_unapplied_confirm``: the rest wait for the next.
+# Payments confirmed per run of ``payments_unapplied_confirm``, read a page of as many at a
+# time, at most UNAPPLIED_PAGES pages: the rest wait for the next run.
 UNAPPLIED_BATCH = 200
+UNAPPLIED_PAGES = 5
 
 # A refunded payment's refusal, by the reason it was refunded for.
 REFUSALS: dict[str, type[HoldClosed]] = {error.code: error for error in (HoldExpired, HoldCancelled, AlreadyPaid)}
@@ -178,17 +180,25 @@ def payments_unapplied_confirm(*, now: datetime | None = None, size: int = UNAPP
     now = now or timezone.now()
     waiting = Payment.objects.filter(
         open_guard__isnull=False, created_at__lte=now - timedelta(seconds=settings.PAYMENT_PROVIDER_RESEND_SECONDS)
-    )
-    resolved = 0
-    for reference in waiting.order_by("open_guard").values_list("reference", flat=True)[:size]:
-        try:
-            payment_confirm(reference=reference)
-        except LockBusy:
-            continue
-        except (DomainError, DatabaseError):
-            # One payment's settle failing (its item's Redis out of reach, say) must not keep
-            # the rest waiting with their charges kept: the next run tries it again.
-            logger.warning("Payment %s could not be confirmed; the next run tries again.", reference, exc_info=True)
-            continue
-        resolved += 1
+    ).order_by("open_guard")
+    resolved = after = 0
+    # Past the ones that failed, page after page: a first page of payments that keep failing
+    # (one item's Redis out of reach) kept every later one waiting, run after run. At most
+    # UNAPPLIED_PAGES pages a run.
+    for _ in range(UNAPPLIED_PAGES):
+        page = list(waiting.filter(open_guard__gt=after).values_list("open_guard", "reference")[:size])
+        if page:
+            after = page[-1][0]
+        for _, reference in page:
+            try:
+                payment_confirm(reference=reference)
+            except LockBusy:
+                continue
+            except (DomainError, DatabaseError):
+                # The next run tries it again.
+                logger.warning("Payment %s could not be confirmed; the next run tries again.", reference, exc_info=True)
+                continue
+            resolved += 1
+        if len(page) < size or resolved >= size:
+            break
     return resolved

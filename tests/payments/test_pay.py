@@ -26,6 +26,7 @@ from orders.selectors import order_get
 from orders.services import order_cancel
 from payments import services
 from payments.models import Payment, ProviderCharge
+from payments.provider import provider_resend_due
 from payments.selectors import payments_audit
 from payments.signature import callback_sign
 from tests.stock import stock_left
@@ -411,3 +412,38 @@ def test_a_late_pay_of_an_order_a_callback_paid_meanwhile_hears_already_paid(api
     with pytest.raises(AlreadyPaid):
         services.order_pay(order=read)
     assert order_row(order_id).status == "paid"
+
+
+def test_charges_made_with_nowhere_to_post_are_not_sent_again_once_a_callback_url_is_set(
+    api_client, held_voucher, settings
+):
+    buyer = api_client()
+    order_id = buy(buyer, held_voucher())
+    assert pay(buyer, order_id).json()["status"] == "paid"  # confirmed at once, no callback
+    settings.PAYMENT_CALLBACK_URL = "http://127.0.0.1:9/api/payments/callback"
+    settings.PAYMENT_PROVIDER_RESEND_SECONDS = 0
+
+    assert provider_resend_due() == 0  # the site's past charges are not posted now
+    assert ProviderCharge.objects.get().acknowledged_at is not None
+
+
+def test_payments_that_keep_failing_first_do_not_keep_the_later_ones_waiting(api_client, held_voucher, settings):
+    settings.PAYMENT_PROVIDER_RESEND_SECONDS = 30
+    settings.LOCK_WAIT_SECONDS = 0.1
+    busy_voucher = held_voucher(stock=2, strategy="redis_lock")
+    stuck = [lost_payment(buy(api_client(), busy_voucher), age=timedelta(seconds=31)) for _ in range(2)]
+    later = lost_payment(buy(api_client(), held_voucher()), age=timedelta(seconds=31))
+    # The first two orders' buyers' locks held elsewhere: their settles are refused busy.
+    locks = [
+        Lock(locks_redis(), rule_scope("voucher", busy_voucher.pk, payment.order.user_id), key_prefix=key_prefix())
+        for payment in stuck
+    ]
+    for lock in locks:
+        assert lock.acquire()
+    try:
+        assert services.payments_unapplied_confirm(size=2) == 1
+    finally:
+        for lock in locks:
+            lock.release()
+    statuses = dict(Payment.objects.values_list("reference", "status"))
+    assert [statuses[p.reference] for p in (*stuck, later)] == ["requested", "requested", "paid"]
