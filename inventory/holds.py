@@ -216,24 +216,37 @@ def holds_expire_due(
     due = product.record_model.objects.filter(status=Status.HELD, hold_until__lte=now)
     # In the index's order: a batch reads its rows, not every due row sorted.
     due = due.order_by("hold_until", item_field, "pk")
-    if item_id is None:
-        item_ids = list(due.order_by().values_list(item_field, flat=True).distinct()[:batch])
-    else:
-        item_ids = [item_id]
-    released = 0
-    for item in product.items().filter(pk__in=item_ids):
-        left = batch - released
-        if left <= 0:
+    if item_id is not None:
+        item = product.items().filter(pk=item_id).first()
+        if item is None:
+            return 0
+        expiry = _expiry(product, item, due.filter(**{item_field: item_id}), now=now, batch=batch)
+        return STRATEGIES[item.strategy].expire(expiry)
+    released, failed = 0, set()
+    while released < batch:
+        # The items of the first due rows, at most as many rows as are left to release: a
+        # DISTINCT of the items read every due row, each batch, a mass expiry's square.
+        # Past the items that failed, so that one of them does not hold up the rest.
+        rows = due.exclude(**{f"{item_field}__in": failed}) if failed else due
+        item_ids = list(dict.fromkeys(rows.values_list(item_field, flat=True)[: batch - released]))
+        if not item_ids:
             break
-        of_item = due.filter(**{item_field: item.pk})
-        try:
-            released += STRATEGIES[item.strategy].expire(_expiry(product, item, of_item, now=now, batch=left))
-        except SoftTimeLimitExceeded:
-            raise  # the sweep's own time is up: the next one goes on
-        except Exception:
-            if item_id is not None:
-                raise
-            logger.exception("Could not release the due holds of %s %s; the next sweep will.", product.kind, item.pk)
+        for item in product.items().filter(pk__in=item_ids):
+            left = batch - released
+            if left <= 0:
+                break
+            of_item = due.filter(**{item_field: item.pk})
+            try:
+                released += STRATEGIES[item.strategy].expire(_expiry(product, item, of_item, now=now, batch=left))
+            except SoftTimeLimitExceeded:
+                raise  # the sweep's own time is up: the next one goes on
+            except Exception:
+                logger.exception(
+                    "Could not release the due holds of %s %s; the next sweep will.", product.kind, item.pk
+                )
+                failed.add(item.pk)
+        if not failed.intersection(item_ids):
+            break
     return released
 
 

@@ -464,6 +464,23 @@ def test_a_sweep_releases_every_other_items_holds_when_one_items_release_fails(m
     assert answered_row(Order, held[0].public_id).status == "expired"
 
 
+def test_an_item_whose_release_fails_and_fills_the_batch_does_not_hold_up_the_next(make_voucher, make_user, settings):
+    """The sweep reads the items of the first due rows, as many rows as it may release: one
+    item failing with every one of them is passed over within the same call."""
+    settings.LOCK_WAIT_SECONDS = 0.2
+    busy = windowed(make_voucher(stock=3, strategy="redis_lua"))
+    other = windowed(make_voucher(stock=3, strategy="db_atomic"))
+    first, then = buy(busy, make_user()), buy(other, make_user())
+    later = timezone.now() + timedelta(minutes=2)
+    lock = group_lock(busy.group_id)
+    assert lock.acquire()
+    try:
+        assert holds_expire_due(VOUCHER, now=later, batch=1) == 1
+    finally:
+        lock.release()
+    assert [answered_row(Order, order.public_id).status for order in (first, then)] == ["held", "expired"]
+
+
 def test_a_deadline_asked_for_by_a_take_rolled_back_is_not_taken_for_asked():
     """A take's expiry task is sent once its transaction commits, and its deadline noted as
     asked for then: noted before, a take rolled back (a batch of records written again half
