@@ -58,15 +58,7 @@ def provider_charge(*, reference: str, now: datetime | None = None) -> bool:
     copies = 1 + _happens(settings.PAYMENT_PROVIDER_DUPLICATE_RATE)
     if _happens(settings.PAYMENT_PROVIDER_LOSS_RATE) or not settings.PAYMENT_CALLBACK_URL:
         copies = 0
-    # With nowhere to post, nothing will ever acknowledge it: left unacknowledged, it would be
-    # sent again once a callback URL is set, with every charge the site made before.
-    acknowledged_at = None if settings.PAYMENT_CALLBACK_URL else now
-    ProviderCharge.objects.create(
-        reference=reference,
-        sent_at=now + timedelta(milliseconds=delay_ms),
-        callbacks=copies,
-        acknowledged_at=acknowledged_at,
-    )
+    ProviderCharge.objects.create(reference=reference, sent_at=now + timedelta(milliseconds=delay_ms), callbacks=copies)
     if copies:
         transaction.on_commit(lambda: _send(reference, countdown=delay_ms / 1000, copies=copies))
     return provider_confirms_at_once()
@@ -90,6 +82,16 @@ def provider_refund(*, reference: str, now: datetime | None = None) -> None:
     """The site gives the charge back (in its transaction): the ledger says so."""
     ProviderCharge.objects.filter(reference=reference, refunded_at__isnull=True).update(
         refunded_at=now or timezone.now()
+    )
+
+
+def provider_resolved_here(*, reference: str, now: datetime | None = None) -> None:
+    """The site resolved the charge itself, with nowhere to post its confirmation: nothing will
+    acknowledge it, so it is marked as its callback would have been (in the caller's
+    transaction). Left unacknowledged, every such charge was sent again once a callback URL
+    was set; marked when it was made, one whose payment then met a busy lock was never."""
+    ProviderCharge.objects.filter(reference=reference, acknowledged_at__isnull=True).update(
+        acknowledged_at=now or timezone.now()
     )
 
 

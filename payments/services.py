@@ -11,6 +11,7 @@ confirmation of it finds it resolved and changes nothing.
 from __future__ import annotations
 
 import logging
+from contextlib import suppress
 from datetime import datetime, timedelta
 from uuid import uuid4
 
@@ -18,16 +19,19 @@ from django.conf import settings
 from django.db import DatabaseError, IntegrityError, transaction
 from django.http import Http404
 from django.utils import timezone
+from redis.exceptions import RedisError
 
 from core.errors import DomainError
+from core.namespace import key_prefix
 from inventory.errors import AlreadyPaid, HoldCancelled, HoldClosed, HoldExpired, LockBusy
 from inventory.holds import closed, hold_lapse, hold_settle
 from inventory.strategies.base import constraint_violated
+from locking.integration import locks_redis
 from orders.models import Order
 from orders.product import VOUCHER
 
 from .models import Payment
-from .provider import provider_charge, provider_confirms_at_once, provider_refund
+from .provider import provider_charge, provider_confirms_at_once, provider_refund, provider_resolved_here
 from .selectors import payment_latest
 
 logger = logging.getLogger(__name__)
@@ -39,6 +43,8 @@ OPEN_GUARD = ("payment_one_open_per_order", "payments_payment.open_guard")
 # time, at most UNAPPLIED_PAGES pages: the rest wait for the next run.
 UNAPPLIED_BATCH = 200
 UNAPPLIED_PAGES = 5
+# Where the last run stopped is forgotten after a day without a run: it starts at the first.
+UNAPPLIED_CURSOR_SECONDS = 24 * 3600
 
 # A refunded payment's refusal, by the reason it was refunded for.
 REFUSALS: dict[str, type[HoldClosed]] = {error.code: error for error in (HoldExpired, HoldCancelled, AlreadyPaid)}
@@ -157,6 +163,8 @@ def payment_confirm(*, reference: str, now: datetime | None = None, order: Order
             payment.status, payment.settled_at = Payment.Status.PAID, now
         payment.open_guard = None
         payment.save(update_fields=["status", "settled_at", "refunded_at", "refund_reason", "open_guard"])
+        if not settings.PAYMENT_CALLBACK_URL:
+            provider_resolved_here(reference=reference, now=now)
     if payment.refund_reason == HoldExpired.code:
         try:
             hold_lapse(VOUCHER, order, now=now)
@@ -181,24 +189,33 @@ def payments_unapplied_confirm(*, now: datetime | None = None, size: int = UNAPP
     waiting = Payment.objects.filter(
         open_guard__isnull=False, created_at__lte=now - timedelta(seconds=settings.PAYMENT_PROVIDER_RESEND_SECONDS)
     ).order_by("open_guard")
-    resolved = after = 0
-    # Past the ones that failed, page after page: a first page of payments that keep failing
-    # (one item's Redis out of reach) kept every later one waiting, run after run. At most
-    # UNAPPLIED_PAGES pages a run.
+    # Where the last run stopped, and page after page past the ones that fail: payments that
+    # keep failing at the head (a busy lock waited for seconds each, one item's Redis out of
+    # reach) kept every later one waiting, run after run, a run cut short by its time limit
+    # included. At most UNAPPLIED_PAGES pages a run; at the end, the next starts at the first.
+    client, cursor = locks_redis(), f"{key_prefix()}payments:unapplied:after"
+    after = 0
+    with suppress(RedisError):
+        after = int(client.get(cursor) or 0)
+    resolved = 0
     for _ in range(UNAPPLIED_PAGES):
         page = list(waiting.filter(open_guard__gt=after).values_list("open_guard", "reference")[:size])
-        if page:
-            after = page[-1][0]
-        for _, reference in page:
+        for after, reference in page:  # noqa: B007  (the cursor, kept past the loop)
             try:
                 payment_confirm(reference=reference)
+                resolved += 1
             except LockBusy:
-                continue
+                pass
             except (DomainError, DatabaseError):
-                # The next run tries it again.
-                logger.warning("Payment %s could not be confirmed; the next run tries again.", reference, exc_info=True)
-                continue
-            resolved += 1
-        if len(page) < size or resolved >= size:
+                # Its turn comes again once the runs have gone round.
+                logger.warning("Payment %s could not be confirmed; a later run tries again.", reference, exc_info=True)
+            finally:
+                with suppress(RedisError):
+                    client.set(cursor, after, ex=UNAPPLIED_CURSOR_SECONDS)
+        if len(page) < size:
+            with suppress(RedisError):
+                client.delete(cursor)
+            break
+        if resolved >= size:
             break
     return resolved

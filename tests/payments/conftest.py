@@ -11,10 +11,19 @@ import pytest
 from django.test import Client
 from django.utils import timezone
 
+from core.namespace import key_prefix
+from locking.integration import locks_redis
 from orders.models import Order, Voucher
 from orders.selectors import voucher_get
 from payments.signature import HEADER, callback_sign
 from tests.records import answered_row
+
+
+@pytest.fixture(autouse=True)
+def unapplied_from_the_first():
+    """The beat's unapplied confirmations start at the first waiting payment: where an earlier
+    test's run stopped names ids of another database's."""
+    locks_redis().delete(f"{key_prefix()}payments:unapplied:after")
 
 
 @pytest.fixture

@@ -447,3 +447,39 @@ def test_payments_that_keep_failing_first_do_not_keep_the_later_ones_waiting(api
             lock.release()
     statuses = dict(Payment.objects.values_list("reference", "status"))
     assert [statuses[p.reference] for p in (*stuck, later)] == ["requested", "requested", "paid"]
+
+
+def test_a_charge_whose_payment_a_busy_lock_left_waiting_stays_due_for_a_callback_url_set_later(
+    api_client, held_voucher, settings
+):
+    lost = lost_payment(buy(api_client(), held_voucher()), age=timedelta(seconds=5))
+    settings.PAYMENT_CALLBACK_URL = "http://127.0.0.1:9/api/payments/callback"
+    settings.PAYMENT_PROVIDER_RESEND_SECONDS = 0
+
+    assert provider_resend_due() == 1  # its confirmation is still to come: posted now
+    assert Payment.objects.get(pk=lost.pk).status == "requested"
+
+
+def test_the_beat_goes_on_from_where_its_last_run_stopped(api_client, held_voucher, settings, monkeypatch):
+    """Runs cut short (one page each here, as a time limit cuts them) go round the waiting
+    payments rather than starting at the same busy ones each time."""
+    settings.PAYMENT_PROVIDER_RESEND_SECONDS = 30
+    settings.LOCK_WAIT_SECONDS = 0.1
+    monkeypatch.setattr(services, "UNAPPLIED_PAGES", 1)
+    busy_voucher = held_voucher(stock=2, strategy="redis_lock")
+    stuck = [lost_payment(buy(api_client(), busy_voucher), age=timedelta(seconds=31)) for _ in range(2)]
+    later = lost_payment(buy(api_client(), held_voucher()), age=timedelta(seconds=31))
+    locks = [
+        Lock(locks_redis(), rule_scope("voucher", busy_voucher.pk, payment.order.user_id), key_prefix=key_prefix())
+        for payment in stuck
+    ]
+    for lock in locks:
+        assert lock.acquire()
+    try:
+        assert [services.payments_unapplied_confirm(size=1) for _ in range(3)] == [0, 0, 1]
+    finally:
+        for lock in locks:
+            lock.release()
+    assert Payment.objects.get(pk=later.pk).status == "paid"
+    # Past the last, the end; then round again, to the first, free now.
+    assert [services.payments_unapplied_confirm(size=1) for _ in range(2)] == [0, 1]
