@@ -199,7 +199,12 @@ def hold_lapse(product: Product, record: Model, *, now: datetime | None = None) 
 
 
 def holds_expire_due(
-    product: Product, *, item_id: int | None = None, now: datetime | None = None, batch: int = 1000
+    product: Product,
+    *,
+    item_id: int | None = None,
+    now: datetime | None = None,
+    batch: int = 1000,
+    passed: set[int] | None = None,
 ) -> int:
     """Release up to ``batch`` held records of the kind (of one item, given ``item_id``)
     past their deadline, earliest first; the number released by this call.
@@ -210,7 +215,8 @@ def holds_expire_due(
     table holds. Across items (no ``item_id``: the sweep), an item whose release fails (its
     lock busy, its Redis out of reach) is logged and left to the next sweep: the items after
     it in the index's order are released all the same, where one failing item stopped the
-    sweep of every other."""
+    sweep of every other. So is an item that released nothing (its own expiry task holding its
+    rows): ``passed``, the items passed over, which the caller may carry to its next call."""
     now = now or timezone.now()
     item_field = f"{product.item_field}_id"
     due = product.record_model.objects.filter(status=Status.HELD, hold_until__lte=now)
@@ -222,39 +228,42 @@ def holds_expire_due(
             return 0
         expiry = _expiry(product, item, due.filter(**{item_field: item_id}), now=now, batch=batch)
         return STRATEGIES[item.strategy].expire(expiry)
-    released, failed = 0, set()
+    released, passed = 0, set() if passed is None else passed
+    # Each round either releases some rows or passes over some items: it ends.
     while released < batch:
         # The items of the first due rows, at most as many rows as are left to release: a
         # DISTINCT of the items read every due row, each batch, a mass expiry's square.
-        # Past the items that failed, so that one of them does not hold up the rest.
-        rows = due.exclude(**{f"{item_field}__in": failed}) if failed else due
+        rows = due.exclude(**{f"{item_field}__in": passed}) if passed else due
         item_ids = list(dict.fromkeys(rows.values_list(item_field, flat=True)[: batch - released]))
         if not item_ids:
             break
-        for item in product.items().filter(pk__in=item_ids):
+        items = product.items().in_bulk(item_ids)
+        for item in (items[pk] for pk in item_ids if pk in items):  # the earliest due first
             left = batch - released
             if left <= 0:
                 break
             of_item = due.filter(**{item_field: item.pk})
+            done = 0
             try:
-                released += STRATEGIES[item.strategy].expire(_expiry(product, item, of_item, now=now, batch=left))
+                done = STRATEGIES[item.strategy].expire(_expiry(product, item, of_item, now=now, batch=left))
             except SoftTimeLimitExceeded:
                 raise  # the sweep's own time is up: the next one goes on
             except Exception:
                 logger.exception(
                     "Could not release the due holds of %s %s; the next sweep will.", product.kind, item.pk
                 )
-                failed.add(item.pk)
-        if not failed.intersection(item_ids):
-            break
+            released += done
+            if not done:
+                passed.add(item.pk)
     return released
 
 
 def holds_expire_all(product: Product, *, item_id: int | None = None) -> int:
     """Release every held record of the kind (of one item, given ``item_id``) past its
     deadline, a batch per transaction, until none is left; the number released."""
-    released = 0
-    while (done := holds_expire_due(product, item_id=item_id)) > 0:
+    released, passed = 0, set()
+    # The items passed over (a busy lock waited for, each time) stay passed over until the end.
+    while (done := holds_expire_due(product, item_id=item_id, passed=passed)) > 0:
         released += done
     return released
 

@@ -95,6 +95,8 @@ def run_locust(
             _kill(locust)
             locust.wait()
             raise
+        # A worker it forked that outlived it would go on against the server.
+        _kill(locust)
         if returncode != 0 and not stopping:
             errors.seek(0)
             raise LoadRunFailed(f"Locust failed ({returncode}):\n{errors.read().decode(errors='replace')[-3000:]}")

@@ -86,10 +86,10 @@ def provider_refund(*, reference: str, now: datetime | None = None) -> None:
 
 
 def provider_resolved_here(*, reference: str, now: datetime | None = None) -> None:
-    """The site resolved the charge itself, with nowhere to post its confirmation: nothing will
-    acknowledge it, so it is marked as its callback would have been (in the caller's
-    transaction). Left unacknowledged, every such charge was sent again once a callback URL
-    was set; marked when it was made, one whose payment then met a busy lock was never."""
+    """The site resolved the charge's payment itself, with nowhere to post its confirmation:
+    nothing will acknowledge it, so it is marked as its callback would have been. Left
+    unacknowledged, every such charge was sent again once a callback URL was set; marked when
+    it was made, one whose payment then met a busy lock was never."""
     ProviderCharge.objects.filter(reference=reference, acknowledged_at__isnull=True).update(
         acknowledged_at=now or timezone.now()
     )

@@ -97,6 +97,7 @@ def order_pay(*, order: Order, now: datetime | None = None) -> Payment:
             payment = payment_confirm(reference=payment.reference, now=confirm_at, order=order)
         except LockBusy:
             return payment  # still requested: its callback or the next pay applies it
+        _resolved_here(payment)
     if payment.status == Payment.Status.REFUNDED:
         raise payment_refusal(payment)
     return payment
@@ -104,6 +105,12 @@ def order_pay(*, order: Order, now: datetime | None = None) -> Payment:
 
 class _LapsedWaiting(Exception):
     """A pay's order passed its deadline while the pay waited on another payment of it."""
+
+
+def _resolved_here(payment: Payment) -> None:
+    """A payment the site resolved itself: with nowhere to post, its charge is acknowledged."""
+    if not settings.PAYMENT_CALLBACK_URL and payment.status != Payment.Status.REQUESTED:
+        provider_resolved_here(reference=payment.reference)
 
 
 def _payable(order: Order, now: datetime) -> None:
@@ -163,8 +170,6 @@ def payment_confirm(*, reference: str, now: datetime | None = None, order: Order
             payment.status, payment.settled_at = Payment.Status.PAID, now
         payment.open_guard = None
         payment.save(update_fields=["status", "settled_at", "refunded_at", "refund_reason", "open_guard"])
-        if not settings.PAYMENT_CALLBACK_URL:
-            provider_resolved_here(reference=reference, now=now)
     if payment.refund_reason == HoldExpired.code:
         try:
             hold_lapse(VOUCHER, order, now=now)
@@ -202,7 +207,7 @@ def payments_unapplied_confirm(*, now: datetime | None = None, size: int = UNAPP
         page = list(waiting.filter(open_guard__gt=after).values_list("open_guard", "reference")[:size])
         for after, reference in page:  # noqa: B007  (the cursor, kept past the loop)
             try:
-                payment_confirm(reference=reference)
+                _resolved_here(payment_confirm(reference=reference))
                 resolved += 1
             except LockBusy:
                 pass

@@ -8,13 +8,14 @@ worker and beat is in ``tests/test_holds_worker.py``.
 
 from __future__ import annotations
 
+import threading
 from datetime import timedelta
 from math import ceil
 from random import Random
 
 import pytest
 from django.contrib.auth import get_user_model
-from django.db import transaction
+from django.db import connection, transaction
 from django.utils import timezone
 
 from core.namespace import instance_key
@@ -479,6 +480,35 @@ def test_an_item_whose_release_fails_and_fills_the_batch_does_not_hold_up_the_ne
     finally:
         lock.release()
     assert [answered_row(Order, order.public_id).status for order in (first, then)] == ["held", "expired"]
+
+
+def test_an_item_whose_due_rows_another_release_holds_is_passed_over_for_the_next(make_voucher, make_user):
+    """Its own expiry task holds its rows (the sweep skips them, and releases nothing of it):
+    the sweep goes on to the next item's, where it once ended with nothing released."""
+    first = windowed(make_voucher(stock=3))
+    second = windowed(make_voucher(stock=3))
+    held = [buy(first, make_user()), buy(second, make_user())]
+    later = timezone.now() + timedelta(minutes=2)
+    locked, done = threading.Event(), threading.Event()
+
+    def another_release() -> None:
+        try:
+            with transaction.atomic():
+                list(Order.objects.select_for_update().filter(voucher=first))
+                locked.set()
+                done.wait(10)
+        finally:
+            connection.close()
+
+    holder = threading.Thread(target=another_release)
+    holder.start()
+    assert locked.wait(10)
+    try:
+        assert holds_expire_due(VOUCHER, now=later, batch=1) == 1
+    finally:
+        done.set()
+        holder.join()
+    assert [answered_row(Order, order.public_id).status for order in held] == ["held", "expired"]
 
 
 def test_a_deadline_asked_for_by_a_take_rolled_back_is_not_taken_for_asked():
