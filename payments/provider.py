@@ -58,7 +58,16 @@ def provider_charge(*, reference: str, now: datetime | None = None) -> bool:
     copies = 1 + _happens(settings.PAYMENT_PROVIDER_DUPLICATE_RATE)
     if _happens(settings.PAYMENT_PROVIDER_LOSS_RATE) or not settings.PAYMENT_CALLBACK_URL:
         copies = 0
-    ProviderCharge.objects.create(reference=reference, sent_at=now + timedelta(milliseconds=delay_ms), callbacks=copies)
+    # With nowhere to post, the site confirms it itself: nothing will acknowledge it, and left
+    # unacknowledged it would be sent again once a callback URL is set, with every charge the
+    # site made before (``provider_unresolved`` for one whose confirmation could not be applied).
+    acknowledged_at = None if settings.PAYMENT_CALLBACK_URL else now
+    ProviderCharge.objects.create(
+        reference=reference,
+        sent_at=now + timedelta(milliseconds=delay_ms),
+        callbacks=copies,
+        acknowledged_at=acknowledged_at,
+    )
     if copies:
         transaction.on_commit(lambda: _send(reference, countdown=delay_ms / 1000, copies=copies))
     return provider_confirms_at_once()
@@ -85,11 +94,16 @@ def provider_refund(*, reference: str, now: datetime | None = None) -> None:
     )
 
 
+def provider_unresolved(*, reference: str) -> None:
+    """The site could not apply the confirmation of a charge made with nowhere to post (its
+    order's lock busy): due again, so that a callback URL set before the beat applies it
+    posts it. Marked acknowledged as it was made, such a charge was never posted."""
+    ProviderCharge.objects.filter(reference=reference).update(acknowledged_at=None)
+
+
 def provider_resolved_here(*, reference: str, now: datetime | None = None) -> None:
-    """The site resolved the charge's payment itself, with nowhere to post its confirmation:
-    nothing will acknowledge it, so it is marked as its callback would have been. Left
-    unacknowledged, every such charge was sent again once a callback URL was set; marked when
-    it was made, one whose payment then met a busy lock was never."""
+    """The site applied such a charge's confirmation itself later (the beat): acknowledged,
+    as its callback would have been."""
     ProviderCharge.objects.filter(reference=reference, acknowledged_at__isnull=True).update(
         acknowledged_at=now or timezone.now()
     )

@@ -31,7 +31,13 @@ from orders.models import Order
 from orders.product import VOUCHER
 
 from .models import Payment
-from .provider import provider_charge, provider_confirms_at_once, provider_refund, provider_resolved_here
+from .provider import (
+    provider_charge,
+    provider_confirms_at_once,
+    provider_refund,
+    provider_resolved_here,
+    provider_unresolved,
+)
 from .selectors import payment_latest
 
 logger = logging.getLogger(__name__)
@@ -96,8 +102,9 @@ def order_pay(*, order: Order, now: datetime | None = None) -> Payment:
         try:
             payment = payment_confirm(reference=payment.reference, now=confirm_at, order=order)
         except LockBusy:
-            return payment  # still requested: its callback or the next pay applies it
-        _resolved_here(payment)
+            if not settings.PAYMENT_CALLBACK_URL:
+                provider_unresolved(reference=payment.reference)
+            return payment  # still requested: its callback, the next pay or the beat applies it
     if payment.status == Payment.Status.REFUNDED:
         raise payment_refusal(payment)
     return payment

@@ -51,7 +51,9 @@ def test_only_a_lifecycle_scenarios_items_get_the_hold_window():
     assert "at once" in lifecycle.describe_settings(0) and "after 400 ms" in lifecycle.describe_settings(400)
 
 
-def test_a_vouchers_paid_cancelled_and_expired_orders_drain_and_are_counted(make_buyer, tmp_path):
+def test_a_vouchers_paid_cancelled_and_expired_orders_drain_and_are_counted(make_buyer, tmp_path, settings):
+    # A callback to come, as a load run's server has one: the charge waits for its acknowledgement.
+    settings.PAYMENT_CALLBACK_URL = "http://127.0.0.1:9/api/payments/callback"
     product = PRODUCTS["voucher"]
     target = product.create(title="load", strategy="db_atomic", supply=Supply(stock=3, hold_seconds=60))
     voucher = Voucher.objects.get(pk=target.pk)
