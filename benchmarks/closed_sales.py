@@ -4,9 +4,9 @@
     .venv/bin/python -m benchmarks.closed_sales [--buyers 1000,10000,100000]
 
 For each size: a voucher's state loaded in Redis alone (no database, no Django request),
-as many distinct buyers reserving one unit each, and the stream then emptied as a worker's
-drain leaves it once every record is written (``XTRIM``): the sale as it stands after its
-end. Printed: ``MEMORY USAGE`` of the group's keys together, per buyer, ``used_memory``
+as many distinct buyers reserving one unit each, and every reservation then acknowledged as
+a worker's drain acknowledges it once its record is written (``Reservations.done``): the sale
+as it stands after its end. Printed: ``MEMORY USAGE`` of the group's keys together, per buyer, ``used_memory``
 before the sale and after it, and after the close removed its keys (``Reservations.forget``,
 what a close does once the stream is persisted, with UNLINK: freed on Redis' background
 thread, waited for before the figure), with the time the close held the caller. Nothing asserted;
@@ -49,7 +49,9 @@ def one_sale(client: redis.Redis, buyers: int) -> dict:
     for user in range(1, buyers + 1):
         answer = reservations.reserve(group_id=GROUP, user_id=user, rand=0.5, kick_ms=10**9)
         assert answer.refusal is None, answer
-    client.xtrim(keys.pending, maxlen=0)  # every record written: the drain leaves it empty
+    # Every record written: acknowledged as a drain acknowledges them, the stream left empty.
+    while batch := reservations.pending(group_id=GROUP, consumer="bench", count=1000):
+        reservations.done(group_id=GROUP, pending=batch)
     kept = sum(client.memory_usage(key) or 0 for key in keys.all())
     during = used_memory(client)
     started = time.perf_counter()

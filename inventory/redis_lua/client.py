@@ -1,12 +1,8 @@
 """Reservations in Redis for the ``redis_lua`` strategy: one script call per take, and the
-client every process runs them over (:func:`reservations_client`). Plain redis-py: a client
-(``redis.Redis`` or ``redis.cluster.RedisCluster``) and a stock group's id are all it needs;
-the scripts and their keys are in ``inventory.redis_lua.scripts``, the ids, keys and values
-in ``inventory.redis_lua.values``.
-
-With ``wait_replicas``, a reservation no replica confirmed in time says so
-(``Reserved.unconfirmed``), and a worker is handed only reservations the replicas have: a
-master that dies takes with it no reservation acknowledged or written (docs/operations.md).
+client every process runs them over (:func:`reservations_client`); a redis-py client (or
+``RedisCluster``) and a group's id are all it needs (scripts: ``.scripts``; values: ``.values``).
+With ``wait_replicas``, a reservation no replica confirmed in time says so, and a worker is
+handed only those the replicas have: a master that dies takes none acknowledged or written.
 """
 
 from __future__ import annotations
@@ -31,6 +27,7 @@ from .values import (
     HANDED_BACK_IDLE_MS,
     PERSIST_GROUP,
     SETTLED,
+    USER_TAKES_READ,
     Failed,
     GroupKeys,
     Pending,
@@ -46,6 +43,7 @@ from .values import (
     rows_value,
     rules_value,
     stock_of,
+    taken_field,
     takers_of,
     text_of,
 )
@@ -89,11 +87,9 @@ class Reservations:
 
         Arguments:
             rand: a uniform random number in [0, 1) that makes the weighted choice.
-            kick_ms: how long one caller's ask for persisting stands for everyone: no
-                other reservation of the group answers ``kick`` meanwhile, unless a
-                worker started reading the stream since (``rearm``).
-            request_id: kept with the reservation until its record is written
-                (``Pending.request_id``), so that the worker's log line about it carries it.
+            kick_ms: how long one caller's ask for persisting stands for everyone (no other
+                reservation answers ``kick`` meanwhile, unless a drain ``rearm``-ed since).
+            request_id: kept with the reservation, for the worker's log line.
             rate: the request's rate limits, counted first, in the same round trip; over
                 one, nothing is reserved and the answer is ``rate_limited`` with ``wait_ms``.
             states: how many states the caller's item is spread over; a state that says
@@ -144,9 +140,8 @@ class Reservations:
         return bool(self.client.set(GroupKeys.of(group_id).rebuild, 1, nx=True, px=ms))
 
     def lookup(self, *, reservation: int) -> Pending | Failed | str | None:
-        """Where a reservation stands, as far as Redis knows: its ``Pending`` entry while it
-        waits, ``Failed`` once undone, ``SETTLED`` when neither (its record is in the
-        database, or Redis lost it), None for an id that is not a reservation's."""
+        """Where a reservation stands, as far as Redis knows: ``Pending`` while it waits, ``Failed``
+        once undone, ``SETTLED`` when neither (its record written, or lost), None for no such id."""
         group_id = reservation_group(reservation)
         if group_id is None:
             return None
@@ -167,27 +162,31 @@ class Reservations:
         return server_of(self.client, GroupKeys.of(group_id).state).pipeline(transaction=True)
 
     def of_user(self, *, group_id: int, user_id: int) -> list[Pending | Failed]:
-        """The user's reservations of the group that are waiting or were undone."""
+        """The user's reservations of the group waiting (of the latest ``USER_TAKES_READ`` takes,
+        found by the numbers RESERVE kept beside them: not the whole stream) or undone."""
         keys = GroupKeys.of(group_id)
+        mark = self.client.hget(keys.state, user_id)
+        takes = marks_of(mark)[1][-USER_TAKES_READ:] if mark is not None else []
+        numbers = self.client.hmget(keys.state, [taken_field(user_id, take) for take in takes]) if takes else []
         pipe = self.multi(group_id=group_id)
-        pipe.xrange(keys.pending)
+        for number in (int(found) for found in numbers if found is not None):
+            pipe.xrange(keys.pending, f"{number}-0", f"{number}-0")
         pipe.hgetall(keys.failed)
-        entries, failed = pipe.execute()
-        waiting = [Pending.from_entry(group_id, entry_id, fields) for entry_id, fields in entries]
+        *entries, failed = pipe.execute()
+        waiting = [Pending.from_entry(group_id, *found[0]) for found in entries if found]
         undone = [Failed.from_field(group_id, number, value) for number, value in failed.items()]
         return [one for one in [*waiting, *undone] if one.user_id == user_id]
 
     def release(self, *, group_id: int, pending: Pending, why: str) -> bool:
-        """Undo a reservation that cannot be persisted (stock and take back, marked failed with
-        ``why``) if still pending for the persisting group; True when this call undid it."""
+        """Undo a reservation that cannot be persisted (stock and take back, failed ``why``) if
+        still pending; True when this call undid it."""
         keys = GroupKeys.of(group_id)
         number = pending.reservation_id - reservation_id(group_id, 1) + 1
         stock = "" if pending.stock_id is None else pending.stock_id
         args = [pending.entry_id, PERSIST_GROUP, pending.user_id, stock, number, why, pending.seq, pending.at_ms]
         return bool(self._release(keys=[keys.state, keys.pending, keys.failed], args=args))
 
-    def failed(self, *, reservation: int) -> Failed | None:
-        """The reservation as undone, or None when it was not."""
+    def failed(self, *, reservation: int) -> Failed | None:  # as undone, or None
         group_id = reservation_group(reservation)
         if group_id is None:
             return None
@@ -227,14 +226,16 @@ class Reservations:
             key = GroupKeys.of(group_id).pending
             self.client.xclaim(key, PERSIST_GROUP, consumer, 0, entry_ids, idle=HANDED_BACK_IDLE_MS, justid=True)
 
-    def done(self, *, group_id: int, entry_ids: list[str]) -> None:
-        """Acknowledge and drop committed entries in one MULTI: acked but kept, one is never handed out again."""
-        if not entry_ids:
+    def done(self, *, group_id: int, pending: list[Pending]) -> None:
+        """Acknowledge and drop committed entries and their takes' numbers in one MULTI: an entry
+        acknowledged but kept is never handed out again."""
+        if not pending:
             return
-        key = GroupKeys.of(group_id).pending
+        keys, entry_ids = GroupKeys.of(group_id), [one.entry_id for one in pending]
         pipe = self.client.pipeline(transaction=True)
-        pipe.xack(key, PERSIST_GROUP, *entry_ids)
-        pipe.xdel(key, *entry_ids)
+        pipe.xack(keys.pending, PERSIST_GROUP, *entry_ids)
+        pipe.xdel(keys.pending, *entry_ids)
+        pipe.hdel(keys.state, *{taken_field(one.user_id, one.seq) for one in pending})
         pipe.execute()
 
     def load(
@@ -250,9 +251,8 @@ class Reservations:
         lost_floor: Callable[[int, int], int] | None = None,
         abandoned: Mapping[int, str] | None = None,
     ) -> bool:
-        """Load the group's state (built from the database) unless one is already there; True
-        when loaded. ``PendingReservations`` while reservations wait in the stream (persist them
-        first: the database does not hold them yet).
+        """Load the group's state (built from the database) unless one is there; True when
+        loaded. ``PendingReservations`` while reservations wait in the stream (persist them first).
 
         Arguments:
             takers: each user's takes so far.

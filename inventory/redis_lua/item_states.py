@@ -297,10 +297,10 @@ def _written_acknowledged(product: Product, states: list[int], reservations: Res
     indexed query a state whose stream holds entries, none for an empty one."""
     for state in states:
         entries = reservations.client.xrange(GroupKeys.of(state).pending)
-        pending = {Pending.from_entry(state, entry_id, fields).reservation_id: entry_id for entry_id, fields in entries}
+        pending = {one.reservation_id: one for one in (Pending.from_entry(state, *entry) for entry in entries)}
         ids = list(pending)
         found = set().union(*(_persisted(product, ids[at : at + 1000]) for at in range(0, len(ids), 1000)))
-        reservations.done(group_id=state, entry_ids=[pending[one] for one in found])
+        reservations.done(group_id=state, pending=[pending[one] for one in found])
 
 
 def item_reservations_reconcile(

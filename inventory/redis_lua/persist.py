@@ -121,7 +121,7 @@ def reservations_persist(
                 reservations.hand_back(group_id=group_id, consumer=consumer, entry_ids=[o.entry_id for o in pending])
         raise
     # Released entries were acknowledged by their release; acknowledging again is harmless.
-    reservations.done(group_id=group_id, entry_ids=[one.entry_id for one in pending])
+    reservations.done(group_id=group_id, pending=pending)
     about.batch(result, time.perf_counter() - started)
     return result
 

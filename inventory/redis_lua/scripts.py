@@ -16,9 +16,11 @@ single Cluster slot (``docs/design.md``, "A reservation in Redis"):
   numbered 1 to k, else ``<k>:<n>,<n>,...`` (a number freed by an undone take, or takes
   that share one in the database); none for no take. A take gets the user's lowest free
   number: one undone frees its number (a draw's number is its per-user backstop in the
-  database, and must not repeat). A state is loaded while it has ``live``: one of an
-  earlier layout (``stock:<id>`` fields; ``...:takers``, ``...:seqs``, ``...:kick`` beside)
-  is none: RESERVE answers ``unavailable`` (the caller asks for a rebuild), LOAD replaces it;
+  database, and must not repeat). ``r:<user id>:<take number>``: that take's reservation
+  number while it waits (deleted by its acknowledgement): a user's list reads by it, not the
+  whole stream. A state is loaded while it has ``live``: one of an earlier layout
+  (``stock:<id>``; ``...:takers``, ``...:seqs``, ``...:kick`` beside) is none: RESERVE
+  answers ``unavailable`` (the caller asks for a rebuild), LOAD replaces it;
 - ``...:abandoned``, a hash: user id -> ``<holds>:<ms>``, the user's abandoned holds of the
   item and when the last was released, as the database counts them (``Abandoned``): set by
   RETURN with each release's unit, written by a load; RESERVE refuses at the rules' cap, or
@@ -33,9 +35,8 @@ single Cluster slot (``docs/design.md``, "A reservation in Redis"):
 - ``...:failed``, a hash: reservation number -> ``<user>:<stock id or "">:<ms>:<why>`` for a
   reservation that could not be persisted (undone: the record never existed).
 
-The kick flag: set by the reservation that found it lapsed, whose caller asks a worker to
-persist the stream: one task per flag period, not per request. A drain holds it while it
-paces through the stream, then clears it and reads once more.
+The kick flag: set by the reservation that found it lapsed, whose caller asks a worker to persist
+the stream (a task per period); a drain holds it while it paces, then clears it, reads once more.
 
 One take, any product (``inventory.strategies``): a voucher is a group of one row today, a
 limit of 1 and no weight of taking nothing; a pool's choice is weighted by the stock left.
@@ -156,7 +157,8 @@ if now_ms >= kick_at then
     kick = '1'
     kick_at = now_ms + ARGV[3]
 end
-redis.call('HSET', KEYS[1], 'live', pack('>dddd', n + 1, total + 1, left, kick_at) .. rows, user, value)
+redis.call('HSET', KEYS[1], 'live', pack('>dddd', n + 1, total + 1, left, kick_at) .. rows, user, value,
+           'r:' .. user .. ':' .. seq, number)
 if spend then spend(chosen ~= '') end
 return 'ok ' .. chosen .. ' ' .. seq .. ' ' .. number .. ' ' .. value .. ' ' .. kick .. ' ' .. format('%d', limit)
 """
@@ -253,9 +255,8 @@ return 1
 """
 )
 
-# Load a group's state built from the database, unless a state is already there: live
-# Redis state is never overwritten blindly (reconciliation repairs it field by field); what
-# an earlier layout left is none, and is replaced. Refused while reservations wait in the
+# Load a group's state built from the database, unless one is there (reconciliation repairs a
+# live one field by field; an earlier layout's is none, and replaced). Refused while reservations wait in the
 # stream: the database does not hold them yet, so a state built from it would sell their
 # units again (persist them first). The persisting consumer group is created from the
 # stream's start, so that no entry appended before it existed is skipped.
@@ -345,9 +346,8 @@ return left
 """
 )
 
-# Change the rules of a loaded state (a new window, draw limit or weight of taking
-# nothing), only where the state is loaded: a missing state is rebuilt from the database,
-# which already holds the change. KEYS[1] state, ARGV[1] the rules field.
+# Change the rules of a loaded state (a new window, draw limit or weight of taking nothing): a
+# missing one is rebuilt from the database, which holds the change. KEYS[1] state, ARGV[1] rules.
 # Returns 1 when changed, 0 when no state is loaded.
 SET_RULES = """
 if redis.call('HEXISTS', KEYS[1], 'live') == 0 then return 0 end

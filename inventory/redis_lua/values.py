@@ -22,10 +22,17 @@ from .slots import bucket_tag
 PERSIST_GROUP = "persist"
 # How idle a handed-back entry looks (a day): past any consumer's claim_idle_ms.
 HANDED_BACK_IDLE_MS = 24 * 3600 * 1000
-# Reservation ids: 2**62 + (state id << 30) + the state's reservation number (a state id is
-# the group's own id for an unbucketed group, ``state_id``). Unique across states, told
-# apart from the database's own ids (which never get that high), and made in the script
-# without a second round trip.
+USER_TAKES_READ = 1000  # a user's list reads their latest this many takes of an item
+
+
+def taken_field(user_id: int, take: int) -> str:
+    """The state's field holding a waiting take's reservation number, as RESERVE writes it."""
+    return f"r:{user_id}:{take}"
+
+
+# Reservation ids: 2**62 + (state id << 30) + the state's reservation number (a state id is the
+# group's own id for an unbucketed group): unique across states, above the database's own
+# ids, and made in the script without a second round trip.
 RESERVATION_BASE = 1 << 62
 _NUMBER_BITS = 30
 
@@ -39,8 +46,7 @@ def reservation_id(group_id: int, number: int) -> int:
 
 def state_reservations(state: int) -> tuple[int, int]:
     """The range [first, past the last) of the reservation ids a state hands out: what a load
-    of that state reads its last number from, and no other state's (the item's records
-    include those reserved in the states of an earlier layout, whose ids are far above)."""
+    of that state reads its last number from, and no other state's (an earlier layout's)."""
     first = reservation_id(state, 1)
     return first, first - 1 + (1 << _NUMBER_BITS)
 

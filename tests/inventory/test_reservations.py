@@ -23,6 +23,7 @@ from inventory.redis_lua.values import (
     Rules,
     reservation_group,
     reservation_id,
+    taken_field,
 )
 
 # Group ids below 2**31 (a reservation id holds 31 bits of group), far from the test database's own.
@@ -175,7 +176,7 @@ def test_release_after_the_reservation_was_persisted_does_nothing(client, group)
     reservations.load(group_id=group, rules=open_rules(), stock={1: 1})
     reserved = reservations.reserve(group_id=group, user_id=4, rand=0.0)
     (pending,) = reservations.pending(group_id=group, consumer="a")
-    reservations.done(group_id=group, entry_ids=[pending.entry_id])  # what the persisting worker does
+    reservations.done(group_id=group, pending=[pending])  # what the persisting worker does
     assert not reservations.release(group_id=group, pending=pending, why="too late")
     assert reservations.stock(group_id=group) == {1: 0}
     assert reservations.failed(reservation=reserved.reservation_id) is None
@@ -250,7 +251,7 @@ def test_pending_hands_each_reservation_to_one_consumer_until_done(client, group
     assert [p.reservation_id for p in second] == [
         reservation_id(group, LOST_NUMBERS_GAP + 3)
     ]  # not a's: not idle long yet
-    reservations.done(group_id=group, entry_ids=[p.entry_id for p in first + second])
+    reservations.done(group_id=group, pending=first + second)
     assert reservations.pending(group_id=group, consumer="a", claim_idle_ms=0) == []
     assert client.xlen(GroupKeys.of(group).pending) == 0
 
@@ -293,7 +294,7 @@ def test_numbering_goes_on_past_what_a_redis_that_lost_its_keys_handed_out(clien
     # A floor below the live counter never lowers it (the state lost once its reservations
     # were persisted).
     persisted = reservations.pending(group_id=group, consumer="a")
-    reservations.done(group_id=group, entry_ids=[one.entry_id for one in persisted])
+    reservations.done(group_id=group, pending=persisted)
     client.delete(GroupKeys.of(group).state)
     reservations.load(group_id=group, rules=open_rules(), stock={1: 3}, last_reservation=reservation_id(group, 5))
     assert reservations.reserve(group_id=group, user_id=4, rand=0.0).reservation_id == after + 1
@@ -309,7 +310,7 @@ def test_no_state_is_built_while_reservations_wait_to_be_persisted(client, group
         reservations.load(group_id=group, rules=open_rules(), stock={1: 2})
     assert reservations.reserve(group_id=group, user_id=2, rand=0.0).refusal == "unavailable"
     (waiting,) = reservations.pending(group_id=group, consumer="a")
-    reservations.done(group_id=group, entry_ids=[waiting.entry_id])  # persisted: the database has it
+    reservations.done(group_id=group, pending=[waiting])  # persisted: the database has it
     assert reservations.load(group_id=group, rules=open_rules(), stock={1: 1}, takers={1: 1})
     assert reservations.reserve(group_id=group, user_id=1, rand=0.0).refusal == "limit"
 
@@ -367,7 +368,7 @@ def test_a_reservation_is_found_by_its_id_while_pending_once_undone_and_after(cl
     undone = reservations.lookup(reservation=first.reservation_id)
     assert (undone.user_id, undone.stock_id, undone.why) == (4, 1, "refused: because")
     assert undone.at_ms == one.at_ms
-    reservations.done(group_id=group, entry_ids=[two.entry_id])
+    reservations.done(group_id=group, pending=[two])
     assert reservations.lookup(reservation=second.reservation_id) == SETTLED
     assert reservations.lookup(reservation=12345) is None  # not a reservation's id
     mine = reservations.of_user(group_id=group, user_id=4)
@@ -418,11 +419,30 @@ def test_numbering_stays_above_the_streams_last_entry_whatever_the_database_says
     reservations.load(group_id=group, rules=open_rules(), stock={1: 5})
     for user in range(3):
         reservations.reserve(group_id=group, user_id=user, rand=0.0)
-    reservations.done(
-        group_id=group, entry_ids=[p.entry_id for p in reservations.pending(group_id=group, consumer="w")]
-    )
+    reservations.done(group_id=group, pending=reservations.pending(group_id=group, consumer="w"))
     client.delete(GroupKeys.of(group).state, GroupKeys.of(group).ids)  # the counter lost, the stream kept
     assert reservations.load(group_id=group, rules=open_rules(), stock={1: 2})
     assert reservations.reserve(group_id=group, user_id=9, rand=0.0).reservation_id == reservation_id(
         group, 4 + LOST_NUMBERS_GAP
     )
+
+
+def test_a_users_list_finds_their_waiting_takes_by_the_numbers_kept_beside_them(client, group):
+    """Each take's reservation number is kept in the state under ``r:<user>:<take>`` while it
+    waits: a list reads those, not the stream of everyone's (300 other buyers here)."""
+    reservations = Reservations(client)
+    reservations.load(group_id=group, rules=open_rules(limit=3), stock={1: 400})
+    for user in range(100, 400):
+        reservations.reserve(group_id=group, user_id=user, rand=0.0)
+    mine = [reservations.reserve(group_id=group, user_id=7, rand=0.0) for _ in range(2)]
+    assert [one.reservation_id for one in reservations.of_user(group_id=group, user_id=7)] == [
+        one.reservation_id for one in mine
+    ]
+    number = mine[1].reservation_id - reservation_id(group, 1) + 1
+    assert client.hget(GroupKeys.of(group).state, taken_field(7, 2)) == str(number).encode()
+
+    waiting = reservations.pending(group_id=group, consumer="w", count=400)
+    reservations.done(group_id=group, pending=[one for one in waiting if one.user_id == 7])
+    assert reservations.of_user(group_id=group, user_id=7) == []  # written: the database lists them
+    assert not client.hexists(GroupKeys.of(group).state, taken_field(7, 1))  # nor kept any longer
+    assert reservations.takers(group_id=group)[7] == 2  # the takes stand

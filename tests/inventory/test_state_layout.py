@@ -104,9 +104,7 @@ def test_a_dropped_state_leaves_its_counter_for_the_next_load(client, group):
     reservations = Reservations(client)
     reservations.load(group_id=group, rules=open_rules(), stock={1: 5})
     last = reservations.reserve(group_id=group, user_id=1, rand=0.0).reservation_id
-    reservations.done(
-        group_id=group, entry_ids=[p.entry_id for p in reservations.pending(group_id=group, consumer="a")]
-    )
+    reservations.done(group_id=group, pending=reservations.pending(group_id=group, consumer="a"))
     reservations.drop(group_id=group)
     client.delete(GroupKeys.of(group).pending)  # and the stream lost: the kept counter still knows
     assert reservations.load(group_id=group, rules=open_rules(), stock={1: 4}, takers={1: 1})
