@@ -82,7 +82,7 @@ def test_a_consumer_that_died_after_its_commit_leaves_no_second_order(reservatio
     class Died(Exception):
         pass
 
-    def die_before_ack(*, group_id, entry_ids):
+    def die_before_ack(*, group_id, pending):
         raise Died()
 
     dying = Reservations(reservations.client)

@@ -146,7 +146,7 @@ def _commit_then_die(item_id: int, group_id: int, committed) -> None:
     """A consumer that commits its batch and then stops before acknowledging it."""
     client = Reservations(redis.Redis.from_url(settings.REDIS_URL))
 
-    def stall(*, group_id, entry_ids):
+    def stall(*, group_id, pending):
         committed.set()
         time.sleep(60)
 
