@@ -108,12 +108,27 @@ class RedisServer:
 
 
 def start_cluster(
-    masters: int = 3, *, replicas: int = 0, node_timeout_ms: int = 2000, timeout: float = 30
+    masters: int = 3, *, replicas: int = 0, node_timeout_ms: int = 2000, timeout: float = 30, attempts: int = 2
 ) -> list[RedisServer]:
     """A Redis Cluster on 127.0.0.1: ``masters`` masters, the slots split evenly among them,
     each with ``replicas`` replicas (``CLUSTER REPLICATE``). The masters come first in the
     list, then master 0's replicas, master 1's, and so on. A node unreachable for
-    ``node_timeout_ms`` is failed, and a master's replica elected in its place."""
+    ``node_timeout_ms`` is failed, and a master's replica elected in its place.
+
+    Made again on other ports, up to ``attempts`` times, when it does not come up in
+    ``timeout``: a port found free can be taken before its node binds it (a bus port, port +
+    10000, falls in the range the machine hands out to outgoing connections), and its nodes
+    then never all meet."""
+    for attempt in range(1, attempts + 1):
+        try:
+            return _cluster_started(masters, replicas, node_timeout_ms, timeout)
+        except RuntimeError:
+            if attempt == attempts:
+                raise
+    raise AssertionError("unreachable")
+
+
+def _cluster_started(masters: int, replicas: int, node_timeout_ms: int, timeout: float) -> list[RedisServer]:
     # A replica syncs at once, not after the 5 s a master waits by default for more to come.
     options = (
         "--cluster-enabled", "yes", "--cluster-node-timeout", str(node_timeout_ms), "--repl-diskless-sync-delay", "0",
