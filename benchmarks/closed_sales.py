@@ -23,6 +23,7 @@ from datetime import timedelta
 
 import redis
 
+from harness.django_setup import setup_django_without_database
 from harness.machine import describe
 
 REDIS_URL = os.environ.get("BENCH_REDIS_URL", "redis://127.0.0.1:6379/9")
@@ -68,14 +69,7 @@ def main(argv=None) -> int:
     parser.add_argument("--buyers", default="1000,10000,100000", help="buyers per sale, comma-separated")
     args = parser.parse_args(argv)
 
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings.base")
-    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    from core.local_key import local_key_provide
-
-    local_key_provide()
-    import django
-
-    django.setup()
+    setup_django_without_database()
     client = redis.Redis.from_url(REDIS_URL)
     print(f"machine: {describe(client)}")
     print(f"Redis at {REDIS_URL}; one voucher's keys after its end, every record written")

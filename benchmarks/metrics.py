@@ -44,7 +44,7 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack
 from pathlib import Path
 
-from harness.django_setup import setup_django
+from harness.django_setup import setup_django, setup_django_without_database
 
 from .client import get_requests, load, post_requests
 from .cpu import CpuMeter, Run
@@ -164,13 +164,7 @@ def both_run(path: str, servers, meters, items: Items, tokens: list[str], args, 
 def main(argv=None) -> int:
     args = parse_args(argv)
     if args.hot_path:
-        import django
-
-        from core.local_key import local_key_provide
-
-        os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings.base")
-        local_key_provide()
-        django.setup()
+        setup_django_without_database()
         print(json.dumps(hot_path()))
         return 0
     setup_django(args)

@@ -16,13 +16,13 @@ and no Django request: the client's call alone (``inventory.redis_lua.client.Res
 from __future__ import annotations
 
 import argparse
-import os
 import random
 import statistics
 import sys
 import time
 from datetime import timedelta
 
+from harness.django_setup import setup_django_without_database
 from harness.machine import describe
 
 from .processes import run_together
@@ -82,14 +82,7 @@ def main(argv=None) -> int:
     parser.add_argument("--wait-ms", type=int, default=100, help="RESERVATIONS_WAIT_MS: how long WAIT waits")
     args = parser.parse_args(argv)
 
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings.base")
-    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    from core.local_key import local_key_provide
-
-    local_key_provide()
-    import django
-
-    django.setup()
+    setup_django_without_database()
     import redis
 
     from core.redis_cluster import cluster_redis

@@ -27,6 +27,7 @@ from datetime import timedelta
 
 import redis
 
+from harness.django_setup import setup_django_without_database
 from harness.machine import describe
 
 from .processes import run_together
@@ -80,14 +81,7 @@ def main(argv=None) -> int:
     parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args(argv)
 
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings.base")
-    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    from core.local_key import local_key_provide
-
-    local_key_provide()
-    import django
-
-    django.setup()
+    setup_django_without_database()
     client = redis.Redis.from_url(REDIS_URL)
     print(f"machine: {describe(client)}")
     print(f"{args.processes} processes x {args.seconds:g} s, {args.rounds} rounds, Redis at {REDIS_URL}")

@@ -38,6 +38,7 @@ from datetime import timedelta
 
 import redis
 
+from harness.django_setup import setup_django_without_database
 from harness.machine import describe
 
 from .processes import run_together
@@ -187,14 +188,7 @@ def main(argv=None) -> int:
     parser.add_argument("--sellout-units", type=int, default=2000)
     args = parser.parse_args(argv)
 
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings.base")
-    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    from core.local_key import local_key_provide
-
-    local_key_provide()
-    import django
-
-    django.setup()
+    setup_django_without_database()
     from inventory.redis_lua.bucket_states import item_states
     from locking.testing import start_cluster
 

@@ -40,6 +40,7 @@ from datetime import timedelta
 
 import redis
 
+from harness.django_setup import setup_django_without_database
 from harness.machine import describe
 
 from .reserve_cpu import VOUCHER_GROUP, groups_load
@@ -162,14 +163,7 @@ def main(argv=None) -> int:
     parser.add_argument("--states", type=int, default=16)
     args = parser.parse_args(argv)
 
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings.base")
-    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    from core.local_key import local_key_provide
-
-    local_key_provide()
-    import django
-
-    django.setup()
+    setup_django_without_database()
     from redis.cluster import RedisCluster
 
     modes = _modes(args.keys, args.processes, args.states)

@@ -25,6 +25,7 @@ from functools import partial
 
 import redis
 
+from harness.django_setup import setup_django_without_database
 from harness.machine import describe
 
 REDIS_URL = os.environ.get("BENCH_REDIS_URL", "redis://127.0.0.1:6379/9")
@@ -53,14 +54,7 @@ def main(argv=None) -> int:
     parser.add_argument("--calls", type=int, default=200)
     args = parser.parse_args(argv)
 
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings.base")
-    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    from core.local_key import local_key_provide
-
-    local_key_provide()
-    import django
-
-    django.setup()
+    setup_django_without_database()
     from django.utils import timezone
 
     from inventory.redis_lua.client import Reservations

@@ -40,3 +40,16 @@ def setup_django(args) -> None:
     from django.core.management import call_command
 
     call_command("migrate", verbosity=0)
+
+
+def setup_django_without_database() -> None:
+    """Django with the base settings (those the environment sets kept) and the checkout's key,
+    no database touched: for a benchmark that talks to Redis alone."""
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings.base")
+    sys.path.insert(0, str(ROOT))
+    from core.local_key import local_key_provide
+
+    local_key_provide()
+    import django
+
+    django.setup()
