@@ -119,13 +119,12 @@ def start_cluster(
     ``timeout``: a port found free can be taken before its node binds it (a bus port, port +
     10000, falls in the range the machine hands out to outgoing connections), and its nodes
     then never all meet."""
-    for attempt in range(1, attempts + 1):
+    for _ in range(attempts - 1):
         try:
             return _cluster_started(masters, replicas, node_timeout_ms, timeout)
         except RuntimeError:
-            if attempt == attempts:
-                raise
-    raise AssertionError("unreachable")
+            continue
+    return _cluster_started(masters, replicas, node_timeout_ms, timeout)
 
 
 def _cluster_started(masters: int, replicas: int, node_timeout_ms: int, timeout: float) -> list[RedisServer]:

@@ -8,6 +8,8 @@ tested in tests/payments/test_provider_worker.py."""
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import timedelta
 from uuid import uuid4
 
@@ -427,24 +429,36 @@ def test_charges_made_with_nowhere_to_post_are_not_sent_again_once_a_callback_ur
     assert ProviderCharge.objects.get().acknowledged_at is not None
 
 
-def test_payments_that_keep_failing_first_do_not_keep_the_later_ones_waiting(api_client, held_voucher, settings):
-    settings.PAYMENT_PROVIDER_RESEND_SECONDS = 30
-    settings.LOCK_WAIT_SECONDS = 0.1
+def stuck_then_free(api_client, held_voucher) -> tuple[list[Payment], Payment]:
+    """Two due payments of a ``redis_lock`` voucher, then one of another voucher, all left
+    waiting by a busy lock a resend ago."""
     busy_voucher = held_voucher(stock=2, strategy="redis_lock")
     stuck = [lost_payment(buy(api_client(), busy_voucher), age=timedelta(seconds=31)) for _ in range(2)]
-    later = lost_payment(buy(api_client(), held_voucher()), age=timedelta(seconds=31))
-    # The first two orders' buyers' locks held elsewhere: their settles are refused busy.
+    return stuck, lost_payment(buy(api_client(), held_voucher()), age=timedelta(seconds=31))
+
+
+@contextmanager
+def buyers_locked(payments: list[Payment]) -> Iterator[None]:
+    """The payments' buyers' locks held elsewhere: their settles are refused busy."""
     locks = [
-        Lock(locks_redis(), rule_scope("voucher", busy_voucher.pk, payment.order.user_id), key_prefix=key_prefix())
-        for payment in stuck
+        Lock(locks_redis(), rule_scope("voucher", p.order.voucher_id, p.order.user_id), key_prefix=key_prefix())
+        for p in payments
     ]
     for lock in locks:
         assert lock.acquire()
     try:
-        assert services.payments_unapplied_confirm(size=2) == 1
+        yield
     finally:
         for lock in locks:
             lock.release()
+
+
+def test_payments_that_keep_failing_first_do_not_keep_the_later_ones_waiting(api_client, held_voucher, settings):
+    settings.PAYMENT_PROVIDER_RESEND_SECONDS = 30
+    settings.LOCK_WAIT_SECONDS = 0.1
+    stuck, later = stuck_then_free(api_client, held_voucher)
+    with buyers_locked(stuck):
+        assert services.payments_unapplied_confirm(size=2) == 1
     statuses = dict(Payment.objects.values_list("reference", "status"))
     assert [statuses[p.reference] for p in (*stuck, later)] == ["requested", "requested", "paid"]
 
@@ -466,20 +480,9 @@ def test_the_beat_goes_on_from_where_its_last_run_stopped(api_client, held_vouch
     settings.PAYMENT_PROVIDER_RESEND_SECONDS = 30
     settings.LOCK_WAIT_SECONDS = 0.1
     monkeypatch.setattr(services, "UNAPPLIED_PAGES", 1)
-    busy_voucher = held_voucher(stock=2, strategy="redis_lock")
-    stuck = [lost_payment(buy(api_client(), busy_voucher), age=timedelta(seconds=31)) for _ in range(2)]
-    later = lost_payment(buy(api_client(), held_voucher()), age=timedelta(seconds=31))
-    locks = [
-        Lock(locks_redis(), rule_scope("voucher", busy_voucher.pk, payment.order.user_id), key_prefix=key_prefix())
-        for payment in stuck
-    ]
-    for lock in locks:
-        assert lock.acquire()
-    try:
+    stuck, later = stuck_then_free(api_client, held_voucher)
+    with buyers_locked(stuck):
         assert [services.payments_unapplied_confirm(size=1) for _ in range(3)] == [0, 0, 1]
-    finally:
-        for lock in locks:
-            lock.release()
     assert Payment.objects.get(pk=later.pk).status == "paid"
     # Past the last, the end; then round again, to the first, free now.
     assert [services.payments_unapplied_confirm(size=1) for _ in range(2)] == [0, 1]
