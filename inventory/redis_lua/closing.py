@@ -11,6 +11,8 @@ from typing import Any
 from django.conf import settings
 from django.utils import timezone
 
+from ..models import Strategy
+
 
 def close_cutoff(now: datetime | None = None) -> datetime:
     """A sale that ended at or before this has had its Redis keys removed, or soon will."""
@@ -19,3 +21,8 @@ def close_cutoff(now: datetime | None = None) -> datetime:
 
 def item_closed(item: Any) -> bool:
     return item.end_at <= close_cutoff()
+
+
+def item_keeps_state(item: Any) -> bool:
+    """Whether the item has a Redis state to load, check and rebuild: ``redis_lua``, not closed."""
+    return item.strategy == Strategy.REDIS_LUA and not item_closed(item)

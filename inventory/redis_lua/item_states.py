@@ -20,7 +20,7 @@ from ..product import Product
 from .bucket_states import item_states as item_states_of
 from .bucket_states import states_present
 from .client import Reservations, reservations_client
-from .closing import item_closed
+from .closing import item_closed, item_keeps_state
 from .drain import persist_options, with_group_lock
 from .item_buckets import (
     abandoned_values,
@@ -80,7 +80,7 @@ def _load(product: Product, item: Any, reservations: Reservations) -> bool:
     lock, and the strategy may have changed since) is still ``redis_lua``, and its sale is
     not closed (``inventory.redis_lua.closing``): loaded, it would stay for good."""
     item = product.items().get(pk=item.pk)
-    if item.strategy != Strategy.REDIS_LUA or item_closed(item):
+    if not item_keeps_state(item):
         return False
     if (buckets := item_bucketed(product, item)) > 1:
         return states_load_item(product, item, buckets, reservations)
@@ -315,7 +315,7 @@ def item_reservations_reconcile(
             product, item=item, reservations=reservations, repair=True, totals_first=totals_first
         ),
         rebuild=lambda: item_reservations_load(product, item=item, reservations=reservations),
-        live=item.strategy == Strategy.REDIS_LUA and not item_closed(item),
+        live=item_keeps_state(item),
     )
 
 

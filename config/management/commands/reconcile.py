@@ -4,7 +4,7 @@ from django.core.management.base import BaseCommand
 
 from inventory.product import products
 from inventory.redis_lua.client import reservations_client
-from inventory.redis_lua.closing import item_closed
+from inventory.redis_lua.closing import item_keeps_state
 from inventory.redis_lua.item_states import item_reservations_check, item_reservations_reconcile
 
 
@@ -32,7 +32,7 @@ class Command(BaseCommand):
             (
                 product.kind,
                 item.pk,
-                item.strategy == "redis_lua" and not item_closed(item),
+                item_keeps_state(item),
                 run(product, item=item, reservations=reservations),
             )
             for product in products()
