@@ -4,6 +4,7 @@ order or draw, also when the worker is SIGKILLed in the middle of a batch."""
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -39,11 +40,14 @@ class Worker:
     """A Celery worker process (or, with ``beat``, the beat) on the test database, started
     and killed at will. ``env`` overrides its environment."""
 
-    def __init__(self, broker: str = BROKER, *, beat: bool = False, concurrency: int = 1, **env: str) -> None:
+    def __init__(
+        self, broker: str = BROKER, *, beat: bool = False, concurrency: int = 1, log: Path | None = None, **env: str
+    ) -> None:
         self.process: subprocess.Popen | None = None
         self.broker = broker
         self.beat = beat
         self.concurrency = concurrency
+        self.log = log
         self.env = env
 
     def start(self) -> None:
@@ -65,10 +69,16 @@ class Worker:
         else:
             command = ["worker", "--concurrency", str(self.concurrency),
                        "--without-gossip", "--without-mingle", "--without-heartbeat"]  # fmt: skip
+        output = None
+        if self.log is not None:  # its tasks' lines too (each ran task's answer)
+            env["CELERY_LOG_LEVEL"] = "INFO"
+            output = self.log.open("ab")
         self.process = subprocess.Popen(
             [sys.executable, "-m", "celery", "-A", "config", "--quiet", *command],
-            cwd=ROOT, env=env, start_new_session=True,
+            cwd=ROOT, env=env, start_new_session=True, stdout=output, stderr=output,
         )  # fmt: skip
+        if output is not None:
+            output.close()  # the worker's own copy stays open
 
     def kill(self) -> None:
         os.killpg(self.process.pid, signal.SIGKILL)
@@ -142,14 +152,19 @@ def test_a_worker_persists_every_reservation_of_a_voucher_once(worker, reservati
     assert rows == {r.reservation_id for r in reserved}
     wait_for(lambda: reservations[0].client.xlen(GroupKeys.of(group).pending) == 0, timeout=10)
     assert stock_left(voucher) == 0
+    # The drain left the stream's consumer group once it had written everything.
+    wait_for(lambda: reservations[0].client.xinfo_consumers(GroupKeys.of(group).pending, "persist") == [], timeout=10)
 
 
-def test_a_busy_voucher_gets_a_second_drain_from_the_first_and_writes_each_reservation_once(reservations, make_voucher):
+def test_a_busy_voucher_gets_a_second_drain_from_the_first_and_writes_each_reservation_once(
+    reservations, make_voucher, tmp_path
+):
     """One task sent, as a crowd's first reservation sends it: its first full batch asks for
     another drain, which a second worker process runs beside it (two consumers read the
-    stream), and every reservation is written once."""
+    stream, each writing some), and every reservation is written once."""
     instance_keys_emptied(BROKER)
-    worker = Worker(concurrency=2, RESERVATIONS_PERSIST_CONSUMERS="2")
+    log = tmp_path / "worker.log"
+    worker = Worker(concurrency=2, log=log, RESERVATIONS_PERSIST_CONSUMERS="2")
     worker.start()
     try:
         voucher = make_voucher(stock=6000)
@@ -161,9 +176,11 @@ def test_a_busy_voucher_gets_a_second_drain_from_the_first_and_writes_each_reser
         worker.stop()
     rows = list(Order.objects.filter(voucher=voucher).values_list("reservation", flat=True))
     assert len(rows) == 6000 and set(rows) == {r.reservation_id for r in reserved}
-    consumers = reservations[0].client.xinfo_consumers(GroupKeys.of(group).pending, "persist")
-    assert len(consumers) == 2, consumers  # the first drain and the one it asked for
     assert stock_left(voucher) == 0
+    # The first drain and the one it asked for, each reporting what it wrote as it ended.
+    written = [int(n) for n in re.findall(r"reservations_drain\[[^]]+\] succeeded in [^:]+: (\d+)", log.read_text())]
+    assert len([n for n in written if n]) == 2 and sum(written) == 6000, written
+    assert reservations[0].client.xinfo_consumers(GroupKeys.of(group).pending, "persist") == []  # both left
 
 
 def test_a_worker_killed_mid_batch_leaves_each_reservation_persisted_once(worker, reservations, make_pool):

@@ -14,8 +14,6 @@ acknowledgement.
 from __future__ import annotations
 
 import logging
-import os
-import socket
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -32,17 +30,13 @@ from locking.lease import LeasedLock
 from ..errors import LockBusy
 from .bucket_states import busiest_state
 from .client import Reservations, reservations_client
+from .consumers import consumer_leave, consumer_name
 from .persist import Persisted
 from .values import state_of
 
 logger = logging.getLogger(__name__)
 
 R = TypeVar("R")
-
-
-def consumer_name() -> str:
-    """This worker process's name in the streams' consumer group."""
-    return f"{socket.gethostname()}:{os.getpid()}"
 
 
 def persist_options(*, holding_group_lock: bool = False) -> dict:
@@ -237,9 +231,12 @@ def drain_task_run(task, group_id: int, persist: Callable[..., Persisted], *, he
         *item, _ = task.request.args
         task.apply_async(args=(*item, busiest_state(options["reservations"], group_id)), kwargs={"helper": True})
 
-    handled = drain_group(
-        group_id, lambda batch: persist(batch=batch, **options), reservations=options["reservations"], more=more
-    )
+    try:
+        handled = drain_group(
+            group_id, lambda batch: persist(batch=batch, **options), reservations=options["reservations"], more=more
+        )
+    finally:
+        consumer_leave(options["reservations"], group_id, options["consumer"])
     if handled is None:
         if helper:
             return 0

@@ -24,6 +24,7 @@ from ..buckets import home_bucket
 from ..models import Abandoned, Stock
 from .bucket_states import by_home_state, item_states, states_load, states_present
 from .client import Reservations
+from .consumers import consumer_leave
 from .drain import persist_all
 from .numbering import lost_floor_record
 from .persist import Persisted
@@ -49,9 +50,11 @@ def _states_of(group_id: int, reservations: Reservations) -> list[int]:
 
 
 def states_persist(group_id: int, reservations: Reservations, step: Callable[[int, int], Persisted]) -> None:
-    """Persist every stream of the group's states (``step(state, batch)``)."""
+    """Persist every stream of the group's states (``step(state, batch)``, reading as this
+    process' consumer), each consumer leaving once its stream is persisted."""
     for state in _states_of(group_id, reservations):
         persist_all(lambda batch, state=state: step(state, batch))
+        consumer_leave(reservations, state)
 
 
 def states_drop(group_id: int, reservations: Reservations) -> None:

@@ -20,6 +20,7 @@ from django.db import connections
 
 from inventory.models import Stock
 from inventory.redis_lua.client import Reservations
+from inventory.redis_lua.consumers import consumer_leave
 from inventory.redis_lua.drain import drain_group
 from inventory.redis_lua.item_states import item_reservations_persist
 from inventory.redis_lua.values import GroupKeys, Rules
@@ -177,6 +178,7 @@ def test_a_consumer_killed_between_its_commit_and_its_acknowledgement_leaves_not
     voucher, group = killed_after_its_commit(reservations, make_voucher)
     assert Order.objects.filter(voucher=voucher).count() == 40
     assert reservations.waiting(group_id=group) == 40  # committed, never acknowledged
+    assert not consumer_leave(reservations, group, "doomed")  # it holds them: they stay to take over
     # The next consumer takes the dead one's entries over once idle, and only acknowledges them.
     wait_until(lambda: _idle_ms(reservations, group) >= 200, "the dead consumer's entries idle", timeout=10)
     result = item_reservations_persist(
@@ -186,6 +188,9 @@ def test_a_consumer_killed_between_its_commit_and_its_acknowledgement_leaves_not
     assert Order.objects.filter(voucher=voucher).count() == 40
     assert stock_left(voucher) == 10 == reservations.stock(group_id=group)[stock_row(voucher)]
     assert reservations.waiting(group_id=group) == 0
+    # Holding nothing now, both can leave the stream's consumer group, which then has none.
+    assert consumer_leave(reservations, group, "next") and consumer_leave(reservations, group, "doomed")
+    assert reservations.client.xinfo_consumers(GroupKeys.of(group).pending, "persist") == []
 
 
 def test_a_check_acknowledges_what_a_killed_consumer_committed_and_sees_no_drift(reservations, make_voucher):
@@ -199,6 +204,9 @@ def test_a_check_acknowledges_what_a_killed_consumer_committed_and_sees_no_drift
     check = item_reservations_check(VOUCHER, item=voucher, reservations=reservations, repair=True)
     assert not check.drifted, check
     assert reservations.waiting(group_id=group) == 0
+    # The check read as a consumer of its own, which left: only the dead one is left, empty.
+    consumers = reservations.client.xinfo_consumers(GroupKeys.of(group).pending, "persist")
+    assert [(c["name"], c["pending"]) for c in consumers] == [(b"doomed", 0)]
     assert stock_left(voucher) == 10 == reservations.stock(group_id=group)[stock_row(voucher)]
 
 

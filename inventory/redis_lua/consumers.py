@@ -1,0 +1,45 @@
+"""The persisting consumers of a state's stream: each worker process reads as one of the
+stream's consumer group (``values.PERSIST_GROUP``), and leaves the group when it is done.
+
+Redis keeps a consumer in its group until it is deleted, and a process' name is new with
+every process: without leaving, a live sale's streams would keep one consumer for every
+worker process that ever drained them (every restart, every recycled child). A consumer
+leaves only with nothing unacknowledged: what it was handed and did not write stays its own
+until another consumer takes it over (``Reservations.pending``), and deleting the consumer
+then would drop those entries unwritten. A consumer that died holding entries stays, with
+nothing, once they are taken over: one per death, gone with the sale's keys when it closes
+(``inventory.redis_lua.closing``).
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+
+from .client import Reservations
+from .values import PERSIST_GROUP, GroupKeys
+
+# KEYS[1] a state's stream of reservations; ARGV[1] the persisting consumer group, ARGV[2]
+# the consumer leaving it. In one script, so that nothing is handed to the consumer between
+# the look at what it holds and its deletion. No stream or no group yet: nothing to leave.
+CONSUMER_LEAVE = """
+local held = redis.pcall('XPENDING', KEYS[1], ARGV[1], '-', '+', 1, ARGV[2])
+if held.err or #held > 0 then
+    return 0
+end
+redis.call('XGROUP', 'DELCONSUMER', KEYS[1], ARGV[1], ARGV[2])
+return 1
+"""
+
+
+def consumer_name() -> str:
+    """This worker process's name in the streams' consumer group."""
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def consumer_leave(reservations: Reservations, group_id: int, consumer: str | None = None) -> bool:
+    """Remove ``consumer`` (this process by default) from the state's consumer group when it
+    holds nothing unacknowledged; whether it left (or was not there)."""
+    script = reservations.client.register_script(CONSUMER_LEAVE)
+    keys = (GroupKeys.of(group_id).pending,)
+    return bool(script(keys, (PERSIST_GROUP, consumer or consumer_name())))
