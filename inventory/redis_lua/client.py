@@ -59,8 +59,7 @@ class Reservations:
     def __init__(self, client: redis.Redis | RedisCluster, *, wait_replicas: int = 0, wait_ms: int = 100) -> None:
         self.client = client
         self.wait = (wait_replicas, wait_ms) if wait_replicas else None
-        # Every purchase and draw calls it: as a Redis function, over the thread's own
-        # connection (core.redis_script).
+        # Every purchase and draw calls it: as a Redis function, over the thread's own connection (core.redis_script).
         self._reserve = function_on_own_connections(client, scripts.RESERVE, prefix="flashsale_reserve")
         self._release = client.register_script(scripts.RELEASE)
         self._load = client.register_script(scripts.LOAD)
@@ -162,20 +161,22 @@ class Reservations:
         return server_of(self.client, GroupKeys.of(group_id).state).pipeline(transaction=True)
 
     def of_user(self, *, group_id: int, user_id: int) -> list[Pending | Failed]:
-        """The user's reservations of the group waiting (of the latest ``USER_TAKES_READ`` takes,
-        found by the numbers RESERVE kept beside them: not the whole stream) or undone."""
+        """The user's reservations of the group waiting (of the latest ``USER_TAKES_READ`` takes, by
+        the numbers RESERVE keeps beside them) or undone (by those RELEASE keeps, ``u:<user>``)."""
         keys = GroupKeys.of(group_id)
         mark = self.client.hget(keys.state, user_id)
         takes = marks_of(mark)[1][-USER_TAKES_READ:] if mark is not None else []
         numbers = self.client.hmget(keys.state, [taken_field(user_id, take) for take in takes]) if takes else []
-        pipe = self.multi(group_id=group_id)
+        pipe = self.multi(group_id=group_id)  # an undo moves one from the stream to the numbers
         for number in (int(found) for found in numbers if found is not None):
             pipe.xrange(keys.pending, f"{number}-0", f"{number}-0")
-        pipe.hgetall(keys.failed)
-        *entries, failed = pipe.execute()
-        waiting = [Pending.from_entry(group_id, *found[0]) for found in entries if found]
-        undone = [Failed.from_field(group_id, number, value) for number, value in failed.items()]
-        return [one for one in [*waiting, *undone] if one.user_id == user_id]
+        pipe.hget(keys.failed, f"u:{user_id}")
+        *entries, undone = pipe.execute()
+        undone = text_of(undone or b"").split()  # their fields, once written, never change
+        failed = zip(undone, self.client.hmget(keys.failed, undone) if undone else (), strict=True)
+        found = [Pending.from_entry(group_id, *one[0]) for one in entries if one]
+        found += [Failed.from_field(group_id, number, value) for number, value in failed if value is not None]
+        return [one for one in found if one.user_id == user_id]
 
     def release(self, *, group_id: int, pending: Pending, why: str) -> bool:
         """Undo a reservation that cannot be persisted (stock and take back, failed ``why``) if
@@ -360,8 +361,7 @@ class Reservations:
         return takers_of(self.client.hgetall(GroupKeys.of(group_id).state))
 
     def takes(self, *, group_id: int, user_id: int) -> int:
-        """One user's takes (written and pending; an undone one given back): one HGET, 0
-        with no state."""
+        """One user's takes (written and pending; an undone one given back): one HGET, 0 with no state."""
         marks = self.client.hget(GroupKeys.of(group_id).state, user_id)
         return 0 if marks is None else marks_of(marks)[0]
 

@@ -33,7 +33,8 @@ single Cluster slot (``docs/design.md``, "A reservation in Redis"):
 - ``...:ids``, the reservation counter while no state is loaded: DROP leaves the state's
   there (a reservation's id is made of its group and number, ``values.reservation_id``);
 - ``...:failed``, a hash: reservation number -> ``<user>:<stock id or "">:<ms>:<why>`` for a
-  reservation that could not be persisted (undone: the record never existed).
+  reservation that could not be persisted (undone: the record never existed); ``u:<user id>``
+  -> those numbers of the user, each followed by a space (their list reads by it).
 
 The kick flag: set by the reservation that found it lapsed, whose caller asks a worker to persist
 the stream (a task per period); a drain holds it while it paces, then clears it, reads once more.
@@ -48,17 +49,15 @@ from core.ratelimit import RATE_WAIT
 
 from ..admission.scripts import TICKET
 
-# Reserve one unit for a user: count the request's rate limits; check the window (Redis
-# time), the user's takes, their abandoned holds (the cap and the cooldown, where the rules
-# carry them) and the stock; choose a row weighted by its stock (or nothing, by the weight of
-# taking nothing); append the pending reservation, then write the state (the row's units, the
-# counters, the user's take numbers) with one HSET. The append comes first: should it fail
-# (an entry id not above the stream's last), nothing is taken. With an admission ticket (the
-# room in the same Redis: ``inventory.admission.tickets.TicketHeld``), checked first, as a
-# take that spends it apart does, spent by every answer but those that ask again and
-# "not_started" (``tickets.GIVEN_BACK``), a unit counted used only if it took one. Every
-# purchase and draw pays its cost, so it is written for it (docs/design.md): numbers
-# packed, or made text with %d (tostring formats floats), text answered, one row spliced.
+# Reserve one unit for a user: count the request's rate limits; check the window (Redis time), the user's takes, their
+# abandoned holds (the cap and the cooldown, where the rules carry them) and the stock; choose a row weighted by its
+# stock (or nothing, by the weight of taking nothing); append the pending reservation, then write the state (the row's
+# units, the counters, the user's take numbers) with one HSET. The append comes first: should it fail (an entry id not
+# above the stream's last), nothing is taken. With an admission ticket (the room in the same Redis:
+# ``inventory.admission.tickets.TicketHeld``), checked first, as a take that spends it apart does, spent by every
+# answer but those that ask again and "not_started" (``tickets.GIVEN_BACK``), a unit counted used only if it took one.
+# Every purchase and draw pays its cost, so it is written for it (docs/design.md): numbers packed, or made text with
+# %d (tostring formats floats), text answered, one row spliced.
 # KEYS[1] state, KEYS[2] pending stream, KEYS[3] abandoned holds, with a ticket KEYS[4..6] the
 #         room's admitted, serials and room, then the request's rate-limit counters (if any)
 # ARGV[1] user id, ARGV[2] a uniform random number in [0, 1) drawn by the caller (so that
@@ -67,15 +66,13 @@ from ..admission.scripts import TICKET
 #         item is spread over (``Rules.states``),
 #         ARGV[6] the ticket's serial ("" for none), ARGV[7] the room's clock (ms) it is checked
 #         by, ARGV[8...] each rate-limit counter's limit and window in ms, in pairs
-# Returns "ok <stock id or ''> <seq> <n> <marks> <kick> <limit>", where seq is this take's
-# number among the user's takes (the database's per-user backstop), n the reservation's
-# number in the group, marks the user's field after it (its takes first), kick 1 when the
-# caller should ask for the stream to be persisted, and limit the limit of takes it
-# checked; or "rate_limited <ms to wait>" or "cooling_down <ms to wait>"; or a refusal:
-# "unavailable" (no state: never sell from nothing), "moved" (the state is laid out for another
-# number of states than the caller's: its item was read before a rebucket, and routed the
-# user to a state that may not keep their takes), "not_admitted" (not the user's live
-# ticket), "not_started", "ended", "limit", "abandon_limit", "sold_out".
+# Returns "ok <stock id or ''> <seq> <n> <marks> <kick> <limit>", where seq is this take's number among the user's
+# takes (the database's per-user backstop), n the reservation's number in the group, marks the user's field after it
+# (its takes first), kick 1 when the caller should ask for the stream to be persisted, and limit the limit of takes it
+# checked; or "rate_limited <ms to wait>" or "cooling_down <ms to wait>"; or a refusal: "unavailable" (no state: never
+# sell from nothing), "moved" (the state is laid out for another number of states than the caller's: its item was read
+# before a rebucket, and routed the user to a state that may not keep their takes), "not_admitted" (not the user's
+# live ticket), "not_started", "ended", "limit", "abandon_limit", "sold_out".
 RESERVE = (
     "local ticket, user, spend = ARGV[6], ARGV[1], false\nif ticket ~= '' then\n"
     + TICKET
@@ -242,7 +239,9 @@ RELEASE = (
     + """
 if redis.call('XACK', KEYS[2], ARGV[2], ARGV[1]) == 0 then return 0 end
 redis.call('XDEL', KEYS[2], ARGV[1])
-redis.call('HSET', KEYS[3], ARGV[5], ARGV[3] .. ':' .. ARGV[4] .. ':' .. ARGV[8] .. ':' .. ARGV[6])
+local mine = 'u:' .. ARGV[3]
+redis.call('HSET', KEYS[3], ARGV[5], ARGV[3] .. ':' .. ARGV[4] .. ':' .. ARGV[8] .. ':' .. ARGV[6],
+           mine, (redis.call('HGET', KEYS[3], mine) or '') .. ARGV[5] .. ' ')
 local state = state_read(KEYS[1])
 if state then
     if ARGV[4] ~= '' then rows_add(state, ARGV[4], 1) end

@@ -446,3 +446,22 @@ def test_a_users_list_finds_their_waiting_takes_by_the_numbers_kept_beside_them(
     assert reservations.of_user(group_id=group, user_id=7) == []  # written: the database lists them
     assert not client.hexists(GroupKeys.of(group).state, taken_field(7, 1))  # nor kept any longer
     assert reservations.takers(group_id=group)[7] == 2  # the takes stand
+
+
+def test_a_users_list_finds_their_undone_reservations_by_the_numbers_kept_for_them(client, group):
+    """RELEASE keeps each user's undone numbers under ``u:<user>`` in the failed hash: a list
+    reads those fields, not every undone reservation of the sale's (300 of others' here)."""
+    reservations = Reservations(client)
+    reservations.load(group_id=group, rules=open_rules(limit=3), stock={1: 400})
+    for user in range(100, 400):
+        reservations.reserve(group_id=group, user_id=user, rand=0.0)
+    mine = [reservations.reserve(group_id=group, user_id=7, rand=0.0) for _ in range(2)]
+    for one in reservations.pending(group_id=group, consumer="w", count=400):
+        reservations.release(group_id=group, pending=one, why="refused: test")
+    numbers = [one.reservation_id - reservation_id(group, 1) + 1 for one in mine]
+    assert client.hget(GroupKeys.of(group).failed, "u:7") == f"{numbers[0]} {numbers[1]} ".encode()
+    # A field of 7's that the user's numbers do not name is not read: not the whole hash.
+    client.hset(GroupKeys.of(group).failed, 999_999, "7:1:0:not listed")
+    listed = reservations.of_user(group_id=group, user_id=7)
+    assert [(one.reservation_id, one.why) for one in listed] == [(one.reservation_id, "refused: test") for one in mine]
+    assert [one.user_id for one in reservations.of_user(group_id=group, user_id=150)] == [150]
