@@ -227,8 +227,8 @@ local function marks_write(key, state, user, before, takes, used)
 end
 """
 
-# Undo a reservation that could not be persisted for good, once: only while its stream entry
-# is unacknowledged by the persisting group (no second undo, none after a persist).
+# Undo a reservation that could not be persisted for good, once: only while its stream entry is unacknowledged by
+# the persisting group (no second undo, none after a persist); its take's number freed, and the user's list's field.
 # KEYS[1] state, KEYS[2] pending stream, KEYS[3] failed reservations
 # ARGV[1] stream entry id, ARGV[2] consumer group, ARGV[3] user id,
 # ARGV[4] stock id or "" (a take of nothing), ARGV[5] reservation number, ARGV[6] why,
@@ -245,6 +245,8 @@ redis.call('HSET', KEYS[3], ARGV[5], ARGV[3] .. ':' .. ARGV[4] .. ':' .. ARGV[8]
 local state = state_read(KEYS[1])
 if state then
     if ARGV[4] ~= '' then rows_add(state, ARGV[4], 1) end
+    local taken = 'r:' .. ARGV[3] .. ':' .. ARGV[7]
+    if redis.call('HGET', KEYS[1], taken) == ARGV[5] then redis.call('HDEL', KEYS[1], taken) end
     local takes, used = marks_read(KEYS[1], ARGV[3])
     used[tonumber(ARGV[7])] = nil
     marks_write(KEYS[1], state, ARGV[3], takes, takes - 1, used)
@@ -254,18 +256,16 @@ return 1
 """
 )
 
-# Load a group's state built from the database, unless one is there (reconciliation repairs a
-# live one field by field; an earlier layout's is none, and replaced). Refused while reservations wait in the
-# stream: the database does not hold them yet, so a state built from it would sell their
-# units again (persist them first). The persisting consumer group is created from the
-# stream's start, so that no entry appended before it existed is skipped.
-# The counter starts at the highest of the database's last number, the one a dropped state
-# left (``...:ids``) and the stream's last entry: no id the database holds is handed out
-# again, and a new entry's id is above the stream's last. With neither ``...:ids`` nor the
-# stream the counter is lost, with the reservations the lost Redis answered 202 and the
-# database may hold none of (lost twice before one was written): it answers -2 unless
-# ARGV[7] gives the floor to start from, which the caller wrote to the database first,
-# above every number an earlier load could have handed out (``inventory.redis_lua.numbering``).
+# Load a group's state built from the database, unless one is there (reconciliation repairs a live one field by field;
+# an earlier layout's is none, and replaced). Refused while reservations wait in the stream: the database does not
+# hold them yet, so a state built from it would sell their units again (persist them first). The persisting consumer
+# group is created from the stream's start, so that no entry appended before it existed is skipped. The counter starts
+# at the highest of the database's last number, the one a dropped state left (``...:ids``) and the stream's last
+# entry: no id the database holds is handed out again, and a new entry's id is above the stream's last. With neither
+# ``...:ids`` nor the stream the counter is lost, with the reservations the lost Redis answered 202 and the database
+# may hold none of (lost twice before one was written): it answers -2 unless ARGV[7] gives the floor to start from,
+# which the caller wrote to the database first, above every number an earlier load could have handed out
+# (``inventory.redis_lua.numbering``).
 # KEYS[1] state, KEYS[2] pending stream, KEYS[3] the kept counter, KEYS[4] takers, KEYS[5]
 # take numbers and KEYS[6] kick flag of the earlier layout
 # ARGV[1] consumer group, ARGV[2] the counter's floor, ARGV[3] the rules field, ARGV[4] the

@@ -460,6 +460,7 @@ def test_a_users_list_finds_their_undone_reservations_by_the_numbers_kept_for_th
         reservations.release(group_id=group, pending=one, why="refused: test")
     numbers = [one.reservation_id - reservation_id(group, 1) + 1 for one in mine]
     assert client.hget(GroupKeys.of(group).failed, "u:7") == f"{numbers[0]} {numbers[1]} ".encode()
+    assert not client.hexists(GroupKeys.of(group).state, taken_field(7, 1))  # nor kept as waiting
     # A field of 7's that the user's numbers do not name is not read: not the whole hash.
     client.hset(GroupKeys.of(group).failed, 999_999, "7:1:0:not listed")
     listed = reservations.of_user(group_id=group, user_id=7)
