@@ -4,7 +4,11 @@ Ownership belongs to the task that acquired: the token lives in a context
 variable together with that task, so another task sharing the lock object can
 neither see nor release it. Each held lock renews its lease from a small task
 of its own, which release cancels, also when the holder leaves its block by an
-exception or by cancellation.
+exception or by cancellation. Acquire in the task that will hold the lock: bound the
+wait with ``blocking_timeout`` (or ``asyncio.timeout``), not ``asyncio.wait_for``, which
+before Python 3.12 runs the acquire in a task of its own. A task that ends still holding
+the lock has it released by the renewing task at its next renewal, and marked lost: no
+one else could release it, and the lease would have been renewed for ``max_hold``.
 """
 
 from __future__ import annotations
@@ -55,6 +59,7 @@ class AsyncLock:
         reentrant: bool = False,
         on_lost=None,
         metrics: LockMetrics | None = None,
+        key_prefix: str = "",
     ) -> None:
         if lease <= 0:
             raise ValueError("lease must be positive")
@@ -69,7 +74,7 @@ class AsyncLock:
         self.reentrant = reentrant
         self.on_lost = on_lost
         self.metrics = observer() if metrics is None else metrics
-        self.key, self.fence_key, self.queue_key, self.wake_prefix = resource_keys(name)
+        self.key, self.fence_key, self.queue_key, self.wake_prefix = resource_keys(name, key_prefix)
         self._keys = (self.key, self.fence_key, self.queue_key)
         self._acquire_script = client.register_script(scripts.ACQUIRE)
         self._release_script = client.register_script(scripts.RELEASE)
@@ -138,9 +143,15 @@ class AsyncLock:
                 if popped is not None:
                     fence = int(popped[1])
                     break
-        except asyncio.CancelledError:
-            # Cancelled while queued: leave the queue, passing on a lock handed to us meanwhile.
-            await asyncio.shield(self._give_up(token, entry, wake_key))
+        except BaseException:
+            # Cancelled while queued, or the wait ended in an error (the connection's timeout):
+            # leave the queue, passing on a lock handed to us meanwhile. Left in it, the entry
+            # would be handed the lock at the next release, and everyone behind would wait out
+            # its lease with no one holding.
+            try:
+                await asyncio.shield(self._give_up(token, entry, wake_key))
+            except RedisError:
+                pass  # Redis out of reach: the entry's lease bounds the harm; the first error says why
             raise
         holding = _Holding(token=token, fence=fence, task=asyncio.current_task(), acquired_at=time.monotonic())
         if self.renew:
@@ -169,6 +180,9 @@ class AsyncLock:
         while True:
             await asyncio.sleep(pause)
             now = time.monotonic()
+            if holding.task is not None and holding.task.done():
+                await self._abandoned(holding)
+                return
             if now - holding.acquired_at >= self.max_hold:
                 await asyncio.sleep(max(0.0, lease_ends - now))
                 self._mark_lost(holding, f"held longer than max_hold={self.max_hold}s; the lease was not renewed")
@@ -187,6 +201,15 @@ class AsyncLock:
                 return
             lease_ends, pause = now + self.lease, self.lease / 3
             self.metrics.renewed(self.name)
+
+    async def _abandoned(self, holding: _Holding) -> None:
+        """The task that acquired ended holding the lock: released (handed on), and marked lost."""
+        holding.renewal = None  # this very task: not cancelled by the release
+        try:
+            await self._release_in_redis(holding)
+        except RedisError:
+            pass  # the lease ends it
+        self._mark_lost(holding, "the task that acquired it ended without releasing it")
 
     def check(self) -> None:
         holding = self._mine()

@@ -132,7 +132,9 @@ class FencedUpdate:
         """Write with ``lock.fence``; return the number of rows written.
 
         Raises StaleFence (and tells ``lock.metrics``) when a row exists but carries a
-        fence at least as new, and the lock is no longer ours: the caller had lost it.
+        fence at least as new, and the lock is no longer ours: the caller had lost it. A row
+        carrying the holder's own fence (the holding writes it twice, or a counter that
+        started again met the row's number) is written with the next fence, moved by one.
         When the lock is still ours, the fence counter went back instead (its Redis
         restarted empty and counts from 1 again): the counter is moved past the rows'
         fence by ``FENCE_GAP`` (``lock.raise_fence``) and the write runs once more with
@@ -147,12 +149,14 @@ class FencedUpdate:
         if highest is None or highest < lock.fence:
             return 0  # no such row, or the rows' own conditions failed
         raise_fence = getattr(lock, "raise_fence", None)
-        fence = raise_fence(highest + FENCE_GAP) if raise_fence is not None else None
+        behind = highest > lock.fence  # else the row carries this fence: no sign of a lost counter
+        fence = raise_fence(highest + (FENCE_GAP if behind else 0)) if raise_fence is not None else None
         if fence is not None:
-            logger.warning(
-                "the fence counter of %r was behind the database (%s); its Redis lost it: now %s",
-                getattr(lock, "label", ""), highest, fence,
-            )  # fmt: skip
+            if behind:
+                logger.warning(
+                    "the fence counter of %r was behind the database (%s); its Redis lost it: now %s",
+                    getattr(lock, "label", ""), highest, fence,
+                )  # fmt: skip
             written = self._execute(fence)
             if written or not self.queryset.filter(**{f"{self.fence_field}__gte": fence}).exists():
                 return written

@@ -33,17 +33,18 @@ class MultiLock(LeasedLock):
         client: a redis-py ``Redis`` (one script for all keys) or ``RedisCluster``
             (one script per hash slot, in slot order, with rollback).
         names: the resources; duplicates are ignored. Interoperates with
-            :class:`~locking.Lock` on the same names, including hand-off to its waiters.
-        **options: as for :class:`~locking.Lock`.
+            :class:`~locking.Lock` on the same names and ``key_prefix``, including hand-off
+            to its waiters.
+        key_prefix, **options: as for :class:`~locking.Lock`.
     """
 
-    def __init__(self, client: Redis | RedisCluster, names, **options) -> None:
+    def __init__(self, client: Redis | RedisCluster, names, *, key_prefix: str = "", **options) -> None:
         self.names = sorted(set(names))
         if not self.names:
             raise ValueError("lock_many needs at least one name")
         super().__init__(label=f"{len(self.names)} locks ({self.names[0]}, ...)", **options)
         self.client = client
-        self.keys = [resource_keys(name)[0] for name in self.names]
+        self.keys = [resource_keys(name, key_prefix)[0] for name in self.names]
         self._acquire_script = client.register_script(scripts.ACQUIRE_MANY)
         self._release_script = client.register_script(scripts.RELEASE_MANY)
         self._renew_script = client.register_script(scripts.RENEW_MANY)

@@ -6,8 +6,9 @@ import asyncio
 
 import pytest
 from redis.asyncio import Redis
+from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from locking import LockLost, Released
+from locking import Lock, LockLost, Released
 from locking.aio import AsyncLock
 from locking.lock import resource_keys
 
@@ -115,3 +116,47 @@ def test_a_lost_lease_is_raised_at_block_exit(r):
 
     with pytest.raises(LockLost):
         run(scenario)
+
+
+def test_a_waiter_whose_wait_ends_in_an_error_leaves_the_queue(r):
+    """Its connection's timeout ends the wait (the holder's lease is longer): left in the queue,
+    the entry would be handed the lock at the release, and the next caller would wait a lease."""
+
+    async def scenario(client):
+        holder = AsyncLock(client, "res", lease=10)
+        await holder.acquire()
+        impatient = Redis(host="127.0.0.1", port=6379, db=LOCK_TEST_DB, socket_timeout=0.2)
+        try:
+            with pytest.raises(RedisTimeoutError):
+                await AsyncLock(impatient, "res", blocking_timeout=5).acquire()
+        finally:
+            await impatient.aclose()
+        return await client.llen(resource_keys("res")[2]), await holder.release()
+
+    assert run(scenario) == (0, Released.RELEASED)
+
+
+def test_a_task_that_ends_holding_the_lock_has_it_released_at_the_next_renewal(r):
+    """No other task can release it: renewed on, it would be held for max_hold (300 s)."""
+
+    async def scenario(client):
+        lock = AsyncLock(client, "res", lease=0.3)
+        await asyncio.create_task(lock.acquire())  # acquired in a task that then ends
+        gone = asyncio.get_running_loop().time() + 5
+        while await client.exists(resource_keys("res")[0]):
+            assert asyncio.get_running_loop().time() < gone, "still held"
+            await asyncio.sleep(0.02)
+        return await AsyncLock(client, "res", blocking=False).acquire()
+
+    assert run(scenario) is not None
+
+
+def test_a_key_prefix_names_the_same_keys_as_the_sync_locks(r):
+    async def scenario(client):
+        lock = AsyncLock(client, "res", key_prefix="ns:")
+        await lock.acquire()
+        held = Lock(r, "res", key_prefix="ns:", blocking=False).acquire()
+        await lock.release()
+        return lock.key, held
+
+    assert run(scenario) == (resource_keys("res", "ns:")[0], None)

@@ -92,11 +92,26 @@ def test_a_stale_holder_is_refused_and_writes_nothing(make_voucher):
     stale = Holder(fence=9)
     with pytest.raises(StaleFence):
         update.run(stale)
-    with pytest.raises(StaleFence):
+    with pytest.raises(StaleFence):  # its own fence, but the lock is not held: no raise
         fenced_update(Stock.objects.filter(pk=stock_row(voucher)), lock=Holder(fence=10), quantity=0)
     assert stale.metrics.counts["stale_fence"] == 1
     stock = Stock.objects.get(pk=stock_row(voucher))
     assert (stock.quantity, stock.fence) == (4, 10)
+
+
+@pytest.mark.django_db
+def test_the_holding_that_wrote_a_row_writes_it_again_with_the_next_fence(make_voucher, r, caplog):
+    """A second write under one holding is no sign of a lost counter: the fence moves by one,
+    not past the rows by a gap, and no warning says the counter was behind."""
+    voucher = make_voucher(stock=5)
+    with Lock(r, "stock") as lock:
+        fence = lock.fence
+        assert fenced_update(Stock.objects.filter(pk=stock_row(voucher)), lock=lock, quantity=4) == 1
+        assert fenced_update(Stock.objects.filter(pk=stock_row(voucher)), lock=lock, quantity=3) == 1
+        assert lock.fence == fence + 1
+    stock = Stock.objects.get(pk=stock_row(voucher))
+    assert (stock.quantity, stock.fence) == (3, fence + 1)
+    assert "behind the database" not in caplog.text
 
 
 # --- fences across a Redis restarted empty ------------------------------------------------------

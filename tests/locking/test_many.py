@@ -96,3 +96,11 @@ def test_losing_one_key_is_losing_the_lock(r):
     r.delete(resource_keys("y")[0])
     assert held.lost.wait(1)
     assert held.release() is Released.EXPIRED
+
+
+def test_a_key_prefix_excludes_a_lock_of_the_same_prefix_and_name(r):
+    held = lock_many(r, ["a", "b"], key_prefix="ns:")
+    held.acquire()
+    assert Lock(r, "b", key_prefix="ns:", blocking=False).acquire() is None
+    assert Lock(r, "b", blocking=False).acquire() is not None  # another namespace's "b"
+    assert held.release() is Released.RELEASED
