@@ -42,7 +42,7 @@ class ExclusiveLock(ReadWriteSide):
 
     def _renew_in_redis(self, token: str) -> bool:
         keys = (self.exclusive_key,)
-        return bool(self._renew_script(keys, (token, self.lease_ms), client=renewal_client(self.client)))
+        return bool(self._renew_script(keys, (token, self.lease_ms), client=renewal_client(self.client, self.lease)))
 
     def _release_in_redis(self, token: str) -> Released:
         released = self._release_script((self.exclusive_key, self.waiting_key), (token,))

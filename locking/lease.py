@@ -53,6 +53,10 @@ class LeasedLock:
         clock: a monotonic clock, replaceable in tests.
     """
 
+    # How much sooner than this process counts a lease the servers' clocks may end it
+    # (Redlock's allowance for drift between its servers); 0 for one server.
+    clock_drift = 0.0
+
     def __init__(
         self,
         *,
@@ -107,9 +111,13 @@ class LeasedLock:
     # -- acquiring ---------------------------------------------------------------------------------
 
     def _nested(self) -> bool:
-        """True when the holding thread acquires again and the lock is reentrant."""
-        if self._token is None or self._pid != os.getpid() or self._owner != threading.get_ident():
+        """True when the holding thread acquires again and the lock is reentrant. Another
+        thread of this process may not acquire an object that is held: its holding would
+        replace the holder's (a token, a fence, a lease), and the holder's release end it."""
+        if self._token is None or self._pid != os.getpid():
             return False
+        if self._owner != threading.get_ident():
+            raise LockError(f"{self.label!r} is held by another thread; give each thread a lock object of its own")
         if not self.reentrant:
             raise LockError(f"{self.label!r} is already held by this thread; pass reentrant=True to nest")
         self._depth += 1
@@ -123,13 +131,15 @@ class LeasedLock:
         started = self.clock()
         return blocking, started, None if timeout is None else started + timeout
 
-    def _took(self, token: str, now: float) -> None:
-        """Record a successful acquisition made at ``now`` and start renewing it."""
+    def _took(self, token: str, now: float, *, lease_ends: float | None = None) -> None:
+        """Record a successful acquisition made at ``now`` and start renewing it. ``lease_ends``:
+        when the lease may end at the earliest (the call that took it started a lease before);
+        by default a lease from ``now``."""
         # No lock needed: the watchdog sees this holding only once watch() returns.
         self._token, self._owner, self._pid = token, threading.get_ident(), os.getpid()
         self._depth = 1
         self._acquired_at = now
-        self._lease_ends = now + self.lease
+        self._lease_ends = now + self.lease if lease_ends is None else lease_ends
         if self.lost.is_set():
             self.lost.clear()
             self.lost_reason = None
@@ -140,10 +150,14 @@ class LeasedLock:
     # -- holding -----------------------------------------------------------------------------------
 
     def check(self) -> None:
-        """Raise LockLost if the lease was lost; LockNotOwned if this process does not hold the lock."""
+        """Raise LockLost if the lease was lost, or may have been: its end, counted from before
+        the call that took or last renewed it, has passed (the watchdog did not renew it in
+        time: held up, or ``renew=False``); LockNotOwned if this process does not hold the lock."""
         self._require_owner()
         if self.lost.is_set():
             raise LockLost(f"lost {self.label!r}: {self.lost_reason}")
+        if self.clock() >= self._lease_ends:
+            raise LockLost(f"lost {self.label!r}: its lease ran out before it was renewed")
 
     def _require_owner(self) -> None:
         if self._token is None:
@@ -200,7 +214,7 @@ class LeasedLock:
             self._mark_lost("the key expired or another holder has it")
             return None
         # Counted from before the call: the local deadline never outlives the key.
-        self._lease_ends = now + self.lease
+        self._lease_ends = now + self.lease - self.clock_drift
         self.metrics.renewed(self.label)
         return now + self.lease / 3
 

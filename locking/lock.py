@@ -102,12 +102,13 @@ class Lock(LeasedLock):
         entry = f"{token}:{self.lease_ms}" if blocking else ""
         wake_key = self.wake_prefix + token
         direct = self._fast_path or not self.fenced  # no script to take a free key
+        asked = self.clock()  # a lease taken by the next call starts after this
         fence = self._set_and_count(token) if direct else None
         if fence is None and direct and not blocking:
             self.metrics.refused(self.name, wait=self.clock() - started)
             return None
         try:
-            fence, contended = self._wait_for(fence, token, entry, wake_key, blocking, deadline)
+            fence, contended, asked = self._wait_for(fence, token, entry, wake_key, blocking, deadline, asked)
         except BaseException:
             # Ended while queued (the connection's timeout, a signal, the worker's own time
             # limit): left in the queue, the entry would be handed the lock at the next
@@ -123,37 +124,59 @@ class Lock(LeasedLock):
             return None
         self._fence = fence
         now = self.clock()
-        self._took(token, now)
+        self._took(token, now, lease_ends=asked + self.lease)
         self.metrics.acquired(self.name, wait=now - started, contended=contended)
         return fence
 
     def _wait_for(
-        self, fence: int | None, token: str, entry: str, wake_key: str, blocking: bool, deadline: float | None
-    ) -> tuple[int | None, bool]:
-        """The fence once the lock is ours (None when refused, fail-fast, or timed out), and
-        whether it was held by another when first asked."""
+        self,
+        fence: int | None,
+        token: str,
+        entry: str,
+        wake_key: str,
+        blocking: bool,
+        deadline: float | None,
+        asked: float,
+    ) -> tuple[int | None, bool, float]:
+        """The fence once the lock is ours (None when refused, fail-fast, or timed out),
+        whether it was held by another when first asked, and when the call that gave it to
+        us started (a lease handed over starts with the release: counted from its arrival)."""
         queued = contended = False
+        woke = asked
         while fence is None:
-            taken, value = self._acquire_script(self._keys, (token, self.lease_ms, entry, "0" if queued else "1"))
+            asked = self.clock()
+            taken, value = self._acquire(token, entry, queued)
             if taken:
-                fence = value or self._pop_handed_fence(wake_key)
+                if not value:  # handed over after the last wait ended: counted from then
+                    value, asked = self._pop_handed_fence(wake_key), woke
+                fence = value
                 break
             contended = True
             if not blocking:
-                return None, contended
+                return None, contended, asked
             queued = True
             wait = value / 1000 if value > 0 else 0.005  # the holder's remaining lease caps the wait
             if deadline is not None:
                 left = deadline - self.clock()
                 if left <= 0:
                     self._give_up(token, entry, wake_key)
-                    return None, contended
+                    return None, contended, asked
                 wait = min(wait, left)
             popped = self.client.blpop([wake_key], timeout=max(wait, 0.001))
+            woke = self.clock()
             if popped is not None:
-                fence = int(popped[1])
+                fence, asked = int(popped[1]), woke
                 break
-        return fence, contended
+        return fence, contended, asked
+
+    def _acquire(self, token: str, entry: str, queued: bool) -> list:
+        """One ACQUIRE; never sent twice (redis-py retries a call cut off, and a second run
+        of a busy attempt would queue the caller twice: its first release would hand the
+        lock to its own stale entry, and everyone wait out a lease)."""
+        args = (token, self.lease_ms, entry, "0" if queued else "1")
+        if self._fast_path:
+            return wire.evalsha(self.client, self._acquire_script, self._keys, args)
+        return self._acquire_script(self._keys, args)
 
     def raise_fence(self, floor: int) -> int | None:
         """Move this resource's fence counter past ``floor`` while the lock is held, and take
@@ -200,7 +223,9 @@ class Lock(LeasedLock):
         self.client.delete(wake_key)
 
     def _renew_in_redis(self, token: str) -> bool:
-        return bool(self._renew_script((self.key,), (token, self.lease_ms), client=renewal_client(self.client)))
+        return bool(
+            self._renew_script((self.key,), (token, self.lease_ms), client=renewal_client(self.client, self.lease))
+        )
 
     def _release_in_redis(self, token: str) -> Released:
         if self._fast_path:

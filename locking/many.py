@@ -87,6 +87,7 @@ class MultiLock(LeasedLock):
         backoff = 0.001
         contended = False
         while True:
+            asked = self.clock()  # a lease taken by this attempt starts after this
             taken, busy_for = self._try_once(token)
             if taken:
                 break
@@ -99,7 +100,7 @@ class MultiLock(LeasedLock):
             time.sleep(pause if left is None else min(pause, left))
             backoff = min(backoff * 2, 0.05)
         now = self.clock()
-        self._took(token, now)
+        self._took(token, now, lease_ends=asked + self.lease)
         self.metrics.acquired(self.label, wait=now - started, contended=contended)
         return self.fences
 
@@ -107,7 +108,7 @@ class MultiLock(LeasedLock):
         renewed = 0
         for group in self._groups:
             renewed += self._renew_script(
-                self._group_keys(group), (token, self.lease_ms), client=renewal_client(self.client)
+                self._group_keys(group), (token, self.lease_ms), client=renewal_client(self.client, self.lease)
             )
         return renewed == len(self.keys)
 

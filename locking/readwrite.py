@@ -87,6 +87,7 @@ class ReadWriteSide(LeasedLock):
         backoff = 0.001
         contended = False
         while True:
+            asked = self.clock()  # a lease taken by this attempt starts after this
             fence, busy_ms = self._attempt(token, waiting=blocking)
             if fence:
                 break
@@ -103,6 +104,6 @@ class ReadWriteSide(LeasedLock):
             backoff = min(backoff * 2, 0.05)
         self._fence = fence
         now = self.clock()
-        self._took(token, now)
+        self._took(token, now, lease_ends=asked + self.lease)
         self.metrics.acquired(self.label, wait=now - started, contended=contended)
         return fence

@@ -124,6 +124,8 @@ class Redlock(LeasedLock):
         self._raise_held = [c.register_script(scripts.REDLOCK_RAISE_HELD_FENCE) for c in self.clients]
         self._fence = 0
         self.validity = 0.0
+        self._valid_until = 0.0
+        self.clock_drift = self.lease * CLOCK_DRIFT_FACTOR + CLOCK_DRIFT_FLOOR
         self._late: dict = {}  # the holding's acquires that had not answered when a majority had
 
     @property
@@ -182,13 +184,15 @@ class Redlock(LeasedLock):
                 f"only {len(self.clients) - failed} of {len(self.clients)} Redlock servers answered; "
                 f"{self.quorum} are needed"
             )
-        drift = self.lease * CLOCK_DRIFT_FACTOR + CLOCK_DRIFT_FLOOR
+        drift = self.clock_drift
         if len(granted) >= self.quorum:
             fence = max(counts[i] for i in granted) + 1
             raised, _ = self._on_quorum(lambda i: self._raise[i]((self.fence_key,), (fence,)), granted)
-            validity = self.lease - (self.clock() - started) - drift
+            decided = self.clock()
+            validity = self.lease - (decided - started) - drift
             if sum(1 for ok in raised.values() if ok) >= self.quorum and validity > 0:
                 self._fence, self.validity, self._late = fence, validity, late
+                self._valid_until = decided + validity
                 return True
         self._undo(token, granted, late)
         return False
@@ -223,7 +227,7 @@ class Redlock(LeasedLock):
             pause = random.uniform(0, 2 * self.retry_delay)
             time.sleep(pause if left is None else min(pause, left))
         now = self.clock()
-        self._took(token, now)
+        self._took(token, now, lease_ends=self._valid_until)
         self.metrics.acquired(self.name, wait=now - started, contended=contended)
         return self._fence
 

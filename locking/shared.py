@@ -50,7 +50,11 @@ class SharedLock(ReadWriteSide):
         return int(count), bool(exclusive)
 
     def _renew_in_redis(self, token: str) -> bool:
-        return bool(self._renew_script((self.shared_key,), (token, self.lease_ms), client=renewal_client(self.client)))
+        return bool(
+            self._renew_script(
+                (self.shared_key,), (token, self.lease_ms), client=renewal_client(self.client, self.lease)
+            )
+        )
 
     def _release_in_redis(self, token: str) -> Released:
         return Released.RELEASED if self._release_script((self.shared_key,), (token,)) else Released.EXPIRED

@@ -100,19 +100,26 @@ class Watchdog:
                     heapq.heappush(self._heap, (next_due, ticket))
 
 
-_renewal_clients: dict[int, tuple[object, object]] = {}
+_renewal_clients: dict[tuple[int, float], tuple[object, object]] = {}
 _renewal_guard = threading.Lock()
+# The least a renewal waits for its answer, whatever the lease: a loaded machine's Redis
+# answers within it, and a lease short enough to need less is a test's.
+RENEWAL_REPLY_FLOOR = 0.1
 
 
-def renewal_client(client):
-    """A client to the same server as ``client`` whose connections never retry in silence.
+def renewal_client(client, lease: float | None = None):
+    """A client to the same server as ``client`` whose connections never retry in silence,
+    and wait for an answer a tenth of ``lease`` at most (``RENEWAL_REPLY_FLOOR`` at least).
 
     redis-py reconnects and retries a command behind the caller's back; for a
     renewal that would hide a dropped connection from the holder. Renewals go
     through this client instead, so a drop surfaces as an error (reported to the
     holder through ``metrics.renewal_failed``) and the next renewal, a moment
-    later, uses a fresh connection. Clients other than a plain ``redis.Redis``
-    are returned unchanged.
+    later, uses a fresh connection. One thread renews every lock of the process in
+    turn: a renewal waiting a lease for a server that hung (half-open, its packets
+    dropped) held up every other lock's, on servers that answer, until their leases
+    ended; a tenth of the lease leaves the others most of theirs. Clients other than
+    a plain ``redis.Redis`` are returned unchanged.
     """
     import redis
     from redis.backoff import NoBackoff
@@ -120,19 +127,22 @@ def renewal_client(client):
 
     if not isinstance(client, redis.Redis):
         return client
+    pool = client.connection_pool
+    reply = pool.connection_kwargs.get("socket_timeout")
+    if lease is not None:
+        reply = min(reply or lease, max(lease / 10, RENEWAL_REPLY_FLOOR))
     with _renewal_guard:
-        cached = _renewal_clients.get(id(client))
+        cached = _renewal_clients.get((id(client), reply))
         if cached is not None and cached[0] is client:
             return cached[1]
-        pool = client.connection_pool
-        kwargs = {**pool.connection_kwargs, "retry": Retry(NoBackoff(), 0)}
+        kwargs = {**pool.connection_kwargs, "retry": Retry(NoBackoff(), 0), "socket_timeout": reply}
         # One connection held for good: a pooled one would be checked and silently
         # reconnected when handed out, hiding the drop again.
         renewer = redis.Redis(
             connection_pool=redis.ConnectionPool(connection_class=pool.connection_class, **kwargs),
             single_connection_client=True,
         )
-        _renewal_clients[id(client)] = (client, renewer)
+        _renewal_clients[(id(client), reply)] = (client, renewer)
         return renewer
 
 

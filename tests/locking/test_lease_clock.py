@@ -6,11 +6,12 @@ out (``renew=False``) and its callback, ``_renew_due``, is called by hand.
 
 from __future__ import annotations
 
+import pytest
 import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
-from locking import CountingMetrics, Lock, Released
+from locking import CountingMetrics, Lock, LockLost, Released
 
 
 class FakeClock:
@@ -83,3 +84,19 @@ def test_a_renewal_that_meets_its_holders_release_marks_nothing_lost(r):
     clock.now += 10
     assert lock._renew_due() is None
     assert not lock.lost.is_set() and "lost" not in metrics.counts
+
+
+def test_check_says_lost_once_the_lease_ran_out_unrenewed(r):
+    """The watchdog held up (or renewal off): no renewal marked the holding lost, but its lease,
+    counted from before the call that took it, has run out, and the key may be another's."""
+    clock = FakeClock()
+    lock = Lock(r, "res", lease=30, renew=False, clock=clock)
+    lock.acquire()
+    clock.now += 29.9
+    lock.check()
+    clock.now += 0.1
+    with pytest.raises(LockLost, match="ran out"):
+        lock.check()
+    clock.now += 5
+    assert lock._renew_due() == clock.now + 10  # a renewal that comes after all extends it
+    lock.check()

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import signal
 import threading
 import time
 
@@ -10,6 +12,7 @@ import redis
 
 from locking import CountingMetrics, Lock, LockError, LockLost, LockNotOwned, LockTimeout, Released
 from locking.lock import resource_keys
+from locking.testing import RedisServer
 from locking.watchdog import watchdog
 from tests.waiting import wait_until
 
@@ -310,3 +313,83 @@ def test_a_lock_whose_renewal_fails_in_a_hook_is_marked_lost(r):
     with pytest.raises(LockLost):
         lock.check()
     lock.release()
+
+
+class _ReplyLostOnce(redis.Connection):
+    """A connection that loses the answer to the first busy ACQUIRE after the server ran it,
+    as a timeout does: a client that retries would send the script again."""
+
+    lost = False
+
+    def read_response(self, *args, **kwargs):
+        answer = super().read_response(*args, **kwargs)
+        if not _ReplyLostOnce.lost and isinstance(answer, list) and answer[:1] == [0]:
+            _ReplyLostOnce.lost = True
+            raise redis.TimeoutError("the answer was lost")
+        return answer
+
+
+def test_an_acquire_whose_answer_is_lost_is_not_sent_again_and_leaves_the_queue(r):
+    """redis-py's client retries a call cut off (three times by default): a busy ACQUIRE run
+    twice queued its caller twice, and its first release handed the lock to its stale entry."""
+    holder = Lock(r, "res")
+    holder.acquire()
+    _ReplyLostOnce.lost = False
+    retrying = redis.Redis(host="127.0.0.1", port=6379, db=LOCK_TEST_DB)  # the default policy: retries
+    retrying.connection_pool.connection_class = _ReplyLostOnce
+    try:
+        with pytest.raises(redis.TimeoutError):
+            Lock(retrying, "res", blocking_timeout=0.5).acquire()
+    finally:
+        retrying.close()
+    assert _ReplyLostOnce.lost
+    assert r.llen(resource_keys("res")[2]) == 0  # the one entry it made is gone with it
+    assert holder.release() is Released.RELEASED  # nobody's stale entry is handed the lock
+
+
+def test_a_thread_may_not_acquire_a_lock_object_another_thread_holds(r):
+    """Its holding would replace the holder's, and the holder's release end it unseen."""
+    lock = Lock(r, "res")
+    lock.acquire()
+    errors = []
+
+    def other() -> None:
+        try:
+            lock.acquire()
+        except LockError as error:
+            errors.append(error)
+
+    thread = threading.Thread(target=other)
+    thread.start()
+    thread.join(5)
+    assert errors and "another thread" in str(errors[0])
+    assert lock.release() is Released.RELEASED
+
+
+def test_a_renewal_on_a_hung_server_does_not_hold_up_another_servers_locks(r):
+    """One thread renews every lock of the process in turn. A lock's server stops answering
+    (SIGSTOP: its connections stay open, unanswered), and the client waits for answers without
+    a limit: each renewal of it waits a tenth of the lease, not for ever, and the other
+    server's lock is renewed through three leases."""
+    server = RedisServer().start()
+    hung_client = redis.Redis.from_url(server.url)  # no socket timeout of its own
+    try:
+        on_hung = Lock(hung_client, "a", lease=1)
+        on_hung.acquire()
+        healthy = Lock(r, "b", lease=1)
+        healthy.acquire()
+        os.kill(server.pid, signal.SIGSTOP)
+        try:
+            ends = time.monotonic() + 3
+            while time.monotonic() < ends:
+                healthy.check()
+                assert r.pttl(healthy.key) > 0
+                time.sleep(0.05)
+            assert on_hung.lost.is_set()  # its own renewals failed until its lease ended
+        finally:
+            os.kill(server.pid, signal.SIGCONT)
+        assert healthy.release() is Released.RELEASED
+        on_hung.release()
+    finally:
+        hung_client.close()
+        server.close()
