@@ -34,7 +34,7 @@ import secrets
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.core import signing
@@ -42,21 +42,25 @@ from django.db import DatabaseError
 
 from core.errors import Unavailable
 
+from .triggers import database_now
+
 SALT = "accounts.tokens"
 # A token as issued is about 90 characters; anything much longer is not one of ours, and
 # not worth a signature's work.
 MAX_LENGTH = 200
 # How far back each read of the revocations looks beyond the last one: a revocation is
-# stamped by the clock of the process that made it (a change of is_active by the database's),
-# and may commit a little after that.
+# stamped when it is written, and commits a little after that. Stamps and reads go by the
+# database's clock (``revocations_clock``): a process' own could be a minute off another's,
+# and a revocation stamped by a slow one was older than every read's window.
 OVERLAP = timedelta(seconds=60)
 # A change of is_active is deleted this long after its end (``token_issue`` does so). A
 # process whose last read is older than half of it may have missed some that are gone, and
 # reads again every change that has not ended, as it does at its first read.
 CHANGES_KEPT = timedelta(hours=1)
-# The wall clock that decides whether a token has ended, and what the revocations read
-# since: replaceable in tests.
+# The wall clock that decides whether a token has ended: replaceable in tests.
 wall_clock: Callable[[], float] = time.time
+# The clock the revocations are stamped and read by: the database's, replaceable in tests.
+revocations_clock: Callable[[], datetime] = database_now
 
 
 class RevocationsUnknown(Unavailable):
@@ -165,7 +169,7 @@ class Revocations:
     def _read(self) -> None:
         from .models import TokenCutoff
 
-        started = datetime.fromtimestamp(wall_clock(), tz=UTC)
+        started = revocations_clock()
         rows = TokenCutoff.objects.filter(expires_at__gt=started)
         if self._since is not None:
             rows = rows.filter(changed_at__gte=self._since - OVERLAP)

@@ -11,7 +11,8 @@ within ``API_TOKEN_REVOCATIONS_REFRESH_SECONDS`` however it was made.
   that refuse the user's tokens to stop.
 - ``accounts_token_of_inactive_user``: a token inserted for an inactive user, until its end.
 
-The stamp is the database's clock in UTC, as Django stores datetimes. On MariaDB or MySQL
+The stamp is the database's clock in UTC, as Django stores datetimes (:func:`database_now`
+reads it for the revocations' stamps and reads). On MariaDB or MySQL
 with binary logging on, creating a trigger needs the ``SUPER`` privilege or
 ``log_bin_trust_function_creators=1`` (docs/operations.md). On SQLite, Django alters a column
 by remaking the table, which drops its triggers: a migration that remakes ``auth_user`` or
@@ -20,7 +21,10 @@ by remaking the table, which drops its triggers: a migration that remakes ``auth
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
 from django.conf import settings
+from django.db import connection
 
 USER_TRIGGER = "accounts_user_active_changed"
 TOKEN_TRIGGER = "accounts_token_of_inactive_user"
@@ -61,12 +65,24 @@ _SQLITE = {
 }
 # Django stores a datetime on SQLite as text, 'YYYY-MM-DD HH:MM:SS.ffffff' in UTC: this
 # sorts among those.
-_NOW = {"mysql": "UTC_TIMESTAMP(6)", "sqlite": "strftime('%Y-%m-%d %H:%M:%f', 'now')"}
+DATABASE_NOW = {"mysql": "UTC_TIMESTAMP(6)", "sqlite": "strftime('%Y-%m-%d %H:%M:%f', 'now')"}
+
+
+def database_now() -> datetime:
+    """The database's clock, in UTC: the one clock that stamps and reads the revocations
+    (``accounts.tokens``), whichever process or host writes or reads them."""
+    vendor = connection.vendor
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT {DATABASE_NOW[vendor]}")
+        value = cursor.fetchone()[0]
+    if isinstance(value, str):  # SQLite's text
+        value = datetime.fromisoformat(value)
+    return value.replace(tzinfo=UTC)
 
 
 def _statements(schema_editor, apps) -> dict[str, str]:
     vendor = schema_editor.connection.vendor
-    if vendor not in _NOW:
+    if vendor not in DATABASE_NOW:
         raise NotImplementedError(f"accounts.triggers knows MariaDB/MySQL and SQLite, not {vendor}")
     quote = schema_editor.quote_name
     User = apps.get_model(settings.AUTH_USER_MODEL)
@@ -78,7 +94,7 @@ def _statements(schema_editor, apps) -> dict[str, str]:
         "change": quote(apps.get_model("accounts", "ActiveChange")._meta.db_table),
         "user_trigger": quote(USER_TRIGGER),
         "token_trigger": quote(TOKEN_TRIGGER),
-        "now": _NOW[vendor],
+        "now": DATABASE_NOW[vendor],
     }
     return {name: sql.format(**names) for name, sql in (_MYSQL if vendor == "mysql" else _SQLITE).items()}
 
