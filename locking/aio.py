@@ -28,6 +28,7 @@ from .errors import LockError, LockLost, LockNotOwned, LockTimeout
 from .lease import DEFAULT_LEASE, DEFAULT_MAX_HOLD, Released
 from .lock import resource_keys
 from .metrics import LockMetrics, observer
+from .scripts import HANDOFF_CLAIM_MS
 
 
 @dataclass
@@ -115,23 +116,25 @@ class AsyncLock:
         entry = f"{token}:{self.lease_ms}" if blocking else ""
         wake_key = self.wake_prefix + token
         queued = contended = False
+        handed = 0
         try:
             while True:
                 taken, value = await self._acquire_script(
                     self._keys, (token, self.lease_ms, entry, "0" if queued else "1")
                 )
                 if taken:
-                    if not value:
-                        handed = await self.client.lpop(wake_key)
-                        value = int(handed) if handed is not None else 0
-                    fence = value
+                    if not value and not handed:  # handed over between two calls
+                        popped = await self.client.lpop(wake_key)
+                        handed = int(popped) if popped is not None else 0
+                    fence = value or handed
                     break
+                handed = 0  # a claim that lapsed before it was taken up
                 contended = True
                 if not blocking:
                     self.metrics.refused(self.name, wait=time.monotonic() - started)
                     return None
                 queued = True
-                wait = value / 1000 if value > 0 else 0.005
+                wait = min(value, HANDOFF_CLAIM_MS) / 1000 if value > 0 else 0.005  # as Lock's
                 if deadline is not None:
                     left = deadline - time.monotonic()
                     if left <= 0:
@@ -140,9 +143,8 @@ class AsyncLock:
                         return None
                     wait = min(wait, left)
                 popped = await self.client.blpop([wake_key], timeout=max(wait, 0.001))
-                if popped is not None:
-                    fence = int(popped[1])
-                    break
+                if popped is not None:  # a claim, taken up for the lease by the next ACQUIRE
+                    handed, queued = int(popped[1]), False
         except BaseException:
             # Cancelled while queued, or the wait ended in an error (the connection's timeout):
             # leave the queue, passing on a lock handed to us meanwhile. Left in it, the entry

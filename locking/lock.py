@@ -20,9 +20,11 @@ How it works, in one round trip each way:
 - A waiter that gives up, or whose wait ends in an error (its connection's timeout, a
   signal), removes itself from the queue in the same script that passes the lock on if
   it had just been handed it. A waiter killed outright (SIGKILL) cannot: the next
-  release hands the lock to its entry, which holds it for the entry's lease, unused.
+  release hands the lock to its entry, but a hand-off holds the key for a claim
+  (``scripts.HANDOFF_CLAIM_MS``, a second) until the waiter takes it up for its lease, so
+  the dead entry holds the lock unused for that claim, not for a lease.
 - A holder that dies without releasing leaves a key that expires with its lease;
-  waiters block no longer than the holder's remaining lease before retrying.
+  waiters block no longer than the holder's remaining lease, nor a claim, before retrying.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from redis.exceptions import RedisError
 
 from . import scripts, wire
 from .lease import LeasedLock, Released
+from .scripts import HANDOFF_CLAIM_MS
 from .watchdog import renewal_client
 
 
@@ -107,8 +110,10 @@ class Lock(LeasedLock):
         if fence is None and direct and not blocking:
             self.metrics.refused(self.name, wait=self.clock() - started)
             return None
+        contended, lease_ends, renew_now = False, asked + self.lease, False
         try:
-            fence, contended, asked = self._wait_for(fence, token, entry, wake_key, blocking, deadline, asked)
+            if fence is None:
+                fence, contended, lease_ends, renew_now = self._wait_for(token, entry, wake_key, blocking, deadline)
         except BaseException:
             # Ended while queued (the connection's timeout, a signal, the worker's own time
             # limit): left in the queue, the entry would be handed the lock at the next
@@ -124,50 +129,48 @@ class Lock(LeasedLock):
             return None
         self._fence = fence
         now = self.clock()
-        self._took(token, now, lease_ends=asked + self.lease)
+        self._took(token, now, lease_ends=lease_ends, renew_at=now if renew_now else None)
         self.metrics.acquired(self.name, wait=now - started, contended=contended)
         return fence
 
     def _wait_for(
-        self,
-        fence: int | None,
-        token: str,
-        entry: str,
-        wake_key: str,
-        blocking: bool,
-        deadline: float | None,
-        asked: float,
-    ) -> tuple[int | None, bool, float]:
+        self, token: str, entry: str, wake_key: str, blocking: bool, deadline: float | None
+    ) -> tuple[int | None, bool, float, bool]:
         """The fence once the lock is ours (None when refused, fail-fast, or timed out),
-        whether it was held by another when first asked, and when the call that gave it to
-        us started (a lease handed over starts with the release: counted from its arrival)."""
+        whether it was held by another when first asked, when its lease or claim may end at
+        the earliest, and whether it is a claim for the watchdog to take up at once.
+
+        A lock handed over is held for a claim (``scripts.HANDOFF_CLAIM_MS``). A renewing lock
+        leaves taking it up for the lease to the watchdog, at once, and goes on without a
+        round trip more: its claim is counted from the wake, which follows the hand-off by a
+        moment. One that does not renew takes it up with its next ACQUIRE, which queues it
+        again should the claim have lapsed."""
         queued = contended = False
-        woke = asked
-        while fence is None:
+        handed = 0
+        while True:
             asked = self.clock()
             taken, value = self._acquire(token, entry, queued)
             if taken:
-                if not value:  # handed over after the last wait ended: counted from then
-                    value, asked = self._pop_handed_fence(wake_key), woke
-                fence = value
-                break
+                return value or handed or self._pop_handed_fence(wake_key), contended, asked + self.lease, False
+            handed = 0  # a claim that lapsed before it was taken up
             contended = True
             if not blocking:
-                return None, contended, asked
+                return None, contended, asked, False
             queued = True
-            wait = value / 1000 if value > 0 else 0.005  # the holder's remaining lease caps the wait
+            # The holder's remaining lease caps the wait, and so does a claim: should the lock be
+            # handed to a waiter ahead that died, its claim lapses with no release to wake us.
+            wait = min(value, HANDOFF_CLAIM_MS) / 1000 if value > 0 else 0.005
             if deadline is not None:
                 left = deadline - self.clock()
                 if left <= 0:
                     self._give_up(token, entry, wake_key)
-                    return None, contended, asked
+                    return None, contended, asked, False
                 wait = min(wait, left)
             popped = self.client.blpop([wake_key], timeout=max(wait, 0.001))
-            woke = self.clock()
             if popped is not None:
-                fence, asked = int(popped[1]), woke
-                break
-        return fence, contended, asked
+                if self.renew:
+                    return int(popped[1]), contended, self.clock() + HANDOFF_CLAIM_MS / 1000, True
+                handed, queued = int(popped[1]), False
 
     def _acquire(self, token: str, entry: str, queued: bool) -> list:
         """One ACQUIRE; never sent twice (redis-py retries a call cut off, and a second run

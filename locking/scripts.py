@@ -5,8 +5,16 @@ Each script runs atomically in Redis. All keys of one resource share a hash tag
 is built inside RELEASE from ``ARGV`` for that reason only, and lies in the same slot.
 
 A waiter entry in the queue is ``"<token>:<lease_ms>"`` so that a hand-off gives
-the next holder its own lease.
+the next holder its own lease. A hand-off holds the key for a claim of
+``HANDOFF_CLAIM_MS`` at most, which the woken waiter takes up for its lease with its next
+ACQUIRE: a waiter killed outright (SIGKILL), whose entry no one can remove, then holds the
+lock unused for the claim, not for a lease.
 """
+
+# How long a lock handed to a waiter is held for it until it wakes and takes it up: far
+# more than a live waiter's wake takes, far less than a lease. A waiter that wakes later
+# finds the claim lapsed and queues again.
+HANDOFF_CLAIM_MS = 1000
 
 # Take the lock when it is free.
 # KEYS[1] lock key, KEYS[2] fence counter, KEYS[3] waiter queue
@@ -14,13 +22,15 @@ the next holder its own lease.
 #         ("" for a caller that never queues), ARGV[4] "1" on a first attempt (append
 #         the entry if the lock is busy), "0" when already queued (leave the queue
 #         if the lock is taken)
-# Returns {1, fence} when taken (or already ours: {1, 0}), else {0, pttl of the holder}.
+# Returns {1, fence} when taken, {1, 0} when already ours (handed over: its claim taken up
+# for the lease, the fence in the wake key), else {0, pttl of the holder}.
 ACQUIRE = """
 if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
     if ARGV[4] == '0' then redis.call('LREM', KEYS[3], 1, ARGV[3]) end
     return {1, redis.call('INCR', KEYS[2])}
 end
 if redis.call('GET', KEYS[1]) == ARGV[1] then
+    redis.call('PEXPIRE', KEYS[1], ARGV[2])
     return {1, 0}
 end
 if ARGV[4] == '1' and ARGV[3] ~= '' then
@@ -36,7 +46,9 @@ return {0, redis.call('PTTL', KEYS[1])}
 # ARGV[3] this caller's own queue entry when it gives up waiting, else ""
 # Returns 0 when the caller did not hold the lock (never did, or its lease
 # expired), 1 when released with nobody waiting, 2 when handed to a waiter.
-RELEASE = """
+RELEASE = (
+    f"local CLAIM = {HANDOFF_CLAIM_MS}\n"
+    + """
 if ARGV[3] ~= '' and redis.call('LREM', KEYS[3], 1, ARGV[3]) == 1 then
     return 0
 end
@@ -48,7 +60,7 @@ if entry then
     local sep = string.find(entry, ':', 1, true)
     local token, lease = string.sub(entry, 1, sep - 1), string.sub(entry, sep + 1)
     local wake = ARGV[2] .. token
-    redis.call('SET', KEYS[1], token, 'PX', lease)
+    redis.call('SET', KEYS[1], token, 'PX', math.min(tonumber(lease), CLAIM))
     redis.call('RPUSH', wake, redis.call('INCR', KEYS[2]))
     redis.call('PEXPIRE', wake, lease)
     return 2
@@ -56,6 +68,7 @@ end
 redis.call('DEL', KEYS[1])
 return 1
 """
+)
 
 # Renew the lease if the lock is still ours.
 # KEYS[1] lock key; ARGV[1] owner token, ARGV[2] lease in ms
@@ -94,7 +107,9 @@ return result
 # (same hash slot).
 # KEYS[1..n] lock keys; ARGV[1] owner token
 # Returns how many were ours (the rest had expired and are left alone).
-RELEASE_MANY = """
+RELEASE_MANY = (
+    f"local CLAIM = {HANDOFF_CLAIM_MS}\n"
+    + """
 local released = 0
 for i = 1, #KEYS do
     local key = KEYS[i]
@@ -105,7 +120,7 @@ for i = 1, #KEYS do
             local sep = string.find(entry, ':', 1, true)
             local token, lease = string.sub(entry, 1, sep - 1), string.sub(entry, sep + 1)
             local wake = key .. ':wake:' .. token
-            redis.call('SET', key, token, 'PX', lease)
+            redis.call('SET', key, token, 'PX', math.min(tonumber(lease), CLAIM))
             redis.call('RPUSH', wake, redis.call('INCR', key .. ':fence'))
             redis.call('PEXPIRE', wake, lease)
         else
@@ -115,6 +130,7 @@ for i = 1, #KEYS do
 end
 return released
 """
+)
 
 # Renew many locks held under one token.
 # KEYS[1..n] lock keys; ARGV[1] owner token, ARGV[2] lease in ms

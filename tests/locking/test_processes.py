@@ -5,6 +5,7 @@ from __future__ import annotations
 import multiprocessing
 import os
 import signal
+import threading
 import time
 from pathlib import Path
 
@@ -14,6 +15,7 @@ import redis
 from locking import Lock, LockNotOwned, Released, StaleFence
 from locking.lock import resource_keys
 from tests.stock import stock_left, stock_row
+from tests.waiting import wait_until
 
 from .conftest import LOCK_TEST_DB
 
@@ -166,3 +168,32 @@ def test_a_paused_holder_loses_the_lock_and_its_fenced_write_is_refused(r, make_
     assert outcome["stale_fence_metric"] == 1
     assert stock_left(voucher) == 9
     assert not r.exists(resource_keys("stock")[0])
+
+
+def _wait_for(name: str, lease: float) -> None:
+    Lock(client(), name, lease=lease, blocking_timeout=60).acquire()
+
+
+def test_a_sigkilled_waiter_holds_the_lock_handed_to_it_for_a_claim_not_a_lease(r):
+    """A waiter killed outright (a task's hard time limit) leaves its entry in the queue, and
+    the release hands the lock to it. The hand-off's claim lapses unused within a second, and
+    the waiter behind it takes the lock then, not a lease (10 s) later."""
+    lease, queue = 10, resource_keys("res")[2]
+    holder = Lock(r, "res", lease=lease)
+    holder.acquire()
+    doomed = fork.Process(target=_wait_for, args=("res", lease))
+    doomed.start()
+    wait_until(lambda: r.llen(queue) == 1, "the doomed waiter queued")
+    os.kill(doomed.pid, signal.SIGKILL)
+    doomed.join(10)
+    got = []
+    behind = Lock(r, "res", lease=lease, blocking_timeout=30)
+    thread = threading.Thread(target=lambda: got.append(behind.acquire()))
+    thread.start()
+    wait_until(lambda: r.llen(queue) == 2, "the next waiter queued behind it")
+    released_at = time.monotonic()
+    assert holder.release() is Released.HANDED_OFF  # to the dead entry
+    thread.join(30)
+    assert got and got[0] is not None
+    assert time.monotonic() - released_at < lease / 2
+    assert behind.release() is Released.RELEASED
