@@ -124,12 +124,18 @@ def lab_run_execute(*, run_id: int) -> LabRun:
         run = LabRun.objects.get(pk=run_id)
         if run.status != LabRun.Status.QUEUED:
             return run
-        run.status = LabRun.Status.RUNNING
-        run.started_at = timezone.now()
-        run.commit = git_commit()
-        run.machine = describe(commit=False)
-        run.caveat = settings_caveat(ALL[run.scenario])
-        run.save(update_fields=["status", "started_at", "commit", "machine", "caveat"])
+        # Started only if still queued: staff may have cancelled it since it was read, and a
+        # cancelled run must stay cancelled rather than run.
+        started = LabRun.objects.filter(pk=run.pk, status=LabRun.Status.QUEUED).update(
+            status=LabRun.Status.RUNNING,
+            started_at=timezone.now(),
+            commit=git_commit(),
+            machine=describe(commit=False),
+            caveat=settings_caveat(ALL[run.scenario]),
+        )
+        run.refresh_from_db()
+        if not started:
+            return run
         try:
             _run_lanes(run)
         except _Cancelled:
@@ -186,8 +192,10 @@ def _run_lanes_with(run: LabRun, scenario, out: Path, tokens: Path, staff_token:
     results = []
     for lane in run.lanes.all():
         _stop_if_cancelled(run)
+        # Only a lane still waiting starts: one a cancel marked not run stays so.
+        if not LabLane.objects.filter(pk=lane.pk, status=LabLane.Status.WAITING).update(status=LabLane.Status.RUNNING):
+            continue
         lane.status = LabLane.Status.RUNNING
-        lane.save(update_fields=["status"])
         with stopped_on_cancel(run) as stop:
             result = one_run(
                 args, scenario, lane.strategy, server, tokens, staff_token, lane.key,

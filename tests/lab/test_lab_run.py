@@ -358,6 +358,28 @@ def test_a_run_cancelled_while_its_last_lane_ends_stays_cancelled(create, make_u
     assert run.status == LabRun.Status.CANCELLED and run.error.startswith("Cancelled by")
 
 
+def test_a_run_cancelled_while_its_task_starts_it_stays_cancelled_and_runs_no_lane(create, make_user, monkeypatch):
+    """The task reads the run queued, staff cancel, then the task starts it: it must not set
+    the run running again and carry out lanes already marked not run."""
+    from lab import execute, services
+
+    staff = make_user(staff=True)
+    run = create(strategies=["none"])
+    lanes_run = []
+
+    def commit_read_while_staff_cancel():  # the task's start, during which staff cancel
+        services.lab_run_cancel(run=LabRun.objects.get(pk=run.pk), user=staff)
+        return "abc123"
+
+    monkeypatch.setattr(execute, "git_commit", commit_read_while_staff_cancel)
+    monkeypatch.setattr(execute, "_run_lanes", lanes_run.append)
+    assert execute.lab_run_execute(run_id=run.pk).status == LabRun.Status.CANCELLED
+    assert lanes_run == []
+    run.refresh_from_db()
+    assert run.status == LabRun.Status.CANCELLED and run.error.startswith("Cancelled by")
+    assert run.lanes.get().status == LabLane.Status.NOT_RUN
+
+
 def test_a_safe_lane_whose_verdict_failed_shows_broken_though_no_counter_is_above_zero(client, make_user):
     """Confirmations lost, stock not adding up, the history, Redis' drift: a failed verdict
     with no counter of the card's own showed green, holding."""
