@@ -17,6 +17,7 @@ import traceback
 from argparse import Namespace
 from collections.abc import Iterator
 from contextlib import contextmanager
+from datetime import timedelta
 from pathlib import Path
 
 from django.conf import settings
@@ -65,11 +66,29 @@ MOST_LANES = 20
 MOST_LOAD_SECONDS = 10 * LONGEST_LANE_SECONDS
 # The longest run: its load and each lane's overhead.
 LONGEST_RUN_SECONDS = MOST_LOAD_SECONDS + MOST_LANES * LANE_OVERHEAD_SECONDS
+# The run's crowd's tokens, for Locust, in plain text while the run lasts.
+TOKENS_FILE = "tokens.txt"
 
 
 def lab_dir(run: LabRun) -> Path:
     """Where a run's outputs go: matrix files, report.html, Locust's reports."""
     return Path(settings.VAR_DIR) / "lab" / run.folder
+
+
+def run_time_allowed(run: LabRun) -> timedelta:
+    """How long ``run`` may take: each lane its duration and overhead, and one overhead more.
+    Past it the run is taken for abandoned, and its users' tokens no longer work."""
+    return timedelta(seconds=run.lanes.count() * (run.duration + LANE_OVERHEAD_SECONDS) + LANE_OVERHEAD_SECONDS)
+
+
+def run_users_retire(run: LabRun) -> None:
+    """The run's crowd and member of staff (``lab<id>-``) are this run's only: retired (not
+    deleted, their orders are the run's evidence), their tokens revoked and their file
+    deleted, whatever became of the retirement."""
+    try:
+        users_retire(username_prefix=f"lab{run.pk}-")
+    finally:
+        (lab_dir(run) / TOKENS_FILE).unlink(missing_ok=True)
 
 
 def run_end(*, run: LabRun, status: str, error: str) -> None:
@@ -83,9 +102,11 @@ def run_end(*, run: LabRun, status: str, error: str) -> None:
 
 
 def lab_run_fail(*, run: LabRun, error: str) -> None:
-    """The run failed: so did the lane under way; those that never started are not run."""
+    """The run failed: so did the lane under way; those that never started are not run. Its
+    users are retired, whether its task ends it or the task's worker died."""
     run_end(run=run, status=LabRun.Status.FAILED, error=error)
     run.lanes.filter(status=LabLane.Status.RUNNING).update(status=LabLane.Status.FAILED)
+    run_users_retire(run)
 
 
 class _Cancelled(Exception):
@@ -102,8 +123,8 @@ def _stop_if_cancelled(run: LabRun) -> None:
 
 
 def lab_run_execute(*, run_id: int) -> LabRun:
-    """Carry out a queued run, one lane after another; a run that is not queued (a task
-    delivered twice) is left alone.
+    """Carry out a queued run, one lane after another; a run that is ended (a task delivered
+    twice) is left alone, and one found running is failed: its worker died.
 
     Raises ``LabBusy`` when another run holds the lab's lock (the task retries). A lane
     that fails fails the run, with the error kept on it; the run's outputs (matrix
@@ -122,6 +143,12 @@ def lab_run_execute(*, run_id: int) -> LabRun:
         raise LabBusy()
     try:
         run = LabRun.objects.get(pk=run_id)
+        if run.status == LabRun.Status.RUNNING:
+            # This task holds the lab's lock, so no other carries the run out: it is the
+            # redelivery of a task whose worker died mid-run (killed, out of memory, past its
+            # time limit), which left the run running and its users able to buy.
+            lab_run_fail(run=run, error="Orphaned: its worker stopped before the run ended.")
+            return run
         if run.status != LabRun.Status.QUEUED:
             return run
         # Started only if still queued: staff may have cancelled it since it was read, and a
@@ -157,17 +184,16 @@ def _run_lanes(run: LabRun) -> None:
     scenario = ALL[run.scenario]
     out = lab_dir(run)
     out.mkdir(parents=True, exist_ok=True)
-    tokens = out / "tokens.txt"
-    pairs = users_with_tokens_create(count=run.crowd, prefix=f"lab{run.pk}")
+    tokens = out / TOKENS_FILE
+    # Working no longer than the run may take: should its cleanup never run, they end soon.
+    ttl = run_time_allowed(run)
+    pairs = users_with_tokens_create(count=run.crowd, prefix=f"lab{run.pk}", ttl=ttl)
     tokens.write_text("".join(f"{username} {token}\n" for username, token in pairs))
-    staff_token = staff_token_create(prefix=f"lab{run.pk}-staff")
+    staff_token = staff_token_create(prefix=f"lab{run.pk}-staff", ttl=ttl)
     try:
         _run_lanes_with(run, scenario, out, tokens, staff_token)
     finally:
-        # The crowd and its member of staff are this run's only: retired (not deleted,
-        # their orders are the run's evidence), their tokens revoked.
-        users_retire(username_prefix=f"lab{run.pk}-")
-        tokens.unlink(missing_ok=True)
+        run_users_retire(run)
 
 
 def _run_lanes_with(run: LabRun, scenario, out: Path, tokens: Path, staff_token: str) -> None:

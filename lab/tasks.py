@@ -12,8 +12,8 @@ RETRY_SECONDS = 5
 
 @shared_task(
     bind=True,
-    # Redelivered after a worker died mid-run; lab_run_execute leaves a run that is no
-    # longer queued alone, so a redelivery never runs it twice.
+    # Redelivered after a worker died mid-run; lab_run_execute never runs a run twice: it
+    # fails one it finds running (the dead worker's) and leaves one ended alone.
     acks_late=True,
     reject_on_worker_lost=True,
     soft_time_limit=LONGEST_RUN_SECONDS,

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 from accounts.services import users_with_tokens_create
 
 # A restock is a change of the voucher (PATCH /api/admin/vouchers/{id}), and the run's
@@ -9,6 +11,7 @@ from accounts.services import users_with_tokens_create
 PERMISSIONS = ("orders.change_voucher",)
 
 
-def staff_token_create(*, prefix: str) -> str:
-    """A token of a new member of staff who holds ``PERMISSIONS`` and no other."""
-    return users_with_tokens_create(count=1, prefix=prefix, staff=True, permissions=PERMISSIONS)[0][1]
+def staff_token_create(*, prefix: str, ttl: timedelta | None = None) -> str:
+    """A token of a new member of staff who holds ``PERMISSIONS`` and no other, working for
+    ``ttl`` (``API_TOKEN_TTL_SECONDS`` by default)."""
+    return users_with_tokens_create(count=1, prefix=prefix, staff=True, permissions=PERMISSIONS, ttl=ttl)[0][1]

@@ -5,18 +5,23 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
+from django.contrib.auth import get_user_model
+from django.db.models import Q
 from django.urls import reverse
 from django.utils import timezone
 from django.utils.html import escape
 
+from accounts.models import ApiToken
+from accounts.services import users_with_tokens_create
 from core.errors import InvalidInput
 from inventory.strategies import strategy_names
 from inventory.texts import TEXTS
 from lab.errors import LabBusy
-from lab.execute import lab_run_fail
+from lab.execute import TOKENS_FILE, lab_dir, lab_run_fail
 from lab.models import LabLane, LabRun
 from lab.services import BOUNDS, lab_run_create
 from loadtests.scenarios import ALL
+from loadtests.staff import staff_token_create
 from tests.conftest import STAFF_PERMISSIONS
 from tests.lab.fakeruns import OVERSOLD, fake_run
 
@@ -107,6 +112,74 @@ def test_a_run_its_worker_abandoned_does_not_block_the_lab(create):
     assert stale.status == LabRun.Status.FAILED
     assert "Abandoned" in stale.error
     assert stale.lanes.get().status == LabLane.Status.NOT_RUN  # it never started
+
+
+def lab_users_with_tokens_file(run, settings, tmp_path) -> tuple:
+    """What a run's task makes as it starts: its crowd and member of staff, each with a token,
+    and the file of the crowd's tokens under the run's folder."""
+    settings.VAR_DIR = tmp_path
+    pairs = users_with_tokens_create(count=3, prefix=f"lab{run.pk}")
+    staff_token_create(prefix=f"lab{run.pk}-staff")
+    tokens = lab_dir(run) / TOKENS_FILE
+    tokens.parent.mkdir(parents=True)
+    tokens.write_text("".join(f"{username} {token}\n" for username, token in pairs))
+    return get_user_model().objects.filter(username__startswith=f"lab{run.pk}-"), tokens
+
+
+def assert_retired(users, tokens) -> None:
+    assert users.count() == 4
+    assert not users.filter(Q(is_active=True) | Q(is_staff=True)).exists()
+    assert not ApiToken.objects.filter(user__in=users).exists()
+    assert not tokens.exists()
+
+
+def test_a_run_whose_worker_died_is_failed_by_its_redelivered_task_and_its_users_retired(create, settings, tmp_path):
+    """The worker died mid-run (killed, out of memory, past its time limit): the task comes
+    again (acks_late), takes the lab's lock and finds the run running, which no task then
+    carries out. Left so, the run stayed running and its users' tokens kept working."""
+    from lab.execute import lab_run_execute
+
+    run = create(strategies=["none"])
+    LabRun.objects.filter(pk=run.pk).update(status=LabRun.Status.RUNNING, started_at=timezone.now())
+    LabLane.objects.filter(run=run).update(status=LabLane.Status.RUNNING)
+    users, tokens = lab_users_with_tokens_file(run, settings, tmp_path)
+    run = lab_run_execute(run_id=run.pk)
+    assert run.status == LabRun.Status.FAILED and "worker stopped" in run.error
+    assert run.lanes.get().status == LabLane.Status.FAILED
+    assert_retired(users, tokens)
+    assert create().status == LabRun.Status.QUEUED  # the lab is free again
+
+
+def test_a_run_failed_as_abandoned_has_its_users_retired(create, settings, tmp_path):
+    stale = create(strategies=["none"], duration=5)
+    ago = timezone.now() - timedelta(minutes=10)
+    LabRun.objects.filter(pk=stale.pk).update(status=LabRun.Status.RUNNING, created_at=ago, started_at=ago)
+    users, tokens = lab_users_with_tokens_file(stale, settings, tmp_path)
+    create()
+    stale.refresh_from_db()
+    assert stale.status == LabRun.Status.FAILED and "Abandoned" in stale.error
+    assert_retired(users, tokens)
+
+
+def test_a_runs_tokens_work_no_longer_than_the_run_may_take(create, settings, tmp_path, monkeypatch):
+    """Should its cleanup never run, the crowd's and its member of staff's tokens still end
+    with the run's allowed time, not the API's 30 days."""
+    from lab import execute
+
+    settings.VAR_DIR = tmp_path
+    run = create(strategies=["none", "db_atomic"], crowd=3)
+    expiries = []
+
+    def lanes(running, *args):  # stands for the lanes, which use the tokens
+        users = get_user_model().objects.filter(username__startswith=f"lab{running.pk}-")
+        expiries.extend(ApiToken.objects.filter(user__in=users).values_list("expires_at", flat=True))
+
+    monkeypatch.setattr(execute, "_run_lanes_with", lanes)
+    run = execute.lab_run_execute(run_id=run.pk)
+    assert run.status == LabRun.Status.DONE, run.error
+    assert len(expiries) == run.crowd + 1
+    assert max(expiries) <= run.started_at + execute.run_time_allowed(run) + timedelta(seconds=1)
+    assert min(expiries) >= run.started_at + timedelta(seconds=2 * (run.duration + execute.LANE_OVERHEAD_SECONDS))
 
 
 def test_the_lab_is_for_staff_only(client, make_user):
