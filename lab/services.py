@@ -5,7 +5,6 @@ cancelled, published on /proof/. Carrying it out is ``lab.execute``'s, in the ta
 from __future__ import annotations
 
 import secrets
-from datetime import timedelta
 
 from django.conf import settings
 from django.db import connection, transaction
@@ -18,7 +17,14 @@ from loadtests.products import PRODUCTS
 from loadtests.scenarios import ALL, HOLD_SECONDS
 
 from .errors import LabBusy, LabNotConfigured
-from .execute import LANE_OVERHEAD_SECONDS, LONGEST_LANE_SECONDS, MOST_LANES, MOST_LOAD_SECONDS, lab_run_fail, run_end
+from .execute import (
+    LONGEST_LANE_SECONDS,
+    MOST_LANES,
+    MOST_LOAD_SECONDS,
+    lab_run_fail,
+    run_end,
+    run_time_allowed,
+)
 from .models import LabLane, LabRun
 from .tasks import lab_run_task
 
@@ -61,11 +67,12 @@ def _lanes_planned(strategies: list[str], buckets: int, duration: int) -> list[t
 
 
 def _abandon_stale_runs(now) -> None:
-    """Mark failed the active runs that have outlived every lane's time: their worker died."""
+    """Mark failed the active runs that have outlived every lane's time: their worker died.
+    A running run's time counts from its start: the time it waited in the queue (behind
+    another run, or for a worker) is none of its lanes'."""
     for run in LabRun.objects.filter(status__in=[LabRun.Status.QUEUED, LabRun.Status.RUNNING]):
-        lanes = run.lanes.count()
-        allowed = timedelta(seconds=lanes * (run.duration + LANE_OVERHEAD_SECONDS) + LANE_OVERHEAD_SECONDS)
-        if now - run.created_at > allowed:
+        since = run.started_at if run.status == LabRun.Status.RUNNING and run.started_at else run.created_at
+        if now - since > run_time_allowed(run):
             lab_run_fail(run=run, error="Abandoned: no Celery worker finished it in time.")
 
 

@@ -150,6 +150,19 @@ def test_a_run_whose_worker_died_is_failed_by_its_redelivered_task_and_its_users
     assert create().status == LabRun.Status.QUEUED  # the lab is free again
 
 
+def test_a_run_that_waited_long_in_the_queue_is_not_abandoned_while_its_lanes_run(create):
+    """Its allowed time counts from its start: a run queued for long (behind another run, or
+    waiting for a worker) and then started is still running, not abandoned."""
+    running = create(strategies=["none"], duration=5)
+    LabRun.objects.filter(pk=running.pk).update(
+        status=LabRun.Status.RUNNING, created_at=timezone.now() - timedelta(minutes=10), started_at=timezone.now()
+    )
+    with pytest.raises(LabBusy):
+        create()
+    running.refresh_from_db()
+    assert running.status == LabRun.Status.RUNNING and not running.error
+
+
 def test_a_run_failed_as_abandoned_has_its_users_retired(create, settings, tmp_path):
     stale = create(strategies=["none"], duration=5)
     ago = timezone.now() - timedelta(minutes=10)
