@@ -164,11 +164,17 @@ def lab_run_execute(*, run_id: int) -> LabRun:
         if not started:
             return run
         try:
-            _run_lanes(run)
-        except _Cancelled:
-            run.refresh_from_db()
+            try:
+                _run_lanes(run)
+            except _Cancelled:
+                pass
+            run_users_retire(run)
         except Exception:  # noqa: BLE001  (kept on the run for the page; the worker goes on)
-            lab_run_fail(run=run, error=traceback.format_exc(limit=5))
+            # Saved before anything else runs: what follows may fail as well (on the lane's
+            # dead connection, say), and must not take the place of the lane's own error.
+            error = traceback.format_exc(limit=5)
+            _connection_renewed_if_lost()
+            lab_run_fail(run=run, error=error)
         else:
             # Only a run still running becomes done: one cancelled meanwhile stays failed.
             LabRun.objects.filter(pk=run.pk, status=LabRun.Status.RUNNING).update(
@@ -190,10 +196,16 @@ def _run_lanes(run: LabRun) -> None:
     pairs = users_with_tokens_create(count=run.crowd, prefix=f"lab{run.pk}", ttl=ttl)
     tokens.write_text("".join(f"{username} {token}\n" for username, token in pairs))
     staff_token = staff_token_create(prefix=f"lab{run.pk}-staff", ttl=ttl)
-    try:
-        _run_lanes_with(run, scenario, out, tokens, staff_token)
-    finally:
-        run_users_retire(run)
+    # Retired once the lanes end (``lab_run_execute``), or by ``lab_run_fail``.
+    _run_lanes_with(run, scenario, out, tokens, staff_token)
+
+
+def _connection_renewed_if_lost() -> None:
+    """A lane may have lost the database connection (a restart, a network cut): the dead one
+    is closed for the next query to open another. Within a transaction (a caller's), the
+    connection is the caller's to handle."""
+    if not connection.in_atomic_block:
+        close_old_connections()
 
 
 def _run_lanes_with(run: LabRun, scenario, out: Path, tokens: Path, staff_token: str) -> None:

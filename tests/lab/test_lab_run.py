@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import time
 from datetime import timedelta
 
 import pytest
 from django.contrib.auth import get_user_model
+from django.db import DEFAULT_DB_ALIAS, connection, connections
 from django.db.models import Q
 from django.urls import reverse
 from django.utils import timezone
@@ -193,6 +195,45 @@ def test_a_runs_tokens_work_no_longer_than_the_run_may_take(create, settings, tm
     assert len(expiries) == run.crowd + 1
     assert max(expiries) <= run.started_at + execute.run_time_allowed(run) + timedelta(seconds=1)
     assert min(expiries) >= run.started_at + timedelta(seconds=2 * (run.duration + execute.LANE_OVERHEAD_SECONDS))
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_lane_that_loses_its_database_connection_fails_the_run_with_the_lanes_own_error(
+    make_user, settings, tmp_path, monkeypatch
+):
+    """The database drops the task's connection during a lane: the cleanup and the failure
+    that follow must not fail in turn on the dead connection, leaving the run running and
+    its error lost."""
+    from lab import execute
+
+    settings.VAR_DIR = tmp_path
+    run = fake_run(
+        make_user(staff=True), status="queued", strategies=["none"], lane_status={"none": "waiting"}, crowd=3
+    )
+
+    def lane_whose_connection_the_database_drops(running, *args):
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT CONNECTION_ID()")
+            (own,) = cursor.fetchone()
+        other = connections.create_connection(DEFAULT_DB_ALIAS)
+        try:
+            with other.cursor() as cursor:
+                cursor.execute(f"KILL CONNECTION {int(own)}")
+                gone = "SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE ID = %s"
+                cursor.execute(gone, [own])
+                while cursor.fetchone()[0]:  # until the server has closed it
+                    time.sleep(0.05)
+                    cursor.execute(gone, [own])
+        finally:
+            other.close()
+        LabRun.objects.get(pk=running.pk)  # the lane's next read
+
+    monkeypatch.setattr(execute, "_run_lanes_with", lane_whose_connection_the_database_drops)
+    run = execute.lab_run_execute(run_id=run.pk)
+    assert run.status == LabRun.Status.FAILED
+    assert "OperationalError" in run.error and "lane_whose_connection_the_database_drops" in run.error, run.error
+    assert run.lanes.get().status == LabLane.Status.NOT_RUN
+    assert_retired(get_user_model().objects.filter(username__startswith=f"lab{run.pk}-"), lab_dir(run) / TOKENS_FILE)
 
 
 def test_the_lab_is_for_staff_only(client, make_user):
