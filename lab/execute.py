@@ -165,7 +165,7 @@ def lab_run_execute(*, run_id: int) -> LabRun:
             return run
         try:
             try:
-                _run_lanes(run)
+                _run_lanes(run, lock)
             except _Cancelled:
                 pass
             run_users_retire(run)
@@ -186,7 +186,7 @@ def lab_run_execute(*, run_id: int) -> LabRun:
         lock.release()
 
 
-def _run_lanes(run: LabRun) -> None:
+def _run_lanes(run: LabRun, lock: Lock) -> None:
     scenario = ALL[run.scenario]
     out = lab_dir(run)
     out.mkdir(parents=True, exist_ok=True)
@@ -197,7 +197,7 @@ def _run_lanes(run: LabRun) -> None:
     tokens.write_text("".join(f"{username} {token}\n" for username, token in pairs))
     staff_token = staff_token_create(prefix=f"lab{run.pk}-staff", ttl=ttl)
     # Retired once the lanes end (``lab_run_execute``), or by ``lab_run_fail``.
-    _run_lanes_with(run, scenario, out, tokens, staff_token)
+    _run_lanes_with(run, scenario, out, tokens, staff_token, lock)
 
 
 def _connection_renewed_if_lost() -> None:
@@ -208,7 +208,7 @@ def _connection_renewed_if_lost() -> None:
         close_old_connections()
 
 
-def _run_lanes_with(run: LabRun, scenario, out: Path, tokens: Path, staff_token: str) -> None:
+def _run_lanes_with(run: LabRun, scenario, out: Path, tokens: Path, staff_token: str, lock: Lock) -> None:
     args = Namespace(
         stock=run.stock,
         prizes=PRIZES,
@@ -229,18 +229,22 @@ def _run_lanes_with(run: LabRun, scenario, out: Path, tokens: Path, staff_token:
     server = Server(host=run.target_url)
     results = []
     for lane in run.lanes.all():
+        # The lab's lock lost (its key expired unrenewed, Redis restarted): another run may
+        # have started, and two at once would load the server together. LockLost fails the run.
+        lock.check()
         _stop_if_cancelled(run)
         # Only a lane still waiting starts: one a cancel marked not run stays so.
         if not LabLane.objects.filter(pk=lane.pk, status=LabLane.Status.WAITING).update(status=LabLane.Status.RUNNING):
             continue
         lane.status = LabLane.Status.RUNNING
-        with stopped_on_cancel(run) as stop:
+        with stopped_on_cancel(run, lock_lost=lock.lost) as stop:
             result = one_run(
                 args, scenario, lane.strategy, server, tokens, staff_token, lane.key,
                 observe=LiveLane(lane, run_dir=out / lane.key), stop=stop, buckets=lane.buckets,
             )  # fmt: skip
         results.append(result)
         lane_finish(lane=lane, result=result, cancelled=stop.is_set())
+    lock.check()
     _stop_if_cancelled(run)
     meta = {
         "lab run": run.pk,
@@ -286,16 +290,20 @@ def lane_finish(*, lane: LabLane, result, cancelled: bool = False) -> None:
 
 
 @contextmanager
-def stopped_on_cancel(run: LabRun) -> Iterator[threading.Event]:
-    """An event set once the run is no longer running (staff cancelled it), which stops the
-    lane's crowd. Looked for on a thread and a connection of its own, so that neither the
-    live figures' sampling (slow or failing while a dependency is down) nor anything else
-    of the lane's can put the cancel off."""
+def stopped_on_cancel(run: LabRun, *, lock_lost: threading.Event | None = None) -> Iterator[threading.Event]:
+    """An event set once the run is no longer running (staff cancelled it), or once
+    ``lock_lost`` is (the lab's lock, which keeps another run off the server), which stops
+    the lane's crowd. Looked for on a thread and a connection of its own, so that neither
+    the live figures' sampling (slow or failing while a dependency is down) nor anything
+    else of the lane's can put the cancel off."""
     stop, lane_over = threading.Event(), threading.Event()
 
     def watch() -> None:
         try:
             while not lane_over.wait(CANCEL_POLL_SECONDS):
+                if lock_lost is not None and lock_lost.is_set():
+                    stop.set()
+                    return
                 try:
                     if not _still_running(run):
                         stop.set()

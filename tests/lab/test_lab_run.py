@@ -16,6 +16,7 @@ from django.utils.html import escape
 from accounts.models import ApiToken
 from accounts.services import users_with_tokens_create
 from core.errors import InvalidInput
+from core.namespace import key_prefix
 from inventory.strategies import strategy_names
 from inventory.texts import TEXTS
 from lab.errors import LabBusy
@@ -24,6 +25,9 @@ from lab.models import LabLane, LabRun
 from lab.services import BOUNDS, lab_run_create
 from loadtests.scenarios import ALL
 from loadtests.staff import staff_token_create
+from loadtests.verdict import Result
+from locking.integration import locks_redis
+from locking.lock import resource_keys
 from tests.conftest import STAFF_PERMISSIONS
 from tests.lab.fakeruns import OVERSOLD, fake_run
 
@@ -234,6 +238,33 @@ def test_a_lane_that_loses_its_database_connection_fails_the_run_with_the_lanes_
     assert "OperationalError" in run.error and "lane_whose_connection_the_database_drops" in run.error, run.error
     assert run.lanes.get().status == LabLane.Status.NOT_RUN
     assert_retired(get_user_model().objects.filter(username__startswith=f"lab{run.pk}-"), lab_dir(run) / TOKENS_FILE)
+
+
+@pytest.mark.django_db(transaction=True)  # the lane's watch reads the run on a connection of its own
+def test_a_run_that_loses_the_labs_lock_stops_its_lane_and_fails_before_the_next(
+    make_user, settings, tmp_path, monkeypatch
+):
+    """The lab's lock keeps a second run off the server; once lost (its key gone: Redis
+    restarted, the lease ran out) another run may start, so the lane's crowd is stopped and
+    the run fails rather than run on beside it."""
+    from lab import execute
+
+    settings.VAR_DIR = tmp_path
+    settings.LOCK_LEASE_SECONDS = 1  # renewed every third of a second: the loss is seen soon
+    waiting = {"none": "waiting", "db_atomic": "waiting"}
+    run = fake_run(make_user(staff=True), status="queued", strategies=["none", "db_atomic"], lane_status=waiting)
+
+    def lane_during_which_the_lock_key_goes(*args, stop, **kwargs):
+        locks_redis().delete(resource_keys(execute.LOCK_NAME, key_prefix())[0])
+        assert stop.wait(10), "the lane's crowd was never stopped"
+        return Result(scenario=run.scenario, strategy="none", product=run.product)
+
+    monkeypatch.setattr(execute, "one_run", lane_during_which_the_lock_key_goes)
+    run = execute.lab_run_execute(run_id=run.pk)
+    assert run.status == LabRun.Status.FAILED and "LockLost" in run.error, run.error
+    first, second = run.lanes.order_by("position")
+    assert first.status == LabLane.Status.CANCELLED  # stopped, audited on what it did until then
+    assert second.status == LabLane.Status.NOT_RUN
 
 
 def test_the_lab_is_for_staff_only(client, make_user):
@@ -476,7 +507,7 @@ def test_a_run_cancelled_while_its_last_lane_ends_stays_cancelled(create, make_u
     staff = make_user(staff=True)
     run = create(strategies=["none"])
 
-    def lanes_cancelled_meanwhile(running):  # stands for the lanes, during which staff cancel
+    def lanes_cancelled_meanwhile(running, *args):  # stands for the lanes, during which staff cancel
         services.lab_run_cancel(run=LabRun.objects.get(pk=running.pk), user=staff)
 
     monkeypatch.setattr(execute, "_run_lanes", lanes_cancelled_meanwhile)
@@ -499,7 +530,7 @@ def test_a_run_cancelled_while_its_task_starts_it_stays_cancelled_and_runs_no_la
         return "abc123"
 
     monkeypatch.setattr(execute, "git_commit", commit_read_while_staff_cancel)
-    monkeypatch.setattr(execute, "_run_lanes", lanes_run.append)
+    monkeypatch.setattr(execute, "_run_lanes", lambda running, *args: lanes_run.append(running))
     assert execute.lab_run_execute(run_id=run.pk).status == LabRun.Status.CANCELLED
     assert lanes_run == []
     run.refresh_from_db()
