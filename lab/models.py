@@ -90,6 +90,12 @@ class LabRun(models.Model):
 
     class Meta:
         ordering = ["-created_at", "-id"]
+        # What /proof/ reads: the latest finished run that qualifies, newest first until one
+        # does, and the latest one published (``lab.selectors._latest``).
+        indexes = [
+            models.Index(fields=["status", "finished_at"], name="lab_run_status_finished"),
+            models.Index(fields=["published_at"], name="lab_run_published"),
+        ]
         constraints = [
             models.CheckConstraint(
                 condition=models.Q(duration__gte=1, duration__lte=60), name="lab_run_duration_bounded"

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from django.db.models import Prefetch, QuerySet
+from functools import reduce
+from operator import or_
+
+from django.db.models import Count, Exists, OuterRef, Prefetch, Q, QuerySet, Subquery
 from django.shortcuts import get_object_or_404
 
 from inventory.strategies import strategy_names
@@ -39,14 +42,19 @@ def lab_run_proof(*, product: str, lifecycle: bool = False) -> LabRun | None:
     lifecycle's scenarios (``LIFECYCLE``), else of the others: each has a proof of its own,
     as a run of one proves nothing of the other."""
     scenarios = [name for name, scenario in ALL.items() if scenario.lifecycle == lifecycle and name not in SURGES]
-    done = LabRun.objects.prefetch_related(_LANES).filter(
-        product=product, status=LabRun.Status.DONE, scenario__in=scenarios, buckets=1
+    done = LabRun.objects.filter(product=product, status=LabRun.Status.DONE, scenario__in=scenarios, buckets=1)
+    names = strategy_names()
+    # Every strategy of the registry, in its order: as many lanes, each at its position.
+    in_registry_order = reduce(or_, (Q(position=at, strategy=name) for at, name in enumerate(names, start=1)))
+    lanes = LabLane.objects.filter(run=OuterRef("pk")).order_by()
+    lanes_counted = Subquery(lanes.values("run").annotate(counted=Count("pk")).values("counted"))
+    every_strategy = (
+        done.filter(**DEFAULTS)
+        .annotate(lanes_counted=lanes_counted)
+        .filter(lanes_counted=len(names))
+        .exclude(Exists(lanes.exclude(in_registry_order)))
     )
-    return _latest(
-        done,
-        done.filter(**DEFAULTS),
-        lambda lanes: [lane.strategy for lane in lanes] == strategy_names(),
-    )
+    return _latest(done, every_strategy)
 
 
 def lab_run_proof_bucketed(*, product: str) -> LabRun | None:
@@ -54,8 +62,8 @@ def lab_run_proof_bucketed(*, product: str) -> LabRun | None:
     run (each strategy on one row and on buckets, side by side), of any scenario, size and
     strategies, each lane run to its end, or a later one staff published. It never replaces
     the proof of one row (``lab_run_proof``), which shows every strategy."""
-    done = LabRun.objects.prefetch_related(_LANES).filter(product=product, status=LabRun.Status.DONE, buckets__gt=1)
-    return _latest(done, done, lambda lanes: True)
+    done = LabRun.objects.filter(product=product, status=LabRun.Status.DONE, buckets__gt=1)
+    return _latest(done, done)
 
 
 def lab_run_proof_surge(*, scenario: str) -> LabRun | None:
@@ -63,21 +71,22 @@ def lab_run_proof_surge(*, scenario: str) -> LabRun | None:
     and through the waiting room), each beside the other: the latest finished run of
     ``scenario``, of any size and strategies, each lane run to its end, or a later one staff
     published. It never replaces the crowd's proof."""
-    done = LabRun.objects.prefetch_related(_LANES).filter(scenario=scenario, status=LabRun.Status.DONE, buckets=1)
-    return _latest(done, done, lambda lanes: True)
+    done = LabRun.objects.filter(scenario=scenario, status=LabRun.Status.DONE, buckets=1)
+    return _latest(done, done)
 
 
-def _latest(done: QuerySet[LabRun], sized: QuerySet[LabRun], complete) -> LabRun | None:
-    """Of finished runs ``done``: the one staff published last, or the latest of ``sized``
-    whose lanes ``complete`` accepts and all ran to their end, whichever came last."""
-    published = done.filter(published_at__isnull=False).order_by("-published_at", "-id").first()
-    latest = None
-    for run in sized.order_by("-finished_at", "-id")[:20]:
-        lanes = list(run.lanes.all())
-        if complete(lanes) and all(lane.status == LabLane.Status.DONE for lane in lanes):
-            latest = run
-            break
-    candidates = [(run.published_at, run) for run in [published] if run] + [
-        (run.finished_at, run) for run in [latest] if run
-    ]
-    return max(candidates, key=lambda pair: pair[0])[1] if candidates else None
+def _latest(done: QuerySet[LabRun], complete: QuerySet[LabRun]) -> LabRun | None:
+    """Of finished runs ``done``: the one staff published last, or the latest of ``complete``
+    whose lanes all ran to their end, whichever came last. Chosen in the database, however
+    many runs there were (newest first by ``lab_run_status_finished`` and
+    ``lab_run_published``, the first that qualifies), and only the chosen run's lanes loaded."""
+    unfinished = LabLane.objects.filter(run=OuterRef("pk")).exclude(status=LabLane.Status.DONE)
+    published = (
+        done.filter(published_at__isnull=False).order_by("-published_at", "-id").values_list("published_at", "pk")
+    )
+    latest = complete.exclude(Exists(unfinished)).order_by("-finished_at", "-id").values_list("finished_at", "pk")
+    candidates = [chosen for chosen in (published.first(), latest.first()) if chosen]
+    if not candidates:
+        return None
+    _, pk = max(candidates)
+    return LabRun.objects.prefetch_related(_LANES).get(pk=pk)

@@ -9,6 +9,7 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.db import DEFAULT_DB_ALIAS, connection, connections
 from django.db.models import Q
+from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 from django.utils import timezone
 from django.utils.html import escape
@@ -22,6 +23,7 @@ from inventory.texts import TEXTS
 from lab.errors import LabBusy
 from lab.execute import TOKENS_FILE, lab_dir, lab_run_fail
 from lab.models import LabLane, LabRun
+from lab.selectors import lab_run_proof
 from lab.services import BOUNDS, lab_run_create
 from loadtests.scenarios import ALL
 from loadtests.staff import staff_token_create
@@ -431,6 +433,24 @@ def test_the_proof_shows_a_complete_default_run_not_a_later_short_one_unless_pub
     # A complete run after it is the proof again.
     newer = fake_run(staff)
     assert f"Run {newer.pk} (crowd)" in client.get(reverse("lab:proof")).content.decode()
+
+
+def test_the_proof_finds_its_complete_run_behind_any_number_of_newer_partial_ones_at_a_fixed_cost(make_user):
+    """Newer runs that do not qualify (a strategy not run to its end, a run of one strategy)
+    hid the proof once there were 20 of them, and each cost its lanes' series to look at."""
+    staff = make_user(staff=True)
+    proof = fake_run(staff, finished_ago=timedelta(hours=1))
+    fake_run(staff, lane_status={"none": "not_run"}, finished_ago=timedelta(minutes=59))
+
+    def proof_read() -> tuple[int, int]:
+        with CaptureQueriesContext(connection) as queries:
+            pk = lab_run_proof(product="voucher").pk
+        return pk, len(queries)
+
+    behind_one = proof_read()
+    for minutes in range(25):
+        fake_run(staff, strategies=["none"], finished_ago=timedelta(minutes=minutes))
+    assert proof_read() == behind_one == (proof.pk, behind_one[1])
 
 
 def test_the_proof_opens_with_a_line_per_strategy_linked_to_its_card_and_the_card_to_its_item(client, make_user):
