@@ -41,7 +41,8 @@ from orders.selectors import voucher_audit
 from orders.services import voucher_create
 
 from .common import CONFIRMED, NO_PRIZE, WON
-from .verdict import POOL, VOUCHER, lost_confirmations
+from .confirmations import lost_confirmations
+from .verdict import POOL, VOUCHER
 
 # Stands for an id that matched several records: equal to no announced detail.
 _SEVERAL = object()

@@ -47,7 +47,6 @@ judged as a safe strategy in one.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 VOUCHER = "voucher"
@@ -59,7 +58,6 @@ TAKEN = {VOUCHER: "orders", POOL: "awarded"}
 BREAKS_ALWAYS = "always"
 BREAKS_ACROSS_PROCESSES = "across_processes"
 
-_MISSING = object()
 # The label of the answers a run's history shows the records contradict.
 HISTORY = "history"
 
@@ -381,19 +379,3 @@ def stranded_units(stock_left: int, supply: list[tuple[float, int]], refused_at:
     supplied_then = seen[-1] if seen else (supply[0][1] if supply else 0)
     supplied_later = (supply[-1][1] if supply else supplied_then) - supplied_then
     return max(0, stock_left - max(0, supplied_later))
-
-
-def lost_confirmations(announced: Iterable[tuple[int, int | None]], recorded: Mapping[int, int | None]) -> int:
-    """How many confirmations the database does not bear out.
-
-    ``announced`` is every (record id, detail) the API confirmed, the detail being the
-    prize a draw announced (None for an order, or a draw without a prize); the id is the
-    one the API answered with, a reservation's for a 202. ``recorded`` maps the ids
-    found in the database, for this product, to their detail (a value equal to no
-    detail when one id matched several records). A confirmation counts as lost when its id is missing, when its detail
-    differs, or when the same id was confirmed more than once (each extra counts).
-    """
-    announced = list(announced)
-    repeated = len(announced) - len({record_id for record_id, _ in announced})
-    unmatched = sum(1 for record_id, detail in set(announced) if recorded.get(record_id, _MISSING) != detail)
-    return repeated + unmatched

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from loadtests.confirmations import lost_confirmations
 from loadtests.verdict import (
     POOL,
     VOUCHER,
@@ -11,7 +12,6 @@ from loadtests.verdict import (
     broken_invariants,
     expected_to_break,
     judge,
-    lost_confirmations,
 )
 
 
