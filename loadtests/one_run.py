@@ -89,6 +89,7 @@ def one_run(
     deferred = STRATEGIES[strategy].deferred
     deferred_figures: dict = {}
     lifecycle_figures: dict = {}
+    audit_incomplete = False
     # --stop-when-sold-out: a scenario that ends when its stock does stops its crowd once
     # nothing is left and nothing more is taken (the tests' short runs), not at --duration.
     ends_sold_out = scenario.ends_sold_out and not scenario.lifecycle
@@ -118,7 +119,8 @@ def one_run(
             seconds = lifecycle.wait_until_drained(product, target, args.drain_timeout, say)
             lifecycle_figures["holds_drain_s"] = seconds
         elif not product.wait_until_quiet(target):
-            say("  still changing 30 s after the crowd stopped: audited as it stood then")
+            audit_incomplete = True
+            say("  still changing 30 s after the crowd stopped: audited as it stood then, so not proven")
         # The Celery worker's share: under a deferred strategy it writes what the server
         # only reserved, so its time belongs to the requests as much as the server's.
         cpu_used += server.worker_cpu_seconds() - worker_cpu_before
@@ -177,6 +179,7 @@ def one_run(
         race_window_ms=args.race_window_ms,
         locust_report=f"{name}/locust.html",
         crowd_ran_out=scenario.serves_the_crowd and crowd_exhausted(outcomes_dir),
+        audit_incomplete=audit_incomplete,
         stock_series=from_crowd_start(sampler.stock, offset),
         taken_series=from_crowd_start(sampler.taken, offset),
         took_series=from_crowd_start(sampler.took, offset),

@@ -162,6 +162,9 @@ class Result:
     # Whether the running totals the pages show (inventory.totals) say what the audit
     # counted: under every strategy, the naive ones included, or the pages would lie.
     totals_agree: bool = True
+    # Whether the server was still changing (writes landing, records pending) when the wait
+    # until quiet gave up: audited as it stood then, which shows nothing to hold.
+    audit_incomplete: bool = False
     rps: float = 0.0
     p50_ms: float = 0.0
     p95_ms: float = 0.0
@@ -335,6 +338,8 @@ def judge(result: Result, *, breaks: str | None, server_processes: int, audit_ok
         return Verdict(f"BROKEN: {', '.join(broken)}", expected_to_break=False, ok=False)
     if result.failures:
         return Verdict(f"UNEXPECTED ANSWERS ({result.failures})", expected_to_break=False, ok=False)
+    if result.audit_incomplete:
+        return Verdict("NOT PROVEN: audit incomplete, still changing when audited", expected_to_break=False, ok=False)
     return Verdict("holds", expected_to_break=False, ok=True)
 
 

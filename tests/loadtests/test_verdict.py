@@ -212,3 +212,15 @@ def test_a_run_that_answered_nothing_neither_holds_nor_breaks(strategy, breaks):
     row = voucher_row(strategy, requests=0, confirmed=0, orders=0, stock_left=500)
     verdict = judge(row, breaks=breaks, server_processes=4)
     assert (verdict.verdict, verdict.ok) == ("NO REQUESTS: nothing was measured", False)
+
+
+def test_a_run_audited_while_still_changing_is_not_proven_to_hold():
+    """The wait until quiet gave up with writes still landing: what was audited then may yet
+    break, so it is no proof that the strategy holds."""
+    verdict = judge(voucher_row(audit_incomplete=True), breaks=None, server_processes=4)
+    assert verdict.verdict.startswith("NOT PROVEN") and "audit incomplete" in verdict.verdict
+    assert not verdict.ok and not verdict.expected_to_break
+    # What it broke by then it broke all the same.
+    assert judge(voucher_row(audit_incomplete=True, oversold=1), breaks=None, server_processes=4).verdict == (
+        "BROKEN: oversold"
+    )
