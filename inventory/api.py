@@ -29,17 +29,19 @@ from pydantic import Field, WithJsonSchema
 from core.api import json_answer, refuse_body
 from core.errors import InvalidInput
 from core.idempotency import PARAMETER, idempotency_claim
-from core.ratelimit import client_counted, rate_count
+from core.ratelimit import RateCount, client_counted, rate_count
 from core.schemas import answers, whole
 
 from .admission.api import TICKET_PARAMETER
 from .admission.room import ticket_held
 from .admission.tickets import HEADER, MAX_LENGTH
+from .errors import NotAdmitted
 from .holds import hold_change_counted
 from .items import item_for_take
 from .paging import CURSOR_PATTERN, PAGE_SIZE, PAGE_SIZE_MAX, Cursor, Page
 from .product import Product
 from .records import MAX_ABANDON_LIMIT, MAX_HOLD_SECONDS, Admission, Record
+from .redis_lua.values import group_tag
 from .take import item_take
 
 # A hold window in a request: whole seconds, 0 (settled when taken) to a day.
@@ -173,16 +175,24 @@ class TakeCall:
         replay = idempotency_claim(request, response, action=self.action, user_id=user_id)
         if replay is not None:
             return replay
+        rate = rate_count(action=self.action, user_id=user_id, address=client_counted(request))
         with self.counted(item.strategy, **{f"{self.product.kind}_id": item.pk}, user_id=user_id) as counted:
-            # An open item's take never enters the waiting room's code.
-            door = (
-                nullcontext()
-                if item.admission == Admission.OPEN
-                else ticket_held(self.product, item, user_id=user_id, ticket=ticket)
-            )
-            with door as held:
-                rate = rate_count(action=self.action, user_id=user_id, address=client_counted(request))
+            with self._door(item, user_id=user_id, ticket=ticket, rate=rate) as held:
                 return counted(item_take(self.product, item, user_id=user_id, rate=rate, ticket=held))
+
+    def _door(self, item: Any, *, user_id: int, ticket: str | None, rate: RateCount | None):
+        """What the take of ``item`` runs in: nothing on an open item, whose take never enters
+        the waiting room's code; else its ticket read (``ticket_held``). A take refused there
+        (no ticket, or not one this server gave this user for the item) counts against the
+        rate limits as any take does, or a client could send such takes without limit."""
+        if item.admission == Admission.OPEN:
+            return nullcontext()
+        try:
+            return ticket_held(self.product, item, user_id=user_id, ticket=ticket)
+        except NotAdmitted:
+            if rate is not None:
+                rate.count(tag=group_tag(self.product.group_of(item)))
+            raise
 
     def answer(self, request, response: HttpResponse, item_id: int, body: Callable[[Record], dict]) -> HttpResponse:
         """The take by the caller of the item ``item_id`` (:meth:`taken`), once the request

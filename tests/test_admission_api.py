@@ -108,6 +108,44 @@ def test_a_take_needs_the_buyers_own_ticket_once_on_every_strategy(strategy, api
         assert stock_left(voucher) == 2
 
 
+@pytest.mark.parametrize("strategy", ["db_atomic", "redis_lua"])
+@pytest.mark.parametrize("refused", ["spent", "none", "forged"])
+def test_a_take_refused_for_its_ticket_counts_against_the_rate_limits(
+    strategy, refused, api_client, make_voucher, settings
+):
+    """A spent ticket sent again, none, or one this server never gave: each refusal counts, so
+    a client cannot send such takes without limit."""
+    settings.RATE_LIMITS_ENABLED = True
+    settings.RATE_LIMITS = {"purchase": {"user": (3, 60)}}
+    voucher = queued_voucher(make_voucher, strategy=strategy)
+    buyer = api_client()
+    purchase = f"/api/vouchers/{voucher.pk}/purchase"
+    ticket = admitted(buyer, f"/api/vouchers/{voucher.pk}/queue")
+    assert buyer.post(purchase, headers={"Admission-Ticket": ticket}).status_code in (201, 202)
+    sent = {"spent": {"Admission-Ticket": ticket}, "none": {}, "forged": {"Admission-Ticket": ticket[:-1] + "0"}}
+    for _ in range(2):
+        assert_error(buyer.post(purchase, headers=sent[refused]), 403, "not_admitted")
+    assert_error(buyer.post(purchase, headers=sent[refused]), 429, "rate_limited")
+
+
+def test_joins_and_polls_count_against_the_rate_limits_per_user_and_per_address(api_client, make_voucher, settings):
+    settings.RATE_LIMITS_ENABLED = True
+    settings.RATE_LIMITS = {"queue": {"user": (3, 60), "address": (5, 60)}}
+    voucher = make_voucher(stock=3, admission="queue", admission_rate=0.1, starts_in=-timedelta(milliseconds=1))
+    buyer, other = api_client(), api_client()
+    queue = f"/api/vouchers/{voucher.pk}/queue"
+    assert [buyer.post(queue).status_code, buyer.get(queue).status_code, buyer.get(queue).status_code] == [200] * 3
+    limited = buyer.get(queue)
+    assert_error(limited, 429, "rate_limited")
+    assert int(limited["Retry-After"]) >= 1
+    # Another user from the same address: within their own limit, over the address's at its sixth.
+    assert other.post(queue).status_code == 200
+    assert_error(other.get(queue), 429, "rate_limited")
+    # An open item's join moves no room, and counts nothing.
+    open_queue = f"/api/vouchers/{make_voucher().pk}/queue"
+    assert [buyer.post(open_queue).json()["status"] for _ in range(4)] == ["admitted"] * 4
+
+
 def test_a_draw_needs_a_ticket_for_each_draw(api_client, make_pool):
     pool = make_pool(admission="queue", admission_rate=1000.0, draws_per_user=2)
     drawer = api_client()

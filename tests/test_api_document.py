@@ -5,9 +5,9 @@ The rules follow what the code does (core.schemas.answers names it per operation
 needs a login can answer 401; one whose method is unsafe takes a session, whose CSRF check
 reads the body (400 for too many fields, 413) and may refuse (403); a staff call 403; an id in
 the path 404; a JSON body 400, 413, 415 and 422; query parameters 422; the purchase, the draw,
-the pay, the cancel, the claim and the login 429; and everything that reads the database or Redis 503.
-429 and 503 say when to come back (Retry-After). A new operation that forgets one fails here,
-before any client meets it.
+the pay, the cancel, the claim, the login and the waiting room's join and poll 429; and
+everything that reads the database or Redis 503. 429 and 503 say when to come back
+(Retry-After). A new operation that forgets one fails here, before any client meets it.
 """
 
 from __future__ import annotations
@@ -28,6 +28,10 @@ RATE_LIMITED = {
     ("post", "/api/orders/{order_id}/cancel"),
     ("post", "/api/draws/{draw_id}/claim"),
     ("post", "/api/auth/login"),
+    ("post", "/api/vouchers/{voucher_id}/queue"),
+    ("get", "/api/vouchers/{voucher_id}/queue"),
+    ("post", "/api/pools/{pool_id}/queue"),
+    ("get", "/api/pools/{pool_id}/queue"),
 }
 # Anyone may call them; a login tells more (a pool's draws left; to staff and the load
 # crowd, a load run's unlisted item, which is 404 to everyone else).

@@ -22,6 +22,13 @@ _PER_USER = env_int("RATE_LIMIT_PER_USER_PER_SECOND", 5)
 _PER_ADDRESS = env_int("RATE_LIMIT_PER_ADDRESS_PER_SECOND", 100)
 _LIMITED = ("purchase", "draw", "pay", "cancel", "claim")
 RATE_LIMITS = {action: {"user": (_PER_USER, 1), "address": (_PER_ADDRESS, 1)} for action in _LIMITED}
+# A waiting room's joins and polls, together (inventory.admission): each moves the room by a
+# script. A buyer polls when told, a few times a second at most near their turn; those behind
+# one shop's address poll every second or few each.
+RATE_LIMITS["queue"] = {
+    "user": (env_int("QUEUE_RATE_LIMIT_PER_USER_PER_SECOND", 10), 1),
+    "address": (env_int("QUEUE_RATE_LIMIT_PER_ADDRESS_PER_SECOND", 200), 1),
+}
 
 # Idempotency keys (core.idempotency): an answer is kept IDEMPOTENCY_KEY_SECONDS for the same
 # user's retries with its key; a claim whose request has not answered in

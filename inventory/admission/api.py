@@ -14,6 +14,7 @@ from pydantic import Field
 
 from core.api import json_answer, refuse_body
 from core.errors import DomainError
+from core.ratelimit import client_counted, rate_count
 from core.schemas import InputSchema, answers, whole
 
 from ..product import Product
@@ -109,10 +110,15 @@ TICKET_PARAMETER = {
 
 def queue_answers(*, join: bool) -> dict[int, Any]:
     """A join's (POST, no body) or a poll's (GET) declared answers: 200 where the caller stands;
-    404 an item that is not there, or (a poll) a caller not in its queue."""
+    404 an item that is not there, or (a poll) a caller not in its queue; 429 over the
+    rate limits of :data:`QUEUE_ACTION`."""
     if join:
-        return answers({200: QueueOut}, unsafe=True, item=True, body="none")
-    return answers({200: QueueOut}, item=True)
+        return answers({200: QueueOut}, unsafe=True, item=True, body="none", limited=True)
+    return answers({200: QueueOut}, item=True, limited=True)
+
+
+# The rate limits' action that joins and polls count against, together (``RATE_LIMITS``).
+QUEUE_ACTION = "queue"
 
 
 @dataclass(frozen=True)
@@ -126,7 +132,9 @@ class QueueCall:
 
     def standing(self, request, item_id: int, *, join: bool, user) -> Standing:
         item = self.shown(item_for_queue(self.product, item_id=item_id), user=user)
-        standing = room_enter(self.product, item, user_id=user.pk, join=join)
+        # Each join and poll moves the room by a script: counted per user and per address.
+        rate = rate_count(action=QUEUE_ACTION, user_id=user.pk, address=client_counted(request))
+        standing = room_enter(self.product, item, user_id=user.pk, join=join, rate=rate)
         if standing is None:
             raise NotQueued()
         return standing

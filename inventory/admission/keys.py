@@ -14,18 +14,28 @@ from core.redis_script import script_on_own_connections
 
 @dataclass(frozen=True)
 class RoomKeys:
-    """One item's room, under one hash tag (one Cluster slot) and the instance's namespace."""
+    """One item's room, under one hash tag (one Cluster slot) and the instance's namespace;
+    ``hash_tag`` is that tag alone, which the room's rate-limit counters share
+    (``core.ratelimit.RateCount.keys``)."""
 
     line: str
     admitted: str
     serials: str
     room: str
+    hash_tag: str
 
     @classmethod
     @cache
     def of(cls, kind: str, item_id: int) -> RoomKeys:
-        tag = f"{key_prefix()}room:{{{kind}:{item_id}}}"
-        return cls(line=f"{tag}:line", admitted=f"{tag}:admitted", serials=f"{tag}:serials", room=f"{tag}:room")
+        hash_tag = f"{{{kind}:{item_id}}}"
+        tag = f"{key_prefix()}room:{hash_tag}"
+        return cls(
+            line=f"{tag}:line",
+            admitted=f"{tag}:admitted",
+            serials=f"{tag}:serials",
+            room=f"{tag}:room",
+            hash_tag=hash_tag,
+        )
 
     @property
     def all(self) -> list[str]:

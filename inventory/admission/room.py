@@ -28,6 +28,7 @@ from django.db.models import Sum
 from django.shortcuts import get_object_or_404
 
 from core.memo import ProcessMemo
+from core.ratelimit import RateCount, rate_client, rate_refuse
 
 from ..models import Stock
 from ..product import Product
@@ -197,23 +198,36 @@ def units_forget_all() -> None:
 
 
 def room_enter(
-    product: Product, item: Any, *, user_id: int, join: bool, now: datetime | None = None
+    product: Product,
+    item: Any,
+    *,
+    user_id: int,
+    join: bool,
+    now: datetime | None = None,
+    rate: RateCount | None = None,
 ) -> Standing | None:
     """Move the item's room to ``now`` and say where ``user_id`` stands in it; with ``join``,
     the user joins its line first unless already in it or admitted (idempotent). None when
     polled (``join`` False) by a user who is neither waiting nor admitted: never joined, or
     whose ticket was spent or lapsed. An ``open`` item admits everyone: ``admitted`` with no
-    ticket, none being needed."""
+    ticket, none being needed. Where the room moves, ``rate``'s limits are counted first, on
+    the room's hash tag: in the same round trip where they live in the room's Redis, else in
+    one of their own; over one, ``RateLimited``, the room not moved."""
     now_ms = _now_ms(now)
     if now_ms >= _ms(item.end_at):
         return Standing(status="closed")
     if item.admission == Admission.OPEN:
         return Standing(status="admitted", eta_seconds=0)
-    advance = room_script(ADVANCE)
-    keys = RoomKeys.of(product.kind, item.pk).all
-    state, rank, size, serial, deadline, credit, blocked = advance(
-        keys=keys, args=advance_args(product, item, user_id, join, now_ms)
-    )
+    room = RoomKeys.of(product.kind, item.pk)
+    keys, args = room.all, advance_args(product, item, user_id, join, now_ms)
+    if rate is not None and rate_client() is room_client():
+        keys, args = keys + rate.keys(tag=room.hash_tag), args + rate.args()
+    elif rate is not None:
+        rate.count(tag=room.hash_tag)
+    answer = room_script(ADVANCE)(keys=keys, args=args)
+    if int(answer[0]) == 5:
+        rate_refuse(int(answer[1]))
+    state, rank, size, serial, deadline, credit, blocked = answer
     state, rank, size = int(state), int(rank), int(size)
     if state == 4:
         return None

@@ -24,24 +24,32 @@ is gone and a unit that comes back (a cancel, an expiry) admits the next buyer.
 
 from core.ratelimit import RATE_WAIT
 
-# Advance the room to ``now``, join the user to its line if asked, and say where the user
-# stands.
+# Count the join's or poll's rate limits, where they live in the room's Redis, then advance the
+# room to ``now``, join the user to its line if asked, and say where the user stands.
 #
-# KEYS: line, admitted, serials, room
+# KEYS: line, admitted, serials, room, then the rate limits' counters (none when not counted here)
 # ARGV: now (ms), opens (ms), rate (per second), burst (admissions), ticket (ms),
 #       units (the units left as read, or -1 when not read), units_ms (when they were read),
 #       user, join (1 to join, 0 to poll), lobby_score (a random number in [0, 1)),
 #       serial_base (a random number of 50 bits: where a new room's ticket serials start),
-#       expires (ms: when the room's keys go, the sale's end and a ticket's lifetime past it)
+#       expires (ms: when the room's keys go, the sale's end and a ticket's lifetime past it),
+#       then each counter's limit and window (ms) (core.ratelimit)
 #
 # Called only before the sale's end (the caller answers ``closed`` after it). Returns
+# {5, ms to wait} when a rate limit refused the call, the room not moved; otherwise
 # {state, rank, size, serial, deadline, credit, blocked}: state 1 waiting, 2 admitted, 3 sold
 # out, 4 not in the line; rank the user's 0-based place among those waiting (-1 when
 # not waiting or still in the lobby); size how many wait; serial and deadline the ticket's
 # (admitted); credit the admissions due now, as a string (for the estimated wait); blocked,
 # while every unit left is promised to a ticket still out, the first of their deadlines (ms:
 # the earliest a unit comes free for the line, unless one comes back), else 0.
-ADVANCE = """
+ADVANCE = (
+    RATE_WAIT
+    + """
+if #KEYS > 4 then
+  local wait = rate_wait(5, 13)
+  if wait > 0 then return {5, wait} end
+end
 local now, opens = tonumber(ARGV[1]), tonumber(ARGV[2])
 local rate, burst, ticket_ms = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
 local units_read, units_ms = tonumber(ARGV[6]), tonumber(ARGV[7])
@@ -137,6 +145,7 @@ if room_left <= 0 then
 end
 return {1, rank, size, 0, 0, tostring(credit), blocked}
 """
+)
 
 # A ticket checked and spent, shared by TICKET_SPEND and by the script of a take that spends
 # it in its own round trip (``inventory.redis_lua.scripts.RESERVE``):
@@ -162,9 +171,11 @@ end
 
 # Spend the user's ticket on a take, in a round trip of its own, and count the take's rate
 # limits in it where they live in the room's Redis: a take of a strategy that counts them
-# before it takes (core.ratelimit.COUNT) then makes one round trip for both. Spent before its
-# take, it counts a unit used; the room's next reading of the units corrects a take that
-# took none.
+# before it takes (core.ratelimit.COUNT) then makes one round trip for both. They are counted
+# before the ticket is checked, as on an item without a room: a take refused for its ticket
+# (spent, lapsed, replaced) counts too, or a client could send one spent ticket without
+# limit. Spent before its take, it counts a unit used; the room's next reading of the units
+# corrects a take that took none.
 #
 # KEYS: admitted, serials, room, then the rate limits' counters (none when not counted here)
 # ARGV: user, serial, now (ms), then each counter's limit and window (ms) (core.ratelimit)
@@ -175,13 +186,13 @@ TICKET_SPEND = (
     TICKET
     + RATE_WAIT
     + """
-local deadline = ticket_live(KEYS[1], KEYS[2], ARGV[1], ARGV[2], tonumber(ARGV[3]))
-if not deadline then
-  return 0
-end
 local wait = rate_wait(4, 4)
 if wait > 0 then
   return -wait
+end
+local deadline = ticket_live(KEYS[1], KEYS[2], ARGV[1], ARGV[2], tonumber(ARGV[3]))
+if not deadline then
+  return 0
 end
 ticket_use(KEYS[1], KEYS[2], KEYS[3], ARGV[1], true)
 return deadline

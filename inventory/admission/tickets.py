@@ -147,23 +147,23 @@ class TicketHeld:
 
     def spend(self, rate: RateCount | None = None, *, tag: str = "") -> None:
         """Spend it now, once (``NotAdmitted`` unless it is the user's live ticket for the
-        item), and count the take's ``rate`` limits on the item's hash ``tag``: in the same
-        round trip where they live in the room's Redis, refused (``RateLimited``) with the
-        ticket unspent; otherwise after it, given back if they refuse."""
+        item), having counted the take's ``rate`` limits on the item's hash ``tag``: in the
+        same round trip where they live in the room's Redis, otherwise in one of their own
+        before it. Counted first, a take refused for its ticket counts too; over a limit,
+        ``RateLimited``, the ticket unspent."""
         if self.spent:
             return
         keys, args = self.spend_keys, [self.user_id, *self.spend_args()]
-        counted_here = rate is not None and _one_script_with(rate_client())
-        if counted_here:
+        if rate is not None and _one_script_with(rate_client()):
             keys, args = keys + rate.keys(tag=tag), args + rate.args()
+        elif rate is not None:
+            rate.count(tag=tag)
         answer = int(room_script(TICKET_SPEND)(keys=keys, args=args))
         if answer < 0:
             rate_refuse(-answer)
         if not answer:
             raise TicketNotLive()
         self.deadline = answer
-        if rate is not None and not counted_here:
-            rate.count(tag=tag)
 
     def spends_with(self, client) -> bool:
         """Whether a script on ``client`` can spend it: the room's own Redis, not yet spent."""

@@ -54,18 +54,18 @@ from ..admission.scripts import TICKET
 # stock (or nothing, by the weight of taking nothing); append the pending reservation, then write the state (the row's
 # units, the counters, the user's take numbers) with one HSET. The append comes first: should it fail (an entry id not
 # above the stream's last), nothing is taken. With an admission ticket (the room in the same Redis:
-# ``inventory.admission.tickets.TicketHeld``), checked first, as a take that spends it apart does, spent by every
-# answer but those that ask again and "not_started" (``tickets.GIVEN_BACK``), a unit counted used only if it took one.
+# ``inventory.admission.tickets.TicketHeld``), checked after the rate limits (a take refused for its ticket counts
+# against them), before anything else, as a take that spends it apart does; spent by every answer but those that ask
+# again and "not_started" (``tickets.GIVEN_BACK``), a unit counted used only if it took one.
 # Every purchase and draw pays its cost, so it is written for it (docs/design.md): numbers packed, or made text with
 # %d (tostring formats floats), text answered, one row spliced.
 # KEYS[1] state, KEYS[2] pending stream, KEYS[3] abandoned holds, with a ticket KEYS[4..6] the
 #         room's admitted, serials and room, then the request's rate-limit counters (if any)
-# ARGV[1] user id, ARGV[2] a uniform random number in [0, 1) drawn by the caller (so that
-#         tests can seed it), ARGV[3] the kick flag's lifetime in ms, ARGV[4] the request's id
-#         ("" for none), for the worker's log line, ARGV[5] the number of states the caller's
-#         item is spread over (``Rules.states``),
-#         ARGV[6] the ticket's serial ("" for none), ARGV[7] the room's clock (ms) it is checked
-#         by, ARGV[8...] each rate-limit counter's limit and window in ms, in pairs
+# ARGV[1] user id, ARGV[2] a uniform random number in [0, 1) drawn by the caller (so that tests can seed it), ARGV[3]
+#         the kick flag's lifetime in ms, ARGV[4] the request's id ("" for none), for the worker's log line, ARGV[5]
+#         the number of states the caller's item is spread over (``Rules.states``), ARGV[6] the ticket's serial (""
+#         for none), ARGV[7] the room's clock (ms) it is checked by, ARGV[8...] each rate-limit counter's limit and
+#         window in ms, in pairs
 # Returns "ok <stock id or ''> <seq> <n> <marks> <kick> <limit>", where seq is this take's number among the user's
 # takes (the database's per-user backstop), n the reservation's number in the group, marks the user's field after it
 # (its takes first), kick 1 when the caller should ask for the stream to be persisted, and limit the limit of takes it
@@ -74,19 +74,19 @@ from ..admission.scripts import TICKET
 # before a rebucket, and routed the user to a state that may not keep their takes), "not_admitted" (not the user's
 # live ticket), "not_started", "ended", "limit", "abandon_limit", "sold_out".
 RESERVE = (
-    "local ticket, user, spend = ARGV[6], ARGV[1], false\nif ticket ~= '' then\n"
-    + TICKET
-    + """
-    if not ticket_live(KEYS[4], KEYS[5], user, ticket, tonumber(ARGV[7])) then return 'not_admitted' end
-    spend = function(took) ticket_use(KEYS[4], KEYS[5], KEYS[6], user, took) end
-end
-local first_rate = spend and 7 or 4
-if #KEYS >= first_rate then
-"""
+    "local ticket, user, spend = ARGV[6], ARGV[1], false\nlocal first_rate = ticket ~= '' and 7 or 4\n"
+    + "if #KEYS >= first_rate then\n"
     + RATE_WAIT
     + """
     local wait = rate_wait(first_rate, 8)
     if wait > 0 then return string.format('rate_limited %d', wait) end
+end
+if ticket ~= '' then
+"""
+    + TICKET
+    + """
+    if not ticket_live(KEYS[4], KEYS[5], user, ticket, tonumber(ARGV[7])) then return 'not_admitted' end
+    spend = function(took) ticket_use(KEYS[4], KEYS[5], KEYS[6], user, took) end
 end
 local sub, format, pack, unpack = string.sub, string.format, struct.pack, struct.unpack
 local got = redis.call('HMGET', KEYS[1], 'rules', 'live', user)

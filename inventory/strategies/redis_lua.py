@@ -50,7 +50,7 @@ from ..redis_lua.client import REACHABLE, reservations_client
 from ..redis_lua.drain import with_group_lock
 from ..redis_lua.item_buckets import abandoned_values, states_units_return
 from ..redis_lua.transfers import transfers_client
-from ..redis_lua.values import bucketed_states_allowed, reservation_group
+from ..redis_lua.values import bucketed_states_allowed, group_tag, reservation_group
 from .base import R, StockStrategy, Take
 from .changes import Change, Expiry, Returned, change_write, expiry_write
 
@@ -88,19 +88,20 @@ class RedisLuaStrategy(StockStrategy):
         }
         with REACHABLE:
             # A take with a route of its own (a pool's, by weight) keeps one state
-            # (``Product.routes_home``, ``item_bucketed``).
-            if take.buckets > 1 and take.route is None and bucketed_states_allowed(take.group_id, take.buckets):
-                # One state per bucket, RESERVE at the user's home (docs/design.md, "Buckets"),
-                # in another slot than the room's: the ticket is spent first.
-                if take.ticket is not None:
-                    take.ticket.spend()
+            # (``Product.routes_home``, ``item_bucketed``). Bucketed, one state per bucket,
+            # RESERVE at the user's home (docs/design.md, "Buckets").
+            bucketed = take.buckets > 1 and take.route is None and bucketed_states_allowed(take.group_id, take.buckets)
+            ticket = take.ticket
+            if ticket is not None and (bucketed or not ticket.spends_with(reservations.client)):
+                # The states in another slot than the room's, or the room in another Redis: the
+                # ticket is spent first, the rate limits counted with it (before its check, as
+                # RESERVE counts them), not again by RESERVE.
+                ticket.spend(take.rate, tag=group_tag(take.group_id))
+                ticket, options["rate"] = None, None
+            if bucketed:
                 states = item_states(take.group_id, take.buckets)
                 reserved = reserve_at_home(reservations, transfers_client(reservations), states, **options)
             else:
-                ticket = take.ticket
-                if ticket is not None and not ticket.spends_with(reservations.client):
-                    ticket.spend()  # the room lives in another Redis
-                    ticket = None
                 reserved = reservations.reserve(group_id=take.group_id, ticket=ticket, **options)
         if reserved.refusal is None:
             if reserved.kick:

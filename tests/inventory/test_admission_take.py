@@ -187,7 +187,7 @@ def test_a_take_that_counts_its_rate_limits_first_counts_them_in_the_tickets_own
     assert int(rooms.get(counter)) == 1
 
 
-def test_a_take_whose_room_lives_in_another_redis_counts_its_limits_apart_and_gives_the_ticket_back(
+def test_a_take_whose_room_lives_in_another_redis_counts_its_limits_apart_first_and_keeps_its_ticket_over_them(
     queued, rooms, room_elsewhere, users
 ):
     voucher = queued(strategy="db_atomic")
@@ -215,3 +215,54 @@ def test_a_take_told_the_sale_has_not_started_keeps_its_ticket(make_voucher, use
         with ticket_held(VOUCHER, voucher, user_id=users[0], ticket=ticket, now=opened) as held:
             item_take(VOUCHER, voucher, user_id=users[0], ticket=held)
     assert live(voucher, users[0])
+
+
+@pytest.mark.parametrize(
+    ("strategy", "fields"),
+    [("db_atomic", {}), ("redis_lua", {}), ("redis_lua", {"buckets": 2})],
+    ids=["db_atomic", "redis_lua", "redis_lua-bucketed"],
+)
+def test_takes_with_a_spent_ticket_count_against_the_rate_limits(queued, strategy, fields, users):
+    """The limits are counted before the ticket is checked, in the ticket's script or in
+    RESERVE's: a spent ticket sent again and again is refused 429 once over them, as on an
+    item without a room."""
+    voucher = queued(strategy=strategy, **fields)
+    ticket = admitted(voucher, users[0])
+    rate = RateCount(action="purchase", counted=((Limit("user", 3, 60), str(users[0])),))
+    take(voucher, users[0], ticket, rate=rate)
+    refused = []
+    for _ in range(3):
+        with pytest.raises(DomainError) as caught:
+            take(voucher, users[0], ticket, rate=rate)
+        refused.append(caught.value.code)
+    assert refused == ["not_admitted", "not_admitted", "rate_limited"]
+
+
+def test_a_take_with_a_spent_ticket_counts_its_limits_apart_when_the_room_lives_in_another_redis(
+    queued, room_elsewhere, users
+):
+    voucher = queued()
+    ticket = admitted(voucher, users[0])
+    rate = RateCount(action="purchase", counted=((Limit("user", 2, 60), str(users[0])),))
+    take(voucher, users[0], ticket, rate=rate)
+    with pytest.raises(NotAdmitted):
+        take(voucher, users[0], ticket, rate=rate)
+    with pytest.raises(RateLimited):
+        take(voucher, users[0], ticket, rate=rate)
+
+
+@pytest.mark.parametrize("elsewhere", [False, True], ids=["in-its-script", "apart"])
+def test_a_join_counts_its_limits_on_the_rooms_tag_in_its_script_or_apart(queued, rooms, users, elsewhere, request):
+    """Where the room lives in the rate limits' Redis (the client they are counted with), a
+    join's limits are counted in the room's script; elsewhere, in a round trip of their own.
+    Either way, over a limit the room does not move: the user does not join."""
+    if elsewhere:
+        request.getfixturevalue("room_elsewhere")
+    voucher = queued()
+    rate = RateCount(action="queue", counted=((Limit("address", 1, 60), "203.0.113.9"),))
+    assert room_enter(VOUCHER, voucher, user_id=users[0], join=True, rate=rate).status == "admitted"
+    with pytest.raises(RateLimited):
+        room_enter(VOUCHER, voucher, user_id=users[1], join=True, rate=rate)
+    assert room_enter(VOUCHER, voucher, user_id=users[1], join=False) is None
+    [counter] = rate.keys(tag=RoomKeys.of(VOUCHER.kind, voucher.pk).hash_tag)
+    assert int(rooms.get(counter)) == 2
