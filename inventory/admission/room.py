@@ -8,6 +8,9 @@ nobody polls has nobody to admit. Those near the head poll at their own turn and
 back every few seconds (``Standing.poll_after_seconds``), so a ticket's lifetime starts within
 a poll of its admission, and the admitted reach the take one by one, at the item's rate.
 
+The room runs on Redis' clock, read by its scripts, never on a web process's
+(``inventory.admission.scripts``); ``now`` is a test's moment.
+
 The units left are read from the database (the item's stock rows, summed) at most twice a
 second per process; between readings the room counts the tickets spent, so that units taken
 are not promised again. The reading lags what a take has reserved and not yet written
@@ -18,7 +21,6 @@ waiting room. The take decides, under the item's strategy; the room only orders 
 from __future__ import annotations
 
 import random
-import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from math import ceil
@@ -26,6 +28,7 @@ from typing import Any
 
 from django.db.models import Sum
 from django.shortcuts import get_object_or_404
+from django.utils import timezone
 
 from core.memo import ProcessMemo
 from core.ratelimit import RateCount, rate_client, rate_refuse
@@ -37,7 +40,7 @@ from .keys import RoomKeys, room_client, room_script
 from .scripts import ADVANCE
 from .tickets import Ticket, TicketHeld, ticket_read
 
-# (kind, item id) -> (units left, when read in ms), read again after this long.
+# (kind, item id) -> (units left, when read by Redis' clock in ms), read again after this long.
 UNITS_READ_SECONDS = 0.5
 _units: ProcessMemo[tuple[str, int], tuple[int, int]] = ProcessMemo(ttl=UNITS_READ_SECONDS)
 
@@ -113,8 +116,17 @@ def _ms(moment: datetime) -> int:
     return int(moment.timestamp() * 1000)
 
 
-def _now_ms(now: datetime | None) -> int:
-    return int(time.time() * 1000) if now is None else _ms(now)
+def room_now() -> datetime | None:
+    """The moment the room moves to when its caller names none: None, Redis' clock. A test that
+    drives the room through the API and moves time itself puts its own clock here (``tests/model``)."""
+    return None
+
+
+def _moment(now: datetime | None) -> int | str:
+    """The moment a script moves the room to, or checks a ticket at: ``now``, else
+    :func:`room_now`'s; "" for Redis' clock."""
+    now = now or room_now()
+    return "" if now is None else _ms(now)
 
 
 # (kind, item id) -> the item as its room reads it, for a second per process: its window and
@@ -142,13 +154,16 @@ def item_for_queue_forget(product: Product | None = None, item_id: int | None = 
 
 
 def units_left(product: Product, item: Any) -> tuple[int, int]:
-    """The item's units left as its stock rows hold them, and when they were read (ms): kept
-    :data:`UNITS_READ_SECONDS` in this process."""
+    """The item's units left as its stock rows hold them, and when they were read, by Redis'
+    clock (ms): kept :data:`UNITS_READ_SECONDS` in this process. Stamped once, by the room's
+    clock, so that the room orders every process's readings alike, and knows one reading sent
+    again for the same."""
     key = (product.kind, item.pk)
     reading = _units.get(key)
     if reading is None:
         units = Stock.objects.filter(group_id=product.group_of(item)).aggregate(units=Sum("quantity"))["units"]
-        reading = (max(units or 0, 0), int(time.time() * 1000))
+        seconds, micros = room_client().time()
+        reading = (max(units or 0, 0), seconds * 1000 + micros // 1000)
         _units.put(key, reading)
     return reading
 
@@ -158,12 +173,12 @@ def units_forget(product: Product, item_id: int) -> None:
     _units.forget((product.kind, item_id))
 
 
-def advance_args(product: Product, item: Any, user_id: int, join: bool, now_ms: int) -> list:
-    """The ``ADVANCE`` script's ARGV for ``user_id`` in the item's room at ``now_ms``."""
+def advance_args(product: Product, item: Any, user_id: int, join: bool, moment: int | str) -> list:
+    """The ``ADVANCE`` script's ARGV for ``user_id`` in the item's room at ``moment`` (:func:`_moment`)."""
     units, units_ms = units_left(product, item)
     rate = float(item.admission_rate)
     return [
-        now_ms,
+        moment,
         _ms(item.begin_at),
         repr(rate),
         repr(max(1.0, rate * BURST_SECONDS)),
@@ -184,10 +199,10 @@ def room_join_many(product: Product, item: Any, user_ids, *, now: datetime | Non
     client = room_client()
     advance = client.register_script(ADVANCE)
     keys = RoomKeys.of(product.kind, item.pk).all
-    now_ms = _now_ms(now)
+    moment = _moment(now)
     pipe = client.pipeline(transaction=False)
     for n, user_id in enumerate(user_ids, 1):
-        advance(keys=keys, args=advance_args(product, item, user_id, True, now_ms), client=pipe)
+        advance(keys=keys, args=advance_args(product, item, user_id, True, moment), client=pipe)
         if n % batch == 0:
             pipe.execute()
     pipe.execute()
@@ -213,13 +228,12 @@ def room_enter(
     ticket, none being needed. Where the room moves, ``rate``'s limits are counted first, on
     the room's hash tag: in the same round trip where they live in the room's Redis, else in
     one of their own; over one, ``RateLimited``, the room not moved."""
-    now_ms = _now_ms(now)
-    if now_ms >= _ms(item.end_at):
-        return Standing(status="closed")
     if item.admission == Admission.OPEN:
-        return Standing(status="admitted", eta_seconds=0)
+        # No room to ask: the process's clock says whether the sale has ended, as a take's window.
+        ended = (now or room_now() or timezone.now()) >= item.end_at
+        return Standing(status="closed") if ended else Standing(status="admitted", eta_seconds=0)
     room = RoomKeys.of(product.kind, item.pk)
-    keys, args = room.all, advance_args(product, item, user_id, join, now_ms)
+    keys, args = room.all, advance_args(product, item, user_id, join, _moment(now))
     if rate is not None and rate_client() is room_client():
         keys, args = keys + rate.keys(tag=room.hash_tag), args + rate.args()
     elif rate is not None:
@@ -227,8 +241,10 @@ def room_enter(
     answer = room_script(ADVANCE)(keys=keys, args=args)
     if int(answer[0]) == 5:
         rate_refuse(int(answer[1]))
-    state, rank, size, serial, deadline, credit, blocked = answer
-    state, rank, size = int(state), int(rank), int(size)
+    if int(answer[0]) == 6:
+        return Standing(status="closed")
+    state, rank, size, serial, deadline, credit, blocked, now_ms = answer
+    state, rank, size, now_ms = int(state), int(rank), int(size), int(now_ms)
     if state == 4:
         return None
     if state == 2:
@@ -274,11 +290,10 @@ def ticket_held(
 ) -> TicketHeld:
     """For a take of ``item`` by ``user_id`` (an item whose admission is ``queue``; an
     ``open`` one's takes need nothing), to run in: ``ticket`` read (``NotAdmitted``, 403,
-    unless its signature is good, for this user and item, and it has not lapsed), to be
-    spent by the take (``TicketHeld``)."""
-    now_ms = _now_ms(now)
-    read = ticket_read(ticket, kind=product.kind, item_id=item.pk, user_id=user_id, now_ms=now_ms)
-    return TicketHeld(RoomKeys.of(product.kind, item.pk), user_id, read.serial, now_ms)
+    unless its signature is good, for this user and item), to be spent by the take
+    (``TicketHeld``), which the room refuses once lapsed, by Redis' clock."""
+    read = ticket_read(ticket, kind=product.kind, item_id=item.pk, user_id=user_id)
+    return TicketHeld(RoomKeys.of(product.kind, item.pk), user_id, read.serial, _moment(now))
 
 
 def room_clear(product: Product, item_id: int) -> None:

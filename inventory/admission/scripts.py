@@ -20,40 +20,58 @@ The keys of one item's room:
 The units left to admit for are the last reading less the tickets used since and the tickets
 still out: a unit is promised to one admitted buyer at most, so admission stops when the stock
 is gone and a unit that comes back (a cancel, an expiry) admits the next buyer.
+
+Every moment a room reads or writes (a ticket's deadline, the rate's last move, a ticket's
+lapse, the units' reading) is Redis' clock (``TIME``), one for every web process: by each
+process's own, one whose clock ran fast dropped the others' live tickets as lapsed, handed
+out longer deadlines and moved the rate's last move into the future. A test may give the
+moment instead (``now``), never a web process.
 """
 
 from core.ratelimit import RATE_WAIT
+
+# ``clock_ms()``: Redis' clock, in ms.
+CLOCK = """
+local function clock_ms()
+  local time = redis.call('TIME')
+  return time[1] * 1000 + math.floor(time[2] / 1000)
+end
+"""
 
 # Count the join's or poll's rate limits, where they live in the room's Redis, then advance the
 # room to ``now``, join the user to its line if asked, and say where the user stands.
 #
 # KEYS: line, admitted, serials, room, then the rate limits' counters (none when not counted here)
-# ARGV: now (ms), opens (ms), rate (per second), burst (admissions), ticket (ms),
-#       units (the units left as read, or -1 when not read), units_ms (when they were read),
+# ARGV: now (ms; "" for Redis' clock), opens (ms), rate (per second), burst (admissions),
+#       ticket (ms), units (the units left as read, or -1 when not read), units_ms (when they
+#       were read, by Redis' clock),
 #       user, join (1 to join, 0 to poll), lobby_score (a random number in [0, 1)),
 #       serial_base (a random number of 50 bits: where a new room's ticket serials start),
 #       expires (ms: when the room's keys go, the sale's end and a ticket's lifetime past it),
 #       then each counter's limit and window (ms) (core.ratelimit)
 #
-# Called only before the sale's end (the caller answers ``closed`` after it). Returns
-# {5, ms to wait} when a rate limit refused the call, the room not moved; otherwise
-# {state, rank, size, serial, deadline, credit, blocked}: state 1 waiting, 2 admitted, 3 sold
+# Returns {5, ms to wait} when a rate limit refused the call, the room not moved; {6, now}
+# once the sale has ended (``expires`` less a ticket's lifetime), the room not moved; otherwise
+# {state, rank, size, serial, deadline, credit, blocked, now}: state 1 waiting, 2 admitted, 3 sold
 # out, 4 not in the line; rank the user's 0-based place among those waiting (-1 when
 # not waiting or still in the lobby); size how many wait; serial and deadline the ticket's
 # (admitted); credit the admissions due now, as a string (for the estimated wait); blocked,
 # while every unit left is promised to a ticket still out, the first of their deadlines (ms:
-# the earliest a unit comes free for the line, unless one comes back), else 0.
+# the earliest a unit comes free for the line, unless one comes back), else 0; now the moment
+# (ms) the room moved to.
 ADVANCE = (
     RATE_WAIT
+    + CLOCK
     + """
 if #KEYS > 4 then
   local wait = rate_wait(5, 13)
   if wait > 0 then return {5, wait} end
 end
-local now, opens = tonumber(ARGV[1]), tonumber(ARGV[2])
+local now, opens = ARGV[1] == '' and clock_ms() or tonumber(ARGV[1]), tonumber(ARGV[2])
 local rate, burst, ticket_ms = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
 local units_read, units_ms = tonumber(ARGV[6]), tonumber(ARGV[7])
 local user, join, expires = ARGV[8], ARGV[9] == '1', ARGV[12]
+if now >= tonumber(expires) - ticket_ms then return {6, now} end
 local room = KEYS[4]
 local held = redis.call('HMGET', room, 'used', 'units_ms', 'units', 'used_base', 'last', 'credit', 'expires')
 local used = tonumber(held[1] or '0')
@@ -126,24 +144,24 @@ end
 local deadline = redis.call('ZSCORE', KEYS[2], user)
 if deadline then
   return {2, -1, redis.call('ZCARD', KEYS[1]), tonumber(redis.call('HGET', KEYS[3], user)), tonumber(deadline),
-          tostring(credit), 0}
+          tostring(credit), 0, now}
 end
 local rank = redis.call('ZRANK', KEYS[1], user)
 local size = redis.call('ZCARD', KEYS[1])
 if not rank then
-  return {4, -1, size, 0, 0, tostring(credit), 0}
+  return {4, -1, size, 0, 0, tostring(credit), 0, now}
 end
 if now < opens then
-  return {1, -1, size, 0, 0, tostring(credit), 0}
+  return {1, -1, size, 0, 0, tostring(credit), 0, now}
 end
 if units <= 0 then
-  return {3, rank, size, 0, 0, tostring(credit), 0}
+  return {3, rank, size, 0, 0, tostring(credit), 0, now}
 end
 local blocked = 0
 if room_left <= 0 then
   blocked = tonumber(redis.call('ZRANGE', KEYS[2], 0, 0, 'WITHSCORES')[2] or '0')
 end
-return {1, rank, size, 0, 0, tostring(credit), blocked}
+return {1, rank, size, 0, 0, tostring(credit), blocked, now}
 """
 )
 
@@ -178,19 +196,22 @@ end
 # corrects a take that took none.
 #
 # KEYS: admitted, serials, room, then the rate limits' counters (none when not counted here)
-# ARGV: user, serial, now (ms), then each counter's limit and window (ms) (core.ratelimit)
+# ARGV: user, serial, now (ms; "" for Redis' clock), then each counter's limit and window (ms)
+#       (core.ratelimit)
 #
 # Returns the ticket's deadline (ms) when it was spent; 0 when it was not the user's live
 # one; minus the ms to wait when a rate limit refused the take, the ticket left unspent.
 TICKET_SPEND = (
     TICKET
     + RATE_WAIT
+    + CLOCK
     + """
 local wait = rate_wait(4, 4)
 if wait > 0 then
   return -wait
 end
-local deadline = ticket_live(KEYS[1], KEYS[2], ARGV[1], ARGV[2], tonumber(ARGV[3]))
+local now = ARGV[3] == '' and clock_ms() or tonumber(ARGV[3])
+local deadline = ticket_live(KEYS[1], KEYS[2], ARGV[1], ARGV[2], now)
 if not deadline then
   return 0
 end
@@ -206,11 +227,14 @@ return deadline
 # expiry). Its keys, emptied by the spend and written again here, go with the room's.
 #
 # KEYS: admitted, serials, room, line
-# ARGV: user, serial, deadline (ms), now (ms)
+# ARGV: user, serial, deadline (ms), now (ms; "" for Redis' clock)
 #
 # Returns 1 when the ticket is good again, 0 otherwise.
-TICKET_RETURN = """
-if tonumber(ARGV[3]) <= tonumber(ARGV[4]) or redis.call('ZSCORE', KEYS[1], ARGV[1])
+TICKET_RETURN = (
+    CLOCK
+    + """
+local now = ARGV[4] == '' and clock_ms() or tonumber(ARGV[4])
+if tonumber(ARGV[3]) <= now or redis.call('ZSCORE', KEYS[1], ARGV[1])
     or redis.call('ZSCORE', KEYS[4], ARGV[1]) or redis.call('EXISTS', KEYS[3]) == 0 then
   return 0
 end
@@ -224,3 +248,4 @@ if ttl > 0 then
 end
 return 1
 """
+)

@@ -45,9 +45,9 @@ HEADER = "Admission-Ticket"
 MAX_LENGTH = 200
 
 # Refusals past the ticket's check that give it back, beside those that ask again: a take
-# told the sale has not started was admitted by a room whose clock said it had (the room's
-# process's clock and the take's, or Redis', a moment apart at the opening), and the buyer
-# would otherwise lose their place for that moment.
+# told the sale has not started was admitted by a room whose clock said it had (Redis', and
+# the take's window by its process's clock under a strategy other than ``redis_lua``, a
+# moment apart at the opening), and the buyer would otherwise lose their place for that moment.
 GIVEN_BACK = frozenset({"not_started"})
 
 
@@ -83,9 +83,11 @@ def _signature(value: str) -> str:
     return mac.hexdigest()
 
 
-def ticket_read(text: str | None, *, kind: str, item_id: int, user_id: int, now_ms: int) -> Ticket:
+def ticket_read(text: str | None, *, kind: str, item_id: int, user_id: int) -> Ticket:
     """The ticket ``text`` says, when its signature is good and it was given to ``user_id``
-    for this item and has not lapsed; ``NotAdmitted`` otherwise, saying which."""
+    for this item; ``NotAdmitted`` otherwise, saying which. Whether it has lapsed is the
+    room's to say, by Redis' clock (``scripts.TICKET``): by this process's, a clock running
+    fast refused tickets still live."""
     if not text:
         raise NotAdmitted("This sale admits buyers through its waiting room: join its queue, and take with the ticket.")
     value, _, signature = text.rpartition(".")
@@ -103,8 +105,6 @@ def ticket_read(text: str | None, *, kind: str, item_id: int, user_id: int, now_
         raise NotAdmitted("The admission ticket is not one this server gave.") from None
     if (ticket.kind, ticket.item_id, ticket.user_id) != (kind, item_id, user_id):
         raise NotAdmitted("The admission ticket was given to another buyer or for another sale.")
-    if ticket.deadline_ms <= now_ms:
-        raise NotAdmitted("The admission ticket has lapsed: join the queue again.")
     return ticket
 
 
@@ -138,7 +138,7 @@ class TicketHeld:
     keys: RoomKeys
     user_id: int
     serial: int
-    now_ms: int
+    moment: int | str  # "" for Redis' clock; a test's moment (ms)
     deadline: int | None = None  # set once spent in its own round trip, to give it back by
 
     @property
@@ -175,8 +175,8 @@ class TicketHeld:
         return [self.keys.admitted, self.keys.serials, self.keys.room]
 
     def spend_args(self) -> list:
-        """Its serial and the moment (ms) it is checked at."""
-        return [self.serial, self.now_ms]
+        """Its serial and the moment (ms) it is checked at: "" for Redis' clock."""
+        return [self.serial, self.moment]
 
     def __enter__(self) -> TicketHeld:
         return self
@@ -185,10 +185,9 @@ class TicketHeld:
         if error is None or not self.spent or _outcome_unknown(error):
             return
         if not isinstance(error, DomainError) or asks_again(error.status, error.code) or error.code in GIVEN_BACK:
-            # By the moment it was checked: a ticket that lapsed during the take is back only
-            # until the room's next move drops it.
+            # Only before its deadline, by Redis' clock: one that lapsed during the take is not.
             room_script(TICKET_RETURN)(
-                keys=[*self.spend_keys, self.keys.line], args=[self.user_id, self.serial, self.deadline, self.now_ms]
+                keys=[*self.spend_keys, self.keys.line], args=[self.user_id, self.serial, self.deadline, self.moment]
             )
 
 

@@ -64,8 +64,8 @@ from ..admission.scripts import TICKET
 # ARGV[1] user id, ARGV[2] a uniform random number in [0, 1) drawn by the caller (so that tests can seed it), ARGV[3]
 #         the kick flag's lifetime in ms, ARGV[4] the request's id ("" for none), for the worker's log line, ARGV[5]
 #         the number of states the caller's item is spread over (``Rules.states``), ARGV[6] the ticket's serial (""
-#         for none), ARGV[7] the room's clock (ms) it is checked by, ARGV[8...] each rate-limit counter's limit and
-#         window in ms, in pairs
+#         for none), ARGV[7] the moment (ms) it is checked at ("" for Redis' clock: a test's), ARGV[8...] each
+#         rate-limit counter's limit and window in ms, in pairs
 # Returns "ok <stock id or ''> <seq> <n> <marks> <kick> <limit>", where seq is this take's number among the user's
 # takes (the database's per-user backstop), n the reservation's number in the group, marks the user's field after it
 # (its takes first), kick 1 when the caller should ask for the stream to be persisted, and limit the limit of takes it
@@ -81,11 +81,14 @@ RESERVE = (
     local wait = rate_wait(first_rate, 8)
     if wait > 0 then return string.format('rate_limited %d', wait) end
 end
+local now = redis.call('TIME')
+local now_ms = now[1] * 1000 + math.floor(now[2] / 1000)
 if ticket ~= '' then
 """
     + TICKET
     + """
-    if not ticket_live(KEYS[4], KEYS[5], user, ticket, tonumber(ARGV[7])) then return 'not_admitted' end
+    local at = ARGV[7] == '' and now_ms or tonumber(ARGV[7])  -- a test's moment, or Redis' clock as the window's
+    if not ticket_live(KEYS[4], KEYS[5], user, ticket, at) then return 'not_admitted' end
     spend = function(took) ticket_use(KEYS[4], KEYS[5], KEYS[6], user, took) end
 end
 local sub, format, pack, unpack = string.sub, string.format, struct.pack, struct.unpack
@@ -95,8 +98,6 @@ if not live then return 'unavailable' end
 if #got[1] > 56 and unpack('>d', got[1], 57) ~= tonumber(ARGV[5]) then return 'moved' end
 local _, begin_ms, end_ms, limit, no_take = unpack('>ddddd', got[1])
 local n, total, left, kick_at = unpack('>dddd', live)
-local now = redis.call('TIME')
-local now_ms = now[1] * 1000 + math.floor(now[2] / 1000)
 if now_ms < begin_ms then return 'not_started' end
 if now_ms >= end_ms then if spend then spend(false) end return 'ended' end
 local seq, value = '1', '1'

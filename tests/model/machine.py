@@ -72,8 +72,8 @@ def counted(rule_method: Callable) -> Callable:
 
 
 class Clock:
-    """What ``timezone.now()`` answers while a machine runs: moved by its rules only, in whole
-    seconds, so that the waiting room's milliseconds (``time()``) are exact."""
+    """What ``timezone.now()`` and the waiting room's moment answer while a machine runs: moved
+    by its rules only, in whole seconds, so that the room's milliseconds are exact."""
 
     def __init__(self) -> None:
         self.real = timezone.now
@@ -85,10 +85,6 @@ class Clock:
 
     def __call__(self) -> datetime:
         return self.now
-
-    def time(self) -> float:
-        """``time.time()`` as the waiting room reads it (``inventory.admission.room``)."""
-        return self.now.timestamp()
 
 
 def to_ms(moment: datetime | None) -> datetime | None:

@@ -45,10 +45,10 @@ def machine_for(product: type[ItemMachine], strategy: str, clock: Clock) -> type
 
 @pytest.fixture
 def clock(monkeypatch) -> Clock:
-    """``timezone.now()`` and the waiting room's ``time.time()`` as the machine's clock."""
+    """``timezone.now()`` and the waiting room's moment (``room_now``) as the machine's clock."""
     clock = Clock()
     monkeypatch.setattr(timezone, "now", clock)
-    monkeypatch.setattr(room, "time", clock)
+    monkeypatch.setattr(room, "room_now", clock)
     return clock
 
 
