@@ -11,11 +11,14 @@ a poll of its admission, and the admitted reach the take one by one, at the item
 The room runs on Redis' clock, read by its scripts, never on a web process's
 (``inventory.admission.scripts``); ``now`` is a test's moment.
 
-The units left are read from the database (the item's stock rows, summed) at most twice a
-second per process; between readings the room counts the tickets spent, so that units taken
-are not promised again. The reading lags what a take has reserved and not yet written
-(``redis_lua``) by a moment: a buyer admitted on that lag finds the item sold out, as without a
-waiting room. The take decides, under the item's strategy; the room only orders who asks.
+The units left are read at most twice a second per process: a ``redis_lua`` item's from its
+states in Redis, which every take reserves from at once, and any other item's from the
+database (its stock rows, summed), which its takes write to. Between readings the room counts
+the tickets spent, so that units taken are not promised again. Read from the database, a
+``redis_lua`` item's units lagged its takes by as long as its drains took to write them, and
+every reading forgot the tickets spent meanwhile: under a crowd, the room admitted hundreds
+more than the units left, each to find the item sold out. The take decides, under the item's
+strategy; the room only orders who asks.
 """
 
 from __future__ import annotations
@@ -36,6 +39,11 @@ from core.ratelimit import RateCount, rate_client, rate_refuse
 from ..models import Stock
 from ..product import Product
 from ..records import Admission
+from ..redis_lua.bucket_states import item_states
+from ..redis_lua.client import reservations_client
+from ..redis_lua.closing import item_keeps_state
+from ..redis_lua.item_buckets import item_bucketed
+from ..redis_lua.values import GroupKeys, stock_of
 from .keys import RoomKeys, room_client, room_script
 from .scripts import ADVANCE
 from .tickets import Ticket, TicketHeld, ticket_read
@@ -154,18 +162,34 @@ def item_for_queue_forget(product: Product | None = None, item_id: int | None = 
 
 
 def units_left(product: Product, item: Any) -> tuple[int, int]:
-    """The item's units left as its stock rows hold them, and when they were read, by Redis'
-    clock (ms): kept :data:`UNITS_READ_SECONDS` in this process. Stamped once, by the room's
-    clock, so that the room orders every process's readings alike, and knows one reading sent
-    again for the same."""
+    """The item's units left (:func:`units_held`), and when they were read, by Redis' clock
+    (ms): kept :data:`UNITS_READ_SECONDS` in this process. Stamped once, by the room's clock,
+    so that the room orders every process's readings alike, and knows one reading sent again
+    for the same."""
     key = (product.kind, item.pk)
     reading = _units.get(key)
     if reading is None:
-        units = Stock.objects.filter(group_id=product.group_of(item)).aggregate(units=Sum("quantity"))["units"]
+        units = units_held(product, item)
         seconds, micros = room_client().time()
-        reading = (max(units or 0, 0), seconds * 1000 + micros // 1000)
+        reading = (units, seconds * 1000 + micros // 1000)
         _units.put(key, reading)
     return reading
+
+
+def units_held(product: Product, item: Any) -> int:
+    """The item's units left: a ``redis_lua`` item's as its states hold them, where Redis holds
+    every one (units moving between two buckets' states are in neither: a moment's under-count),
+    else as its stock rows do."""
+    if item_keeps_state(item):
+        reservations = reservations_client()
+        pipe = reservations.client.pipeline(transaction=False)
+        for state in item_states(product.group_of(item), item_bucketed(product, item)):
+            pipe.hget(GroupKeys.of(state).state, "live")
+        held = [stock_of(live) for live in pipe.execute()]
+        if all(stock is not None for stock in held):
+            return sum(max(units, 0) for stock in held for units in stock.values())
+    units = Stock.objects.filter(group_id=product.group_of(item)).aggregate(units=Sum("quantity"))["units"]
+    return max(units or 0, 0)
 
 
 def units_forget(product: Product, item_id: int) -> None:

@@ -14,7 +14,7 @@ from core.errors import DomainError
 from core.ratelimit import Limit, RateCount, RateLimited
 from core.window import NotStarted
 from inventory.admission.keys import RoomKeys
-from inventory.admission.room import room_enter, ticket_held
+from inventory.admission.room import room_enter, ticket_held, units_forget
 from inventory.admission.tickets import TicketHeld
 from inventory.errors import NotAdmitted, SoldOut, StateMissing
 from inventory.redis_lua.client import reservations_client
@@ -266,3 +266,19 @@ def test_a_join_counts_its_limits_on_the_rooms_tag_in_its_script_or_apart(queued
     assert room_enter(VOUCHER, voucher, user_id=users[1], join=False) is None
     [counter] = rate.keys(tag=RoomKeys.of(VOUCHER.kind, voucher.pk).hash_tag)
     assert int(rooms.get(counter)) == 2
+
+
+def test_a_redis_lua_rooms_units_are_what_its_state_holds_not_the_rows_its_drains_have_yet_to_write(
+    queued, rooms, users
+):
+    """A unit reserved in Redis is gone from the room's next reading of the units, written to
+    the database or not (no worker writes it here). Read from the stock rows, which still said
+    2, the room promised that unit again, and every reading forgot the tickets spent since."""
+    voucher = queued(stock=2)
+    take(voucher, users[0], admitted(voucher, users[0]))
+    units_forget(VOUCHER, voucher.pk)  # the next move reads the units again
+    assert admitted(voucher, users[1])
+    standing = room_enter(VOUCHER, voucher, user_id=users[2], join=True)
+    for _ in range(50):  # the rate earns an admission every millisecond: the units withhold it
+        standing = room_enter(VOUCHER, voucher, user_id=users[2], join=False)
+    assert standing.status != "admitted", standing
