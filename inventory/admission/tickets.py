@@ -64,23 +64,33 @@ class Ticket(NamedTuple):
 
 
 @functools.cache
-def _keyed():
-    """BLAKE2b keyed for the server's secret, fed nothing: each signature copies it, which is
-    cheaper than keying a new one (the key takes a block of its own). Never updated itself;
-    made again when ``SECRET_KEY`` changes (tests)."""
-    return hashlib.blake2b(key=hashlib.sha256(f"{SALT}:{settings.SECRET_KEY}".encode()).digest(), digest_size=16)
+def _keyed() -> tuple:
+    """BLAKE2b keyed for the server's secret, then for each of its ``SECRET_KEY_FALLBACKS``, fed
+    nothing: each signature copies one, which is cheaper than keying a new one (the key takes
+    a block of its own). A ticket is signed with the first and checked against each, so that
+    one given before a rotation of the secret stays good until it lapses, as Django's own
+    signatures do. Never updated themselves; made again when either setting changes (tests)."""
+    secrets = [settings.SECRET_KEY, *settings.SECRET_KEY_FALLBACKS]
+    return tuple(
+        hashlib.blake2b(key=hashlib.sha256(f"{SALT}:{secret}".encode()).digest(), digest_size=16) for secret in secrets
+    )
 
 
 @receiver(setting_changed)
 def _forget_key(*, setting: str, **kwargs) -> None:
-    if setting == "SECRET_KEY":
+    if setting in ("SECRET_KEY", "SECRET_KEY_FALLBACKS"):
         _keyed.cache_clear()
 
 
-def _signature(value: str) -> str:
-    mac = _keyed().copy()
+def _signature(value: str, keyed=None) -> str:
+    mac = (_keyed()[0] if keyed is None else keyed).copy()
     mac.update(value.encode())
     return mac.hexdigest()
+
+
+def _signed_here(value: str, signature: str) -> bool:
+    """Whether ``signature`` is ``value``'s under the secret or one of its fallbacks."""
+    return any(hmac.compare_digest(signature, _signature(value, keyed)) for keyed in _keyed())
 
 
 def ticket_read(text: str | None, *, kind: str, item_id: int, user_id: int) -> Ticket:
@@ -92,12 +102,7 @@ def ticket_read(text: str | None, *, kind: str, item_id: int, user_id: int) -> T
         raise NotAdmitted("This sale admits buyers through its waiting room: join its queue, and take with the ticket.")
     value, _, signature = text.rpartition(".")
     fields = value.split(".")
-    if (
-        len(text) > MAX_LENGTH
-        or len(fields) != 5
-        or not signature.isascii()
-        or not hmac.compare_digest(signature, _signature(value))
-    ):
+    if len(text) > MAX_LENGTH or len(fields) != 5 or not signature.isascii() or not _signed_here(value, signature):
         raise NotAdmitted("The admission ticket is not one this server gave.")
     try:
         ticket = Ticket(fields[0], int(fields[1]), int(fields[2]), int(fields[3]), int(fields[4]))

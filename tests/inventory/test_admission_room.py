@@ -206,6 +206,17 @@ def test_a_ticket_is_checked_under_the_servers_secret_of_the_moment(queued, sett
     spend(voucher, 1, Ticket(*ticket.split(".")[:5]).signed(), 1.2)  # the same admission, signed anew
 
 
+def test_a_ticket_given_before_the_secret_was_rotated_stays_good_under_its_fallback(queued, settings):
+    """A rotation (the old secret kept in ``SECRET_KEY_FALLBACKS``) leaves every live ticket
+    good, as it leaves Django's own signatures: those admitted keep their turn."""
+    voucher = queued(rate=100.0)
+    enter(voucher, 1, 0.001)
+    ticket = enter(voucher, 1, 1, join=False).ticket
+    settings.SECRET_KEY_FALLBACKS = [settings.SECRET_KEY]
+    settings.SECRET_KEY = "a secret this test alone knows, of fifty characters or more"
+    spend(voucher, 1, ticket, 1.1)
+
+
 def test_a_ticket_of_a_room_that_redis_lost_is_refused_once_the_buyer_is_admitted_again(queued):
     voucher = queued(rate=100.0)
     lost = enter(voucher, 1, 0.001).ticket  # admitted by its join
