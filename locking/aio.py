@@ -28,7 +28,6 @@ from .errors import LockError, LockLost, LockNotOwned, LockTimeout
 from .lease import DEFAULT_LEASE, DEFAULT_MAX_HOLD, Released
 from .lock import resource_keys
 from .metrics import LockMetrics, observer
-from .scripts import HANDOFF_CLAIM_MS
 
 
 @dataclass
@@ -119,14 +118,11 @@ class AsyncLock:
         handed = 0
         try:
             while True:
-                taken, value = await self._acquire_script(
-                    self._keys, (token, self.lease_ms, entry, "0" if queued else "1")
+                taken, value, *newest = await self._acquire_script(
+                    (*self._keys, wake_key), (token, self.lease_ms, entry, "0" if queued else "1")
                 )
-                if taken:
-                    if not value and not handed:  # handed over between two calls
-                        popped = await self.client.lpop(wake_key)
-                        handed = int(popped) if popped is not None else 0
-                    fence = value or handed
+                if taken:  # as Lock's: the newest fence handed over, else the one the wait popped
+                    fence = value or (int(newest[0]) if newest and newest[0] is not None else handed)
                     break
                 handed = 0  # a claim that lapsed before it was taken up
                 contended = True
@@ -134,7 +130,7 @@ class AsyncLock:
                     self.metrics.refused(self.name, wait=time.monotonic() - started)
                     return None
                 queued = True
-                wait = min(value, HANDOFF_CLAIM_MS) / 1000 if value > 0 else 0.005  # as Lock's
+                wait = min(value, self.lease_ms // 3) / 1000 if value > 0 else 0.005  # as Lock's
                 if deadline is not None:
                     left = deadline - time.monotonic()
                     if left <= 0:
@@ -144,7 +140,7 @@ class AsyncLock:
                     wait = min(wait, left)
                 popped = await self.client.blpop([wake_key], timeout=max(wait, 0.001))
                 if popped is not None:  # a claim, taken up for the lease by the next ACQUIRE
-                    handed, queued = int(popped[1]), False
+                    handed = int(popped[1])
         except BaseException:
             # Cancelled while queued, or the wait ended in an error (the connection's timeout):
             # leave the queue, passing on a lock handed to us meanwhile. Left in it, the entry

@@ -131,11 +131,10 @@ class LeasedLock:
         started = self.clock()
         return blocking, started, None if timeout is None else started + timeout
 
-    def _took(self, token: str, now: float, *, lease_ends: float | None = None, renew_at: float | None = None) -> None:
+    def _took(self, token: str, now: float, *, lease_ends: float | None = None) -> None:
         """Record a successful acquisition made at ``now`` and start renewing it. ``lease_ends``:
         when the lease may end at the earliest (the call that took it started a lease before);
-        by default a lease from ``now``. ``renew_at``: the first renewal, by default a third of
-        the lease on."""
+        by default a lease from ``now``."""
         # No lock needed: the watchdog sees this holding only once watch() returns.
         self._token, self._owner, self._pid = token, threading.get_ident(), os.getpid()
         self._depth = 1
@@ -146,7 +145,7 @@ class LeasedLock:
             self.lost_reason = None
         if self.renew:
             self._context = contextvars.copy_context()
-            self._ticket = watchdog().watch(self, now + self.lease / 3 if renew_at is None else renew_at)
+            self._ticket = watchdog().watch(self, now + self.lease / 3)
 
     # -- holding -----------------------------------------------------------------------------------
 

@@ -21,10 +21,12 @@ How it works, in one round trip each way:
   signal), removes itself from the queue in the same script that passes the lock on if
   it had just been handed it. A waiter killed outright (SIGKILL) cannot: the next
   release hands the lock to its entry, but a hand-off holds the key for a claim
-  (``scripts.HANDOFF_CLAIM_MS``, a second) until the waiter takes it up for its lease, so
-  the dead entry holds the lock unused for that claim, not for a lease.
+  (``scripts.CLAIM``: a second, or a third of the lease and half a second) until the
+  waiter takes it up for its lease, so the dead entry holds the lock unused for that
+  claim, not for a lease.
 - A holder that dies without releasing leaves a key that expires with its lease;
-  waiters block no longer than the holder's remaining lease, nor a claim, before retrying.
+  waiters block no longer than the holder's remaining lease, nor a third of their own, before
+  retrying.
 """
 
 from __future__ import annotations
@@ -32,11 +34,10 @@ from __future__ import annotations
 import secrets
 
 from redis import Redis
-from redis.exceptions import RedisError
+from redis.exceptions import NoScriptError, RedisError
 
 from . import scripts, wire
 from .lease import LeasedLock, Released
-from .scripts import HANDOFF_CLAIM_MS
 from .watchdog import renewal_client
 
 
@@ -110,10 +111,10 @@ class Lock(LeasedLock):
         if fence is None and direct and not blocking:
             self.metrics.refused(self.name, wait=self.clock() - started)
             return None
-        contended, lease_ends, renew_now = False, asked + self.lease, False
+        contended = False
         try:
             if fence is None:
-                fence, contended, lease_ends, renew_now = self._wait_for(token, entry, wake_key, blocking, deadline)
+                fence, contended, asked = self._wait_for(token, entry, wake_key, blocking, deadline)
         except BaseException:
             # Ended while queued (the connection's timeout, a signal, the worker's own time
             # limit): left in the queue, the entry would be handed the lock at the next
@@ -129,57 +130,73 @@ class Lock(LeasedLock):
             return None
         self._fence = fence
         now = self.clock()
-        self._took(token, now, lease_ends=lease_ends, renew_at=now if renew_now else None)
+        self._took(token, now, lease_ends=asked + self.lease)
         self.metrics.acquired(self.name, wait=now - started, contended=contended)
         return fence
 
     def _wait_for(
         self, token: str, entry: str, wake_key: str, blocking: bool, deadline: float | None
-    ) -> tuple[int | None, bool, float, bool]:
+    ) -> tuple[int | None, bool, float]:
         """The fence once the lock is ours (None when refused, fail-fast, or timed out),
-        whether it was held by another when first asked, when its lease or claim may end at
-        the earliest, and whether it is a claim for the watchdog to take up at once.
+        whether it was held by another when first asked, and when the call that gave it to us
+        started (its lease starts after).
 
-        A lock handed over is held for a claim (``scripts.HANDOFF_CLAIM_MS``). A renewing lock
-        leaves taking it up for the lease to the watchdog, at once, and goes on without a
-        round trip more: its claim is counted from the wake, which follows the hand-off by a
-        moment. One that does not renew takes it up with its next ACQUIRE, which queues it
-        again should the claim have lapsed."""
+        A lock handed over is held for a claim (``scripts.CLAIM``) until the ACQUIRE after the
+        wake takes it up for the lease: only then is it ours, and its lease counted, from
+        before the wait. A claim that lapsed first (the waiter was held up) is another's or
+        free: that ACQUIRE takes it or queues the waiter again."""
         queued = contended = False
-        handed = 0
+        answer, popped = None, 0
         while True:
-            asked = self.clock()
-            taken, value = self._acquire(token, entry, queued)
+            if answer is None:
+                asked = self.clock()
+                answer = self._acquire(token, entry, wake_key, queued)
+            taken, value, *handed = answer
             if taken:
-                return value or handed or self._pop_handed_fence(wake_key), contended, asked + self.lease, False
-            handed = 0  # a claim that lapsed before it was taken up
+                return value or (int(handed[0]) if handed and handed[0] is not None else popped), contended, asked
             contended = True
             if not blocking:
-                return None, contended, asked, False
+                return None, contended, asked
             queued = True
-            # The holder's remaining lease caps the wait, and so does a claim: should the lock be
-            # handed to a waiter ahead that died, its claim lapses with no release to wake us.
-            wait = min(value, HANDOFF_CLAIM_MS) / 1000 if value > 0 else 0.005
+            # The holder's remaining lease caps the wait, and so does a third of ours: the lease
+            # taken at the wake is counted from the wait's start, and a claim (longer) lapses
+            # with no release to wake us should the lock be handed to a waiter ahead that died.
+            wait = min(value, self.lease_ms // 3) / 1000 if value > 0 else 0.005
             if deadline is not None:
                 left = deadline - self.clock()
                 if left <= 0:
                     self._give_up(token, entry, wake_key)
-                    return None, contended, asked, False
+                    return None, contended, asked
                 wait = min(wait, left)
-            popped = self.client.blpop([wake_key], timeout=max(wait, 0.001))
-            if popped is not None:
-                if self.renew:
-                    return int(popped[1]), contended, self.clock() + HANDOFF_CLAIM_MS / 1000, True
-                handed, queued = int(popped[1]), False
+            asked = self.clock()
+            popped, answer = self._wait_then_acquire(token, entry, wake_key, max(wait, 0.001))
 
-    def _acquire(self, token: str, entry: str, queued: bool) -> list:
+    def _acquire(self, token: str, entry: str, wake_key: str, queued: bool) -> list:
         """One ACQUIRE; never sent twice (redis-py retries a call cut off, and a second run
         of a busy attempt would queue the caller twice: its first release would hand the
         lock to its own stale entry, and everyone wait out a lease)."""
         args = (token, self.lease_ms, entry, "0" if queued else "1")
         if self._fast_path:
-            return wire.evalsha(self.client, self._acquire_script, self._keys, args)
-        return self._acquire_script(self._keys, args)
+            return wire.evalsha(self.client, self._acquire_script, (*self._keys, wake_key), args)
+        return self._acquire_script((*self._keys, wake_key), args)
+
+    def _wait_then_acquire(self, token: str, entry: str, wake_key: str, wait: float) -> tuple[int, list]:
+        """Wait up to ``wait`` seconds on the wake key, then ACQUIRE (the caller queued): the
+        fence a hand-off pushed (0 for none) and the ACQUIRE's answer. In one write where the
+        client allows it: Redis runs the ACQUIRE as the wait ends, so a hand-off's claim is
+        taken up at once, with no round trip between, and a wait that ended empty costs none
+        more either."""
+        if not self._fast_path:
+            popped = self.client.blpop([wake_key], timeout=wait)
+            return (int(popped[1]) if popped else 0), self._acquire(token, entry, wake_key, True)
+        keys, args = (*self._keys, wake_key), (token, self.lease_ms, entry, "0")
+        acquire = ("EVALSHA", self._acquire_script.sha, len(keys), *keys, *args)
+        popped, answer = wire.call_each(self.client, ("BLPOP", wake_key, wait), acquire)
+        if isinstance(answer, NoScriptError):  # the server lost the script: it did not run
+            answer = self._acquire(token, entry, wake_key, True)
+        elif isinstance(answer, Exception):
+            raise answer
+        return (int(popped[1]) if popped else 0), answer
 
     def raise_fence(self, floor: int) -> int | None:
         """Move this resource's fence counter past ``floor`` while the lock is held, and take
@@ -214,11 +231,6 @@ class Lock(LeasedLock):
             self.client, ("SET", self.key, token, "NX", "PX", self.lease_ms), ("INCR", self.fence_key)
         )
         return fence if taken else None
-
-    def _pop_handed_fence(self, wake_key: str) -> int:
-        # ACQUIRE found the key already ours: a release handed it to us between two calls.
-        handed = self.client.lpop(wake_key)
-        return int(handed) if handed is not None else 0
 
     def _give_up(self, token: str, entry: str, wake_key: str) -> None:
         """Leave the queue; a lock handed to us in the meantime is passed on in the same script."""

@@ -5,25 +5,35 @@ Each script runs atomically in Redis. All keys of one resource share a hash tag
 is built inside RELEASE from ``ARGV`` for that reason only, and lies in the same slot.
 
 A waiter entry in the queue is ``"<token>:<lease_ms>"`` so that a hand-off gives
-the next holder its own lease. A hand-off holds the key for a claim of
-``HANDOFF_CLAIM_MS`` at most, which the woken waiter takes up for its lease with its next
-ACQUIRE: a waiter killed outright (SIGKILL), whose entry no one can remove, then holds the
-lock unused for the claim, not for a lease.
+the next holder its own lease. A hand-off holds the key for a claim (``CLAIM``), which the
+woken waiter takes up for its lease with its next ACQUIRE before it holds anything: a
+waiter killed outright (SIGKILL), whose entry no one can remove, then holds the lock unused
+for the claim, not for a lease.
 """
 
-# How long a lock handed to a waiter is held for it until it wakes and takes it up: far
-# more than a live waiter's wake takes, far less than a lease. A waiter that wakes later
-# finds the claim lapsed and queues again.
+# How long a lock handed to a waiter is held for it until it wakes and takes it up: a
+# second, or a third of the waiter's lease and half a second, whichever is longer (a waiter
+# that renews its first lease at a third of it, as one that never takes a claim up does,
+# keeps the lock), and never longer than the lease. Far longer than a live waiter's wake.
+# A waiter that wakes later finds the claim lapsed, and its ACQUIRE queues it again.
 HANDOFF_CLAIM_MS = 1000
+CLAIM = f"""
+local function claim_ms(lease)
+    return math.min(lease, math.max({HANDOFF_CLAIM_MS}, math.floor(lease / 3) + 500))
+end
+"""
 
 # Take the lock when it is free.
-# KEYS[1] lock key, KEYS[2] fence counter, KEYS[3] waiter queue
+# KEYS[1] lock key, KEYS[2] fence counter, KEYS[3] waiter queue, KEYS[4] this caller's wake key
 # ARGV[1] owner token, ARGV[2] lease in ms, ARGV[3] this caller's queue entry
 #         ("" for a caller that never queues), ARGV[4] "1" on a first attempt (append
-#         the entry if the lock is busy), "0" when already queued (leave the queue
-#         if the lock is taken)
-# Returns {1, fence} when taken, {1, 0} when already ours (handed over: its claim taken up
-# for the lease, the fence in the wake key), else {0, pttl of the holder}.
+#         the entry if the lock is busy), "0" once queued (leave the queue if the lock is
+#         taken; append the entry again if it is not there: a hand-off took it, and its
+#         claim lapsed before it was taken up)
+# Returns {1, fence} when taken; {1, 0, fence or nil} when already ours (handed over: its
+# claim taken up for the lease, and the newest fence its wake key held, the key emptied: an
+# older one is a lapsed claim's; nil when the caller's wait popped it already); else
+# {0, pttl of the holder}.
 ACQUIRE = """
 if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
     if ARGV[4] == '0' then redis.call('LREM', KEYS[3], 1, ARGV[3]) end
@@ -31,9 +41,11 @@ if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
 end
 if redis.call('GET', KEYS[1]) == ARGV[1] then
     redis.call('PEXPIRE', KEYS[1], ARGV[2])
-    return {1, 0}
+    local handed = redis.call('RPOP', KEYS[4])
+    redis.call('DEL', KEYS[4])
+    return {1, 0, handed}
 end
-if ARGV[4] == '1' and ARGV[3] ~= '' then
+if ARGV[3] ~= '' and (ARGV[4] == '1' or not redis.call('LPOS', KEYS[3], ARGV[3])) then
     redis.call('RPUSH', KEYS[3], ARGV[3])
 end
 return {0, redis.call('PTTL', KEYS[1])}
@@ -47,7 +59,7 @@ return {0, redis.call('PTTL', KEYS[1])}
 # Returns 0 when the caller did not hold the lock (never did, or its lease
 # expired), 1 when released with nobody waiting, 2 when handed to a waiter.
 RELEASE = (
-    f"local CLAIM = {HANDOFF_CLAIM_MS}\n"
+    CLAIM
     + """
 if ARGV[3] ~= '' and redis.call('LREM', KEYS[3], 1, ARGV[3]) == 1 then
     return 0
@@ -60,7 +72,7 @@ if entry then
     local sep = string.find(entry, ':', 1, true)
     local token, lease = string.sub(entry, 1, sep - 1), string.sub(entry, sep + 1)
     local wake = ARGV[2] .. token
-    redis.call('SET', KEYS[1], token, 'PX', math.min(tonumber(lease), CLAIM))
+    redis.call('SET', KEYS[1], token, 'PX', claim_ms(tonumber(lease)))
     redis.call('RPUSH', wake, redis.call('INCR', KEYS[2]))
     redis.call('PEXPIRE', wake, lease)
     return 2
@@ -108,7 +120,7 @@ return result
 # KEYS[1..n] lock keys; ARGV[1] owner token
 # Returns how many were ours (the rest had expired and are left alone).
 RELEASE_MANY = (
-    f"local CLAIM = {HANDOFF_CLAIM_MS}\n"
+    CLAIM
     + """
 local released = 0
 for i = 1, #KEYS do
@@ -120,7 +132,7 @@ for i = 1, #KEYS do
             local sep = string.find(entry, ':', 1, true)
             local token, lease = string.sub(entry, 1, sep - 1), string.sub(entry, sep + 1)
             local wake = key .. ':wake:' .. token
-            redis.call('SET', key, token, 'PX', math.min(tonumber(lease), CLAIM))
+            redis.call('SET', key, token, 'PX', claim_ms(tonumber(lease)))
             redis.call('RPUSH', wake, redis.call('INCR', key .. ':fence'))
             redis.call('PEXPIRE', wake, lease)
         else

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from redis import Redis
 from redis.commands.core import Script
-from redis.exceptions import NoScriptError
+from redis.exceptions import NoScriptError, ResponseError
 
 
 def call(client: Redis, *commands: tuple) -> list:
@@ -21,6 +21,28 @@ def call(client: Redis, *commands: tuple) -> list:
     try:
         connection.send_packed_command(connection.pack_commands(commands))
         return [connection.read_response() for _ in commands]
+    except BaseException:
+        connection.disconnect()
+        raise
+    finally:
+        pool.release(connection)
+
+
+def call_each(client: Redis, *commands: tuple) -> list:
+    """As :func:`call`, but a command the server refused answers its error in its place
+    rather than raise it, so that the other commands' replies are kept (one of them may
+    have changed something: a wait that popped its value)."""
+    pool = client.connection_pool
+    connection = pool.get_connection()
+    try:
+        connection.send_packed_command(connection.pack_commands(commands))
+        replies = []
+        for _ in commands:
+            try:
+                replies.append(connection.read_response())
+            except ResponseError as error:  # read whole: the connection stays in step
+                replies.append(error)
+        return replies
     except BaseException:
         connection.disconnect()
         raise

@@ -16,11 +16,12 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from typing import TypeVar
 
 from django.conf import settings
 from django.db import DatabaseError
+from redis.exceptions import RedisError
 
 from core.namespace import key_prefix
 from locking import ExclusiveLock, SharedLock
@@ -236,7 +237,10 @@ def drain_task_run(task, group_id: int, persist: Callable[..., Persisted], *, he
             group_id, lambda batch: persist(batch=batch, **options), reservations=options["reservations"], more=more
         )
     finally:
-        consumer_leave(options["reservations"], group_id, options["consumer"])
+        # Not in the way of the drain's own outcome (a DatabaseError it retries on): a
+        # consumer left in the group holds nothing, and the next drain of this process leaves.
+        with suppress(RedisError):
+            consumer_leave(options["reservations"], group_id, options["consumer"])
     if handled is None:
         if helper:
             return 0

@@ -393,3 +393,42 @@ def test_a_renewal_on_a_hung_server_does_not_hold_up_another_servers_locks(r):
     finally:
         hung_client.close()
         server.close()
+
+
+def test_a_waiter_held_up_past_its_claim_holds_nothing_until_it_is_handed_the_lock_again(r):
+    """The lock is handed to a waiter while it is held up between two calls (a pause of its
+    process) for longer than the hand-off's claim (a second), and another caller takes the
+    lapsed key: the waiter's next ACQUIRE finds it taken and queues the waiter again, which
+    holds the lock only once that caller hands it over, with a newer fence."""
+    holder = Lock(r, "res", lease=1)
+    holder.acquire()
+    waiter, got = Lock(r, "res", lease=1, blocking_timeout=20), []
+    paused, go = threading.Event(), threading.Event()
+    wait_then_acquire = waiter._wait_then_acquire
+
+    def held_up_once(*args):
+        if not paused.is_set():
+            paused.set()
+            go.wait(10)
+        return wait_then_acquire(*args)
+
+    waiter._wait_then_acquire = held_up_once
+    thread = threading.Thread(target=lambda: got.append(waiter.acquire()))
+    thread.start()
+    try:
+        assert paused.wait(10)  # queued, and held up before its wait
+        assert holder.release() is Released.HANDED_OFF
+        other = Lock(r, "res", lease=5, blocking_timeout=10)
+        fence = other.acquire()  # once the claim lapsed
+        assert fence is not None
+        go.set()
+        wait_until(lambda: r.llen(resource_keys("res")[2]) == 1, "the waiter queued again")
+        assert not got  # it holds nothing while another does
+        other.release()
+        thread.join(10)
+        assert got and got[0] > fence
+        waiter.check()
+    finally:
+        go.set()
+        thread.join(10)
+    assert waiter.release() is Released.RELEASED
