@@ -27,7 +27,9 @@ from django.views.decorators.http import require_GET, require_POST
 from core.errors import DomainError, InvalidInput, Unavailable
 from core.idempotency import idempotency_answered
 from core.outage import dependency_down
+from core.ratelimit import RateLimited
 
+from .admission.api import queue_rate
 from .admission.room import Standing, item_for_queue, room_enter
 from .items import item_for_take
 from .paging import PAGE_SIZE, Cursor, Page
@@ -47,6 +49,12 @@ Status = Record.Status
 # back/forward cache reloads itself (static/js/site.js).
 
 
+def _too_many(refused: RateLimited) -> HttpResponse:
+    response = HttpResponse(refused.message, status=429, content_type="text/plain")
+    response["Retry-After"] = str(refused.retry_after)
+    return response
+
+
 def live_view(template: str, context: Callable[..., dict]):
     """A page, or a fragment of one that the page polls: ``context(request, **url_ids)``
     rendered in ``template``, read with GET and never cached."""
@@ -54,7 +62,10 @@ def live_view(template: str, context: Callable[..., dict]):
     @never_cache
     @require_GET
     def view(request, **ids) -> HttpResponse:
-        return render(request, template, context(request, **ids))
+        try:
+            return render(request, template, context(request, **ids))
+        except RateLimited as refused:  # a queue's poll, over its limits: htmx keeps the part shown
+            return _too_many(refused)
 
     return view
 
@@ -198,7 +209,9 @@ class TakePages:
         for an ``open`` item, a user not logged in, or one not in the queue (the Join button)."""
         if item.admission == Admission.OPEN or not request.user.is_authenticated:
             return None
-        return room_enter(self.product, item, user_id=request.user.pk, join=False)
+        return room_enter(
+            self.product, item, user_id=request.user.pk, join=False, rate=queue_rate(request, request.user)
+        )
 
     def queue_view(self):
         """The Join button of an item with a waiting room, served at ``<item>s/<id>/queue``: the
@@ -211,7 +224,12 @@ class TakePages:
             item = self.shown(item_for_queue(self.product, item_id=ids[f"{self.item}_id"]), user=request.user)
             response = HttpResponse(status=204)
             if request.user.is_authenticated:
-                room_enter(self.product, item, user_id=request.user.pk, join=True)
+                try:
+                    room_enter(
+                        self.product, item, user_id=request.user.pk, join=True, rate=queue_rate(request, request.user)
+                    )
+                except RateLimited as refused:
+                    return _too_many(refused)
                 response["HX-Trigger"] = self.event
             return response
 

@@ -10,6 +10,8 @@ from datetime import timedelta
 import pytest
 from django.test import Client
 
+from core.namespace import key_prefix
+from core.ratelimit import rate_client
 from inventory.strategies import strategy_names
 from orders.models import Voucher
 from tests.stock import stock_left
@@ -134,7 +136,12 @@ def test_joins_and_polls_count_against_the_rate_limits_per_user_and_per_address(
     voucher = make_voucher(stock=3, admission="queue", admission_rate=0.1, starts_in=-timedelta(milliseconds=1))
     buyer, other = api_client(), api_client()
     queue = f"/api/vouchers/{voucher.pk}/queue"
-    assert [buyer.post(queue).status_code, buyer.get(queue).status_code, buyer.get(queue).status_code] == [200] * 3
+    assert buyer.post(queue).status_code == 200
+    # The room's first move set its keys to go with the sale, days away: its counters keep
+    # their own minute (counting on till the sale's end, the caller would be locked out).
+    counters = rate_client().keys(f"{key_prefix()}rate:*:queue:*")
+    assert counters and all(0 < rate_client().pttl(key) <= 60_000 for key in counters)
+    assert [buyer.get(queue).status_code, buyer.get(queue).status_code] == [200] * 2
     limited = buyer.get(queue)
     assert_error(limited, 429, "rate_limited")
     assert int(limited["Retry-After"]) >= 1

@@ -93,3 +93,16 @@ def test_staff_set_the_waiting_room_in_the_admin(admin_client_, make_voucher):
     assert list(refused.context["adminform"].form.errors) == ["admission_ticket_seconds"]
     assert admin_client_.post(change, voucher_form()).status_code == 302  # left out: kept
     assert Voucher.objects.get(pk=voucher.pk).admission == "queue"
+
+
+def test_joins_and_polls_through_the_pages_count_against_the_queues_rate_limits(buyer, make_voucher, settings):
+    """Each moves the room by a script, as the API's do: over the limits, the Join button and the
+    polled part answer 429 with Retry-After (htmx keeps the part it shows), the room not moved."""
+    settings.RATE_LIMITS_ENABLED = True
+    settings.RATE_LIMITS = {"queue": {"user": (3, 60)}}
+    voucher = make_voucher(stock=2, admission="queue", admission_rate=0.1)
+    live = f"/vouchers/{voucher.pk}/live"
+    assert buyer.post(f"/vouchers/{voucher.pk}/queue").status_code == 204
+    assert [buyer.get(live).status_code for _ in range(2)] == [200, 200]
+    for over in (buyer.get(live), buyer.post(f"/vouchers/{voucher.pk}/queue")):
+        assert over.status_code == 429 and int(over["Retry-After"]) >= 1

@@ -14,7 +14,7 @@ from pydantic import Field
 
 from core.api import json_answer, refuse_body
 from core.errors import DomainError
-from core.ratelimit import client_counted, rate_count
+from core.ratelimit import RateCount, client_counted, rate_count
 from core.schemas import InputSchema, answers, whole
 
 from ..product import Product
@@ -121,6 +121,12 @@ def queue_answers(*, join: bool) -> dict[int, Any]:
 QUEUE_ACTION = "queue"
 
 
+def queue_rate(request, user) -> RateCount | None:
+    """What a join or a poll counts, through the API and the pages alike: each moves the room
+    by a script, counted per user and per address."""
+    return rate_count(action=QUEUE_ACTION, user_id=user.pk, address=client_counted(request))
+
+
 @dataclass(frozen=True)
 class QueueCall:
     """One product's queue as a request joins or polls it, through the API and the pages alike.
@@ -132,9 +138,7 @@ class QueueCall:
 
     def standing(self, request, item_id: int, *, join: bool, user) -> Standing:
         item = self.shown(item_for_queue(self.product, item_id=item_id), user=user)
-        # Each join and poll moves the room by a script: counted per user and per address.
-        rate = rate_count(action=QUEUE_ACTION, user_id=user.pk, address=client_counted(request))
-        standing = room_enter(self.product, item, user_id=user.pk, join=join, rate=rate)
+        standing = room_enter(self.product, item, user_id=user.pk, join=join, rate=queue_rate(request, user))
         if standing is None:
             raise NotQueued()
         return standing

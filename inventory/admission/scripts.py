@@ -139,7 +139,7 @@ end
 -- moves them on): a site keeps no room of a sale that is over.
 if held[7] ~= expires then
   redis.call('HSET', room, 'expires', expires)
-  for _, key in ipairs(KEYS) do redis.call('PEXPIREAT', key, expires) end
+  for i = 1, 4 do redis.call('PEXPIREAT', KEYS[i], expires) end  -- the room's own: not the counters
 end
 local deadline = redis.call('ZSCORE', KEYS[2], user)
 if deadline then
