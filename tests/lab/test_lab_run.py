@@ -24,7 +24,7 @@ from lab.errors import LabBusy
 from lab.execute import TOKENS_FILE, lab_dir, lab_run_fail
 from lab.models import LabLane, LabRun
 from lab.selectors import lab_run_proof
-from lab.services import BOUNDS, lab_run_create
+from lab.services import BOUNDS, DEFAULTS, lab_run_create
 from loadtests.scenarios import ALL
 from loadtests.staff import staff_token_create
 from loadtests.verdict import Result
@@ -451,6 +451,40 @@ def test_the_proof_finds_its_complete_run_behind_any_number_of_newer_partial_one
     for minutes in range(25):
         fake_run(staff, strategies=["none"], finished_ago=timedelta(minutes=minutes))
     assert proof_read() == behind_one == (proof.pk, behind_one[1])
+
+
+def test_the_proofs_choice_reads_no_table_whole_behind_thousands_of_runs(make_user):
+    """A site with history: 3,000 finished runs of 8 lanes each, none that qualifies, newer than
+    the proof. Every query that chooses the proof reads the runs by their index and each run's
+    lanes by theirs: a NOT EXISTS over the lanes had MariaDB scan every lane ever run, whatever
+    the run it looked at."""
+    if connection.vendor != "mysql":
+        pytest.skip("EXPLAIN's plan is MariaDB's or MySQL's")
+    staff = make_user(staff=True)
+    proof = fake_run(staff, finished_ago=timedelta(days=1))
+    now = timezone.now()
+    runs = LabRun.objects.bulk_create(
+        LabRun(
+            product="voucher", scenario="crowd", target_url="http://127.0.0.1:8000", status="done",
+            server_processes=2, database="mysql", commit="abc123", machine="2 cores", race_window_ms=20,
+            created_by=staff, folder=f"history-{n}", started_at=now, finished_at=now - timedelta(seconds=n),
+            buckets=1, hold_seconds=0, **DEFAULTS,
+        )
+        for n in range(3000)
+    )  # fmt: skip
+    LabLane.objects.bulk_create(
+        LabLane(run=run, position=at, strategy="none", status="not_run", buckets=1)
+        for run in runs
+        for at in range(1, 9)
+    )
+    with CaptureQueriesContext(connection) as chose:
+        assert lab_run_proof(product="voucher").pk == proof.pk
+    for query in chose.captured_queries:
+        with connection.cursor() as cursor:
+            cursor.execute("EXPLAIN " + query["sql"])
+            columns = [column[0] for column in cursor.description]
+            plan = [dict(zip(columns, row, strict=True)) for row in cursor.fetchall()]
+        assert not [step for step in plan if step["type"] == "ALL"], (query["sql"], plan)
 
 
 def test_the_proof_opens_with_a_line_per_strategy_linked_to_its_card_and_the_card_to_its_item(client, make_user):
