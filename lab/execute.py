@@ -191,8 +191,10 @@ def _run_lanes(run: LabRun, lock: Lock) -> None:
     out = lab_dir(run)
     out.mkdir(parents=True, exist_ok=True)
     tokens = out / TOKENS_FILE
-    # Working no longer than the run may take: should its cleanup never run, they end soon.
-    ttl = run_time_allowed(run)
+    # Ended by the run's retirement of its users; should that never come (its worker killed),
+    # by the longest a run may take, not the run's own allowance, which a few slow lanes may
+    # pass while the crowd still needs them.
+    ttl = timedelta(seconds=LONGEST_RUN_SECONDS)
     pairs = users_with_tokens_create(count=run.crowd, prefix=f"lab{run.pk}", ttl=ttl)
     tokens.write_text("".join(f"{username} {token}\n" for username, token in pairs))
     staff_token = staff_token_create(prefix=f"lab{run.pk}-staff", ttl=ttl)

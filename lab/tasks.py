@@ -12,10 +12,13 @@ RETRY_SECONDS = 5
 
 @shared_task(
     bind=True,
-    # Redelivered after a worker died mid-run; lab_run_execute never runs a run twice: it
-    # fails one it finds running (the dead worker's) and leaves one ended alone.
+    # Redelivered after a worker died mid-run, or was killed at the hard time limit (which
+    # Celery would otherwise acknowledge, leaving the run "running" with its crowd's tokens
+    # live); lab_run_execute never runs a run twice: it fails one it finds running (the dead
+    # worker's) and leaves one ended alone.
     acks_late=True,
     reject_on_worker_lost=True,
+    acks_on_timeout=False,
     soft_time_limit=LONGEST_RUN_SECONDS,
     time_limit=LONGEST_RUN_SECONDS + 30,
 )
