@@ -19,7 +19,7 @@ from . import tokens as token_module
 from .crowd import crowd_join, crowd_leave
 from .models import ActiveChange, ApiToken, TokenCutoff, token_expiry
 from .permissions import permissions_named
-from .tokens import CHANGES_KEPT, revocations, token_hash, token_new
+from .tokens import CHANGES_KEPT, OVERLAP, revocations, token_hash, token_new
 
 # Users whose tokens ``tokens_revoke`` deletes and records at a time: within a statement's
 # parameters on every database (SQLite's included).
@@ -189,7 +189,7 @@ def tokens_revocations_record(*, tokens: Sequence[ApiToken]) -> None:
     now = token_module.revocations_clock()  # the stamp every process reads by
     cut: dict[int, tuple[int, object]] = {}  # user id: (highest stamp revoked, latest end)
     for token in tokens:
-        if token.expires_at > now:
+        if token.expires_at > now - OVERLAP:  # ended by the database's clock, maybe not by a host's
             stamp, ends = cut.get(token.user_id, (0, token.expires_at))
             cut[token.user_id] = (max(stamp, token.stamp), max(ends, token.expires_at))
     if not cut:

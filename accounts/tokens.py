@@ -170,7 +170,9 @@ class Revocations:
         from .models import TokenCutoff
 
         started = revocations_clock()
-        rows = TokenCutoff.objects.filter(expires_at__gt=started)
+        # Kept an overlap past their end by the database's clock: a token's own end is judged
+        # by this host's (``wall_clock``), which may run a little slow.
+        rows = TokenCutoff.objects.filter(expires_at__gt=started - OVERLAP)
         if self._since is not None:
             rows = rows.filter(changed_at__gte=self._since - OVERLAP)
         # Each row is the user's whole cutoff as it is now: the last read of it wins.
@@ -179,7 +181,7 @@ class Revocations:
         if self._pruned_at is None or started - self._pruned_at > OVERLAP:
             # A cutoff whose tokens have all ended refuses nothing the end does not: forget it,
             # so the map holds only what matters.
-            now = started.timestamp()
+            now = (started - OVERLAP).timestamp()
             self._cutoffs = {user_id: cutoff for user_id, cutoff in self._cutoffs.items() if cutoff.ends > now}
             self._pruned_at = started
         self._inactive_read(started)
@@ -194,7 +196,7 @@ class Revocations:
         # tokens were revoked as they went.
         whole = self._since is None or started - self._since > CHANGES_KEPT / 2
         if whole:
-            changes, inactive = ActiveChange.objects.filter(expires_at__gt=started), set()
+            changes, inactive = ActiveChange.objects.filter(expires_at__gt=started - OVERLAP), set()
         else:
             changes, inactive = ActiveChange.objects.filter(changed_at__gte=self._since - OVERLAP), None
         for user_id, active in changes.values_list("user_id", "user__is_active"):

@@ -681,3 +681,15 @@ def test_a_revocation_made_by_a_process_whose_clock_is_slow_reaches_a_process_al
     monkeypatch.undo()
     clock.now += 1  # its next read
     assert process.revoked(token_claims(raw))
+
+
+def test_a_revoked_token_stays_refused_on_a_host_whose_clock_is_behind_the_databases(make_user, monkeypatch):
+    """Its end is judged by the host's clock, its cutoff kept by the database's: a cutoff dropped
+    at its end by the database's clock left the token good on a host 40 s behind, for 40 s."""
+    user = make_user()
+    raw = token_issue(user=user, ttl=timedelta(seconds=30))
+    token_revoke_raw(user=user, raw=raw)
+    monkeypatch.setattr(tokens, "revocations_clock", lambda: database_now() + timedelta(seconds=40))
+    claims = token_claims(raw)
+    assert claims is not None  # still live by this host's clock
+    assert Revocations(clock=Clock(100.0)).revoked(claims)
