@@ -22,6 +22,7 @@ from locking.integration import locks_redis, locks_redis_options
 
 from ..admission.tickets import TicketHeld
 from . import scripts
+from .consumers import ACKNOWLEDGE
 from .returns import RETURN
 from .values import (
     HANDED_BACK_IDLE_MS,
@@ -69,6 +70,7 @@ class Reservations:
         self._set_rules = client.register_script(scripts.SET_RULES)
         self._repair = client.register_script(scripts.REPAIR)
         self._return = client.register_script(RETURN)
+        self._acknowledge = client.register_script(ACKNOWLEDGE)
 
     def reserve(
         self,
@@ -228,16 +230,13 @@ class Reservations:
             self.client.xclaim(key, PERSIST_GROUP, consumer, 0, entry_ids, idle=HANDED_BACK_IDLE_MS, justid=True)
 
     def done(self, *, group_id: int, pending: list[Pending]) -> None:
-        """Acknowledge and drop committed entries and their takes' numbers in one MULTI: an entry
-        acknowledged but kept is never handed out again."""
-        if not pending:
-            return
-        keys, entry_ids = GroupKeys.of(group_id), [one.entry_id for one in pending]
-        pipe = self.client.pipeline(transaction=True)
-        pipe.xack(keys.pending, PERSIST_GROUP, *entry_ids)
-        pipe.xdel(keys.pending, *entry_ids)
-        pipe.hdel(keys.state, *{taken_field(one.user_id, one.seq) for one in pending})
-        pipe.execute()
+        """Acknowledge and drop committed entries, and their takes' list fields where these still
+        name them, in one script (``consumers.ACKNOWLEDGE``)."""
+        if pending:
+            keys, args = GroupKeys.of(group_id), [PERSIST_GROUP]
+            for one in pending:
+                args += [one.entry_id, taken_field(one.user_id, one.seq), one.entry_id.split("-")[0]]
+            self._acknowledge(keys=[keys.pending, keys.state], args=args)
 
     def load(
         self,

@@ -1,5 +1,6 @@
 """The persisting consumers of a state's stream: each worker process reads as one of the
-stream's consumer group (``values.PERSIST_GROUP``), and leaves the group when it is done.
+stream's consumer group (``values.PERSIST_GROUP``), acknowledges what it wrote
+(``ACKNOWLEDGE``), and leaves the group when it is done.
 
 Redis keeps a consumer in its group until it is deleted, and a process' name is new with
 every process: without leaving, a live sale's streams would keep one consumer for every
@@ -16,7 +17,6 @@ from __future__ import annotations
 import os
 import socket
 
-from .client import Reservations
 from .values import PERSIST_GROUP, GroupKeys
 
 # KEYS[1] a state's stream of reservations; ARGV[1] the persisting consumer group, ARGV[2]
@@ -32,14 +32,34 @@ return 1
 """
 
 
+# Acknowledge and drop committed entries, and delete each one's take field from the state
+# (``r:<user>:<take>``, its reservation number while it waits: a user's list reads by it) where
+# it still names this reservation: a cancel between the commit and the acknowledgement frees
+# the take's number, and a new take of the user's may hold it already, whose field stays.
+# KEYS[1] the state's stream, KEYS[2] the state; ARGV[1] the consumer group, then for each
+# entry its id, its take's field and its reservation number. An entry acknowledged but kept
+# is never handed out again: acknowledged and dropped in one script.
+ACKNOWLEDGE = """
+local ids = {}
+for i = 2, #ARGV, 3 do
+    ids[#ids + 1] = ARGV[i]
+    if redis.call('HGET', KEYS[2], ARGV[i + 1]) == ARGV[i + 2] then redis.call('HDEL', KEYS[2], ARGV[i + 1]) end
+end
+redis.call('XACK', KEYS[1], ARGV[1], unpack(ids))
+redis.call('XDEL', KEYS[1], unpack(ids))
+return 1
+"""
+
+
 def consumer_name() -> str:
     """This worker process's name in the streams' consumer group."""
     return f"{socket.gethostname()}:{os.getpid()}"
 
 
-def consumer_leave(reservations: Reservations, group_id: int, consumer: str | None = None) -> bool:
-    """Remove ``consumer`` (this process by default) from the state's consumer group when it
-    holds nothing unacknowledged; whether it left (or was not there)."""
-    script = reservations.client.register_script(CONSUMER_LEAVE)
+def consumer_leave(client, group_id: int, consumer: str | None = None) -> bool:
+    """Remove ``consumer`` (this process by default) from the state's consumer group, on
+    ``client`` (the reservations' Redis), when it holds nothing unacknowledged; whether it
+    left (or was not there)."""
+    script = client.register_script(CONSUMER_LEAVE)
     keys = (GroupKeys.of(group_id).pending,)
     return bool(script(keys, (PERSIST_GROUP, consumer or consumer_name())))

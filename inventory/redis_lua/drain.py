@@ -240,7 +240,7 @@ def drain_task_run(task, group_id: int, persist: Callable[..., Persisted], *, he
         # Not in the way of the drain's own outcome (a DatabaseError it retries on): a
         # consumer left in the group holds nothing, and the next drain of this process leaves.
         with suppress(RedisError):
-            consumer_leave(options["reservations"], group_id, options["consumer"])
+            consumer_leave(options["reservations"].client, group_id, options["consumer"])
     if handled is None:
         if helper:
             return 0

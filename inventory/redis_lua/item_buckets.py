@@ -54,7 +54,7 @@ def states_persist(group_id: int, reservations: Reservations, step: Callable[[in
     process' consumer), each consumer leaving once its stream is persisted."""
     for state in _states_of(group_id, reservations):
         persist_all(lambda batch, state=state: step(state, batch))
-        consumer_leave(reservations, state)
+        consumer_leave(reservations.client, state)
 
 
 def states_drop(group_id: int, reservations: Reservations) -> None:

@@ -178,7 +178,7 @@ def test_a_consumer_killed_between_its_commit_and_its_acknowledgement_leaves_not
     voucher, group = killed_after_its_commit(reservations, make_voucher)
     assert Order.objects.filter(voucher=voucher).count() == 40
     assert reservations.waiting(group_id=group) == 40  # committed, never acknowledged
-    assert not consumer_leave(reservations, group, "doomed")  # it holds them: they stay to take over
+    assert not consumer_leave(reservations.client, group, "doomed")  # it holds them: they stay to take over
     # The next consumer takes the dead one's entries over once idle, and only acknowledges them.
     wait_until(lambda: _idle_ms(reservations, group) >= 200, "the dead consumer's entries idle", timeout=10)
     result = item_reservations_persist(
@@ -189,7 +189,7 @@ def test_a_consumer_killed_between_its_commit_and_its_acknowledgement_leaves_not
     assert stock_left(voucher) == 10 == reservations.stock(group_id=group)[stock_row(voucher)]
     assert reservations.waiting(group_id=group) == 0
     # Holding nothing now, both can leave the stream's consumer group, which then has none.
-    assert consumer_leave(reservations, group, "next") and consumer_leave(reservations, group, "doomed")
+    assert consumer_leave(reservations.client, group, "next") and consumer_leave(reservations.client, group, "doomed")
     assert reservations.client.xinfo_consumers(GroupKeys.of(group).pending, "persist") == []
 
 

@@ -466,3 +466,21 @@ def test_a_users_list_finds_their_undone_reservations_by_the_numbers_kept_for_th
     listed = reservations.of_user(group_id=group, user_id=7)
     assert [(one.reservation_id, one.why) for one in listed] == [(one.reservation_id, "refused: test") for one in mine]
     assert [one.user_id for one in reservations.of_user(group_id=group, user_id=150)] == [150]
+
+
+def test_an_acknowledgement_leaves_a_take_field_that_names_another_reservation(client, group):
+    """Between a reservation's commit and its acknowledgement, a cancel can free its take's
+    number and a new take of the user's hold it: the field then names the new reservation,
+    and the old one's acknowledgement leaves it, where it removed it from the user's list."""
+    reservations = Reservations(client)
+    reservations.load(group_id=group, rules=open_rules(limit=3), stock={1: 5})
+    first = reservations.reserve(group_id=group, user_id=7, rand=0.0)
+    (written,) = reservations.pending(group_id=group, consumer="w")
+    client.hset(GroupKeys.of(group).state, taken_field(7, first.seq), "999")  # the number taken again
+    reservations.done(group_id=group, pending=[written])
+    assert client.hget(GroupKeys.of(group).state, taken_field(7, first.seq)) == b"999"
+    assert reservations.waiting(group_id=group) == 0  # acknowledged and dropped all the same
+    second = reservations.reserve(group_id=group, user_id=7, rand=0.0)
+    (again,) = reservations.pending(group_id=group, consumer="w")
+    reservations.done(group_id=group, pending=[again])
+    assert not client.hexists(GroupKeys.of(group).state, taken_field(7, second.seq))  # its own: gone
