@@ -16,7 +16,7 @@ from django.db import models
 from inventory.records import MAX_BUCKETS
 from inventory.texts import Described, described
 from loadtests.scenarios import ALL
-from loadtests.verdict import Result, bucketed_name, counted_breaks, sales_per_second
+from loadtests.verdict import NOT_PROVEN, Result, bucketed_name, counted_breaks, sales_per_second
 
 from .lifecycle import lifecycle_cells, surge_cells, taken_text
 
@@ -254,8 +254,20 @@ class LabLane(models.Model):
             or any(bad for _, _, bad in self.lifecycle_cells)
             or any(bad for _, _, bad in self.surge_cells)
             or bool(self.buckets > 1 and self.stranded)
-            or (self.status == self.Status.DONE and bool(self.verdict) and not self.ok and not self.expected_to_break)
+            or (
+                self.status == self.Status.DONE
+                and bool(self.verdict)
+                and not self.ok
+                and not self.expected_to_break
+                and not self.unproven
+            )
         )
+
+    @property
+    def unproven(self) -> bool:
+        """Judged neither way: its audit ran while its figures still changed (``loadtests.verdict``:
+        "NOT PROVEN"), so it proves nothing, holding or broken."""
+        return self.verdict.startswith(NOT_PROVEN)
 
     @property
     def taken_text(self) -> str:
@@ -282,10 +294,12 @@ class LabLane(models.Model):
     @property
     def state(self) -> str:
         """What the lane's card shows: ``broken`` as soon as a counted invariant is above 0,
-        else ``waiting``, ``failed``, ``not_run``, ``cancelled`` or ``holding`` (running or
-        finished with none broken)."""
+        else ``unproven`` (judged neither way), ``waiting``, ``failed``, ``not_run``,
+        ``cancelled`` or ``holding`` (running or finished with none broken)."""
         if self.broken:
             return "broken"
+        if self.unproven:
+            return "unproven"
         if self.status in (self.Status.WAITING, self.Status.FAILED, self.Status.NOT_RUN, self.Status.CANCELLED):
             return self.status
         return "holding"

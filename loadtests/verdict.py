@@ -73,6 +73,9 @@ REDIS_DRIFT = {
 # A unit supplied this long before the crowd was last told nothing was left may not have
 # been seen by that refusal, which answers what its strategy read a moment before.
 STRANDED_MARGIN_SECONDS = 1.0
+# A verdict's first word when the audit ran while the figures still changed: neither holds nor
+# broke (``Result.audit_incomplete``).
+NOT_PROVEN = "NOT PROVEN"
 
 
 @dataclass
@@ -339,7 +342,9 @@ def judge(result: Result, *, breaks: str | None, server_processes: int, audit_ok
     if result.failures:
         return Verdict(f"UNEXPECTED ANSWERS ({result.failures})", expected_to_break=False, ok=False)
     if result.audit_incomplete:
-        return Verdict("NOT PROVEN: audit incomplete, still changing when audited", expected_to_break=False, ok=False)
+        return Verdict(
+            f"{NOT_PROVEN}: audit incomplete, still changing when audited", expected_to_break=False, ok=False
+        )
     return Verdict("holds", expected_to_break=False, ok=True)
 
 

@@ -27,7 +27,7 @@ from lab.selectors import lab_run_proof
 from lab.services import BOUNDS, DEFAULTS, lab_run_create
 from loadtests.scenarios import ALL
 from loadtests.staff import staff_token_create
-from loadtests.verdict import Result
+from loadtests.verdict import NOT_PROVEN, Result
 from locking.integration import locks_redis
 from locking.lock import resource_keys
 from tests.conftest import STAFF_PERMISSIONS
@@ -593,6 +593,19 @@ def test_a_run_cancelled_while_its_task_starts_it_stays_cancelled_and_runs_no_la
     run.refresh_from_db()
     assert run.status == LabRun.Status.CANCELLED and run.error.startswith("Cancelled by")
     assert run.lanes.get().status == LabLane.Status.NOT_RUN
+
+
+def test_a_lane_judged_not_proven_shows_neither_broken_nor_holding(client, make_user):
+    """Audited while its figures still changed, a safe lane proves nothing either way: its card,
+    its chip and its line on /proof/ say so, not red as broken, nor green."""
+    staff = make_user(staff=True)
+    run = fake_run(staff, strategies=["db_atomic"])
+    said = f"{NOT_PROVEN}: audit incomplete, still changing when audited"  # as judge says it
+    LabLane.objects.filter(pk=run.lanes.get().pk).update(verdict=said, ok=False)
+    lane = run.lanes.get()
+    assert (lane.broken, lane.unproven, lane.state) == (False, True, "unproven")
+    client.force_login(staff)
+    assert 'data-state="unproven"' in client.get(reverse("lab:run", args=[run.pk])).content.decode()
 
 
 def test_a_safe_lane_whose_verdict_failed_shows_broken_though_no_counter_is_above_zero(client, make_user):
