@@ -115,16 +115,14 @@ class AsyncLock:
         entry = f"{token}:{self.lease_ms}" if blocking else ""
         wake_key = self.wake_prefix + token
         queued = contended = False
-        handed = 0
         try:
             while True:
-                taken, value, *newest = await self._acquire_script(
+                taken, value = await self._acquire_script(
                     (*self._keys, wake_key), (token, self.lease_ms, entry, "0" if queued else "1")
                 )
-                if taken:  # as Lock's: the newest fence handed over, else the one the wait popped
-                    fence = value or (int(newest[0]) if newest and newest[0] is not None else handed)
+                if taken:
+                    fence = value
                     break
-                handed = 0  # a claim that lapsed before it was taken up
                 contended = True
                 if not blocking:
                     self.metrics.refused(self.name, wait=time.monotonic() - started)
@@ -138,9 +136,8 @@ class AsyncLock:
                         self.metrics.refused(self.name, wait=time.monotonic() - started)
                         return None
                     wait = min(wait, left)
-                popped = await self.client.blpop([wake_key], timeout=max(wait, 0.001))
-                if popped is not None:  # a claim, taken up for the lease by the next ACQUIRE
-                    handed = int(popped[1])
+                # A hand-off wakes it: its claim is taken up for the lease by the next ACQUIRE.
+                await self.client.blpop([wake_key], timeout=max(wait, 0.001))
         except BaseException:
             # Cancelled while queued, or the wait ended in an error (the connection's timeout):
             # leave the queue, passing on a lock handed to us meanwhile. Left in it, the entry

@@ -14,9 +14,10 @@ How it works, in one round trip each way:
   appends itself to the resource's queue and blocks on its own wake key
   (``BLPOP``); it is never polling.
 - release runs RELEASE: when someone is queued, the lock is handed straight to
-  the first waiter (the key now holds its token and lease, its fence is pushed to
-  its wake key); otherwise the key is deleted. Waiters are served in arrival
-  order, so a releaser that comes straight back queues behind them.
+  the first waiter (the key now holds its token for a claim, and its wake key is
+  pushed to), whose next ACQUIRE takes the claim up for its lease and counts its
+  fence; otherwise the key is deleted. Waiters are served in arrival order, so a
+  releaser that comes straight back queues behind them.
 - A waiter that gives up, or whose wait ends in an error (its connection's timeout, a
   signal), removes itself from the queue in the same script that passes the lock on if
   it had just been handed it. A waiter killed outright (SIGKILL) cannot: the next
@@ -146,14 +147,14 @@ class Lock(LeasedLock):
         before the wait. A claim that lapsed first (the waiter was held up) is another's or
         free: that ACQUIRE takes it or queues the waiter again."""
         queued = contended = False
-        answer, popped = None, 0
+        answer = None
         while True:
             if answer is None:
                 asked = self.clock()
                 answer = self._acquire(token, entry, wake_key, queued)
-            taken, value, *handed = answer
+            taken, value = answer
             if taken:
-                return value or (int(handed[0]) if handed and handed[0] is not None else popped), contended, asked
+                return value, contended, asked
             contended = True
             if not blocking:
                 return None, contended, asked
@@ -169,7 +170,7 @@ class Lock(LeasedLock):
                     return None, contended, asked
                 wait = min(wait, left)
             asked = self.clock()
-            popped, answer = self._wait_then_acquire(token, entry, wake_key, max(wait, 0.001))
+            answer = self._wait_then_acquire(token, entry, wake_key, max(wait, 0.001))
 
     def _acquire(self, token: str, entry: str, wake_key: str, queued: bool) -> list:
         """One ACQUIRE; never sent twice (redis-py retries a call cut off, and a second run
@@ -180,23 +181,22 @@ class Lock(LeasedLock):
             return wire.evalsha(self.client, self._acquire_script, (*self._keys, wake_key), args)
         return self._acquire_script((*self._keys, wake_key), args)
 
-    def _wait_then_acquire(self, token: str, entry: str, wake_key: str, wait: float) -> tuple[int, list]:
-        """Wait up to ``wait`` seconds on the wake key, then ACQUIRE (the caller queued): the
-        fence a hand-off pushed (0 for none) and the ACQUIRE's answer. In one write where the
-        client allows it: Redis runs the ACQUIRE as the wait ends, so a hand-off's claim is
-        taken up at once, with no round trip between, and a wait that ended empty costs none
-        more either."""
+    def _wait_then_acquire(self, token: str, entry: str, wake_key: str, wait: float) -> list:
+        """Wait up to ``wait`` seconds on the wake key (a hand-off pushes to it), then ACQUIRE
+        (the caller queued): the ACQUIRE's answer. In one write where the client allows it:
+        Redis runs the ACQUIRE as the wait ends, so a hand-off's claim is taken up at once, with
+        no round trip between, and a wait that ended empty costs none more either."""
         if not self._fast_path:
-            popped = self.client.blpop([wake_key], timeout=wait)
-            return (int(popped[1]) if popped else 0), self._acquire(token, entry, wake_key, True)
+            self.client.blpop([wake_key], timeout=wait)
+            return self._acquire(token, entry, wake_key, True)
         keys, args = (*self._keys, wake_key), (token, self.lease_ms, entry, "0")
         acquire = ("EVALSHA", self._acquire_script.sha, len(keys), *keys, *args)
-        popped, answer = wire.call_each(self.client, ("BLPOP", wake_key, wait), acquire)
+        _, answer = wire.call_each(self.client, ("BLPOP", wake_key, wait), acquire)
         if isinstance(answer, NoScriptError):  # the server lost the script: it did not run
-            answer = self._acquire(token, entry, wake_key, True)
-        elif isinstance(answer, Exception):
+            return self._acquire(token, entry, wake_key, True)
+        if isinstance(answer, Exception):
             raise answer
-        return (int(popped[1]) if popped else 0), answer
+        return answer
 
     def raise_fence(self, floor: int) -> int | None:
         """Move this resource's fence counter past ``floor`` while the lock is held, and take

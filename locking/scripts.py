@@ -12,10 +12,11 @@ for the claim, not for a lease.
 """
 
 # How long a lock handed to a waiter is held for it until it wakes and takes it up: a
-# second, or a third of the waiter's lease and half a second, whichever is longer (a waiter
-# that renews its first lease at a third of it, as one that never takes a claim up does,
-# keeps the lock), and never longer than the lease. Far longer than a live waiter's wake.
-# A waiter that wakes later finds the claim lapsed, and its ACQUIRE queues it again.
+# second, or a third of the waiter's lease and half a second, whichever is longer, and never
+# longer than the lease. Far longer than a live waiter's wake; and a waiter of an earlier
+# version, which holds a hand-off as a lease and first renews it a third of the lease on,
+# keeps it while a deployment replaces the processes. A waiter that wakes later than its
+# claim finds it lapsed, and its ACQUIRE queues it again.
 HANDOFF_CLAIM_MS = 1000
 CLAIM = f"""
 local function claim_ms(lease)
@@ -26,14 +27,14 @@ end
 # Take the lock when it is free.
 # KEYS[1] lock key, KEYS[2] fence counter, KEYS[3] waiter queue, KEYS[4] this caller's wake key
 # ARGV[1] owner token, ARGV[2] lease in ms, ARGV[3] this caller's queue entry
-#         ("" for a caller that never queues), ARGV[4] "1" on a first attempt (append
-#         the entry if the lock is busy), "0" once queued (leave the queue if the lock is
-#         taken; append the entry again if it is not there: a hand-off took it, and its
-#         claim lapsed before it was taken up)
-# Returns {1, fence} when taken; {1, 0, fence or nil} when already ours (handed over: its
-# claim taken up for the lease, and the newest fence its wake key held, the key emptied: an
-# older one is a lapsed claim's; nil when the caller's wait popped it already); else
-# {0, pttl of the holder}.
+#         ("" for a caller that never queues), ARGV[4] "1" on a first attempt, "0" once
+#         queued (leave the queue if the lock is taken)
+# A busy lock appends the entry unless it is queued already: a first attempt sent again (a
+# client that retries a call whose answer was lost) queues no second entry, and one whose
+# entry a hand-off took, its claim lapsed before it was taken up, is queued again.
+# Returns {1, fence} when taken, or already ours (handed over: its claim taken up for the
+# lease, with a fence of its own, above the one the hand-off pushed to wake the caller, which
+# a wait sent again may have lost; the wake key emptied); else {0, pttl of the holder}.
 ACQUIRE = """
 if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
     if ARGV[4] == '0' then redis.call('LREM', KEYS[3], 1, ARGV[3]) end
@@ -41,11 +42,10 @@ if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
 end
 if redis.call('GET', KEYS[1]) == ARGV[1] then
     redis.call('PEXPIRE', KEYS[1], ARGV[2])
-    local handed = redis.call('RPOP', KEYS[4])
     redis.call('DEL', KEYS[4])
-    return {1, 0, handed}
+    return {1, redis.call('INCR', KEYS[2])}
 end
-if ARGV[3] ~= '' and (ARGV[4] == '1' or not redis.call('LPOS', KEYS[3], ARGV[3])) then
+if ARGV[3] ~= '' and not redis.call('LPOS', KEYS[3], ARGV[3]) then
     redis.call('RPUSH', KEYS[3], ARGV[3])
 end
 return {0, redis.call('PTTL', KEYS[1])}

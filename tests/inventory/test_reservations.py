@@ -484,3 +484,17 @@ def test_an_acknowledgement_leaves_a_take_field_that_names_another_reservation(c
     (again,) = reservations.pending(group_id=group, consumer="w")
     reservations.done(group_id=group, pending=[again])
     assert not client.hexists(GroupKeys.of(group).state, taken_field(7, second.seq))  # its own: gone
+
+
+def test_an_acknowledgement_of_more_entries_than_lua_spreads_at_once_is_whole(client, group):
+    """A check acknowledges every written entry of a stream in one call, 8,100 here: spread
+    into one XACK, the script failed past about 8,000 ids, with the list fields already gone."""
+    reservations = Reservations(client)
+    reservations.load(group_id=group, rules=open_rules(limit=1), stock={1: 9000})
+    for user in range(1, 8101):
+        reservations.reserve(group_id=group, user_id=user, rand=0.0)
+    written = reservations.pending(group_id=group, consumer="w", count=9000)
+    assert len(written) == 8100
+    reservations.done(group_id=group, pending=written)
+    assert reservations.waiting(group_id=group) == 0
+    assert not client.hexists(GroupKeys.of(group).state, taken_field(8100, 1))

@@ -160,3 +160,31 @@ def test_a_key_prefix_names_the_same_keys_as_the_sync_locks(r):
         return lock.key, held
 
     assert run(scenario) == (resource_keys("res", "ns:")[0], None)
+
+
+class _WaitSentTwice(Redis):
+    """A client that sends a wait again after its answer was lost, as a retry does: the first
+    wait popped the hand-off's wake, and the caller sees only the second's, empty."""
+
+    async def blpop(self, *args, **kwargs):
+        if await super().blpop(*args, **kwargs) is not None:
+            return await super().blpop(*args, **kwargs)
+        return None
+
+
+def test_a_waiter_whose_wake_was_lost_still_takes_the_lock_with_a_newer_fence(r):
+    async def scenario(client):
+        holder = AsyncLock(client, "res", lease=5)
+        held = await holder.acquire()
+        resent = _WaitSentTwice(host="127.0.0.1", port=6379, db=LOCK_TEST_DB, socket_timeout=10)
+        try:
+            waiter = asyncio.create_task(AsyncLock(resent, "res", lease=5, blocking_timeout=5).acquire())
+            while await client.llen(resource_keys("res")[2]) < 1:
+                await asyncio.sleep(0.005)
+            await holder.release()
+            return held, await waiter
+        finally:
+            await resent.aclose()
+
+    held, taken = run(scenario)
+    assert taken is not None and taken > held
