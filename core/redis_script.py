@@ -51,6 +51,15 @@ import redis
 from redis.cluster import RedisCluster
 from redis.exceptions import MovedError, NoScriptError, ResponseError
 
+# A Lua piece for scripts that read Redis' clock: ``clock_ms()``, the server's time in ms
+# (one clock for every process that calls them, whatever theirs says).
+CLOCK_MS = """
+local function clock_ms()
+    local time = redis.call('TIME')
+    return time[1] * 1000 + math.floor(time[2] / 1000)
+end
+"""
+
 
 class _Kept:
     """A thread's connection, given back to the pool when the thread ends (its

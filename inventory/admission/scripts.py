@@ -29,14 +29,7 @@ moment instead (``now``), never a web process.
 """
 
 from core.ratelimit import RATE_WAIT
-
-# ``clock_ms()``: Redis' clock, in ms.
-CLOCK = """
-local function clock_ms()
-  local time = redis.call('TIME')
-  return time[1] * 1000 + math.floor(time[2] / 1000)
-end
-"""
+from core.redis_script import CLOCK_MS
 
 # Count the join's or poll's rate limits, where they live in the room's Redis, then advance the
 # room to ``now``, join the user to its line if asked, and say where the user stands.
@@ -61,7 +54,7 @@ end
 # (ms) the room moved to.
 ADVANCE = (
     RATE_WAIT
-    + CLOCK
+    + CLOCK_MS
     + """
 if #KEYS > 4 then
   local wait = rate_wait(5, 13)
@@ -204,7 +197,7 @@ end
 TICKET_SPEND = (
     TICKET
     + RATE_WAIT
-    + CLOCK
+    + CLOCK_MS
     + """
 local wait = rate_wait(4, 4)
 if wait > 0 then
@@ -231,7 +224,7 @@ return deadline
 #
 # Returns 1 when the ticket is good again, 0 otherwise.
 TICKET_RETURN = (
-    CLOCK
+    CLOCK_MS
     + """
 local now = ARGV[4] == '' and clock_ms() or tonumber(ARGV[4])
 if tonumber(ARGV[3]) <= now or redis.call('ZSCORE', KEYS[1], ARGV[1])

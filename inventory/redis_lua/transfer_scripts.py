@@ -30,14 +30,9 @@ row, a reservation made from it names that row, and persisting it decrements tha
 which still counts it. The database takes no part in a move.
 """
 
-from .scripts import STATE
+from core.redis_script import CLOCK_MS
 
-_NOW_MS = """
-local function now_ms()
-    local now = redis.call('TIME')
-    return now[1] * 1000 + math.floor(now[2] / 1000)
-end
-"""
+from .scripts import STATE
 
 # Take up to ARGV[3] units (at most half of the state's left, and at least one while it has
 # any) from the giving state's rows and write them into its outbox, in one script.
@@ -47,7 +42,7 @@ end
 # "none": no state, no epoch (not a bucketed item's state) or no units.
 TRANSFER_OUT = (
     STATE
-    + _NOW_MS
+    + CLOCK_MS
     + """
 local state = state_read(KEYS[1])
 if not state then return 'none' end
@@ -71,7 +66,7 @@ for _, id in ipairs(ids) do
     moved = moved + units
     parts[#parts + 1] = string.format('%d:%d', id, units)
 end
-local at = string.format('%d', now_ms())
+local at = string.format('%d', clock_ms())
 local rows = table.concat(parts, ',')
 local said = epoch .. ' ' .. at .. ' ' .. string.format('%d', moved) .. ' ' .. rows
 redis.call('HSET', KEYS[2], ARGV[1], ARGV[2] .. ' ' .. said)
@@ -90,13 +85,13 @@ return 'ok ' .. said
 # was loaded since the units left), "stale" (older than ARGV[4]: its mark may be pruned).
 TRANSFER_IN = (
     STATE
-    + _NOW_MS
+    + CLOCK_MS
     + """
 if redis.call('HEXISTS', KEYS[2], ARGV[1]) == 1 then return 'applied' end
 local state = state_read(KEYS[1])
 if not state then return 'unavailable' end
 if redis.call('HGET', KEYS[1], 'epoch') ~= ARGV[2] then return 'epoch' end
-local now = now_ms()
+local now = clock_ms()
 if now - tonumber(ARGV[3]) > tonumber(ARGV[4]) then return 'stale' end
 for id, units in string.gmatch(ARGV[5], '(%d+):(%d+)') do rows_add(state, id, units) end
 state_write(KEYS[1], state)
