@@ -15,17 +15,13 @@ from redis.exceptions import NoScriptError, ResponseError
 
 
 def call(client: Redis, *commands: tuple) -> list:
-    """Send ``commands`` in one write and return their replies, in order."""
-    pool = client.connection_pool
-    connection = pool.get_connection()
-    try:
-        connection.send_packed_command(connection.pack_commands(commands))
-        return [connection.read_response() for _ in commands]
-    except BaseException:
-        connection.disconnect()
-        raise
-    finally:
-        pool.release(connection)
+    """Send ``commands`` in one write and return their replies, in order; the first command
+    the server refused raises its error, once every reply is read."""
+    replies = call_each(client, *commands)
+    for reply in replies:
+        if isinstance(reply, ResponseError):
+            raise reply
+    return replies
 
 
 def call_each(client: Redis, *commands: tuple) -> list:
