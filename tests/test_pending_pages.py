@@ -60,7 +60,7 @@ def fresh_reservations():
 
     def clear(keep: set[int]) -> None:
         for key in client.scan_iter(match=instance_key("res:{group:*"), count=1000):
-            group_id = int(re.search(rb"res:\{group:(\d+)\}", key).group(1))
+            group_id = int(re.search(rb"res:\{group:(\d+)[:}]", key).group(1))  # bucket 0, or another bucket
             if group_id not in keep:
                 client.delete(key)
 
