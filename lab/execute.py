@@ -41,6 +41,7 @@ from locking.integration import locks_redis
 from .errors import LabBusy
 from .lifecycle import settings_caveat
 from .models import LabLane, LabRun
+from .proofs import run_proves
 
 # The longest lane a run may have (the form's bound on its seconds).
 LONGEST_LANE_SECONDS = 60
@@ -178,7 +179,7 @@ def lab_run_execute(*, run_id: int) -> LabRun:
         else:
             # Only a run still running becomes done: one cancelled meanwhile stays failed.
             LabRun.objects.filter(pk=run.pk, status=LabRun.Status.RUNNING).update(
-                status=LabRun.Status.DONE, finished_at=timezone.now()
+                status=LabRun.Status.DONE, finished_at=timezone.now(), proves=run_proves(run)
             )
             run.refresh_from_db()
         return run

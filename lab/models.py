@@ -87,13 +87,16 @@ class LabRun(models.Model):
     # Set when staff put this run on /proof/ (which otherwise shows only a complete run of
     # every strategy at the default size).
     published_at = models.DateTimeField(null=True, blank=True)
+    # The proof on /proof/ it can stand for (``lab.proofs``), written as it finishes: "" for none.
+    proves = models.CharField(max_length=100, blank=True, default="")
 
     class Meta:
         ordering = ["-created_at", "-id"]
-        # What /proof/ reads: the latest finished run that qualifies, newest first until one
-        # does, and the latest one published (``lab.selectors._latest``).
+        # What /proof/ reads: the latest run of a proof, and the latest one published
+        # (``lab.selectors._latest``); and the lab the run going on.
         indexes = [
             models.Index(fields=["status", "finished_at"], name="lab_run_status_finished"),
+            models.Index(fields=["proves", "finished_at"], name="lab_run_proves"),
             models.Index(fields=["published_at"], name="lab_run_published"),
         ]
         constraints = [

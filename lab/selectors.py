@@ -2,17 +2,14 @@
 
 from __future__ import annotations
 
-from functools import reduce
-from operator import or_
-
-from django.db.models import Count, OuterRef, Prefetch, Q, QuerySet, Subquery
-from django.db.models.functions import Coalesce
+from django.db.models import Prefetch, QuerySet
 from django.shortcuts import get_object_or_404
 
 from inventory.strategies import strategy_names
 from loadtests.scenarios import ALL, SURGES
 
 from .models import LabLane, LabRun
+from .proofs import proof_of_buckets, proof_of_strategies, proof_of_surge
 from .services import DEFAULTS
 
 _LANES = Prefetch("lanes", queryset=LabLane.objects.order_by("position"))
@@ -44,23 +41,8 @@ def lab_run_proof(*, product: str, lifecycle: bool = False) -> LabRun | None:
     as a run of one proves nothing of the other."""
     scenarios = [name for name, scenario in ALL.items() if scenario.lifecycle == lifecycle and name not in SURGES]
     done = LabRun.objects.filter(product=product, status=LabRun.Status.DONE, scenario__in=scenarios, buckets=1)
-    names = strategy_names()
-    # Every strategy of the registry, in its order: as many lanes, each at its position.
-    in_registry_order = reduce(or_, (Q(position=at, strategy=name) for at, name in enumerate(names, start=1)))
-    lanes = LabLane.objects.filter(run=OuterRef("pk")).order_by()
-    every_strategy = (
-        done.filter(**DEFAULTS)
-        .annotate(lanes_counted=_counted(lanes), out_of_order=_counted(lanes.exclude(in_registry_order)))
-        .filter(lanes_counted=len(names), out_of_order=0)
-    )
-    return _latest(done, every_strategy)
-
-
-def _counted(lanes: QuerySet[LabLane]) -> Coalesce:
-    """How many lanes of the run ``lanes`` (correlated on ``OuterRef("pk")``) holds, 0 for none:
-    a subquery per run read, on the lanes' (run, position) index. Not a NOT EXISTS, which
-    MariaDB runs once as a scan of every lane ever run, materialized."""
-    return Coalesce(Subquery(lanes.values("run").annotate(counted=Count("pk")).values("counted")), 0)
+    every_strategy = proof_of_strategies(product=product, lifecycle=lifecycle, strategies=strategy_names(), **DEFAULTS)
+    return _latest(done, proves=every_strategy)
 
 
 def lab_run_proof_bucketed(*, product: str) -> LabRun | None:
@@ -69,7 +51,7 @@ def lab_run_proof_bucketed(*, product: str) -> LabRun | None:
     strategies, each lane run to its end, or a later one staff published. It never replaces
     the proof of one row (``lab_run_proof``), which shows every strategy."""
     done = LabRun.objects.filter(product=product, status=LabRun.Status.DONE, buckets__gt=1)
-    return _latest(done, done)
+    return _latest(done, proves=proof_of_buckets(product))
 
 
 def lab_run_proof_surge(*, scenario: str) -> LabRun | None:
@@ -78,24 +60,18 @@ def lab_run_proof_surge(*, scenario: str) -> LabRun | None:
     ``scenario``, of any size and strategies, each lane run to its end, or a later one staff
     published. It never replaces the crowd's proof."""
     done = LabRun.objects.filter(scenario=scenario, status=LabRun.Status.DONE, buckets=1)
-    return _latest(done, done)
+    return _latest(done, proves=proof_of_surge(scenario))
 
 
-def _latest(done: QuerySet[LabRun], complete: QuerySet[LabRun]) -> LabRun | None:
-    """Of finished runs ``done``: the one staff published last, or the latest of ``complete``
-    whose lanes all ran to their end, whichever came last. Chosen in the database, however
-    many runs there were (newest first by ``lab_run_status_finished`` and
-    ``lab_run_published``, the first that qualifies), and only the chosen run's lanes loaded."""
-    unfinished = LabLane.objects.filter(run=OuterRef("pk")).exclude(status=LabLane.Status.DONE).order_by()
+def _latest(done: QuerySet[LabRun], *, proves: str) -> LabRun | None:
+    """Of finished runs ``done``: the one staff published last, or the latest run that
+    ``proves`` (``lab.proofs``), whichever came last. Each read on an index of its own
+    (``lab_run_published``, ``lab_run_proves``), a row each however many runs there were, and
+    only the chosen run's lanes loaded."""
     published = (
         done.filter(published_at__isnull=False).order_by("-published_at", "-id").values_list("published_at", "pk")
     )
-    latest = (
-        complete.annotate(unfinished=_counted(unfinished))
-        .filter(unfinished=0)
-        .order_by("-finished_at", "-id")
-        .values_list("finished_at", "pk")
-    )
+    latest = LabRun.objects.filter(proves=proves).order_by("-finished_at", "-id").values_list("finished_at", "pk")
     candidates = [chosen for chosen in (published.first(), latest.first()) if chosen]
     if not candidates:
         return None

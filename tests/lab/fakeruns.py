@@ -11,6 +11,7 @@ from django.utils import timezone
 from inventory.buckets import units_spread
 from inventory.strategies import STRATEGIES, strategy_names
 from lab.models import LabLane, LabRun
+from lab.proofs import run_proves
 from lab.services import DEFAULTS
 from loadtests.scenarios import ALL, HOLD_SECONDS, LIFECYCLE
 from loadtests.verdict import Result, counted_breaks, judge, sales_per_second
@@ -103,4 +104,8 @@ def fake_run(
             supply_series=result.supply_series, verdict=result.verdict, expected_to_break=result.expected_to_break,
             ok=result.ok, figures=figures,
         )  # fmt: skip
+    if status == "done":
+        # As the run's task writes it when the run finishes.
+        run.proves = run_proves(run)
+        run.save(update_fields=["proves"])
     return run

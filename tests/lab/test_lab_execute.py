@@ -18,6 +18,7 @@ from harness.server import running_server
 from inventory.models import Stock
 from lab.execute import CANCEL_POLL_SECONDS, lab_dir, lab_run_execute, stopped_on_cancel
 from lab.models import LabLane, LabRun
+from lab.proofs import proof_of_strategies
 from lab.services import lab_run_cancel, lab_run_create
 from loadtests.scenarios import SERVER_SETTINGS
 from orders.models import Voucher
@@ -57,6 +58,9 @@ def test_a_one_second_lane_is_judged_and_the_runs_users_are_retired_after(server
     assert run.status == LabRun.Status.DONE, run.error
     lane = run.lanes.get()
     assert lane.status == LabLane.Status.DONE and lane.verdict, lane.verdict
+    # What it can stand for on /proof/ (not the crowd's proof, at its size of one strategy).
+    size = {"stock": 5, "crowd": 40, "users": 5, "duration": 1}
+    assert run.proves == proof_of_strategies(product="voucher", lifecycle=False, strategies=["none"], **size)
     # The crowd and the run's member of staff (who held orders.change_voucher): kept, as
     # their orders are the run's evidence, but able to do nothing.
     users = get_user_model().objects.filter(username__startswith=f"lab{run.pk}-")

@@ -1,13 +1,21 @@
-"""The migration that gives lab runs and lanes their buckets (``lab.0004``), run on a run kept
-before it: the run and its lanes keep their figures and read as sold from one row."""
+"""The migrations of runs kept before them: buckets (``lab.0004``: the run and its lanes keep
+their figures and read as sold from one row), holds (``lab.0005``) and proofs' keys
+(``lab.0007``)."""
 
 from __future__ import annotations
+
+from datetime import timedelta
 
 import pytest
 from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
+from django.utils import timezone
 
+from inventory.strategies import strategy_names
 from lab.models import LabRun
+from lab.proofs import proof_of_strategies
+from lab.selectors import lab_run_proof
+from lab.services import DEFAULTS
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -49,3 +57,22 @@ def test_a_lifecycle_run_kept_before_holds_were_recorded_gets_the_hold_it_ran_wi
     migrate()
     held = dict(LabRun.objects.filter(folder__startswith="before-holds-").values_list("scenario", "hold_seconds"))
     assert held == {"pay-race": 2, "crowd": 0}
+
+
+def test_runs_kept_before_proofs_were_keyed_get_their_keys_and_the_proof_stays_theirs():
+    apps = migrate([("lab", "0006_run_proof_indexes")])
+    Run, Lane = apps.get_model("lab", "LabRun"), apps.get_model("lab", "LabLane")
+    kept, runs = {}, (("complete", "done", None), ("partial", "done", "redlock"), ("failed", "failed", None))
+    for name, status, unfinished in runs:
+        run = kept[name] = Run.objects.create(
+            product="voucher", scenario="crowd", status=status, target_url="http://127.0.0.1:8000",
+            folder=f"before-proves-{name}", finished_at=timezone.now() - timedelta(minutes=len(kept)), **DEFAULTS,
+        )  # fmt: skip
+        for position, strategy in enumerate(strategy_names(), start=1):
+            status = "not_run" if strategy == unfinished else "done"
+            Lane.objects.create(run=run, position=position, strategy=strategy, status=status)
+    migrate()
+    proves = dict(LabRun.objects.filter(folder__startswith="before-proves-").values_list("folder", "proves"))
+    every_strategy = proof_of_strategies(product="voucher", lifecycle=False, strategies=strategy_names(), **DEFAULTS)
+    assert proves == {"before-proves-complete": every_strategy, "before-proves-partial": "", "before-proves-failed": ""}
+    assert lab_run_proof(product="voucher").pk == kept["complete"].pk
