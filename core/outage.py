@@ -30,6 +30,9 @@ from .errors import Unavailable
 # a query, 4031 disconnected for inactivity. Deadlocks and lock wait timeouts are
 # OperationalErrors too, but a request's own business: they stay 500s and are logged.
 DATABASE_UNREACHABLE = {1040, 1053, 1927, 2002, 2003, 2005, 2006, 2013, 2055, 4031}
+# Of those, the ones that cut a connection already open: a statement sent on it, a COMMIT
+# among them, may have been carried out with its answer lost.
+DATABASE_CUT = {1053, 1927, 2006, 2013, 2055, 4031}
 
 
 logger = logging.getLogger(__name__)
@@ -67,6 +70,18 @@ def dependency_down(exc: BaseException) -> str | None:
             return "broker"
         exc = exc.__cause__ or exc.__context__
     return None
+
+
+def database_cut(exc: BaseException | None) -> bool:
+    """Whether ``exc`` (or what it was raised from) is a database connection cut while in use
+    (``DATABASE_CUT``), so that what it last sent, a COMMIT say, may have been done."""
+    seen: set[int] = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        if isinstance(exc, OperationalError) and exc.args and exc.args[0] in DATABASE_CUT:
+            return True
+        exc = exc.__cause__ or exc.__context__
+    return False
 
 
 def _database_unreachable(exc: OperationalError | InterfaceError) -> bool:

@@ -31,6 +31,7 @@ from redis.exceptions import TimeoutError as RedisTimeout
 
 from core.errors import DomainError
 from core.idempotency import asks_again
+from core.outage import database_cut
 from core.ratelimit import RateCount, rate_client, rate_refuse
 
 from ..errors import NotAdmitted, TicketNotLive
@@ -135,7 +136,8 @@ class TicketHeld:
     Redis holds them (:meth:`spend`). Spent that way, it is given back when the take was
     refused with nothing done and asks to be sent again (busy, rate limited, unavailable, or
     not yet started: :data:`GIVEN_BACK`), or failed unforeseen, unless a Redis timed out on an
-    answer that may have come from a take made (:func:`_outcome_unknown`); a take that wrote, or was
+    answer, or the database's connection was cut, where the take may have been made
+    (:func:`_outcome_unknown`); a take that wrote, or was
     refused for good (sold out, the user's limit, the end of the window), has spent it, and
     one that spends it in its own script spends it only then. A class, not a generator: every
     take of a ``queue`` item enters it."""
@@ -199,8 +201,11 @@ class TicketHeld:
 def _outcome_unknown(error: BaseException) -> bool:
     """Whether the take may have been made all the same: its Redis timed out waiting for a
     script's answer (a ``redis_lua`` RESERVE in another slot than the room, answered 503),
-    and the script may have run. The ticket stays spent then: given back, a pool with a
-    draw limit could draw twice on one admission."""
+    and the script may have run; or its database connection was cut in use
+    (``core.outage.database_cut``), its COMMIT perhaps done with the answer lost. The ticket
+    stays spent then: given back, a pool with a draw limit could draw twice on one admission."""
+    if database_cut(error):
+        return True
     for _ in range(8):  # a chain of causes is short; never follow one for ever
         if error is None:
             return False

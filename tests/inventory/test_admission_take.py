@@ -9,8 +9,10 @@ from datetime import timedelta
 
 import pytest
 import redis
+from django.db import DEFAULT_DB_ALIAS, OperationalError, connection, connections
 
 from core.errors import DomainError
+from core.outage import database_cut
 from core.ratelimit import Limit, RateCount, RateLimited
 from core.window import NotStarted
 from inventory.admission.keys import RoomKeys
@@ -150,6 +152,31 @@ def test_a_take_that_cannot_spend_it_in_its_own_call_spends_it_first_and_gives_i
     held = take(voucher, users[0], ticket)
     assert held.spent
     assert not live(voucher, users[0]) and used(rooms, voucher) == 1
+
+
+def test_a_take_whose_database_connection_is_cut_at_its_commit_keeps_its_ticket_spent(queued, rooms, users):
+    """The COMMIT may have been done with its answer lost: given back, the ticket would let a
+    pool with a draw limit draw twice on one admission. Cut here as the take's order is
+    written, the connection killed from another before its COMMIT."""
+    voucher = queued(strategy="db_atomic")
+    ticket = admitted(voucher, users[0])
+
+    def cut_after_the_order(execute, sql, params, many, context):
+        result = execute(sql, params, many, context)
+        if sql.startswith("INSERT INTO `orders_order`"):
+            killer = connections.create_connection(DEFAULT_DB_ALIAS)
+            with killer.cursor() as cursor:
+                cursor.execute("KILL CONNECTION %s", [connection.connection.thread_id()])
+            killer.close()
+        return result
+
+    with connection.execute_wrapper(cut_after_the_order), pytest.raises(OperationalError) as cut:
+        take(voucher, users[0], ticket)
+    connection.close()
+    assert database_cut(cut.value)
+    assert not live(voucher, users[0]) and used(rooms, voucher) == 1
+    # The same error on a statement that failed for good (a deadlock, rolled back) gives it back.
+    assert not database_cut(OperationalError(1213, "Deadlock found when trying to get lock"))
 
 
 @pytest.fixture
