@@ -20,8 +20,9 @@ is compared with the stored one, and a save that wrote a different one revokes. 
 that names its fields and leaves ``password`` out (``update_last_login`` on every login)
 costs nothing. A ``QuerySet.update`` of passwords sends no signal and is not seen here.
 
-Django's own upgrade of a hash to a stronger hasher at login also rewrites the hash: that
-revokes the user's tokens once, which only asks API clients to log in again.
+Django's own upgrade of a hash to the site's first hasher at login rewrites the hash of the
+same password: the login backend writes it as an update (``accounts.backends.hash_upgraded``),
+which revokes nothing.
 """
 
 from __future__ import annotations
