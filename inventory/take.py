@@ -21,14 +21,14 @@ from typing import Any
 
 from celery import current_app
 from django.conf import settings
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, OperationalError, transaction
 from django.db.models import Model
 from django.utils import timezone
 
 from core.ratelimit import RateCount
 
 from .admission.tickets import TicketHeld
-from .errors import SoldOut, StateMissing
+from .errors import LockBusy, SoldOut, StateMissing
 from .items import item_forget
 from .product import Product
 from .strategies import STRATEGIES
@@ -79,6 +79,14 @@ def item_take(
         return _take(product, read, user_id=user_id, rate=None, ticket=ticket, now=now, rng=rng)
 
 
+# A take's transaction refused for contention, not for what it asked: the victim of a deadlock
+# (1213), or a wait for a row's lock past ``innodb_lock_wait_timeout`` (1205). A draw whose
+# chosen prize ran out under its guard chooses again in the same transaction, holding the row
+# it missed (MariaDB keeps the lock of a row an UPDATE waited for): against an expiry that
+# locks its rows in key order, the two can deadlock.
+CONTENDED = {1205, 1213}
+
+
 def _take(product: Product, item: Any, *, user_id: int, rate, ticket, now, rng) -> Model:
     moment = now or timezone.now()
     take = product.take(
@@ -108,9 +116,18 @@ def _take(product: Product, item: Any, *, user_id: int, rate, ticket, now, rng) 
             raise
         raise product.sold_out() from exc
     except IntegrityError as exc:
-        # The record's backstop refused a second take past the per-user rule.
+        # The record's backstop refused a take past the per-user rule; or, with takes of the
+        # user left, another take of theirs at once, that numbered its take as this one did (a
+        # draw's ``seq``), and this one may go through when sent again.
         if any(constraint_violated(exc, name) for name in product.backstop):
+            if product.counted(item.pk, user_id) < product.limit_of(item.pk):
+                raise LockBusy() from exc
             raise product.over_limit() from exc
+        raise
+    except OperationalError as exc:
+        # Chosen as a deadlock's victim, or out of time waiting for a row: rolled back whole.
+        if exc.args and exc.args[0] in CONTENDED:
+            raise LockBusy() from exc
         raise
     if record.hold_until is not None:
         hold_expire_later(product, item.pk, [record.hold_until])
