@@ -21,6 +21,7 @@ from .product import Product
 from .records import row_filter
 from .redis_lua.client import REACHABLE, reservations_client
 from .redis_lua.closing import close_cutoff
+from .redis_lua.item_buckets import item_bucketed
 from .redis_lua.values import (
     Failed,
     Pending,
@@ -130,8 +131,9 @@ def records_of_user(
 def _reserved_of_user(product: Product, *, user_id: int, rows: QuerySet, items: QuerySet | None) -> list:
     """The user's records still pending or failed in the live ``items``, as unsaved records."""
     by_group = {product.group_of(item): item for item in (items_live(product) if items is None else items)}
-    # A bucketed item's takes of a user all wait in the user's home state's stream.
-    states = [user_state(group_id, getattr(item, "buckets", 1), user_id) for group_id, item in by_group.items()]
+    # A bucketed item's takes of a user all wait in the user's home state's stream, where the
+    # item has a state per bucket: a bucketed pool keeps its rows in one (``item_bucketed``).
+    states = [user_state(group_id, item_bucketed(product, item), user_id) for group_id, item in by_group.items()]
     found = reservations_of_user(group_ids=states, user_id=user_id)
     if not found:
         return []

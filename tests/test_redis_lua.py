@@ -223,8 +223,11 @@ def test_reconciliation_repairs_drift_while_reservations_wait(api_client, make_v
     assert stock_left(voucher) == 7 == redis_stock(voucher.group_id)[stock_row(voucher)]
 
 
-def test_a_draw_answers_202_with_its_prize_and_is_listed_pending_then_confirmed(api_client, make_pool):
-    pool = make_pool(prizes=(("Gold", 1),), no_prize_weight=0, draws_per_user=2, strategy="redis_lua")
+@pytest.mark.parametrize("buckets", [1, 4], ids=["one-row", "bucketed"])
+def test_a_draw_answers_202_with_its_prize_and_is_listed_pending_then_confirmed(api_client, make_pool, buckets):
+    """A bucketed pool keeps its rows in one state: its pending draws were looked for in the
+    drawer's home bucket's, and were missing from their list."""
+    pool = make_pool(prizes=(("Gold", 1),), no_prize_weight=0, draws_per_user=2, strategy="redis_lua", buckets=buckets)
     player = api_client()
     answer = player.post(f"/api/pools/{pool.pk}/draw")
     assert answer.status_code == 202
