@@ -153,14 +153,17 @@ def prize_update(
 
     @transaction.atomic
     def change() -> dict[int, int]:
+        added = {}
+        if restock is not None:
+            # The stock rows before the prize's row, as a draw locks them (its record's foreign
+            # key reads the prize's): the other order deadlocked with a draw of this prize.
+            buckets = Pool.objects.values_list("buckets", flat=True).get(pk=prize.pool_id)  # as split now
+            added = stock_shares_restock(head_id=prize.stock_id, quantity=restock, buckets=buckets)
         for field, new in changes.items():
             setattr(prize, field, new)
         if changes:
             prize.save(update_fields=list(changes))
-        if restock is None:
-            return {}
-        buckets = Pool.objects.values_list("buckets", flat=True).get(pk=prize.pool_id)  # as split now
-        return stock_shares_restock(head_id=prize.stock_id, quantity=restock, buckets=buckets)
+        return added
 
     if restock is None:
         change()

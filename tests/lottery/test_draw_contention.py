@@ -1,6 +1,7 @@
 """Draws that meet other transactions on their rows, on the real MariaDB: a deadlock with an
-expiry answers ``busy`` (rolled back whole, nothing lost); and draws of one user at once past
-one number of theirs are ``busy``, not over a limit they have not reached."""
+expiry answers ``busy`` (rolled back whole, nothing lost); draws of one user at once past one
+number of theirs are ``busy``, not over a limit they have not reached; a change of the prize
+drawn waits for the draw, never deadlocks with it."""
 
 from __future__ import annotations
 
@@ -14,10 +15,10 @@ from django.utils import timezone
 
 from inventory.errors import LockBusy
 from inventory.holds import holds_expire_due
-from lottery.models import Draw
+from lottery.models import Draw, Prize
 from lottery.product import POOL
 from lottery.selectors import pool_audit, pool_get
-from lottery.services import pool_draw
+from lottery.services import pool_draw, prize_update
 
 from ..buyers import draw_concurrently
 from ..waiting import wait_until
@@ -126,3 +127,59 @@ def test_a_users_draws_at_once_past_one_number_are_busy_not_over_their_limit(str
     assert len(outcome.confirmed) + outcome.refusals["busy"] == 3, outcome
     assert not outcome.unexpected, outcome.unexpected
     assert pool_audit(pool_id=pool.pk).draws == len(outcome.confirmed)
+
+
+@pytest.mark.parametrize("strategy", ["db_pessimistic", "db_atomic"])
+def test_a_prize_renamed_and_restocked_while_drawn_waits_for_the_draw_and_deadlocks_not(
+    strategy, make_pool, make_user, settings
+):
+    """The draw holds the prize's stock row (``GUARD_HOLD_MS`` keeps it there) and then writes
+    its record, whose foreign key reads the prize's row. The change locked the prize's row
+    first, then waited for the stock row: a deadlock, answered 500."""
+    pool = make_pool(prizes=(("Gold", 10),), strategy=strategy, draws_per_user=5)
+    prize = pool.prizes.get()
+    drawer = get_user_model()(pk=make_user().pk)
+    settings.GUARD_HOLD_MS = 3000
+    answers, ids = {}, {}
+
+    def act(name: str, action) -> None:
+        try:
+            connection.ensure_connection()
+            ids[name] = connection.connection.thread_id()
+            answers[name] = action()
+        except Exception as exc:  # noqa: BLE001  (the answer the test reads)
+            answers[name] = exc
+        finally:
+            connection.close()
+
+    wrote = threading.Event()
+
+    def stock_written(execute, sql, params, many, context):
+        result = execute(sql, params, many, context)
+        if sql.startswith("UPDATE `inventory_stock`"):
+            wrote.set()
+        return result
+
+    def draw_noting_its_write() -> Draw:
+        with connection.execute_wrapper(stock_written):
+            return pool_draw(user=drawer, pool=pool_get(pool_id=pool.pk))
+
+    draw = threading.Thread(target=act, args=("draw", draw_noting_its_write))
+    change = threading.Thread(
+        target=act, args=("change", lambda: prize_update(prize=Prize.objects.get(pk=prize.pk), name="Gold!", restock=3))
+    )
+    draw.start()
+    try:
+        assert wrote.wait(30), answers
+        change.start()
+        wait_until(lambda: "change" in ids and running(ids["change"], "%inventory_stock%"), "the change waits")
+        assert "draw" not in answers  # still holding its row: the two met
+    finally:
+        draw.join(30)
+        if change.ident is not None:
+            change.join(30)
+    assert isinstance(answers["draw"], Draw) and answers["change"] is not None, answers
+    assert not isinstance(answers["change"], Exception), answers["change"]
+    prize.refresh_from_db()
+    assert prize.name == "Gold!"
+    assert pool_audit(pool_id=pool.pk).ok
