@@ -174,9 +174,16 @@ def _shares_spread(group_id: int, head_id: int | None, rows: list[Stock], bucket
         if bucket not in have
     ]
     targets = units_spread(sum(row.quantity for row in rows), buckets)
+    changes = {row.pk: (targets[row.bucket] if row.bucket < buckets else 0) - row.quantity for row in rows}
+    # Fewer rows gather the supply: none may pass the bound a restock keeps (its integer columns
+    # overflowed past it, a 500, and short of that the item could never be restocked again).
+    if any(row.initial_quantity + changes[row.pk] > MAX_UNITS for row in rows):
+        raise SupplyLimit(
+            f"A row is supplied at most {MAX_UNITS:,} units in all; split into {buckets} buckets, one would pass that."
+        )
     moved: dict[int, int] = {}
     for row in sorted(rows, key=lambda row: row.pk):
-        change = (targets[row.bucket] if row.bucket < buckets else 0) - row.quantity
+        change = changes[row.pk]
         if change:
             moved[row.pk] = change
             Stock.objects.filter(pk=row.pk).update(

@@ -18,6 +18,7 @@ from inventory.holds import holds_expire_due
 from inventory.models import Stock
 from inventory.redis_lua.client import reservations_client
 from inventory.redis_lua.item_states import item_reservations_check
+from inventory.services import MAX_UNITS
 from inventory.strategies import STRATEGIES, strategy_names
 from orders.models import Order
 from orders.product import VOUCHER
@@ -25,7 +26,7 @@ from orders.selectors import voucher_audit, voucher_get
 from orders.services import order_cancel, order_purchase, voucher_update
 
 from .buyers import act_concurrently, buy_concurrently
-from .http import patch_json, post_json
+from .http import assert_error, patch_json, post_json
 from .test_api import voucher_body
 from .test_concurrency import crowd  # noqa: F401  (the fixture: 8 processes x 4 buyers, 4 firing twice)
 from .test_holds import buy, change_concurrently, windowed
@@ -138,6 +139,18 @@ def test_the_api_echoes_buckets_and_refuses_them_out_of_range(api_client):
 
 def units_per_bucket(voucher) -> list[int]:
     return [quantity for _, quantity, _, _ in rows_of(voucher)]
+
+
+def test_a_split_into_fewer_buckets_that_would_pass_a_rows_supply_bound_is_refused_whole(make_voucher, api_client):
+    """Two rows each supplied the most a row may be: gathered into one, the row passed the bound
+    that a restock keeps (an integer column's overflow, a 500, a few more restocks on)."""
+    voucher = make_voucher(stock=MAX_UNITS, strategy="db_atomic", buckets=2)
+    voucher_update(voucher=voucher_get(voucher_id=voucher.pk), restock=MAX_UNITS)
+    assert units_per_bucket(voucher) == [MAX_UNITS, MAX_UNITS]
+    assert_error(
+        patch_json(api_client(staff=True), f"/api/admin/vouchers/{voucher.pk}", {"buckets": 1}), 409, "supply_limit"
+    )
+    assert units_per_bucket(voucher) == [MAX_UNITS, MAX_UNITS] and voucher_get(voucher_id=voucher.pk).buckets == 2
 
 
 @pytest.mark.parametrize("strategy", SAFE)
