@@ -24,8 +24,8 @@ from core.api import JsonParser
 from core.csp import SWAGGER_UI_POLICY, csp_replace
 from core.errors import DomainError
 from core.idempotency import HEADER as IDEMPOTENCY_KEY
-from core.idempotency import REPLAYED, idempotency_answered
-from core.outage import DependencyDown, dependency_down, dependency_down_noted
+from core.idempotency import REPLAYED, idempotency_answered, idempotency_outcome_unknown
+from core.outage import DependencyDown, dependency_down, dependency_down_noted, outcome_unknown
 from core.schemas import answers
 from lottery.api import router as lottery_router
 from orders.api import router as orders_router
@@ -294,6 +294,8 @@ def on_server_error(request, exc: Exception):
     # Redis, the database or the broker out of reach is neither the client's doing nor a
     # bug: 503 with Retry-After (core.outage), and a warning rather than a traceback per request.
     dependency = dependency_down(exc)
+    if outcome_unknown(exc):
+        idempotency_outcome_unknown(request)
     if dependency is not None:
         dependency_down_noted(dependency, exc, f"{request.method} {request.path}")
         return on_domain_error(request, DependencyDown(dependency))

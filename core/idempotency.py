@@ -30,7 +30,8 @@ Kept are the answers that end the request: successes and refusals alike (a 201, 
 written), and 503 ``unconfirmed`` (a reservation made, that no replica confirmed in time).
 Not kept are those that did nothing and ask for the same request again: 429
 ``rate_limited``, 503 ``unavailable``, 409 ``busy`` and 409 ``pending`` (a cancel or a claim
-of a record not written yet); the key is then let go, and a retry runs afresh.
+of a record not written yet); the key is then let go, and a retry runs afresh; unless its
+cause may have acted all the same (``idempotency_outcome_unknown``): 409 interrupted then.
 
 What one user keeps under keys, whatever the calls, is bounded: each user's live records are
 counted in one sorted set of that user's slot, ``<ns>:idem:{user:<id>}:live`` (a short
@@ -99,11 +100,10 @@ DONE_UNAVAILABLE_CODES = frozenset({"unconfirmed"})
 
 # How a waiting request polls for the first one's answer: quickly at first, since most
 # takes end in milliseconds, then every 50 ms.
-FIRST_PAUSE = 0.005
-LONGEST_PAUSE = 0.05
+FIRST_PAUSE, LONGEST_PAUSE = 0.005, 0.05
 
-# On the request, while it holds its key.
-_HELD = "_idempotency_held"
+# On the request: while it holds its key; once it failed in a way that may have acted.
+_HELD, _UNKNOWN = "_idempotency_held", "_idempotency_outcome_unknown"
 
 
 class IdempotencyKeyInvalid(DomainError):
@@ -117,9 +117,7 @@ class IdempotencyKeyReused(DomainError):
 
     code = "idempotency_key_reused"
     status = 422
-    default_message = (
-        f"This {HEADER} was used for another request (another item or body): send a new key for a new request."
-    )
+    default_message = f"This {HEADER} was used for another request (another item or body): send a new key for it."
 
 
 class IdempotencyKeysExhausted(DomainError):
@@ -313,8 +311,7 @@ def idempotency_claim(request, response: HttpResponse, *, action: str, user_id: 
 def _waiter_join(waiters: str) -> int:
     """Count one more request waiting on a key's first, bounded: each holds a server's worker
     while it waits, and is counted by no rate limit (the first was). Those past
-    ``IDEMPOTENCY_WAITERS`` are told to come back at once. The count lapses with the wait,
-    should a waiter die before leaving."""
+    ``IDEMPOTENCY_WAITERS`` are told to come back at once. The count lapses with the wait."""
     pipe = idempotency_client().pipeline(transaction=True)
     pipe.incr(waiters)
     pipe.pexpire(waiters, _ms(settings.IDEMPOTENCY_WAIT_SECONDS) + 1000)
@@ -351,7 +348,9 @@ def idempotency_answered(request, response: HttpResponse, *, refusal: DomainErro
         return
     setattr(request, _HELD, None)
     answer = ""
-    if _kept(response) if refusal is None else not asks_again(refusal.status, refusal.code):
+    if getattr(request, _UNKNOWN, False):  # as a request that stopped before it answered
+        answer = json.dumps({"fingerprint": claim.fingerprint, "until": 0})
+    elif _kept(response) if refusal is None else not asks_again(refusal.status, refusal.code):
         answer = json.dumps(
             {
                 "fingerprint": claim.fingerprint,
@@ -372,6 +371,12 @@ def idempotency_answered(request, response: HttpResponse, *, refusal: DomainErro
         return
     if not int(mine):
         logger.warning("idempotency key lapsed before its request was answered (%s)", response.status_code)
+
+
+def idempotency_outcome_unknown(request) -> None:
+    """The request failed in a way that may have acted (``core.outage.outcome_unknown``): its
+    key answers ``idempotency_interrupted``, where a resend after the 503 would act again."""
+    setattr(request, _UNKNOWN, True)
 
 
 def _kept(response: HttpResponse) -> bool:

@@ -72,6 +72,27 @@ def dependency_down(exc: BaseException) -> str | None:
     return None
 
 
+class MadeUnanswered(Exception):
+    """Raised from what stopped the answer to a take already made (a ``redis_lua``
+    reservation, its prize's name then unread): whatever the request answers, the take stands,
+    and the same request sent again must not make another."""
+
+
+def outcome_unknown(exc: BaseException | None) -> bool:
+    """Whether the request that failed with ``exc`` may have done what it asked all the same:
+    a take made before its answer failed (``MadeUnanswered``), a database connection cut in
+    use (``database_cut``), or a Redis that timed out waiting for a script's answer."""
+    if database_cut(exc):
+        return True
+    seen: set[int] = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        if isinstance(exc, MadeUnanswered | redis.TimeoutError):
+            return True
+        exc = exc.__cause__ or exc.__context__
+    return False
+
+
 def database_cut(exc: BaseException | None) -> bool:
     """Whether ``exc`` (or what it was raised from) is a database connection cut while in use
     (``DATABASE_CUT``), so that what it last sent, a COMMIT say, may have been done."""

@@ -25,8 +25,8 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_POST
 
 from core.errors import DomainError, InvalidInput, Unavailable
-from core.idempotency import idempotency_answered
-from core.outage import dependency_down
+from core.idempotency import idempotency_answered, idempotency_outcome_unknown
+from core.outage import dependency_down, outcome_unknown
 from core.ratelimit import RateLimited
 
 from .admission.api import queue_rate
@@ -255,7 +255,9 @@ class TakePages:
             returned, refusal = None, exc
         except Exception as exc:
             # As the API keeps its answer to an error: a 500 (nobody knows what was written),
-            # and none for a dependency out of reach (nothing was).
+            # and none for a dependency out of reach (nothing was, unless it was cut mid-way).
+            if outcome_unknown(exc):
+                idempotency_outcome_unknown(request)
             idempotency_answered(request, HttpResponse(status=503 if dependency_down(exc) else 500))
             raise
         if returned is not response:

@@ -27,11 +27,10 @@ from django.conf import settings
 from django.core.signals import setting_changed
 from django.dispatch import receiver
 from redis.cluster import RedisCluster
-from redis.exceptions import TimeoutError as RedisTimeout
 
 from core.errors import DomainError
 from core.idempotency import asks_again
-from core.outage import database_cut
+from core.outage import outcome_unknown
 from core.ratelimit import RateCount, rate_client, rate_refuse
 
 from ..errors import NotAdmitted, TicketNotLive
@@ -199,17 +198,9 @@ class TicketHeld:
 
 
 def _outcome_unknown(error: BaseException) -> bool:
-    """Whether the take may have been made all the same: its Redis timed out waiting for a
-    script's answer (a ``redis_lua`` RESERVE in another slot than the room, answered 503),
-    and the script may have run; or its database connection was cut in use
-    (``core.outage.database_cut``), its COMMIT perhaps done with the answer lost. The ticket
-    stays spent then: given back, a pool with a draw limit could draw twice on one admission."""
-    if database_cut(error):
-        return True
-    for _ in range(8):  # a chain of causes is short; never follow one for ever
-        if error is None:
-            return False
-        if isinstance(error, RedisTimeout):
-            return True
-        error = error.__cause__ or error.__context__
-    return False
+    """Whether the take may have been made all the same (``core.outage.outcome_unknown``): its
+    Redis timed out waiting for a script's answer (a ``redis_lua`` RESERVE in another slot than
+    the room, answered 503), and the script may have run; its database connection was cut in
+    use, its COMMIT perhaps done with the answer lost. The ticket stays spent then: given back,
+    a pool with a draw limit could draw twice on one admission."""
+    return outcome_unknown(error)

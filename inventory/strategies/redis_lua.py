@@ -39,6 +39,7 @@ from django.db import transaction
 
 from core import requestid
 from core.errors import DomainError
+from core.outage import MadeUnanswered
 from core.ratelimit import rate_refuse
 from core.window import Ended, NotStarted
 
@@ -109,7 +110,12 @@ class RedisLuaStrategy(StockStrategy):
                 _ask(DRAIN_TASK, (take.kind, take.item_id, state), "persist", take)
             if reserved.unconfirmed:
                 raise Unconfirmed(public_of(reserved.reservation_id))
-            return take.reserved(reserved)
+            try:
+                return take.reserved(reserved)
+            except Exception as exc:
+                # Its answer unmade (a pool's prize read from a database out of reach): the
+                # reservation stands, and a resend under the request's key must not make another.
+                raise MadeUnanswered() from exc
         if reserved.refusal == "rate_limited":
             rate_refuse(reserved.wait_ms)
         if reserved.refusal == "not_admitted":
