@@ -26,7 +26,7 @@ from functools import partial
 from typing import Any
 
 from celery.exceptions import SoftTimeLimitExceeded
-from django.db.models import Model
+from django.db.models import Model, QuerySet
 from django.utils import timezone
 
 from core.ratelimit import rate_count
@@ -210,24 +210,35 @@ def holds_expire_due(
     past their deadline, earliest first; the number released by this call.
 
     Each item's strategy releases its own (``StockStrategy.expire``): a batch in one
-    transaction, or ``none`` and ``local`` a record at a time, their naive way. Each read
-    of what is due is a range of the index on (status, deadline, item), whatever else the
-    table holds. Across items (no ``item_id``: the sweep), an item whose release fails (its
+    transaction, or ``none`` and ``local`` a record at a time, their naive way. An item's
+    due records are read in a range of the index on (status, item, deadline), in its order:
+    that item's due rows and no other's, however many due rows other items hold before them
+    (an item whose holds stay due, its Redis out of reach, costs every other item's expiry
+    task nothing). The sweep (no ``item_id``) finds its items in a range of the index on
+    (status, deadline, item), the earliest due first: the first rows left to release, and
+    the due rows of the items it passed over, read past. An item whose release fails (its
     lock busy, its Redis out of reach) is logged and left to the next sweep: the items after
     it in the index's order are released all the same, where one failing item stopped the
-    sweep of every other. So is an item that released nothing (its own expiry task holding its
-    rows): ``passed``, the items passed over, which the caller may carry to its next call."""
+    sweep of every other. So is an item that released nothing (its own expiry task holding
+    its rows): ``passed``, the items passed over, which the caller may carry to its next
+    call."""
     now = now or timezone.now()
     item_field = f"{product.item_field}_id"
-    due = product.record_model.objects.filter(status=Status.HELD, hold_until__lte=now)
-    # In the index's order: a batch reads its rows, not every due row sorted.
-    due = due.order_by("hold_until", item_field, "pk")
+    held_due = product.record_model.objects.filter(status=Status.HELD, hold_until__lte=now)
+
+    def due_of(item_pk: int) -> QuerySet:
+        # In the order of the index on (status, item, deadline), its primary key last as in
+        # every InnoDB index: a batch reads its rows, not the item's due rows sorted.
+        return held_due.filter(**{item_field: item_pk}).order_by("hold_until", "pk")
+
     if item_id is not None:
         item = product.items().filter(pk=item_id).first()
         if item is None:
             return 0
-        expiry = _expiry(product, item, due.filter(**{item_field: item_id}), now=now, batch=batch)
-        return STRATEGIES[item.strategy].expire(expiry)
+        return STRATEGIES[item.strategy].expire(_expiry(product, item, due_of(item_id), now=now, batch=batch))
+    # In the order of the index on (status, deadline, item): the first due rows' items read
+    # from their rows, not every due row sorted.
+    due = held_due.order_by("hold_until", item_field, "pk")
     released, passed = 0, set() if passed is None else passed
     # Each round either releases some rows or passes over some items: it ends.
     while released < batch:
@@ -242,10 +253,9 @@ def holds_expire_due(
             left = batch - released
             if left <= 0:
                 break
-            of_item = due.filter(**{item_field: item.pk})
             done = 0
             try:
-                done = STRATEGIES[item.strategy].expire(_expiry(product, item, of_item, now=now, batch=left))
+                done = STRATEGIES[item.strategy].expire(_expiry(product, item, due_of(item.pk), now=now, batch=left))
             except SoftTimeLimitExceeded:
                 raise  # the sweep's own time is up: the next one goes on
             except Exception:

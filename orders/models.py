@@ -51,8 +51,11 @@ class Order(Record):
             # With the status, a voucher's orders that count against the limit are counted (the
             # beat's reconciliation), and a buyer's found (the take's check), from the index alone.
             models.Index(fields=["voucher", "user", "status"], name="order_voucher_user_status"),
-            # The holds due, per voucher, read from the index alone (inventory.holds).
+            # The holds due, every voucher's in deadline order: the sweep's (inventory.holds).
             models.Index(fields=["status", "hold_until", "voucher"], name="order_hold_due"),
+            # One voucher's holds due, in deadline order: its expiry's, which reads no other
+            # voucher's due holds (the index above reads every one due before its own).
+            models.Index(fields=["status", "voucher", "hold_until"], name="order_item_hold_due"),
             # A user's orders newest first, a page read from the index alone (inventory.paging).
             models.Index(fields=["user", "created_at", "id"], name="order_user_created"),
             # The admin's list, newest first (Record.Meta.ordering): it reads its page from here.
