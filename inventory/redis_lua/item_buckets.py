@@ -18,17 +18,15 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from django.db.models import Max
-
 from ..buckets import home_bucket
 from ..models import Abandoned, Stock
 from .bucket_states import by_home_state, item_states, states_load, states_present
 from .client import Reservations
 from .consumers import consumer_leave
 from .drain import persist_all
-from .numbering import lost_floor_record
+from .numbering import lost_floor_record, state_last_reservation
 from .persist import Persisted
-from .values import GroupKeys, abandoned_value, bucketed_states_allowed, state_reservations
+from .values import GroupKeys, abandoned_value, bucketed_states_allowed
 
 if TYPE_CHECKING:
     from ..product import Product
@@ -98,11 +96,7 @@ def states_load_item(product: Product, item: Any, buckets: int, reservations: Re
     seqs: defaultdict[int, list[int]] = defaultdict(list)
     for user_id, seq in numbers:
         seqs[user_id].append(seq)
-    last = []
-    for state in states:
-        first, past = state_reservations(state)
-        found = records.filter(reservation__gte=first, reservation__lt=past)
-        last.append(found.aggregate(last=Max("reservation"))["last"] or 0)
+    last = [state_last_reservation(product, state) for state in states]
     states_load(
         reservations,
         states,

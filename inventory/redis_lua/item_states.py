@@ -13,7 +13,6 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from django.db import transaction
-from django.db.models import Max
 
 from ..models import Stock, Strategy
 from ..product import Product
@@ -32,12 +31,12 @@ from .item_buckets import (
     states_loaded,
     states_persist,
 )
-from .numbering import lost_floor_record
+from .numbering import lost_floor_record, state_last_reservation
 from .persist import Persisted, reservations_persist
 from .reconcile import GroupCheck, group_check, group_reconcile
 from .reconcile_buckets import states_check
 from .records_insert import RecordsInsert
-from .values import GroupKeys, Pending, state_reservations
+from .values import GroupKeys, Pending
 
 R = TypeVar("R")
 logger = logging.getLogger(__name__)
@@ -95,7 +94,7 @@ def _load(product: Product, item: Any, reservations: Reservations) -> bool:
         stock=_group_stock(product.group_of(item)),
         takers=takers,
         seqs=seqs,
-        last_reservation=_last_reservation(records, product.group_of(item)),
+        last_reservation=state_last_reservation(product, product.group_of(item)),
         lost_floor=lost_floor_record,
         abandoned=abandoned_values(product.group_of(item)),
     )
@@ -129,13 +128,6 @@ def _rebuild(
         return _load(product, item, reservations)
 
     return with_group_lock(group_id, run, wait_seconds=wait_seconds)
-
-
-def _last_reservation(records, state: int) -> int:
-    """The highest reservation id of ``state`` the database holds (none of an earlier layout's
-    states: a rebucket to one row and back leaves those among the item's records)."""
-    first, past = state_reservations(state)
-    return records.filter(reservation__gte=first, reservation__lt=past).aggregate(last=Max("reservation"))["last"] or 0
 
 
 def item_reservations_load(

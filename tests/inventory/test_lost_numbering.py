@@ -8,16 +8,22 @@ from __future__ import annotations
 import itertools
 
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
 
-from inventory.models import LostCounterFloor
+from inventory.models import LostCounterFloor, Stock
 from inventory.redis_lua.bucket_states import item_states
 from inventory.redis_lua.client import reservations_client
 from inventory.redis_lua.item_buckets import item_bucketed
 from inventory.redis_lua.item_states import item_reservations_reconcile, item_reservations_start
-from inventory.redis_lua.numbering import lost_floor_record
+from inventory.redis_lua.numbering import lost_floor_record, state_last_reservation
 from inventory.redis_lua.values import LOST_NUMBERS_GAP, GroupKeys, reservation_group, reservation_id
 from lottery.product import POOL
+from orders.models import Order
 from orders.product import VOUCHER
+from tests.plans import analyze, explain, insert_series
+from tests.stock import stock_row
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("reservations_redis")]
 
@@ -114,3 +120,58 @@ def test_a_floor_written_by_a_loader_that_died_before_loading_is_passed_too(item
     assert {state: numbers[-RESERVED_EACH_TIME] for state, numbers in after.items()} == {
         state: floor + LOST_NUMBERS_GAP + 1 for state, floor in written.items()
     }
+
+
+@pytest.mark.parametrize("item", ["voucher", "bucketed voucher"], indirect=True)
+def test_a_lost_counter_starts_past_the_numbers_of_released_orders_too(item, make_user):
+    """A released order (cancelled, expired) counts against no one's limit, yet keeps its
+    unique reservation id: a counter rebuilt from the orders that count alone started
+    ``LOST_NUMBERS_GAP`` past the last of those, below a released one's number further on,
+    and an id answered again met that row (``persisted``), counted repeated, never written."""
+    product, item = item
+    reserve_in_every_state(product, item)
+    floors = recorded_floors(product, item)
+    released = {}
+    for bucket, state in enumerate(states_of(product, item)):
+        # Numbered further than the gap past everything the state had handed out.
+        released[state] = reservation_id(state, floors[bucket] + 2 * LOST_NUMBERS_GAP)
+        Order.objects.create(
+            user=make_user(),
+            voucher=item,
+            stock_id=Stock.objects.filter(group_id=product.group_of(item)).values_list("id", flat=True).first(),
+            status=Order.Status.CANCELLED,
+            reservation=released[state],
+            hold_until=timezone.now(),
+            released_at=timezone.now(),
+            releases=1,
+        )
+    lose_and_rebuild(product, item)
+    answered = reserve_in_every_state(product, item)
+    assert all(one > released[reservation_group(one)] for one in answered), (sorted(answered), released)
+    assert recorded_floors(product, item) == {bucket: floors[bucket] + 3 * LOST_NUMBERS_GAP for bucket in floors}
+
+
+@pytest.mark.skipif(connection.vendor != "mysql", reason="reads MariaDB's EXPLAIN")
+def test_a_states_last_reservation_is_the_end_of_a_range_of_the_unique_index(make_voucher, make_user):
+    """20,000 orders of one voucher numbered in its state, two in three released: its last
+    number, read of every record, is one entry of the index, not a read of each order."""
+    voucher = make_voucher(stock=1)
+    first = reservation_id(voucher.group_id, 1)
+    insert_series(
+        "orders_order",
+        20_000,
+        {
+            "voucher_id": str(voucher.pk),
+            "stock_id": str(stock_row(voucher)),
+            "user_id": str(make_user().pk),
+            "status": "IF(seq % 3, 'cancelled', 'paid')",
+            "reservation": f"{first} - 1 + seq",
+            "releases": "IF(seq % 3, 1, 0)",
+            "created_at": "NOW(6)",
+        },
+    )
+    analyze("orders_order")
+    with CaptureQueriesContext(connection) as captured:
+        assert state_last_reservation(VOUCHER, voucher.group_id) == first - 1 + 20_000
+    (query,) = captured.captured_queries
+    assert [row["Extra"] for row in explain(query["sql"])] == ["Select tables optimized away"]
