@@ -19,7 +19,7 @@ from inventory.holds import hold_release, holds_expire_due
 from inventory.models import Abandoned
 from inventory.redis_lua.bucket_states import item_states
 from inventory.redis_lua.client import reservations_client
-from inventory.redis_lua.item_states import item_reservations_reconcile
+from inventory.redis_lua.item_states import item_reservations_load, item_reservations_reconcile
 from inventory.redis_lua.values import GroupKeys
 from lottery.models import Draw
 from lottery.product import POOL
@@ -102,6 +102,21 @@ def test_within_the_cooldown_a_buyer_is_refused_until_it_has_passed(make_voucher
     assert 25 <= refused.retry_after <= 31
     assert buy(voucher, long_ago).status == Order.Status.HELD
     assert stock_left(voucher) == 1
+
+
+def test_a_load_of_a_state_already_live_leaves_its_counts_alone(make_voucher, make_user):
+    """Two rebuilds of one lost state (a take's and the beat's): the second's LOAD finds the
+    state live and loads nothing, but its counts were emptied and written from the database
+    first, and a take in between found none for its user."""
+    voucher = capped(make_voucher, limit=1, cooldown=0, stock=2, strategy="redis_lua")
+    hoarder = make_user()
+    cancel(hoarder, buy(voucher, hoarder))
+    redis = reservations_client()
+    abandoned = GroupKeys.of(voucher.group_id).abandoned
+    redis.client.hset(abandoned, str(hoarder.pk), "1:1")  # the live state's own, not the database's
+    assert not item_reservations_load(VOUCHER, item=voucher_get(voucher_id=voucher.pk))
+    assert redis.client.hget(abandoned, str(hoarder.pk)) == b"1:1"
+    assert isinstance(refusal(voucher, hoarder), AbandonLimit)
 
 
 @pytest.mark.parametrize("strategy", ["db_atomic", "db_pessimistic", "redis_lock"], indirect=True)

@@ -22,6 +22,7 @@ from locking.integration import locks_redis, locks_redis_options
 
 from ..admission.tickets import TicketHeld
 from . import scripts
+from .abandoned import abandoned_load
 from .consumers import ACKNOWLEDGE
 from .returns import RETURN
 from .values import (
@@ -277,9 +278,7 @@ class Reservations:
         args += ["epoch", epoch] if epoch else []
         names = GroupKeys.of(group_id)
         keys = [names.state, names.pending, names.ids, names.takers, names.seqs, names.kick]
-        self.client.delete(names.abandoned)  # the database's counts, before RESERVE can read them
-        if abandoned:
-            self.client.hset(names.abandoned, mapping=dict(abandoned))
+        abandoned_load(self.client, group_id, dict(abandoned or {}))  # before RESERVE can read them
         loaded = self._load(keys=keys, args=args)
         if loaded == -2:  # the counter is lost: it starts past all it may have counted
             args[6] = lost_counter_floor(floor) if lost_floor is None else lost_floor(group_id, floor)
