@@ -48,7 +48,8 @@ def groups_load(client: redis.Redis) -> None:
 
     reservations = Reservations(client)
     now = timezone.now()
-    window = {"begin_at": now - timedelta(minutes=1), "end_at": now + timedelta(hours=1)}
+    # A hold window, as a sale with payments has (the rules end with it).
+    window = {"begin_at": now - timedelta(minutes=1), "end_at": now + timedelta(hours=1), "hold_seconds": 600}
     for group in (VOUCHER_GROUP, POOL_GROUP):
         client.delete(*GroupKeys.of(group).all())
     reservations.load(group_id=VOUCHER_GROUP, rules=Rules(**window, limit=1), stock={1: 10**12})

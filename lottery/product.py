@@ -26,6 +26,7 @@ from inventory.buckets import weighted_route
 from inventory.models import Stock
 from inventory.product import Product
 from inventory.redis_lua.values import Failed, Pending, Reserved, Rules, reservation_moment
+from inventory.redis_lua.windows import hold_windows
 from inventory.strategies.base import Take
 from inventory.take import hold_until
 from inventory.totals import stock_sums
@@ -269,6 +270,7 @@ class PoolProduct(Product):
             no_take=item.no_prize_weight,
             abandon_limit=item.abandon_limit,
             abandon_cooldown=item.abandon_cooldown_seconds,
+            hold_seconds=item.hold_seconds,
         )
 
     def takes(self, records: QuerySet) -> tuple[dict[int, int], list[tuple[int, int]]]:
@@ -280,7 +282,7 @@ class PoolProduct(Product):
     def rows(self, item_id: int, fresh: list[Pending]) -> list[Draw]:
         # Any row of a prize (one per bucket) is the prize's.
         prize_of = dict(prizes_of_rows(id__in={one.stock_id for one in fresh}).values_list("row_id", "id"))
-        window = Pool.objects.values_list("hold_seconds", flat=True).get(pk=item_id)
+        windows = hold_windows(fresh, lambda: Pool.objects.values_list("hold_seconds", flat=True).get(pk=item_id))
         return [
             Draw(
                 user_id=one.user_id,
@@ -294,7 +296,7 @@ class PoolProduct(Product):
                 user_guard=one.user_id,
                 reservation=one.reservation_id,
             )
-            for one in fresh
+            for one, window in zip(fresh, windows, strict=True)
         ]
 
     def reserved(self, item: Pool, user_id: int, reserved: Reserved) -> Draw:

@@ -16,6 +16,7 @@ from accounts.unlisted import unlisted_take_refuse
 from inventory.errors import SoldOut
 from inventory.product import Product
 from inventory.redis_lua.values import Failed, Pending, Reserved, Rules, reservation_moment
+from inventory.redis_lua.windows import hold_windows
 from inventory.strategies.base import Take, choose_first
 from inventory.take import hold_until
 
@@ -115,10 +116,11 @@ class VoucherProduct(Product):
             limit=1,
             abandon_limit=item.abandon_limit,
             abandon_cooldown=item.abandon_cooldown_seconds,
+            hold_seconds=item.hold_seconds,
         )
 
     def rows(self, item_id: int, fresh: list[Pending]) -> list[Order]:
-        window = Voucher.objects.values_list("hold_seconds", flat=True).get(pk=item_id)
+        windows = hold_windows(fresh, lambda: Voucher.objects.values_list("hold_seconds", flat=True).get(pk=item_id))
         return [
             Order(
                 user_id=one.user_id,
@@ -130,7 +132,7 @@ class VoucherProduct(Product):
                 buyer_guard=one.user_id,
                 reservation=one.reservation_id,
             )
-            for one in fresh
+            for one, window in zip(fresh, windows, strict=True)
         ]
 
     def reserved(self, item: Voucher, user_id: int, reserved: Reserved) -> Order:

@@ -49,6 +49,7 @@ from .values import (
     takers_of,
     text_of,
 )
+from .windows import SET_RULES, windows_read
 
 if TYPE_CHECKING:
     from core.ratelimit import RateCount
@@ -68,7 +69,7 @@ class Reservations:
         self._drop = client.register_script(scripts.DROP)
         self._kick = client.register_script(scripts.KICK)
         self._add_units = client.register_script(scripts.ADD_UNITS)
-        self._set_rules = client.register_script(scripts.SET_RULES)
+        self._set_rules = client.register_script(SET_RULES)
         self._repair = client.register_script(scripts.REPAIR)
         self._return = client.register_script(RETURN)
         self._acknowledge = client.register_script(ACKNOWLEDGE)
@@ -218,7 +219,7 @@ class Reservations:
             # Not on the replicas yet: written, it could outlive the master that made it.
             self.hand_back(group_id=group_id, consumer=consumer, entry_ids=[entry_id for entry_id, _ in entries])
             return []
-        return [Pending.from_entry(group_id, entry_id, fields) for entry_id, fields in entries]
+        return windows_read(self.client, group_id, entries)  # each one with its hold window
 
     def hand_back(self, *, group_id: int, consumer: str, entry_ids: list[str]) -> None:
         """Give back entries ``consumer`` was handed and could not write (the database was
@@ -294,7 +295,7 @@ class Reservations:
 
     def set_rules(self, *, group_id: int, rules: Rules) -> bool:
         """Change the rules of a loaded state; False when none is loaded."""
-        return bool(self._set_rules(keys=[GroupKeys.of(group_id).state], args=[rules_value(rules)]))
+        return bool(self._set_rules(keys=[(k := GroupKeys.of(group_id)).state, k.pending], args=[rules_value(rules)]))
 
     def repair(
         self,

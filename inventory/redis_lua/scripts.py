@@ -5,11 +5,12 @@ A stock group's state lives in Redis under one hash tag (``<ns>:res:{group:<id>}
 single Cluster slot (``docs/design.md``, "A reservation in Redis"):
 
 - ``...:state``, a hash laid out so that RESERVE reads it with one ``HMGET`` and writes it
-  with one ``HSET``; its numbers are big-endian doubles (``struct``: no text to parse or
-  format). ``rules``: the layout (2), the sale window (ms), the takes per user (1 for a
-  voucher, the draw limit for a pool), the weight of taking nothing (a pool's "no
-  prize"), the cap on abandoned holds and the cooldown after each (ms; absent from a state
-  loaded before they were: neither). ``live``: the group's last reservation number, every user's takes together
+  with one ``HSET``; its numbers are big-endian doubles (``struct``: no text to parse or format). ``rules``: the
+  layout, the sale window (ms), the takes per user (1 for a voucher, the draw limit for a pool), the weight of taking
+  nothing (a pool's "no prize"), the cap on abandoned holds and the cooldown after each (ms; absent from a state
+  loaded before they were: neither), the item's number of states, then the hold window (seconds, as text; none in a
+  state loaded before it was), which RESERVE never reads. ``holds``: the windows of the reservations waiting when it
+  changed (``inventory.redis_lua.windows``). ``live``: the group's last reservation number, every user's takes together
   (reconciliation's total), the units of the rows that have some, the Redis time (ms) until
   which the kick flag stands, then each row's stock id and units, ascending by id.
   ``<user id>``: the user's takes and the take numbers they use, ``<k>`` for k takes
@@ -28,8 +29,8 @@ single Cluster slot (``docs/design.md``, "A reservation in Redis"):
 - ``...:checked``, a flag that expires: set by a reconciliation that found each user whole;
 - ``...:pending``, a stream: one entry per reservation not yet persisted, read by the
   persisting worker through the consumer group ``persist``, its id ``<n>-0`` (n the
-  reservation's number: found in one ``XRANGE``), its fields the user, the row taken (""
-  for nothing), the take's number, ``at`` (Redis ms) and ``rid`` (the request's id, or "");
+  reservation's number: found in one ``XRANGE``), its fields the user, the row taken ("" for nothing), the take's
+  number, ``at`` (Redis ms) and ``rid`` (the request's id, or "");
 - ``...:ids``, the reservation counter while no state is loaded: DROP leaves the state's
   there (a reservation's id is made of its group and number, ``values.reservation_id``);
 - ``...:failed``, a hash: reservation number -> ``<user>:<stock id or "">:<ms>:<why>`` for a
@@ -345,15 +346,6 @@ state_write(KEYS[1], state)
 return left
 """
 )
-
-# Change the rules of a loaded state (a new window, draw limit or weight of taking nothing): a
-# missing one is rebuilt from the database, which holds the change. KEYS[1] state, ARGV[1] rules.
-# Returns 1 when changed, 0 when no state is loaded.
-SET_RULES = """
-if redis.call('HEXISTS', KEYS[1], 'live') == 0 then return 0 end
-redis.call('HSET', KEYS[1], 'rules', ARGV[1])
-return 1
-"""
 
 # Repair a live state by relative amounts, where it is loaded: reconciliation computes the
 # amounts under the group's lock, and a reservation running meanwhile changes the state

@@ -11,7 +11,7 @@ from __future__ import annotations
 import functools
 import struct
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from datetime import UTC, datetime
 
 from core.namespace import key_prefix
@@ -163,20 +163,7 @@ class GroupKeys:
         )
 
     def all(self) -> list[str]:
-        return [
-            self.state,
-            self.takers,
-            self.pending,
-            self.ids,
-            self.failed,
-            self.seqs,
-            self.kick,
-            self.rebuild,
-            self.checked,
-            self.outbox,
-            self.applied,
-            self.abandoned,
-        ]
+        return [getattr(self, key.name) for key in fields(self)]
 
 
 @dataclass(frozen=True)
@@ -192,6 +179,8 @@ class Rules:
         states: how many states the item's takes are spread over (its buckets, 1 unbucketed):
             a take routed by another number, from an item read before a rebucket, is refused
             ``moved`` rather than judged by a state that does not keep its user's takes.
+        hold_seconds: the item's hold window, so that a record is written with the window its take
+            was made under (``inventory.redis_lua.windows``; None: not carried).
     """
 
     begin_at: datetime
@@ -201,6 +190,7 @@ class Rules:
     abandon_limit: int = 0
     abandon_cooldown: int = 0
     states: int = 1
+    hold_seconds: int | None = None
 
 
 @dataclass(frozen=True)
@@ -239,9 +229,9 @@ class PendingReservations(Exception):
 
 @dataclass(frozen=True)
 class Pending:
-    """A reservation waiting to be persisted: its stream entry and what RESERVE recorded
-    (``at_ms``: when, by Redis' clock; ``request_id``: the request that made it, "" for
-    none)."""
+    """A reservation waiting to be persisted: its stream entry and what RESERVE recorded (``at_ms``: when, by Redis'
+    clock; ``request_id``: the request that made it, "" for none; ``hold_seconds``: the item's hold window in force
+    then, as ``windows.windows_read`` finds it, None where the state cannot say)."""
 
     entry_id: str
     reservation_id: int
@@ -250,6 +240,7 @@ class Pending:
     seq: int
     at_ms: int
     request_id: str = ""
+    hold_seconds: int | None = None
 
     @classmethod
     def from_entry(cls, group_id: int, entry_id, fields: Mapping) -> Pending:
@@ -299,26 +290,30 @@ def _ms(moment: datetime) -> int:
 
 
 # The layout of a group's state hash that the scripts read (``inventory.redis_lua.scripts``): the first
-# number of its ``rules`` field. Its numbers are big-endian doubles: ``rules`` eight (five in a
-# state loaded before abandoned holds were capped: RESERVE reads those as no cap; seven in one
-# loaded before it said its number of states: RESERVE checks no caller's), ``live`` four, then
-# two per row.
+# number of its ``rules`` field. Its numbers are big-endian doubles: ``rules`` eight (five in a state loaded before
+# abandoned holds were capped: RESERVE reads those as no cap; seven in one loaded before it said its number of states:
+# RESERVE checks no caller's), then the hold window in seconds as text (none in a state loaded before it was: read by
+# SET_RULES, never by RESERVE); ``live`` four, then two per row.
 STATE_LAYOUT = 3
 _RULES, _LIVE, _ROW = struct.Struct(">dddddddd"), struct.Struct(">dddd"), struct.Struct(">dd")
 
 
 def rules_value(rules: Rules) -> bytes:
-    """The state's ``rules`` field: the layout, the window, the limit, the weight of nothing,
-    the cap on abandoned holds, the cooldown after each (ms) and the item's number of states."""
-    return _RULES.pack(
-        STATE_LAYOUT,
-        _ms(rules.begin_at),
-        _ms(rules.end_at),
-        rules.limit,
-        rules.no_take,
-        rules.abandon_limit,
-        rules.abandon_cooldown * 1000,
-        rules.states,
+    """The state's ``rules`` field: the layout, the window, the limit, the weight of nothing, the cap on abandoned
+    holds, the cooldown after each (ms), the item's number of states and its hold window."""
+    hold = b"" if rules.hold_seconds is None else b"%d" % rules.hold_seconds
+    return (
+        _RULES.pack(
+            STATE_LAYOUT,
+            _ms(rules.begin_at),
+            _ms(rules.end_at),
+            rules.limit,
+            rules.no_take,
+            rules.abandon_limit,
+            rules.abandon_cooldown * 1000,
+            rules.states,
+        )
+        + hold
     )
 
 
@@ -326,8 +321,8 @@ def rules_states(value: bytes | None, *, older: bytes | None = None) -> int:
     """The item's number of states a state's ``rules`` field says (``rules_value``); for rules
     of a state loaded before they held it, the ``states`` field then written (``older``); 1
     for neither."""
-    if value and len(value) == _RULES.size:
-        return int(_RULES.unpack(value)[-1])
+    if value and len(value) >= _RULES.size:
+        return int(_RULES.unpack_from(value)[-1])
     return int(older) if older else 1
 
 
