@@ -56,9 +56,11 @@ class OptimisticStrategy(StockStrategy):
         won = StockGroup.objects.filter(pk=take.group_id, version=held.group_version).update(version=F("version") + 1)
         if not won:
             return False
-        with sold_out_on_negative_stock():
-            Stock.objects.filter(pk=stock_id).update(**units_out(take.quantity))
-        return True
+        # Only while the row still has the units: a bucketed take, from an item split since this
+        # one was read, compares its rows' versions, not the group's, and may have taken them.
+        # Written anyway, the row went below zero, and the buyer was told sold out while other
+        # buckets had stock; missed, the take reads again.
+        return bool(Stock.objects.filter(pk=stock_id, quantity__gte=take.quantity).update(**units_out(take.quantity)))
 
     @staticmethod
     def _bucket_write(take: Take, held: Held, stock_id: int) -> bool:
