@@ -224,6 +224,8 @@ def _json_errors(view):
 
 @api.exception_handler(DomainError)
 def on_domain_error(request, exc: DomainError):
+    if outcome_unknown(exc):  # a 503 raised from what may have acted (a Redis script timed out)
+        idempotency_outcome_unknown(request)
     response = error(request, exc.status, exc.code, exc.message)
     if exc.retry_after is not None:
         response["Retry-After"] = str(exc.retry_after)

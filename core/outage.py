@@ -28,7 +28,8 @@ from .errors import Unavailable
 # connection was lost: 1040 too many connections, 1053 server shutting down, 1927 connection
 # killed, 2002/2003 cannot connect, 2005 unknown host, 2006 gone away, 2013/2055 lost during
 # a query, 4031 disconnected for inactivity. Deadlocks and lock wait timeouts are
-# OperationalErrors too, but a request's own business: they stay 500s and are logged.
+# OperationalErrors too, but a request's own business: a take answers them ``busy``
+# (``inventory.take.CONTENDED``), anything else a 500, logged.
 DATABASE_UNREACHABLE = {1040, 1053, 1927, 2002, 2003, 2005, 2006, 2013, 2055, 4031}
 # Of those, the ones that cut a connection already open: a statement sent on it, a COMMIT
 # among them, may have been carried out with its answer lost.
@@ -87,10 +88,18 @@ def outcome_unknown(exc: BaseException | None) -> bool:
     seen: set[int] = set()
     while exc is not None and id(exc) not in seen:
         seen.add(id(exc))
-        if isinstance(exc, MadeUnanswered | redis.TimeoutError):
+        if isinstance(exc, MadeUnanswered) or (isinstance(exc, redis.TimeoutError) and not _connecting(exc)):
             return True
         exc = exc.__cause__ or exc.__context__
     return False
+
+
+def _connecting(exc: BaseException) -> bool:
+    """Whether the error came while opening the connection, before anything was sent: redis-py
+    says so in its message ("Timeout connecting to server"), as MySQL's client does for a
+    connection lost at its handshake ("reading initial communication packet")."""
+    text = str(exc)
+    return "connecting" in text or "initial communication packet" in text
 
 
 def database_cut(exc: BaseException | None) -> bool:
@@ -99,7 +108,7 @@ def database_cut(exc: BaseException | None) -> bool:
     seen: set[int] = set()
     while exc is not None and id(exc) not in seen:
         seen.add(id(exc))
-        if isinstance(exc, OperationalError) and exc.args and exc.args[0] in DATABASE_CUT:
+        if isinstance(exc, OperationalError) and exc.args and exc.args[0] in DATABASE_CUT and not _connecting(exc):
             return True
         exc = exc.__cause__ or exc.__context__
     return False

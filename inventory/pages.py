@@ -253,6 +253,8 @@ class TakePages:
             returned = enter(response)
         except DomainError as exc:
             returned, refusal = None, exc
+            if outcome_unknown(exc):  # a 503 raised from what may have acted (a Redis script timed out)
+                idempotency_outcome_unknown(request)
         except Exception as exc:
             # As the API keeps its answer to an error: a 500 (nobody knows what was written),
             # and none for a dependency out of reach (nothing was, unless it was cut mid-way).

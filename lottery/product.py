@@ -14,7 +14,7 @@ from datetime import datetime
 from random import Random
 from typing import NoReturn
 
-from django.db.models import F, QuerySet
+from django.db.models import Count, F, Max, QuerySet
 from django.db.models.base import ModelState
 from django.shortcuts import get_object_or_404
 from django.utils import timezone
@@ -171,13 +171,14 @@ class PoolProduct(Product):
         who may not see the pool at all, what an id of nothing answers (``accounts.unlisted``)."""
         if not pool.listed and not crowd_member(user_id=user_id):
             unlisted_take_refuse(user_id=user_id, refusal=NotOpen())
-        used = 0
+        used = top = 0
         prize_by_stock: dict[int, tuple[int, str, int]] = {}
         by_bucket: dict[int, int] = {}
 
         def check() -> None:
-            nonlocal used
-            used = self.counted(pool.pk, user_id)
+            nonlocal used, top
+            counted = self.taking_of(pool.pk, user_id).aggregate(n=Count("pk"), top=Max("seq"))
+            used, top = counted["n"], counted["top"] or 0
             if used >= pool.draws_per_user:
                 raise DrawLimit()
 
@@ -225,7 +226,11 @@ class PoolProduct(Product):
                 # A prize won is held for its claim; no prize is settled at once.
                 status=Draw.Status.HELD if hold_until and prize else Draw.Status.CONFIRMED,
                 hold_until=hold_until if prize else None,
-                seq=used + 1,
+                # Above every number the user holds, not their count plus one: a gap (a
+                # ``redis_lua`` reservation undone frees its number) put that on a number in use,
+                # and every draw after it clashed on the backstop. Draws checked at once still
+                # read the same top, and carry the same number.
+                seq=top + 1,
                 user_guard=user_id if guarded else None,
             )
             draw.draws_counted = used + 1

@@ -6,10 +6,13 @@ resend take a second time."""
 from __future__ import annotations
 
 import pytest
+import redis
 from django.db import DEFAULT_DB_ALIAS, OperationalError, connection, connections
 from django.test import Client
 
+from core.outage import outcome_unknown
 from inventory.items import reservation_takes
+from inventory.redis_lua.client import Reservations
 from lottery import product as lottery_product
 from orders.models import Order
 
@@ -64,3 +67,29 @@ def test_a_purchase_whose_database_connection_was_cut_at_its_commit_is_not_made_
     connection.close()
     assert_error(send(buyer, f"/api/vouchers/{voucher.pk}/purchase"), 409, "idempotency_interrupted")
     assert not Order.objects.filter(voucher=voucher).exists()  # rolled back: the client looks, and tries anew
+
+
+def test_a_draw_whose_redis_timed_out_after_its_script_ran_is_not_drawn_again(api_client, make_pool, monkeypatch):
+    """RESERVE ran, and its answer was lost to a timeout: 503 ``unavailable``, raised as a
+    refusal (``REACHABLE``) where the database's cut is an error; its key was let go too."""
+    pool = make_pool(prizes=(("Gold", 5),), draws_per_user=3, strategy="redis_lua")
+    player = api_client()
+    reserve = Reservations.reserve
+
+    def answer_lost(self, **options):
+        reserve(self, **options)
+        raise redis.TimeoutError("Timeout reading from 127.0.0.1:6379")
+
+    monkeypatch.setattr(Reservations, "reserve", answer_lost)
+    assert_error(send(player, f"/api/pools/{pool.pk}/draw"), 503, "unavailable")
+    monkeypatch.undo()
+    assert_error(send(player, f"/api/pools/{pool.pk}/draw"), 409, "idempotency_interrupted")
+    assert reservation_takes(group_id=pool.group_id, user_id=player.user.pk) == 1
+
+
+def test_a_failure_to_connect_did_nothing_and_a_cut_or_a_lost_answer_may_have():
+    assert not outcome_unknown(redis.TimeoutError("Timeout connecting to server"))
+    assert not outcome_unknown(OperationalError(2013, "Lost connection at 'reading initial communication packet'"))
+    assert not outcome_unknown(OperationalError(2003, "Can't connect to server on '127.0.0.1'"))
+    assert outcome_unknown(redis.TimeoutError("Timeout reading from 127.0.0.1:6379"))
+    assert outcome_unknown(OperationalError(2013, "Lost connection to server during query"))

@@ -19,8 +19,11 @@ next change. A load starts with no notes: it is refused while reservations wait.
 
 What is left: a reservation made under rules loaded before they carried the window, whose
 window changes while it waits, is written with the item's window of the moment (no note can
-say the old one); and a deadline counts from the reservation, so a backlog longer than the
-window writes a record whose deadline has passed (expired at once by the sweep).
+say the old one), as is one whose state was lost while it waited (SET_RULES finds no state to
+note in; the rebuild persists the stream with the item's window); one made in the moment
+between the change's commit and its SET_RULES is noted with the old window; and a deadline
+counts from the reservation, so a backlog longer than the window writes a record whose
+deadline has passed (expired at once by the sweep).
 """
 
 from __future__ import annotations
