@@ -211,7 +211,7 @@ def holds_expire_due(
 
     Each item's strategy releases its own (``StockStrategy.expire``): a batch in one
     transaction, or ``none`` and ``local`` a record at a time, their naive way. An item's
-    due records are read in a range of the index on (status, item, deadline), in its order:
+    due records are read in a range of the index on (item, status, deadline), in its order:
     that item's due rows and no other's, however many due rows other items hold before them
     (an item whose holds stay due, its Redis out of reach, costs every other item's expiry
     task nothing). The sweep (no ``item_id``) finds its items in a range of the index on
@@ -227,7 +227,7 @@ def holds_expire_due(
     held_due = product.record_model.objects.filter(status=Status.HELD, hold_until__lte=now)
 
     def due_of(item_pk: int) -> QuerySet:
-        # In the order of the index on (status, item, deadline), its primary key last as in
+        # In the order of the index on (item, status, deadline), its primary key last as in
         # every InnoDB index: a batch reads its rows, not the item's due rows sorted.
         return held_due.filter(**{item_field: item_pk}).order_by("hold_until", "pk")
 

@@ -81,7 +81,7 @@ class Draw(Record):
             # The holds due, as a voucher's orders' (orders.models.Order): every pool's in
             # deadline order for the sweep, one pool's for its expiry (inventory.holds).
             models.Index(fields=["status", "hold_until", "pool"], name="draw_hold_due"),
-            models.Index(fields=["status", "pool", "hold_until"], name="draw_item_hold_due"),
+            models.Index(fields=["pool", "status", "hold_until"], name="draw_item_hold_due"),
             # A user's draws newest first, a page read from the index alone (inventory.paging).
             models.Index(fields=["user", "created_at", "id"], name="draw_user_created"),
             # The admin's list, newest first (Record.Meta.ordering): it reads its page from here.

@@ -55,7 +55,7 @@ class Order(Record):
             models.Index(fields=["status", "hold_until", "voucher"], name="order_hold_due"),
             # One voucher's holds due, in deadline order: its expiry's, which reads no other
             # voucher's due holds (the index above reads every one due before its own).
-            models.Index(fields=["status", "voucher", "hold_until"], name="order_item_hold_due"),
+            models.Index(fields=["voucher", "status", "hold_until"], name="order_item_hold_due"),
             # A user's orders newest first, a page read from the index alone (inventory.paging).
             models.Index(fields=["user", "created_at", "id"], name="order_user_created"),
             # The admin's list, newest first (Record.Meta.ordering): it reads its page from here.

@@ -125,7 +125,7 @@ def test_an_items_expiry_reads_its_own_due_holds_not_the_other_items_due_before_
     assert reads, captured.captured_queries
     for sql in reads:
         (row,) = [row for row in explain(sql) if row["table"] == table]
-        # A range of (status, item, deadline) in the index's order: this item's rows, no
+        # A range of (item, status, deadline) in the index's order: this item's rows, no
         # other item's, and no sort of them.
         assert row["key"] == index, (row, sql)
         assert int(str(row["rows"]).split()[0]) <= 10 * DUE, (row, sql)

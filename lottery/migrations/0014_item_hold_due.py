@@ -15,6 +15,6 @@ class Migration(migrations.Migration):
     operations = [
         migrations.AddIndex(
             model_name='draw',
-            index=models.Index(fields=['status', 'pool', 'hold_until'], name='draw_item_hold_due'),
+            index=models.Index(fields=['pool', 'status', 'hold_until'], name='draw_item_hold_due'),
         ),
     ]

@@ -15,6 +15,6 @@ class Migration(migrations.Migration):
     operations = [
         migrations.AddIndex(
             model_name='order',
-            index=models.Index(fields=['status', 'voucher', 'hold_until'], name='order_item_hold_due'),
+            index=models.Index(fields=['voucher', 'status', 'hold_until'], name='order_item_hold_due'),
         ),
     ]
