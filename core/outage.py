@@ -15,6 +15,7 @@ from __future__ import annotations
 import logging
 import sys
 import time
+from collections.abc import Iterator
 
 import redis
 from django.db import InterfaceError, OperationalError
@@ -59,18 +60,24 @@ class DependencyDown(Unavailable):
 def dependency_down(exc: BaseException) -> str | None:
     """``"redis"``, ``"database"`` or ``"broker"`` when ``exc`` (or what it was raised
     from) says that dependency is out of reach; None for any other error."""
+    for cause in _causes(exc):
+        # A Redis full under noeviction refuses writes, and nothing was written: as if down.
+        if isinstance(cause, redis.ConnectionError | redis.TimeoutError | redis.exceptions.OutOfMemoryError):
+            return "redis"
+        if isinstance(cause, OperationalError | InterfaceError) and _database_unreachable(cause):
+            return "database"
+        if _broker_unreachable(cause):
+            return "broker"
+    return None
+
+
+def _causes(exc: BaseException | None) -> Iterator[BaseException]:
+    """``exc``, then what it was raised from, and so on (each once: a chain may loop)."""
     seen: set[int] = set()
     while exc is not None and id(exc) not in seen:
         seen.add(id(exc))
-        # A Redis full under noeviction refuses writes, and nothing was written: as if down.
-        if isinstance(exc, redis.ConnectionError | redis.TimeoutError | redis.exceptions.OutOfMemoryError):
-            return "redis"
-        if isinstance(exc, OperationalError | InterfaceError) and _database_unreachable(exc):
-            return "database"
-        if _broker_unreachable(exc):
-            return "broker"
+        yield exc
         exc = exc.__cause__ or exc.__context__
-    return None
 
 
 class MadeUnanswered(Exception):
@@ -83,15 +90,22 @@ def outcome_unknown(exc: BaseException | None) -> bool:
     """Whether the request that failed with ``exc`` may have done what it asked all the same:
     a take made before its answer failed (``MadeUnanswered``), a database connection cut in
     use (``database_cut``), or a Redis that timed out waiting for a script's answer."""
-    if database_cut(exc):
-        return True
-    seen: set[int] = set()
-    while exc is not None and id(exc) not in seen:
-        seen.add(id(exc))
-        if isinstance(exc, MadeUnanswered) or (isinstance(exc, redis.TimeoutError) and not _connecting(exc)):
-            return True
-        exc = exc.__cause__ or exc.__context__
-    return False
+    return any(
+        isinstance(cause, MadeUnanswered)
+        or (isinstance(cause, redis.TimeoutError) and not _connecting(cause))
+        or _cut(cause)
+        for cause in _causes(exc)
+    )
+
+
+def database_cut(exc: BaseException | None) -> bool:
+    """Whether ``exc`` (or what it was raised from) is a database connection cut while in use
+    (``DATABASE_CUT``), so that what it last sent, a COMMIT say, may have been done."""
+    return any(_cut(cause) for cause in _causes(exc))
+
+
+def _cut(exc: BaseException) -> bool:
+    return isinstance(exc, OperationalError) and bool(exc.args) and exc.args[0] in DATABASE_CUT and not _connecting(exc)
 
 
 def _connecting(exc: BaseException) -> bool:
@@ -100,18 +114,6 @@ def _connecting(exc: BaseException) -> bool:
     connection lost at its handshake ("reading initial communication packet")."""
     text = str(exc)
     return "connecting" in text or "initial communication packet" in text
-
-
-def database_cut(exc: BaseException | None) -> bool:
-    """Whether ``exc`` (or what it was raised from) is a database connection cut while in use
-    (``DATABASE_CUT``), so that what it last sent, a COMMIT say, may have been done."""
-    seen: set[int] = set()
-    while exc is not None and id(exc) not in seen:
-        seen.add(id(exc))
-        if isinstance(exc, OperationalError) and exc.args and exc.args[0] in DATABASE_CUT and not _connecting(exc):
-            return True
-        exc = exc.__cause__ or exc.__context__
-    return False
 
 
 def _database_unreachable(exc: OperationalError | InterfaceError) -> bool:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 import redis
-from django.db import DEFAULT_DB_ALIAS, OperationalError, connection, connections
+from django.db import OperationalError, connection
 from django.test import Client
 
 from core.outage import outcome_unknown
@@ -16,6 +16,7 @@ from inventory.redis_lua.client import Reservations
 from lottery import product as lottery_product
 from orders.models import Order
 
+from .cuts import cut_after
 from .http import assert_error
 
 pytestmark = [
@@ -53,16 +54,7 @@ def test_a_purchase_whose_database_connection_was_cut_at_its_commit_is_not_made_
     voucher = make_voucher(stock=5, strategy="db_atomic")
     buyer = api_client()
 
-    def cut_after_the_order(execute, sql, params, many, context):
-        result = execute(sql, params, many, context)
-        if sql.startswith("INSERT INTO `orders_order`"):
-            killer = connections.create_connection(DEFAULT_DB_ALIAS)
-            with killer.cursor() as cursor:
-                cursor.execute("KILL CONNECTION %s", [connection.connection.thread_id()])
-            killer.close()
-        return result
-
-    with connection.execute_wrapper(cut_after_the_order):
+    with connection.execute_wrapper(cut_after("INSERT INTO `orders_order`")):
         assert_error(send(buyer, f"/api/vouchers/{voucher.pk}/purchase"), 503, "unavailable")
     connection.close()
     assert_error(send(buyer, f"/api/vouchers/{voucher.pk}/purchase"), 409, "idempotency_interrupted")

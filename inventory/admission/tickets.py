@@ -136,7 +136,7 @@ class TicketHeld:
     refused with nothing done and asks to be sent again (busy, rate limited, unavailable, or
     not yet started: :data:`GIVEN_BACK`), or failed unforeseen, unless a Redis timed out on an
     answer, or the database's connection was cut, where the take may have been made
-    (:func:`_outcome_unknown`); a take that wrote, or was
+    (``core.outage.outcome_unknown``); a take that wrote, or was
     refused for good (sold out, the user's limit, the end of the window), has spent it, and
     one that spends it in its own script spends it only then. A class, not a generator: every
     take of a ``queue`` item enters it."""
@@ -188,19 +188,12 @@ class TicketHeld:
         return self
 
     def __exit__(self, kind, error, traceback) -> None:
-        if error is None or not self.spent or _outcome_unknown(error):
+        # Kept spent where the take may have been made: given back, a pool with a draw limit
+        # could draw twice on one admission.
+        if error is None or not self.spent or outcome_unknown(error):
             return
         if not isinstance(error, DomainError) or asks_again(error.status, error.code) or error.code in GIVEN_BACK:
             # Only before its deadline, by Redis' clock: one that lapsed during the take is not.
             room_script(TICKET_RETURN)(
                 keys=[*self.spend_keys, self.keys.line], args=[self.user_id, self.serial, self.deadline, self.moment]
             )
-
-
-def _outcome_unknown(error: BaseException) -> bool:
-    """Whether the take may have been made all the same (``core.outage.outcome_unknown``): its
-    Redis timed out waiting for a script's answer (a ``redis_lua`` RESERVE in another slot than
-    the room, answered 503), and the script may have run; its database connection was cut in
-    use, its COMMIT perhaps done with the answer lost. The ticket stays spent then: given back,
-    a pool with a draw limit could draw twice on one admission."""
-    return outcome_unknown(error)

@@ -9,7 +9,7 @@ from datetime import timedelta
 
 import pytest
 import redis
-from django.db import DEFAULT_DB_ALIAS, OperationalError, connection, connections
+from django.db import OperationalError, connection
 
 from core.errors import DomainError
 from core.outage import database_cut
@@ -27,6 +27,7 @@ from orders.product import VOUCHER
 from orders.selectors import voucher_get
 
 from ..buyers import act_concurrently
+from ..cuts import cut_after
 
 pytestmark = [
     pytest.mark.django_db(transaction=True),
@@ -161,16 +162,7 @@ def test_a_take_whose_database_connection_is_cut_at_its_commit_keeps_its_ticket_
     voucher = queued(strategy="db_atomic")
     ticket = admitted(voucher, users[0])
 
-    def cut_after_the_order(execute, sql, params, many, context):
-        result = execute(sql, params, many, context)
-        if sql.startswith("INSERT INTO `orders_order`"):
-            killer = connections.create_connection(DEFAULT_DB_ALIAS)
-            with killer.cursor() as cursor:
-                cursor.execute("KILL CONNECTION %s", [connection.connection.thread_id()])
-            killer.close()
-        return result
-
-    with connection.execute_wrapper(cut_after_the_order), pytest.raises(OperationalError) as cut:
+    with connection.execute_wrapper(cut_after("INSERT INTO `orders_order`")), pytest.raises(OperationalError) as cut:
         take(voucher, users[0], ticket)
     connection.close()
     assert database_cut(cut.value)

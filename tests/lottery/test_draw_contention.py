@@ -45,6 +45,23 @@ class First(Last):
         return 0.0
 
 
+def acting(answers: dict, ids: dict):
+    """A thread's target: ``act(name, action)`` notes its connection's id under ``name`` in
+    ``ids``, then what ``action()`` answered, or raised, in ``answers``."""
+
+    def act(name: str, action) -> None:
+        try:
+            connection.ensure_connection()
+            ids[name] = connection.connection.thread_id()
+            answers[name] = action()
+        except Exception as exc:  # noqa: BLE001  (the answer the test reads)
+            answers[name] = exc
+        finally:
+            connection.close()
+
+    return act
+
+
 def running(thread_id: int, statement: str) -> bool:
     """Whether the connection runs a statement like ``statement`` (SQL's LIKE): one that,
     while another transaction holds its rows, waits. (InnoDB's list of transactions may not
@@ -68,16 +85,7 @@ def test_a_draw_that_deadlocks_with_an_expiry_answers_busy_and_nothing_is_lost(m
     pool_draw(user=second, pool=pool_get(pool_id=pool.pk), rng=First())
     Draw.objects.filter(pool=pool).update(hold_until=timezone.now() - timedelta(seconds=5))
     answers, ids, bought, sell = {}, {}, threading.Event(), threading.Event()
-
-    def act(name: str, action) -> None:
-        try:
-            connection.ensure_connection()
-            ids[name] = connection.connection.thread_id()
-            answers[name] = action()
-        except Exception as exc:  # noqa: BLE001  (the answer the test reads)
-            answers[name] = exc
-        finally:
-            connection.close()
+    act = acting(answers, ids)
 
     def buy_and_hold() -> Draw:
         with transaction.atomic():
@@ -145,16 +153,7 @@ def test_a_prize_renamed_and_restocked_while_drawn_waits_for_the_draw_and_deadlo
     drawer = get_user_model()(pk=make_user().pk)
     settings.GUARD_HOLD_MS = 3000
     answers, ids = {}, {}
-
-    def act(name: str, action) -> None:
-        try:
-            connection.ensure_connection()
-            ids[name] = connection.connection.thread_id()
-            answers[name] = action()
-        except Exception as exc:  # noqa: BLE001  (the answer the test reads)
-            answers[name] = exc
-        finally:
-            connection.close()
+    act = acting(answers, ids)
 
     wrote = threading.Event()
 
