@@ -64,7 +64,7 @@ def dependency_down(exc: BaseException) -> str | None:
         # A Redis full under noeviction refuses writes, and nothing was written: as if down.
         if isinstance(cause, redis.ConnectionError | redis.TimeoutError | redis.exceptions.OutOfMemoryError):
             return "redis"
-        if isinstance(cause, OperationalError | InterfaceError) and _database_unreachable(cause):
+        if _database_unreachable(cause):
             return "database"
         if _broker_unreachable(cause):
             return "broker"
@@ -116,11 +116,16 @@ def _connecting(exc: BaseException) -> bool:
     return "connecting" in text or "initial communication packet" in text
 
 
-def _database_unreachable(exc: OperationalError | InterfaceError) -> bool:
+def database_unreachable(exc: BaseException | None) -> bool:
+    """Whether ``exc`` (or what it was raised from) says the database cannot be reached,
+    rather than that it refused (a deadlock, a lock wait, a constraint)."""
+    return any(_database_unreachable(cause) for cause in _causes(exc))
+
+
+def _database_unreachable(exc: BaseException) -> bool:
     if isinstance(exc, InterfaceError):  # a connection already closed under the request
         return True
-    code = exc.args[0] if exc.args else None
-    return code in DATABASE_UNREACHABLE
+    return isinstance(exc, OperationalError) and bool(exc.args) and exc.args[0] in DATABASE_UNREACHABLE
 
 
 def _broker_unreachable(exc: BaseException) -> bool:

@@ -31,8 +31,10 @@ from collections.abc import Callable
 from contextlib import suppress
 from dataclasses import dataclass
 
-from django.db import DatabaseError, IntegrityError, InterfaceError, OperationalError, transaction
+from django.db import DatabaseError, IntegrityError, transaction
 from redis import RedisError
+
+from core.outage import database_unreachable
 
 from ..models import Stock
 from ..records import public_of
@@ -110,7 +112,7 @@ def reservations_persist(
             prepare=prepare,
         )  # fmt: skip
     except DatabaseError as exc:
-        if unreachable(exc):
+        if database_unreachable(exc):
             # A part written before the database went away has its records: never undo those.
             written = {one.reservation_id for one in committed}
             _give_up_old(
@@ -323,18 +325,6 @@ class _About:
                 "written": result.written, "repeated": result.repeated, "failed": result.failed, "ms": ms,
             },
         )  # fmt: skip
-
-
-# The MySQL client's "cannot reach the server" errors (can't connect, gone away, lost
-# during a query): not a deadlock or a lock wait, which are worth retrying at once.
-_CONNECTION_ERRORS = {2002, 2003, 2005, 2006, 2013, 2055}
-
-
-def unreachable(exc: DatabaseError) -> bool:
-    """Whether ``exc`` says the database cannot be reached, rather than that it refused."""
-    if isinstance(exc, InterfaceError):
-        return True
-    return isinstance(exc, OperationalError) and bool(exc.args) and exc.args[0] in _CONNECTION_ERRORS
 
 
 def _give_up_old(about: _About, reservations: Reservations, pending: list[Pending], seconds: float) -> None:

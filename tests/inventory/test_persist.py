@@ -331,11 +331,15 @@ def test_a_rebuild_waits_for_the_batches_being_persisted_and_drains_wait_for_a_r
 
 def test_only_a_database_out_of_reach_counts_as_unreachable():
     """A deadlock or a lock wait is retried, never a reason to undo a reservation."""
-    from inventory.redis_lua.persist import unreachable
+    from core.outage import database_unreachable as unreachable
 
     assert unreachable(OperationalError(2006, "MySQL server has gone away"))
     assert unreachable(OperationalError(2013, "Lost connection to MySQL server during query"))
     assert unreachable(InterfaceError(0, ""))
+    try:  # as Django wraps the driver's error: the cause is what says so
+        raise OperationalError("wrapped") from OperationalError(2003, "Can't connect to MySQL server")
+    except OperationalError as wrapped:
+        assert unreachable(wrapped)
     assert not unreachable(OperationalError(1213, "Deadlock found when trying to get lock"))
     assert not unreachable(OperationalError(1205, "Lock wait timeout exceeded"))
     assert not unreachable(OperationalError("database is locked"))  # SQLite, busy
