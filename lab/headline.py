@@ -12,14 +12,16 @@ WORDS = {
 
 
 def headline(run: LabRun | None) -> str:
-    """What ``run`` showed, as a newcomer first wants it: the most an unsafe strategy took
-    against its supply, then what the safe strategies took ("exactly" the supply only when
-    every one of them took exactly it). Built from its finished lanes on one row; "" for no
+    """What ``run`` showed, as a newcomer first wants it: the most an unsafe strategy that broke
+    took against its supply, then what the safe strategies took ("exactly" the supply only
+    when every one of them held and took exactly it). Built from its finished lanes on one row; "" for no
     run or a run with none."""
     if run is None:
         return ""
     lanes = [lane for lane in run.lanes.all() if lane.status == LabLane.Status.DONE and lane.buckets == 1]
-    unsafe = [lane for lane in lanes if lane.expected_to_break]
+    # An unsafe lane counts where it broke as its verdict expects: one that did not reproduce
+    # the race shows nothing a guard prevents.
+    unsafe = [lane for lane in lanes if lane.expected_to_break and lane.ok]
     safe = [lane for lane in lanes if not lane.expected_to_break]
     words = WORDS[run.product]
     parts = []
@@ -35,15 +37,19 @@ def headline(run: LabRun | None) -> str:
 
 
 def _safe_part(safe: list[LabLane], words: str, *, alone: bool) -> str:
-    """What the safe strategies took: "exactly" only when each took exactly its supply, else
-    the range they took (the sentence does not round a miss away)."""
+    """What the safe strategies took: "exactly" only when each took exactly its supply and its
+    verdict held, else the range they took and how many did not hold (the sentence does not
+    round a miss away: a duplicate order or a lost confirmation leaves the count exact)."""
     supplied = {lane.supplied for lane in safe}
     supply = supplied.pop() if len(supplied) == 1 else None
-    if all(lane.taken == lane.supplied for lane in safe):
+    failed = sum(1 for lane in safe if not lane.ok)
+    if not failed and all(lane.taken == lane.supplied for lane in safe):
         amount, who = (f"exactly {supply}" if supply is not None else "exactly its supply"), "every safe strategy"
     else:
         low, high = min(lane.taken for lane in safe), max(lane.taken for lane in safe)
         amount, who = (f"{low}" if low == high else f"{low} to {high}"), "the safe strategies"
-    if alone and supply is not None:
-        return f"with {who}, " + words.format(taken=amount, supplied=supply)
-    return f"with {who}, {amount}"
+    said = f"with {who}, " + words.format(taken=amount, supplied=supply) if alone and supply is not None else None
+    said = said or f"with {who}, {amount}"
+    if failed:
+        said += f" ({failed} of {len(safe)} not shown to hold)"
+    return said

@@ -15,8 +15,9 @@ from django.db import models
 
 from inventory.records import MAX_BUCKETS
 from inventory.texts import Described, described
+from loadtests.sales import sales_per_second
 from loadtests.scenarios import ALL
-from loadtests.verdict import NOT_PROVEN, Result, bucketed_name, counted_breaks, sales_per_second
+from loadtests.verdict import PROVES_NOTHING, Result, bucketed_name, counted_breaks
 
 from .lifecycle import lifecycle_cells, surge_cells, taken_text
 
@@ -243,7 +244,7 @@ class LabLane(models.Model):
     @property
     def stranded(self) -> int | None:
         """Units left at the end while buyers were told sold out, once audited (None before,
-        and where not counted: ``loadtests.verdict.stranded_units``)."""
+        and where not counted: ``loadtests.sales.stranded_units``)."""
         return (self.figures or {}).get("stranded")
 
     @property
@@ -268,9 +269,10 @@ class LabLane(models.Model):
 
     @property
     def unproven(self) -> bool:
-        """Judged neither way: its audit ran while its figures still changed (``loadtests.verdict``:
-        "NOT PROVEN"), so it proves nothing, holding or broken."""
-        return self.verdict.startswith(NOT_PROVEN)
+        """Judged neither way (``loadtests.verdict.PROVES_NOTHING``): a safe lane audited while
+        its figures still changed or that took nothing ("NOT PROVEN"), an unsafe one that did
+        not reproduce the race, or one nothing answered: it proves nothing, holding or broken."""
+        return self.verdict.startswith(PROVES_NOTHING)
 
     @property
     def taken_text(self) -> str:

@@ -28,9 +28,10 @@ from .console import say
 from .history_audit import history_figures
 from .locust_process import LoadRunFailed, crowd_started_at, number, run_locust
 from .products import PRODUCTS, Supply
+from .sales import sales_per_second
 from .sampler import Observer, Sampler, from_crowd_start
 from .scenarios import ADMISSION_RATE, LOCUSTFILES, Scenario
-from .verdict import Result, judge, sales_per_second
+from .verdict import Result, judge
 
 
 def one_run(

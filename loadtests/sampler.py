@@ -19,7 +19,8 @@ from django.db import close_old_connections, connection
 from .common import last_out_of_stock
 from .console import say
 from .products import Product, Sample, Target
-from .verdict import TAKEN, stranded_units
+from .sales import stranded_units
+from .verdict import TAKEN
 
 logger = logging.getLogger(__name__)
 
@@ -129,7 +130,7 @@ class Sampler(threading.Thread):
         self.join()
 
     def stranded(self, stock_left: int, outcomes_dir: Path) -> int:
-        """``verdict.stranded_units`` of its run, the crowd's last refusal for want of stock
+        """``sales.stranded_units`` of its run, the crowd's last refusal for want of stock
         (``common.last_out_of_stock``) put on the sampler's clock."""
         refused = last_out_of_stock(outcomes_dir)
         at = refused - self.started_at if refused is not None else None

@@ -70,12 +70,14 @@ REDIS_DRIFT = {
 }
 
 
-# A unit supplied this long before the crowd was last told nothing was left may not have
-# been seen by that refusal, which answers what its strategy read a moment before.
-STRANDED_MARGIN_SECONDS = 1.0
 # A verdict's first word when the audit ran while the figures still changed: neither holds nor
 # broke (``Result.audit_incomplete``).
 NOT_PROVEN = "NOT PROVEN"
+# The first words of an unsafe strategy's verdict when it broke nothing the race breaks, and of
+# a run nothing answered: each proves nothing either way, as NOT PROVEN does.
+FAILED_TO_REPRODUCE = "FAILED TO REPRODUCE"
+NO_REQUESTS = "NO REQUESTS"
+PROVES_NOTHING = (NOT_PROVEN, FAILED_TO_REPRODUCE, NO_REQUESTS)
 
 
 @dataclass
@@ -228,6 +230,22 @@ def counted_breaks(result: Result) -> list[tuple[str, int]]:
     raise ValueError(f"not a product's result: {result.product!r}")
 
 
+def race_broken(result: Result) -> bool:
+    """Whether the run broke what a race of takes breaks: a counted invariant (a unit sold
+    twice, a user over the rule), stock not adding up, or stock below zero."""
+    return (
+        any(count > 0 for _, count in counted_breaks(result))
+        or not result.conserved
+        or not result.stock_not_negative
+        or (result.stock_left or 0) < 0
+    )
+
+
+def took_any(result: Result) -> bool:
+    """Whether the run took any unit: a take confirmed or accepted, or a record holding one."""
+    return bool(result.confirmed or result.accepted or taken(result)[1])
+
+
 def lifecycle(result: Result) -> bool:
     """Whether the row is a lifecycle scenario's, judged on its holds too."""
     return result.returned_twice is not None
@@ -314,7 +332,7 @@ def judge(result: Result, *, breaks: str | None, server_processes: int, audit_ok
     """
     broken = broken_invariants(result, audit_ok=audit_ok)
     if not result.requests:  # nothing answered: no demonstration, and nothing shown to hold
-        return Verdict("NO REQUESTS: nothing was measured", expected_to_break(breaks, server_processes), ok=False)
+        return Verdict(f"{NO_REQUESTS}: nothing was measured", expected_to_break(breaks, server_processes), ok=False)
     if not result.totals_agree:
         # Not a race the demonstration shows: the pages' figures are wrong whatever the strategy.
         return Verdict(
@@ -332,11 +350,13 @@ def judge(result: Result, *, breaks: str | None, server_processes: int, audit_ok
         raced = [label for label, count in lifecycle_races(result) if count > 0]
         if lifecycle(result) and not raced and result.honest_bought is None:  # hoarding shows no race
             besides = f" (broke only: {', '.join(broken)})" if broken else ""
-            return Verdict(f"FAILED TO REPRODUCE the lifecycle's race{besides}", expected_to_break=True, ok=False)
-        # A contradicted answer alone is not the demonstration: the invariants' break is.
-        if any(not label.startswith(HISTORY) for label in broken):
+            return Verdict(f"{FAILED_TO_REPRODUCE} the lifecycle's race{besides}", expected_to_break=True, ok=False)
+        # The demonstration is the race's own break: a unit taken twice or lost. A contradicted
+        # answer, a unit stranded in a bucket or a confirmation lost alone is not it.
+        if raced or race_broken(result):
             return Verdict(f"broke as expected: {', '.join(broken)}", expected_to_break=True, ok=True)
-        return Verdict("FAILED TO REPRODUCE", expected_to_break=True, ok=False)
+        besides = f" (broke only: {', '.join(broken)})" if broken else ""
+        return Verdict(f"{FAILED_TO_REPRODUCE}{besides}", expected_to_break=True, ok=False)
     if broken:
         return Verdict(f"BROKEN: {', '.join(broken)}", expected_to_break=False, ok=False)
     if result.failures:
@@ -345,6 +365,10 @@ def judge(result: Result, *, breaks: str | None, server_processes: int, audit_ok
         return Verdict(
             f"{NOT_PROVEN}: audit incomplete, still changing when audited", expected_to_break=False, ok=False
         )
+    if not took_any(result):
+        # Every take refused (a guard answering busy to everyone, a sale not open): nothing
+        # raced, so nothing was shown to hold.
+        return Verdict(f"{NOT_PROVEN}: nothing was taken", expected_to_break=False, ok=False)
     return Verdict("holds", expected_to_break=False, ok=True)
 
 
@@ -363,29 +387,3 @@ def _hoarding_uncapped(result: Result, broken: list[str]) -> Verdict:
     if (result.honest_sold_out or 0) < HOARDED_ASKS:
         return Verdict(f"FAILED TO REPRODUCE the hoarding: sold_out {asked}", expected_to_break=True, ok=False)
     return Verdict(f"hoarded as expected, no cap: the honest buyer heard sold_out {asked}", True, ok=True)
-
-
-def sales_per_second(taken: list[tuple[float, int]]) -> float:
-    """How fast a run sold while it sold: the units taken from the crowd's start until the
-    count last grew, over those seconds (a sale that sold out early is not diluted by the
-    refusals after); 0 when it sold nothing."""
-    if not taken:
-        return 0.0
-    first, last = taken[0][1], taken[-1][1]
-    done = next(t for t, n in taken if n == last)
-    return (last - first) / done if done > 0 and last > first else 0.0
-
-
-def stranded_units(stock_left: int, supply: list[tuple[float, int]], refused_at: float | None) -> int:
-    """Units stranded: left in stock at the end of a sale although a buyer was told nothing
-    was left. ``supply`` is the units supplied over time and ``refused_at`` the last moment
-    the crowd was refused for want of stock (None: never), on one clock. The stock left,
-    less the units supplied from ``STRANDED_MARGIN_SECONDS`` before that refusal on (a
-    restock it may not have seen): each of the others sat in some bucket, or row, while a
-    buyer was turned away. 0 when nobody was refused for want of stock."""
-    if refused_at is None:
-        return 0
-    seen = [units for at, units in supply if at <= refused_at - STRANDED_MARGIN_SECONDS]
-    supplied_then = seen[-1] if seen else (supply[0][1] if supply else 0)
-    supplied_later = (supply[-1][1] if supply else supplied_then) - supplied_then
-    return max(0, stock_left - max(0, supplied_later))

@@ -13,8 +13,9 @@ from inventory.strategies import STRATEGIES, strategy_names
 from lab.models import LabLane, LabRun
 from lab.proofs import run_proves
 from lab.services import DEFAULTS
+from loadtests.sales import sales_per_second
 from loadtests.scenarios import ALL, HOLD_SECONDS, LIFECYCLE
-from loadtests.verdict import Result, counted_breaks, judge, sales_per_second
+from loadtests.verdict import Result, counted_breaks, judge
 
 OVERSOLD = 89
 RETURNED_TWICE = 3

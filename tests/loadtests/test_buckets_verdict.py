@@ -9,7 +9,8 @@ import pytest
 
 from loadtests.report import bucket_lines, columns_of, render_report
 from loadtests.run import _bucket_counts
-from loadtests.verdict import VOUCHER, Result, judge, sales_per_second, stranded_units
+from loadtests.sales import sales_per_second, stranded_units
+from loadtests.verdict import VOUCHER, Result, judge
 
 SUPPLY = [(0.0, 100), (1.0, 100), (2.0, 100), (3.0, 100)]
 

@@ -293,7 +293,7 @@ def test_an_unsafe_strategy_may_show_violations_but_they_alone_do_not_reproduce_
                   duplicates=0, lost_confirmations=0, stock_left=0, history_violations=1,
                   history_rules={CONTRADICTED: 1})  # fmt: skip
     verdict = judge(Result(strategy="none", **values), breaks="always", server_processes=4)
-    assert (verdict.verdict, verdict.ok) == ("FAILED TO REPRODUCE", False)
+    assert (verdict.verdict, verdict.ok) == ("FAILED TO REPRODUCE (broke only: history: 1 contradicted)", False)
     oversold = Result(strategy="none", **(values | {"orders": 3, "oversold": 2}))
     verdict = judge(oversold, breaks="always", server_processes=4)
     assert verdict.ok and verdict.verdict == "broke as expected: oversold, history: 1 contradicted"

@@ -224,3 +224,35 @@ def test_a_run_audited_while_still_changing_is_not_proven_to_hold():
     assert judge(voucher_row(audit_incomplete=True, oversold=1), breaks=None, server_processes=4).verdict == (
         "BROKEN: oversold"
     )
+
+
+@pytest.mark.parametrize("refused", ["busy", "not_started"])
+def test_a_safe_strategy_that_took_nothing_is_not_proven(refused):
+    """Every take refused in a documented word (a guard answering busy to everyone, a sale
+    not open): nothing broke because nothing raced, which shows nothing to hold."""
+    for row in (
+        voucher_row(requests=2000, confirmed=0, orders=0, stock_left=500),
+        pool_row(requests=2000, confirmed=0, awarded=0, draws=0, stock_left=500),
+        voucher_row("redis_lua", requests=2000, confirmed=0, accepted=0, orders=0, stock_left=500),
+    ):
+        verdict = judge(row, breaks=None, server_processes=4)
+        assert (verdict.verdict, verdict.ok) == ("NOT PROVEN: nothing was taken", False), refused
+    # One take accepted (written later) or one record is something taken.
+    accepted = voucher_row("redis_lua", requests=2000, confirmed=0, accepted=1, orders=1, stock_left=499)
+    assert judge(accepted, breaks=None, server_processes=4).verdict == "holds"
+
+
+def test_an_unsafe_strategy_that_broke_only_what_the_race_does_not_break_failed_to_reproduce():
+    """A confirmation lost or a unit stranded in a bucket is not the race: without a unit
+    taken twice or lost, the demonstration did not happen."""
+    for row, besides in (
+        (voucher_row("none", lost_confirmations=1), "confirmations lost"),
+        (
+            voucher_row("none", buckets=8, stranded=3, stock_left=3, orders=497, confirmed=497),
+            "units stranded while sold out",
+        ),
+    ):
+        verdict = judge(row, breaks="always", server_processes=4)
+        assert (verdict.verdict, verdict.ok) == (f"FAILED TO REPRODUCE (broke only: {besides})", False)
+    raced = voucher_row("none", buckets=8, stranded=3, oversold=2, orders=502, conserved=False)
+    assert judge(raced, breaks="always", server_processes=4).ok
