@@ -17,22 +17,25 @@ Three counts, so that nobody can lock a named account from where they sit:
 The account is counted as the login finds it: the user the database finds under the name,
 by its collation, as Django's own lookup compares names (MariaDB's ignores case, accents and
 trailing spaces: ``Staff ``, ``STÁFF`` and ``staff`` are one account), one indexed query; a
-name that finds no user, which no password can log in, under the name itself, normalised.
-Counted under the name alone, spellings the database takes for one name were as many
-accounts, each with a ceiling of its own.
+name that finds no user, which no password can log in, under the database's own sort key of
+the name, so that its spellings count as one as an existing user's do. Counted under the
+name alone, spellings the database takes for one name were as many accounts, each with a
+ceiling of its own; normalised apart from the database, a 429 told which names exist.
 The throttle is always on: ``RATE_LIMITS_ENABLED`` switches the crowd's limits only.
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 import math
 import time
-import unicodedata
 
 import redis
 from django.conf import settings
 from django.contrib.auth import get_user_model
+from django.core.exceptions import ImproperlyConfigured
+from django.db import connection
 
 from core.namespace import instance_key
 from core.ratelimit import RateLimited
@@ -67,12 +70,45 @@ return n
 
 def login_account(username: str) -> str:
     """``username`` as the throttle counts it: ``#<pk>`` of the user the database finds under
-    it, as the login would; otherwise ``=`` and the name normalised (case and padding)."""
+    it, as the login would; otherwise ``=`` and the name as the database compares names
+    (``_compared``)."""
     model = get_user_model()
     found = model._default_manager.filter(**{model.USERNAME_FIELD: username}).values_list("pk", flat=True).first()
     if found is not None:
         return f"#{found}"
-    return "=" + unicodedata.normalize("NFKC", username).strip().casefold()
+    return "=" + _compared(model, username)
+
+
+def _compared(model, name: str) -> str:
+    """``name`` as the database's lookup of names compares it: MariaDB's and MySQL's sort key of
+    it under the column's collation (``WEIGHT_STRING``, trailing spaces dropped as a PAD SPACE
+    comparison drops them); SQLite's is the name itself. Spellings one user would answer to
+    then count as one whether or not the user exists: normalised apart, an unknown ``böb``
+    counted afresh where an existing ``bob``'s variants shared its ceiling, and a 429 told
+    which names exist."""
+    if connection.vendor != "mysql":
+        return name
+    collation = _collation_of(model._meta.db_table, model._meta.get_field(model.USERNAME_FIELD).column)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT HEX(WEIGHT_STRING(TRIM(TRAILING ' ' FROM CONVERT(%s USING utf8mb4)) COLLATE {collation}))", [name]
+        )
+        return cursor.fetchone()[0]
+
+
+@functools.cache
+def _collation_of(table: str, column: str) -> str:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT COLLATION_NAME FROM information_schema.COLUMNS"
+            " WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = %s AND COLUMN_NAME = %s",
+            [table, column],
+        )
+        found = cursor.fetchone()
+    collation = found[0] if found else None
+    if not collation or not collation.replace("_", "").isalnum():
+        raise ImproperlyConfigured(f"no collation found for {table}.{column}")
+    return collation
 
 
 def login_throttle_key(*parts: str) -> str:

@@ -93,10 +93,27 @@ def test_every_spelling_the_database_takes_for_the_name_counts_as_one_account(th
     assert api_login("VÍCTIM ", PASSWORD).status_code == 429
 
 
-def test_a_name_no_user_has_is_counted_under_the_name(throttled):
-    for variant in ("Nobody", "NOBODY", " nobody "):
+def test_a_name_no_user_has_is_counted_under_the_name_as_the_database_compares_names(throttled):
+    variants = ("Nobody", "NOBODY", "nobody ", "nöbody")
+    for variant in variants:
         assert api_login(variant, "guess", address="10.1.0.9").status_code == 401
-    assert throttled.get(instance_key("login-failures:account:=nobody")) == b"3"
+    assert len({throttle.login_account(variant) for variant in variants}) == 1
+    counted = throttle.login_throttle_key("account", throttle.login_account("nobody"))
+    assert throttled.get(counted) == b"4"
+    assert throttle.login_account("somebody") != throttle.login_account("nobody")
+
+
+@pytest.mark.parametrize("exists", [True, False])
+def test_a_names_spelling_refused_after_its_failures_does_not_tell_whether_the_user_exists(
+    throttled, make_user, exists
+):
+    """Five failures as ``bob`` back the name off from that address; ``böb``, which the
+    database takes for the same name, is then refused alike whether or not bob exists (it
+    answered 401 after a hash where nobody was called bob, and 429 at once where somebody was)."""
+    if exists:
+        make_user("bob", password=PASSWORD)
+    assert [api_login("bob", f"guess-{n}", address="10.1.0.7").status_code for n in range(5)] == [401] * 5
+    assert api_login("böb", "guess", address="10.1.0.7").status_code == 429
 
 
 def test_an_account_guessed_from_many_addresses_meets_its_ceiling_everywhere(throttled, make_user):
