@@ -4,8 +4,10 @@
    match the expected odds by a chi-square goodness-of-fit test (scipy), at a
    significance level of 0.001: the test fails only if the observed counts would
    occur less than once in a thousand samples of a correct draw.
-2. The odds follow the stock as it falls: an urn of 1 rare and 19 common units gives
-   exactly 20 wins, the rare prize exactly once, then ``pool_empty``.
+2. The odds follow the stock as it falls, ticket by ticket: an urn of 1 rare and 19 common
+   units, drawn with a stand-in for the rng that says how many tickets each draw drew from
+   and answers a chosen one: each draw draws from the units left (20, 19, ..., 1), the
+   ticket lands on the row whose units cover it, and the 21st draw answers ``pool_empty``.
 """
 
 from __future__ import annotations
@@ -49,16 +51,30 @@ def test_many_draws_match_the_expected_odds(seed, make_pool, make_user):
     assert pool_audit(pool_id=pool.pk).ok
 
 
-@pytest.mark.parametrize("seed", range(5))
-@pytest.mark.parametrize("strategy", ["db_pessimistic", "db_atomic", "redis_lock"])
-def test_odds_follow_the_stock_as_it_falls(seed, strategy, make_pool, make_user, settings):
+class Tickets:
+    """A stand-in for the rng of ``weighted_choice``: records how many tickets each draw drew
+    from, and answers the last of them, or the first on the draw numbered ``first``."""
+
+    def __init__(self, first: int) -> None:
+        self.first, self.ranges = first, []
+
+    def randrange(self, n: int) -> int:
+        self.ranges.append(n)
+        return 0 if len(self.ranges) == self.first else n - 1
+
+
+@pytest.mark.parametrize("rare_at", [1, 10, 20])
+@pytest.mark.parametrize("strategy", ["db_pessimistic", "db_optimistic", "db_atomic", "redis_lock"])
+def test_odds_follow_the_stock_as_it_falls(rare_at, strategy, make_pool, make_user):
+    """Rare's row comes first: the first ticket lands on it while it has its unit, the last on
+    Common while Common has one. A draw weighted by the supply draws from 20 tickets every
+    time; one that weighs the rows with stock alike, from 2."""
     pool = make_pool(prizes=(("Rare", 1), ("Common", 19)), draws_per_user=100, strategy=strategy)
-    user, rng = make_user(), random.Random(seed)
-    won = []
-    for _ in range(20):
-        won.append(pool_draw(user=user, pool=pool_get(pool_id=pool.pk), rng=rng).prize.name)
+    user, tickets = make_user(), Tickets(first=rare_at)
+    won = [pool_draw(user=user, pool=pool_get(pool_id=pool.pk), rng=tickets).prize.name for _ in range(20)]
     with pytest.raises(PoolEmpty):
-        pool_draw(user=user, pool=pool_get(pool_id=pool.pk), rng=rng)
-    assert Counter(won) == {"Rare": 1, "Common": 19}
+        pool_draw(user=user, pool=pool_get(pool_id=pool.pk), rng=tickets)
+    assert tickets.ranges == list(range(20, 0, -1))  # each draw's tickets: the units left
+    assert won == ["Common"] * (rare_at - 1) + ["Rare"] + ["Common"] * (20 - rare_at)
     audit = pool_audit(pool_id=pool.pk)
     assert (audit.ok, audit.awarded, audit.stock, audit.draws) == (True, 20, 0, 20)
