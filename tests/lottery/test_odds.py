@@ -1,54 +1,106 @@
-"""The odds that draws really give, checked statistically and exactly.
+"""The odds that draws really give: each prize its stock LEFT (its rows' ``quantity``) over
+the pool's stock left plus the weight of no prize (docs/design.md, "Exact odds"), checked
+statistically and exactly.
 
-1. With stock so large that it barely moves, many seeded draws through the service
-   match the expected odds by a chi-square goodness-of-fit test (scipy), at a
-   significance level of 0.001: the test fails only if the observed counts would
-   occur less than once in a thousand samples of a correct draw.
-2. The odds follow the stock as it falls, ticket by ticket: an urn of 1 rare and 19 common
-   units, drawn with a stand-in for the rng that says how many tickets each draw drew from
-   and answers a chosen one: each draw draws from the units left (20, 19, ..., 1), the
-   ticket lands on the row whose units cover it, and the 21st draw answers ``pool_empty``.
+1. Drawn: from a pool whose stock left is far from its supply (``initial_quantity``), each
+   unit won put back after its draw so that the odds stay fixed, seeded draws under each
+   database strategy (the rows each one reads, then ``weighted_choice``) and under
+   ``redis_lua`` (the choice of its Lua script, in Redis) pass a chi-square goodness-of-fit
+   test of the odds of the stock left at a significance level of 0.001: the test fails only
+   if the counts would occur less than once in a thousand samples of a correct draw. The
+   same counts reject the odds of the supply, the law of a draw weighted by
+   ``initial_quantity``: the test can fail.
+2. Exact, ticket by ticket: an urn of 1 rare and 19 common units, drawn with a stand-in
+   for the rng that says how many tickets each draw drew from and answers a chosen one:
+   each draw draws from the units left (20, 19, ..., 1), the ticket lands on the row whose
+   units cover it, and the 21st draw answers ``pool_empty``.
 """
 
 from __future__ import annotations
 
 import random
+import time
 from collections import Counter
+from fractions import Fraction
 
 import pytest
+from django.db.models import F
 from scipy.stats import chisquare
 
+from inventory.models import Stock
+from inventory.redis_lua.client import reservations_client
 from lottery.errors import PoolEmpty
 from lottery.selectors import pool_audit, pool_get
-from lottery.services import pool_draw
+from lottery.services import pool_draw, pool_update
 
 pytestmark = pytest.mark.django_db
 
 SIGNIFICANCE = 0.001
-DRAWS = 3000
-# Weights 1 : 2 : 3 for the prizes and 4 for "no prize", in millions of units.
-STOCK = (("A", 1_000_000), ("B", 2_000_000), ("C", 3_000_000))
-NO_PRIZE_WEIGHT = 4_000_000
+# (supply, left) of each prize: A has given 80 of its 90 units, B none of its 30, C 10 of its 60.
+PRIZES = {"A": (90, 10), "B": (30, 30), "C": (60, 50)}
+NO_PRIZE = 10
+OUTCOMES = [*PRIZES, None]
+# The law of the contract, 10 / 30 / 50 / 10 in 100, and the law of the supply, 90 / 30 / 60 / 10
+# in 190: A's odds almost five times too high, no prize's half.
+LEFT = {name: Fraction(left, 100) for name, (_, left) in PRIZES.items()} | {None: Fraction(NO_PRIZE, 100)}
+SUPPLY = {name: Fraction(supply, 190) for name, (supply, _) in PRIZES.items()} | {None: Fraction(NO_PRIZE, 190)}
+DRAWS = 400  # per database strategy: 5 to 15 ms a draw
+DRAWS_LUA = 2_000
 
 
-@pytest.mark.parametrize("seed", [20261123, 7])
-def test_many_draws_match_the_expected_odds(seed, make_pool, make_user):
-    pool = make_pool(prizes=STOCK, no_prize_weight=NO_PRIZE_WEIGHT, draws_per_user=DRAWS)
-    user, rng = make_user(), random.Random(seed)
+def pool_drawn_down(make_pool, *, strategy: str, draws: int):
+    """A pool of ``PRIZES``' supply whose rows hold the stock left (its units taken counted)."""
+    supplies = [(name, supply) for name, (supply, _) in PRIZES.items()]
+    pool = make_pool(prizes=supplies, no_prize_weight=NO_PRIZE, draws_per_user=draws, strategy=strategy)
+    for row in Stock.objects.filter(group_id=pool.group_id).select_related("head__prize"):
+        supply, left = PRIZES[row.head.prize.name]
+        Stock.objects.filter(pk=row.pk).update(quantity=left, taken=supply - left)
+    return pool_get(pool_id=pool.pk)
+
+
+def fits_the_stock_left(counts: Counter, draws: int, label: str) -> None:
+    """The counts pass the chi-square test of the odds of the stock left and fail that of the
+    odds of the supply."""
+    observed = [counts[name] for name in OUTCOMES]
+    left = chisquare(observed, [float(LEFT[name]) * draws for name in OUTCOMES])
+    supply = chisquare(observed, [float(SUPPLY[name]) * draws for name in OUTCOMES])
+    print(f"\n{label}: {draws} draws, A / B / C / none {observed}: stock left {left}; supply {supply}")
+    assert left.pvalue > SIGNIFICANCE, (observed, left)
+    # The test's power: the same counts reject the law weighted by initial_quantity.
+    assert supply.pvalue < SIGNIFICANCE, (observed, supply)
+
+
+@pytest.mark.parametrize("strategy", ["db_pessimistic", "db_optimistic", "db_atomic", "redis_lock"])
+def test_draws_weigh_each_prize_by_its_stock_left_not_its_supply(strategy, make_pool, make_user):
+    pool = pool_drawn_down(make_pool, strategy=strategy, draws=DRAWS)
+    user, rng, started = make_user(), random.Random(20261123), time.monotonic()
     counts = Counter()
     for _ in range(DRAWS):
-        draw = pool_draw(user=user, pool=pool, rng=rng)  # the prefetched stock is only the snapshot
-        counts[draw.prize.name if draw.prize else "no prize"] += 1
-    total = sum(stock for _, stock in STOCK) + NO_PRIZE_WEIGHT
-    categories = [name for name, _ in STOCK] + ["no prize"]
-    weights = [stock for _, stock in STOCK] + [NO_PRIZE_WEIGHT]
-    expected = [DRAWS * weight / total for weight in weights]
-    observed = [counts[name] for name in categories]
-    statistic, p_value = chisquare(observed, expected)
-    print(f"\nseed {seed}: observed {dict(zip(categories, observed, strict=True))}, "
-          f"expected {[round(e) for e in expected]}, chi-square {statistic:.3f}, p {p_value:.3f}")  # fmt: skip
-    assert p_value > SIGNIFICANCE, (observed, expected, statistic, p_value)
-    assert pool_audit(pool_id=pool.pk).ok
+        drawn = pool_draw(user=user, pool=pool, rng=rng)
+        counts[drawn.prize.name if drawn.prize else None] += 1
+        if drawn.stock_id is not None:  # the unit back in its row: the odds stay as they were
+            Stock.objects.filter(pk=drawn.stock_id).update(quantity=F("quantity") + 1, taken=F("taken") - 1)
+    fits_the_stock_left(counts, DRAWS, f"{strategy} in {time.monotonic() - started:.1f} s")
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.usefixtures("reservations_redis")
+def test_the_lua_script_weighs_each_prize_by_its_stock_left_not_its_supply(make_pool, make_user):
+    pool = pool_drawn_down(make_pool, strategy="db_atomic", draws=DRAWS_LUA)
+    pool_update(pool=pool, strategy="redis_lua")  # its state loaded from the rows: the stock left
+    reservations = reservations_client()
+    rows = dict(Stock.objects.filter(group_id=pool.group_id).values_list("id", "quantity"))
+    assert reservations.stock(group_id=pool.group_id) == rows
+    pool = pool_get(pool_id=pool.pk)
+    user, rng, started = make_user(), random.Random(20261123), time.monotonic()
+    counts = Counter()
+    for _ in range(DRAWS_LUA):
+        drawn = pool_draw(user=user, pool=pool, rng=rng)  # reserved by RESERVE: the choice in Redis
+        counts[drawn.prize.name if drawn.prize else None] += 1
+        if drawn.stock_id is not None:  # the unit back in the state: the odds stay as they were
+            reservations.add_units(group_id=pool.group_id, stock_id=drawn.stock_id, units=1)
+    assert reservations.stock(group_id=pool.group_id) == rows
+    fits_the_stock_left(counts, DRAWS_LUA, f"redis_lua in {time.monotonic() - started:.1f} s")
 
 
 class Tickets:
