@@ -90,6 +90,12 @@ class ItemChangeView:
     no record. A change that finds a row held by a take (``RowsLocked``) is tried again a
     few times, then the page says so."""
 
+    def has_delete_permission(self, request, obj=None):
+        """Never, whoever asks: an item is kept as its records' evidence, and a ``redis_lua``
+        item with no record yet may have reservations answered 202 waiting to be written
+        under it. Its sale is ended instead (its window, or its stock taken out)."""
+        return False
+
     @method_decorator(csrf_protect)
     def changeform_view(self, request, object_id=None, form_url="", extra_context=None):
         try:
@@ -345,4 +351,15 @@ class RecordAdmin(CreatedColumn, ModelAdmin):
         return f"#{record.public_id}"
 
     def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        """Read only, its view permission showing the page: saved, the page wrote every column
+        back as it read them, over a release or a pay committed meanwhile (a unit back on sale
+        and held still); and a record is changed by the services alone."""
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        """Never: a deleted record gives back no unit, no running total and no take, and a held
+        one kept its unit out of stock for good, out of the sweep's sight."""
         return False

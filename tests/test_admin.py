@@ -134,3 +134,29 @@ def test_the_vouchers_change_page_leads_to_its_restock(admin_client_, make_vouch
     restock = reverse("admin:orders_voucher_restock", args=[voucher.pk])
     assert f'<a href="{restock}" class="button" data-testid="restock">Restock</a>' in page
     assert admin_client_.get(restock).status_code == 200
+
+
+def test_records_are_read_only_and_never_deleted_in_the_admin(admin_client_, make_voucher, make_pool, make_user):
+    """A record is changed by the services alone: saved from its page, it wrote every column
+    back as read, over a release committed meanwhile; deleted, it gave back no unit."""
+    from lottery.services import pool_draw
+    from orders.services import order_purchase
+    from tests.stock import stock_left
+
+    voucher, pool = make_voucher(stock=3), make_pool(prizes=(("Gold", 2),))
+    order = order_purchase(user=make_user(), voucher=voucher)
+    draw = pool_draw(user=make_user(), pool=pool)
+    for record, path in ((order, "orders/order"), (draw, "lottery/draw")):
+        page = admin_client_.get(f"/admin/{path}/{record.pk}/change/")
+        assert page.status_code == 200 and 'name="_save"' not in page.content.decode()
+        assert admin_client_.post(f"/admin/{path}/{record.pk}/change/", {}).status_code == 403
+        assert admin_client_.post(f"/admin/{path}/{record.pk}/delete/", {"post": "yes"}).status_code == 403
+        listed = admin_client_.post(
+            f"/admin/{path}/", {"action": "delete_selected", "_selected_action": [record.pk], "post": "yes"}
+        )
+        assert listed.status_code in (200, 302)
+        assert type(record).objects.filter(pk=record.pk).exists()
+    assert stock_left(voucher) == 2
+    # An item is kept too: its records name it, and waiting reservations may.
+    assert admin_client_.post(f"/admin/orders/voucher/{voucher.pk}/delete/", {"post": "yes"}).status_code == 403
+    assert admin_client_.post(f"/admin/lottery/pool/{pool.pk}/delete/", {"post": "yes"}).status_code == 403
