@@ -135,12 +135,6 @@ def draw_page(
     )
 
 
-def draw_list_all(*, user, pool: Pool) -> list[Draw]:
-    """The user's draws in ``pool``, newest first, with those still pending or failed under
-    ``redis_lua``: all of them, which the pool's draws per user bound."""
-    return draw_page(user=user, pool=pool, size=None).records
-
-
 def draw_get(*, user, draw_id: int) -> Draw:
     """The caller's own draw by the id they know it by (``Draw.public_id``); another user's
     draw is as good as missing (``Http404``)."""

@@ -14,7 +14,6 @@ from .api import CLAIM, DRAW
 from .selectors import (
     draw_get,
     draw_list,
-    draw_list_all,
     draw_page,
     draws_used,
     pool_draw_refusal,
@@ -56,20 +55,23 @@ def _standing_context(request, pool) -> dict:
             "my_draws": [],
             "refusal": pool_draw_refusal(pool=pool, draws_left=None, empty=empty),
         }
+    # The newest page of them, polled every two seconds: a pool's limit may allow a million
+    # draws a user, and the draws' own page pages through the rest.
     try:
         used = draws_used(pool=pool, user=request.user)
         # Under redis_lua, with the draws still pending or failed (read from Redis).
-        my_draws, unread = draw_list_all(user=request.user, pool=pool), False
+        page, unread = draw_page(user=request.user, pool=pool), False
     except Unavailable:
         # Redis out of reach: the written draws, and a word that others may be missing.
-        my_draws, unread = list(draw_list(user=request.user, pool=pool)), True
-        used = len(my_draws)
+        page, unread = draw_page(user=request.user, pool=pool, reserved=False), True
+        used = draw_list(user=request.user, pool=pool).count()
     draws_left = max(0, pool.draws_per_user - used)
     return {
         "pool": pool,
         "draws_left": draws_left,
         # A prize held shows its claim's countdown and button, a claimed or forfeited one its state.
-        "my_draws": DRAWS.states(my_draws),
+        "my_draws": DRAWS.states(page.records),
+        "more_draws": page.next is not None,
         "unread": unread,
         "refusal": pool_draw_refusal(pool=pool, draws_left=draws_left, empty=empty),
         "queue": DRAWS.queue_standing(request, pool),

@@ -187,3 +187,24 @@ def test_the_list_shows_each_pools_prizes_left(client, make_pool):
     assert "5 of 5" in rows
     assert "none left" in rows
     assert f'data-testid="pool-row-{live.pk}"' in rows and f'data-testid="pool-row-{empty.pk}"' in rows
+
+
+@pytest.mark.django_db
+def test_the_pools_page_lists_the_newest_page_of_my_draws_and_leads_to_the_rest(client, make_user, make_pool):
+    """Polled every two seconds, the standing shows a page of the user's draws, not every one
+    a limit of a million allows; the draws' own page pages through the rest."""
+    from inventory.paging import PAGE_SIZE
+    from lottery.services import pool_draw
+
+    user = make_user()
+    pool = make_pool(prizes=(("Gold", PAGE_SIZE + 10),), draws_per_user=PAGE_SIZE + 5)
+    for _ in range(PAGE_SIZE + 1):
+        pool_draw(user=user, pool=pool)
+    client.force_login(user)
+    standing = client.get(reverse("lottery:pool_standing", args=[pool.pk])).content.decode()
+    assert standing.count('<li data-testid="draw-') == PAGE_SIZE
+    assert f'href="{reverse("lottery:draw_list")}" data-testid="more-draws"' in standing
+    assert f'data-testid="draws-left">{4}<' in standing  # counted apart from the page
+    pool_draw(user=user, pool=pool)
+    newest = client.get(reverse("lottery:pool_standing", args=[pool.pk])).content.decode()
+    assert newest.count('<li data-testid="draw-') == PAGE_SIZE and 'data-testid="draws-left">3<' in newest
