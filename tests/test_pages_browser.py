@@ -87,6 +87,23 @@ def test_after_buying_the_outcome_alone_says_it(page, live_server, make_user, ma
     assert Order.objects.filter(user=user, voucher=voucher).count() == 1
 
 
+@browser_test
+def test_a_press_the_server_refuses_outside_the_documented_answers_says_so(page, live_server, make_user, make_voucher):
+    """htmx swaps 2xx answers only: a Buy answered 404 (the sale taken down since the page
+    loaded) showed nothing and enabled its button again, as if it had not been pressed."""
+    from orders.models import Voucher
+
+    make_user("kim")
+    voucher = make_voucher(stock=3)
+    log_in(page, live_server, "kim")
+    page.goto(f"{live_server.url}/vouchers/{voucher.pk}/")
+    expect(page.get_by_test_id("buy")).to_be_enabled()
+    Voucher.objects.filter(pk=voucher.pk).update(listed=False)  # unlisted: 404 to buyers
+    page.get_by_test_id("buy").click()
+    expect(page.get_by_test_id("press-failed")).to_contain_text("Not found")
+    assert not Order.objects.filter(voucher=voucher).exists()
+
+
 def admin_page(browser, live_server, make_user, *, width: int):
     admin = make_user("root", staff=True)
     admin.is_superuser = True
