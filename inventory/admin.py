@@ -4,6 +4,7 @@ buyers or the draws. (Nothing is registered here: stock is shown with its produc
 
 from __future__ import annotations
 
+import secrets
 from collections.abc import Callable
 from typing import ClassVar
 
@@ -11,6 +12,7 @@ from django import forms
 from django.contrib import admin, messages
 from django.contrib.admin import ModelAdmin
 from django.contrib.admin.views.main import ChangeList
+from django.core.cache import cache
 from django.db.models import Count, Model
 from django.http import HttpResponse, HttpResponseRedirect
 from django.shortcuts import redirect, render
@@ -35,6 +37,19 @@ _ABANDON_FIELDS = {"abandon_limit": abandon_limit_valid, "abandon_cooldown_secon
 
 class RestockForm(forms.Form):
     quantity = forms.IntegerField(min_value=1, max_value=MAX_UNITS, help_text="Units to add to the stock.")
+    # The page's own: a restock adds, so the same form sent twice (a second click while a take
+    # holds the row) would add twice. Each page sends a fresh one; the first POST with it
+    # takes it (``restock_once``), and a second is refused.
+    once = forms.CharField(widget=forms.HiddenInput, max_length=64, initial=lambda: secrets.token_urlsafe(16))
+
+
+# How long a restock form's ``once`` stays taken: past any double click or resent request.
+RESTOCK_ONCE_SECONDS = 24 * 3600
+
+
+def restock_once(once: str) -> bool:
+    """Take the form's ``once``; False when a POST already took it (an atomic ``SET NX``)."""
+    return cache.add(f"restock-once:{once}", 1, RESTOCK_ONCE_SECONDS)
 
 
 def restock_page(
@@ -59,15 +74,26 @@ def restock_page(
         return redirect("admin:index")
     form = RestockForm(request.POST or None)
     if request.method == "POST" and form.is_valid():
-        quantity = form.cleaned_data["quantity"]
+        quantity, once = form.cleaned_data["quantity"], form.cleaned_data["once"]
+        if not restock_once(once):
+            # A fresh ``once``: sent again on purpose, once the stock is checked, it adds.
+            form = RestockForm({"quantity": quantity, "once": secrets.token_urlsafe(16)})
+            form.is_valid()
+            form.add_error(None, "This restock was sent already (a second click?): check the stock above first.")
+            return _restock_form(model_admin, request, item, marks, form, parent, back_to)
         try:
             restock(quantity)
         except DomainError as exc:
+            cache.delete(f"restock-once:{once}")  # nothing added: the form may be sent again
             form.add_error("quantity", exc.message)
         else:
             left = marks().stock
             model_admin.message_user(request, f"Added {quantity} to “{item}”: {left} left.", messages.SUCCESS)
             return redirect(back_to)
+    return _restock_form(model_admin, request, item, marks, form, parent, back_to)
+
+
+def _restock_form(model_admin, request, item, marks, form, parent, back_to) -> HttpResponse:
     context = {
         **model_admin.admin_site.each_context(request),
         "title": f"Restock {item}",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from datetime import timedelta
 
 import pytest
@@ -10,6 +11,7 @@ from django.utils import timezone
 
 from inventory.models import Stock
 from orders.models import Voucher
+from tests.restock import fresh_once
 from tests.stock import stock_left, stock_row, stock_supplied
 
 pytestmark = pytest.mark.django_db
@@ -17,7 +19,9 @@ pytestmark = pytest.mark.django_db
 
 def test_restock_adds_units_through_the_service(admin_client_, make_voucher):
     voucher = make_voucher(stock=2)
-    response = admin_client_.post(f"/admin/orders/voucher/{voucher.pk}/restock/", {"quantity": "3"})
+    response = admin_client_.post(
+        f"/admin/orders/voucher/{voucher.pk}/restock/", {"quantity": "3", "once": fresh_once()}
+    )
     assert response.status_code == 302
     stock = Stock.objects.get(pk=stock_row(voucher))
     assert (stock.quantity, stock.initial_quantity) == (5, 5)
@@ -26,7 +30,9 @@ def test_restock_adds_units_through_the_service(admin_client_, make_voucher):
 @pytest.mark.parametrize("quantity", ["0", "-4", "many", ""])
 def test_restock_refuses_bad_quantities_and_changes_nothing(admin_client_, make_voucher, quantity):
     voucher = make_voucher(stock=2)
-    response = admin_client_.post(f"/admin/orders/voucher/{voucher.pk}/restock/", {"quantity": quantity})
+    response = admin_client_.post(
+        f"/admin/orders/voucher/{voucher.pk}/restock/", {"quantity": quantity, "once": fresh_once()}
+    )
     assert response.status_code == 200
     assert response.context["form"].errors
     stock = Stock.objects.get(pk=stock_row(voucher))
@@ -160,3 +166,20 @@ def test_records_are_read_only_and_never_deleted_in_the_admin(admin_client_, mak
     # An item is kept too: its records name it, and waiting reservations may.
     assert admin_client_.post(f"/admin/orders/voucher/{voucher.pk}/delete/", {"post": "yes"}).status_code == 403
     assert admin_client_.post(f"/admin/lottery/pool/{pool.pk}/delete/", {"post": "yes"}).status_code == 403
+
+
+def test_a_restock_form_sent_twice_adds_once(admin_client_, make_voucher):
+    """A restock adds: the same form sent again (a second click while a take holds the row)
+    added its units again. Its page's one-time field lets the first in and refuses the second,
+    with a fresh one to send it again on purpose."""
+    voucher = make_voucher(stock=2)
+    url = f"/admin/orders/voucher/{voucher.pk}/restock/"
+    page = admin_client_.get(url).content.decode()
+    once = re.search(r'name="once" value="([^"]+)"', page).group(1)
+    assert admin_client_.post(url, {"quantity": "3", "once": once}).status_code == 302
+    again = admin_client_.post(url, {"quantity": "3", "once": once})
+    assert again.status_code == 200 and "sent already" in again.content.decode()
+    assert stock_left(voucher) == 5
+    fresh = again.context["form"]["once"].value()
+    assert fresh != once and admin_client_.post(url, {"quantity": "3", "once": fresh}).status_code == 302
+    assert stock_left(voucher) == 8

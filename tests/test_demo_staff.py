@@ -12,6 +12,7 @@ from django.test import Client
 from config.management.commands.seed_demo import DEMO_POOLS, DEMO_STAFF, DEMO_STAFF_PERMISSIONS, DEMO_VOUCHERS
 from lottery.models import Pool
 from orders.models import Voucher
+from tests.restock import fresh_once
 from tests.stock import stock_left
 
 pytestmark = pytest.mark.django_db
@@ -73,7 +74,7 @@ def test_the_demo_staff_uses_the_voucher_and_pool_admin(make_voucher):
         response = client.get(path)
         assert response.status_code == 200, path
     before = stock_left(voucher)
-    response = client.post(f"/admin/orders/voucher/{voucher.pk}/restock/", {"quantity": "3"})
+    response = client.post(f"/admin/orders/voucher/{voucher.pk}/restock/", {"quantity": "3", "once": fresh_once()})
     assert response.status_code == 302
     assert stock_left(voucher) == before + 3
 

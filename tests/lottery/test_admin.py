@@ -13,6 +13,7 @@ from inventory.redis_lua import item_states
 from lottery.models import Draw, Pool
 from lottery.selectors import pool_audit, pool_get
 from lottery.services import pool_draw
+from tests.restock import fresh_once
 from tests.stock import stock_rows_held
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -124,12 +125,16 @@ def test_the_pool_page_shows_the_audit_and_the_stock_read_only(admin_client_, ma
 def test_restock_a_prize_through_the_service(admin_client_, make_pool):
     pool = make_pool()
     gold = pool.prizes.all()[0]
-    response = admin_client_.post(f"/admin/lottery/pool/prize/{gold.pk}/restock/", {"quantity": "3"})
+    response = admin_client_.post(
+        f"/admin/lottery/pool/prize/{gold.pk}/restock/", {"quantity": "3", "once": fresh_once()}
+    )
     assert response.status_code == 302
     stock = Stock.objects.get(pk=gold.stock_id)
     assert (stock.quantity, stock.initial_quantity) == (4, 4)
     for bad in ("0", "-2", "x"):
-        response = admin_client_.post(f"/admin/lottery/pool/prize/{gold.pk}/restock/", {"quantity": bad})
+        response = admin_client_.post(
+            f"/admin/lottery/pool/prize/{gold.pk}/restock/", {"quantity": bad, "once": fresh_once()}
+        )
         assert response.status_code == 200
     assert Stock.objects.get(pk=gold.stock_id).quantity == 4
 
