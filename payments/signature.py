@@ -3,6 +3,8 @@
 ``X-Provider-Signature: t=<unix seconds>,n=<nonce>,v1=<hex>``: an HMAC-SHA256 of
 ``<t>.<n>.<body>`` under a key derived from ``SECRET_KEY`` (``salted_hmac``, salted for this
 use alone), so that no key known outside the machine signs one, compared in constant time.
+A callback signed under a key being rotated out (one of ``SECRET_KEY_FALLBACKS``) is
+accepted, as admission tickets and API tokens are; callbacks are signed under the current key.
 The time and the nonce are signed with the body, so that neither can be changed:
 
 - a callback signed more than ``PAYMENT_CALLBACK_TOLERANCE_SECONDS`` from now (either way) is
@@ -49,8 +51,8 @@ PARAMETER = {
 }
 
 
-def _mac(body: bytes, *, at: int, nonce: str) -> str:
-    return salted_hmac(SALT, f"{at}.{nonce}.".encode() + body, algorithm="sha256").hexdigest()
+def _mac(body: bytes, *, at: int, nonce: str, secret: str | None = None) -> str:
+    return salted_hmac(SALT, f"{at}.{nonce}.".encode() + body, secret=secret, algorithm="sha256").hexdigest()
 
 
 def callback_sign(body: bytes, *, at: float | None = None, nonce: str | None = None) -> str:
@@ -69,7 +71,10 @@ def callback_verify(body: bytes, header: str | None, *, now: float | None = None
         raise BadSignature()
     fields = dict(part.split("=", 1) for part in header.split(","))
     at, nonce, mac = int(fields["t"]), fields["n"], fields["v1"]
-    if not constant_time_compare(_mac(body, at=at, nonce=nonce), mac):
+    # The current key, then each being rotated out: a callback signed just before a rotation
+    # (its resends included) is still the provider's.
+    keys = [settings.SECRET_KEY, *settings.SECRET_KEY_FALLBACKS]
+    if not any(constant_time_compare(_mac(body, at=at, nonce=nonce, secret=key), mac) for key in keys):
         raise BadSignature()
     now = time.time() if now is None else now
     tolerance = settings.PAYMENT_CALLBACK_TOLERANCE_SECONDS

@@ -16,7 +16,7 @@ from django.utils.crypto import salted_hmac
 from core.namespace import instance_key
 from locking.integration import locks_redis
 from orders.models import Order
-from payments.errors import SignatureExpired
+from payments.errors import BadSignature, SignatureExpired
 from payments.models import Payment
 from payments.signature import HEADER, SALT, callback_sign, callback_verify
 
@@ -98,6 +98,22 @@ def test_the_tolerance_is_measured_on_the_verifiers_clock(settings):
     with pytest.raises(SignatureExpired):
         callback_verify(body, signed, now=1_000_061)
     callback_verify(body, signed, now=1_000_060)
+
+
+def test_a_callback_signed_under_a_key_being_rotated_out_is_accepted(settings):
+    """As admission tickets and API tokens: verified against ``SECRET_KEY`` and each of
+    ``SECRET_KEY_FALLBACKS``, signed under the current key; a key dropped from both is refused."""
+    body = b"{}"
+    old_key, new_key = "old-" + "k" * 50, "new-" + "k" * 50
+    settings.SECRET_KEY, settings.SECRET_KEY_FALLBACKS = old_key, []
+    signed_before, signed_before_too = callback_sign(body), callback_sign(body)
+    settings.SECRET_KEY, settings.SECRET_KEY_FALLBACKS = new_key, [old_key]
+    callback_verify(body, signed_before)
+    signed_now = callback_sign(body)
+    settings.SECRET_KEY_FALLBACKS = []
+    callback_verify(body, signed_now)  # signed under the current key
+    with pytest.raises(BadSignature):
+        callback_verify(body, signed_before_too)
 
 
 def test_a_replayed_callback_is_refused_and_remembered_only_until_it_would_be_stale(pending, settings):
