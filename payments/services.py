@@ -16,16 +16,18 @@ from datetime import datetime, timedelta
 from uuid import uuid4
 
 from django.conf import settings
-from django.db import DatabaseError, IntegrityError, transaction
+from django.db import DatabaseError, IntegrityError, OperationalError, transaction
 from django.http import Http404
 from django.utils import timezone
 from redis.exceptions import RedisError
 
-from core.errors import DomainError
+from core.errors import DomainError, Unavailable
 from core.namespace import key_prefix
+from core.outage import dependency_down
 from inventory.errors import AlreadyPaid, HoldCancelled, HoldClosed, HoldExpired, LockBusy
 from inventory.holds import closed, hold_lapse, hold_settle
 from inventory.strategies.base import constraint_violated
+from inventory.take import CONTENDED
 from locking.integration import locks_redis
 from orders.models import Order
 from orders.product import VOUCHER
@@ -59,8 +61,9 @@ REFUSALS: dict[str, type[HoldClosed]] = {error.code: error for error in (HoldExp
 def order_pay(*, order: Order, now: datetime | None = None) -> Payment:
     """Pay a held order (the caller's own, as ``order_get`` read it: not read again): its
     payment, ``paid`` when the provider confirmed it at once, ``requested`` while its
-    confirmation is on the way (or the order's strategy was busy applying it: the callback,
-    or the next pay, applies it).
+    confirmation is on the way (or its confirmation, given at once, could not be applied
+    now: the order's strategy busy, a dependency out of reach; the callback, the next pay or
+    the beat applies it).
 
     Nothing is charged for an order that is not held: ``HoldClosed`` (409) in the words of
     its state (``expired``, ``cancelled``, ``already_paid``, ``pending`` while a
@@ -98,13 +101,24 @@ def order_pay(*, order: Order, now: datetime | None = None) -> Payment:
         # found the strategy busy, and maybe no callback will come: confirm it now (a payment
         # resolved meanwhile is answered as it is).
         payment, immediate = payment_latest(order=order), provider_confirms_at_once()
+        waited = True
+    else:
+        waited = False
     if immediate:
         try:
             payment = payment_confirm(reference=payment.reference, now=confirm_at, order=order)
-        except LockBusy:
-            if not settings.PAYMENT_CALLBACK_URL:
-                provider_unresolved(reference=payment.reference)
-            return payment  # still requested: its callback, the next pay or the beat applies it
+        except Exception as exc:
+            # The charge and the payment are committed; the confirm's own transaction rolled
+            # back (its strategy busy, a deadlock or a lock wait lost, a dependency out of
+            # reach, a redis_lua state being rebuilt): still requested, answered 202, and its
+            # callback, the next pay or the beat applies it. Anything else is a fault.
+            if not _unapplied_now(exc):
+                raise
+            _unapplied(payment, exc)
+            return payment
+        if waited:
+            # One whose own confirm was left unapplied, its charge marked so: acknowledged now.
+            _resolved_here(payment)
     if payment.status == Payment.Status.REFUNDED:
         raise payment_refusal(payment)
     return payment
@@ -112,6 +126,26 @@ def order_pay(*, order: Order, now: datetime | None = None) -> Payment:
 
 class _LapsedWaiting(Exception):
     """A pay's order passed its deadline while the pay waited on another payment of it."""
+
+
+def _unapplied_now(exc: Exception) -> bool:
+    """Whether a confirmation failed with ``exc`` as one that a later one applies: busy, or
+    out of reach for now (what a dependency down or a lock contended raises)."""
+    return isinstance(exc, LockBusy | Unavailable) or bool(dependency_down(exc)) or _contended(exc)
+
+
+def _unapplied(payment: Payment, exc: Exception) -> None:
+    """A payment confirmed at once whose confirmation could not be applied now: with nowhere
+    to post, its charge is marked due (``provider_unresolved``), so that a callback URL set
+    before the beat applies it posts it."""
+    if not isinstance(exc, LockBusy):
+        logger.warning("Payment %s could not be confirmed now; it is later.", payment.reference, exc_info=True)
+    if settings.PAYMENT_CALLBACK_URL:
+        return
+    try:
+        provider_unresolved(reference=payment.reference)
+    except DatabaseError:  # the database out of reach: the beat applies it all the same
+        logger.warning("Charge %s could not be marked unapplied.", payment.reference, exc_info=True)
 
 
 def _resolved_here(payment: Payment) -> None:
@@ -180,10 +214,19 @@ def payment_confirm(*, reference: str, now: datetime | None = None, order: Order
     if payment.refund_reason == HoldExpired.code:
         try:
             hold_lapse(VOUCHER, order, now=now)
-        except LockBusy:
-            # The refund is committed: it answers, and the expiry releases the order.
-            logger.warning("Order %s refunded past its deadline; its expiry will release it.", order.pk)
+        except Exception as exc:
+            # The refund is committed: it answers, and the expiry or the sweep releases the
+            # order, whether its strategy was busy or a dependency out of reach (Redis under
+            # redis_lua, the database).
+            if not _unapplied_now(exc):
+                raise
+            logger.warning("Order %s refunded past its deadline; its expiry will release it.", order.pk, exc_info=True)
     return payment
+
+
+def _contended(exc: Exception) -> bool:
+    """A deadlock lost or a row lock waited out: the release's transaction rolled back."""
+    return isinstance(exc, OperationalError) and bool(exc.args) and exc.args[0] in CONTENDED
 
 
 def payments_unapplied_confirm(*, now: datetime | None = None, size: int = UNAPPLIED_BATCH) -> int:

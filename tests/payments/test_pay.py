@@ -14,10 +14,12 @@ from datetime import timedelta
 from uuid import uuid4
 
 import pytest
+from django.db import OperationalError
 from django.utils import timezone
+from redis.exceptions import ConnectionError as RedisConnectionError
 
 from core.namespace import key_prefix
-from inventory.errors import AlreadyPaid
+from inventory.errors import AlreadyPaid, StateMissing
 from inventory.holds import hold_lapse
 from inventory.strategies.changes import rule_scope
 from locking import Lock
@@ -486,3 +488,102 @@ def test_the_beat_goes_on_from_where_its_last_run_stopped(api_client, held_vouch
     assert Payment.objects.get(pk=later.pk).status == "paid"
     # Past the last, the end; then round again, to the first, free now.
     assert [services.payments_unapplied_confirm(size=1) for _ in range(2)] == [0, 1]
+
+
+def test_a_pay_again_that_applies_a_busy_confirmation_acknowledges_its_charge(api_client, held_voucher, settings):
+    """The first pay's immediate confirm found the buyer's lock busy: 202, its charge marked
+    unacknowledged. The next pay applies it (200 paid) and acknowledges it, as the beat does:
+    a callback URL set later posts nothing for a charge already paid."""
+    settings.LOCK_WAIT_SECONDS = 0.1
+    voucher = held_voucher(stock=1, strategy="redis_lock")
+    buyer = api_client()
+    order_id = buy(buyer, voucher)
+    with buyers_locked([Payment(order=order_row(order_id))]):
+        assert pay(buyer, order_id).status_code == 202
+    assert ProviderCharge.objects.get().acknowledged_at is None
+
+    assert pay(buyer, order_id).json()["payment"] == "paid"
+
+    assert ProviderCharge.objects.get().acknowledged_at is not None
+    settings.PAYMENT_CALLBACK_URL = "http://127.0.0.1:9/api/payments/callback"
+    settings.PAYMENT_PROVIDER_RESEND_SECONDS = 0
+    assert provider_resend_due() == 0
+
+
+@pytest.mark.parametrize(
+    "failure",
+    [
+        OperationalError(1213, "Deadlock found when trying to get lock"),
+        OperationalError(1205, "Lock wait timeout exceeded"),
+        OperationalError(2006, "MySQL server has gone away"),
+        StateMissing(),
+        RedisConnectionError("Error connecting to redis"),
+    ],
+    ids=["deadlock", "lock_wait", "database_gone", "state_missing", "redis_down"],
+)
+def test_an_immediate_confirm_that_fails_for_now_answers_202_and_is_applied_later(
+    api_client, held_voucher, monkeypatch, failure
+):
+    """The charge and the payment are committed before the confirm: its failure (rolled back)
+    leaves the payment requested, answered 202 as a busy one is, its charge marked due; the
+    next pay applies it."""
+    voucher = held_voucher(stock=1)
+    buyer = api_client()
+    order_id = buy(buyer, voucher)
+    settle = services.hold_settle
+
+    def fails(*args, **kwargs):
+        raise failure
+
+    monkeypatch.setattr(services, "hold_settle", fails)
+    answer = pay(buyer, order_id)
+    assert answer.status_code == 202, answer.content
+    assert answer.json()["payment"] == "pending"
+    assert Payment.objects.get().status == "requested"
+    assert ProviderCharge.objects.get().acknowledged_at is None
+
+    monkeypatch.setattr(services, "hold_settle", settle)
+    assert pay(buyer, order_id).json()["payment"] == "paid"
+    assert ProviderCharge.objects.count() == 1 and ProviderCharge.objects.get().acknowledged_at is not None
+    assert stock_of(voucher) == 0
+
+
+def test_an_immediate_confirm_that_fails_with_a_fault_is_not_answered_pending(api_client, held_voucher, monkeypatch):
+    """A fault is not a confirmation to apply later: it is raised (a 500), not answered 202."""
+    buyer = api_client()
+    order_id = buy(buyer, held_voucher())
+
+    def fails(*args, **kwargs):
+        raise ValueError("a bug")
+
+    monkeypatch.setattr(services, "hold_settle", fails)
+    with pytest.raises(ValueError):
+        pay(buyer, order_id)
+
+
+def test_a_refund_past_the_deadline_answers_expired_while_the_release_finds_a_dependency_down(
+    api_client, held_voucher, monkeypatch
+):
+    """The refund is committed; the release after it fails (Redis out of reach, a deadlock):
+    the pay still answers 409 ``expired``, and the expiry releases the order later."""
+    voucher = held_voucher(stock=1)
+    buyer = api_client()
+    order_id = buy(buyer, voucher)
+    deadline = timezone.now() + timedelta(milliseconds=300)
+    Order.objects.filter(pk=order_row(order_id).pk).update(hold_until=deadline)
+    charge = services.provider_charge
+
+    def slow_charge(**kwargs):
+        wait_until(lambda: timezone.now() > deadline, "the deadline passed during the charge")
+        return charge(**kwargs)
+
+    def down(*args, **kwargs):
+        raise RedisConnectionError("Error connecting to redis")
+
+    monkeypatch.setattr(services, "provider_charge", slow_charge)
+    monkeypatch.setattr(services, "hold_lapse", down)
+    assert_error(pay(buyer, order_id), 409, "expired")
+    assert Payment.objects.get().status == "refunded"
+    assert order_row(order_id).status == "held"
+    assert hold_lapse(VOUCHER, order_row(order_id))
+    assert order_row(order_id).status == "expired" and stock_of(voucher) == 1
