@@ -155,6 +155,7 @@ def _change(
         record_id=record_id,
         user_id=user_id,
         frees_take=product.release_frees_take,
+        lapses=target == product.lapsed,
         unit_field=product.unit_field,
         counted=partial(product.counted, item.pk, user_id),
         allowed=partial(product.limit_of, item.pk),
@@ -183,6 +184,21 @@ def _changed(product: Product, item: Any, record: Model, change: Change) -> Mode
         # expiry as any other (not here, inside what may be the caller's transaction).
         raise _CLOSED[product.lapsed]()
     raise closed(product, record)
+
+
+def hold_settle_asked(product: Product, record: Model, *, now: datetime) -> bool:
+    """Say, in the caller's transaction, that a settle of the held ``record`` was asked before
+    its deadline (a voucher's payment accepted, its confirmation on the way): its lapse, should
+    the confirmation come too late, is then no abandoned hold (``strategies.changes.abandons``).
+    Written only while the record is held and ``now`` before its deadline: True; False
+    otherwise, the record's status and deadline read again (one query either way when
+    written: it is the read of whether it is still held)."""
+    held = product.record_model.objects.filter(pk=record.pk, status=Status.HELD, hold_until__gt=now)
+    if held.update(settle_asked_at=now):
+        record.status, record.settle_asked_at = Status.HELD, now
+        return True
+    record.refresh_from_db(fields=["status", "hold_until"])
+    return False
 
 
 def hold_lapse(product: Product, record: Model, *, now: datetime | None = None) -> bool:

@@ -173,6 +173,10 @@ class Record(models.Model):
     settled_at = models.DateTimeField(null=True, blank=True, editable=False)
     released_at = models.DateTimeField(null=True, blank=True, editable=False)
     releases = models.PositiveSmallIntegerField(default=0, editable=False)
+    # When its settle was asked while it was held before its deadline (a voucher's payment
+    # accepted in time, its confirmation on the way): its lapse then is no abandoned hold
+    # (``strategies.changes``, docs/design.md, "Abandoned holds"). NULL when never asked.
+    settle_asked_at = models.DateTimeField(null=True, blank=True, editable=False)
 
     class Meta:
         abstract = True

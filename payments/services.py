@@ -25,7 +25,7 @@ from core.errors import DomainError, Unavailable
 from core.namespace import key_prefix
 from core.outage import dependency_down
 from inventory.errors import AlreadyPaid, HoldCancelled, HoldClosed, HoldExpired, LockBusy
-from inventory.holds import closed, hold_lapse, hold_settle
+from inventory.holds import closed, hold_lapse, hold_settle, hold_settle_asked
 from inventory.strategies.base import constraint_violated
 from inventory.take import CONTENDED
 from locking.integration import locks_redis
@@ -80,14 +80,16 @@ def order_pay(*, order: Order, now: datetime | None = None) -> Payment:
     try:
         with transaction.atomic():
             payment = Payment.objects.create(order=order, reference=uuid4().hex, open_guard=order.pk)
-            # Read again past the guard: a payment resolved while this one waited on it has
-            # left the order paid or released, and nothing more is charged.
-            order.refresh_from_db(fields=["status"])
-            if not order.is_held:
-                raise closed(VOUCHER, order)
-            # Its deadline may have passed while it waited there (on a confirmation that
-            # refunded another pay as expired, before the release that follows the commit).
-            if order.hold_until <= (confirm_at or timezone.now()):
+            # Marked paid in time, with the charge, while it is held before its deadline: a
+            # lapse of it, its confirmation too late, is then no abandoned hold of the buyer's
+            # (docs/design.md, "Abandoned holds"). And that is the read again past the guard:
+            # a payment resolved while this one waited on it has left the order paid or
+            # released, and nothing more is charged; or its deadline passed meanwhile (on a
+            # confirmation that refunded another pay as expired, before the release that
+            # follows the commit).
+            if not hold_settle_asked(VOUCHER, order, now=confirm_at or timezone.now()):
+                if not order.is_held:
+                    raise closed(VOUCHER, order)
                 raise _LapsedWaiting()
             immediate = provider_charge(reference=payment.reference, now=now)
     except _LapsedWaiting:

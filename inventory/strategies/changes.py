@@ -3,7 +3,8 @@
 forfeited: its unit back in the stock), under the guard that took it
 (``StockStrategy.change``); :func:`change_write` is its write, and keeps the stock's running
 totals (docs/design.md, "Running totals") in step with what the record became, and counts a
-release as the user's abandoned hold (docs/design.md, "Abandoned holds"). An
+release as the user's abandoned hold (docs/design.md, "Abandoned holds"), unless it is the
+lapse of a hold whose settle was asked in time (:func:`abandons`). An
 :class:`Expiry` releases an item's held records past their deadline, a batch at a time
 (``StockStrategy.expire``); :func:`expiry_write` is the batch's write.
 
@@ -54,6 +55,9 @@ class Change:
             outside the database (``redis_lua`` returns the unit there too).
         frees_take: whether a release gives the user the take back (a voucher's buyer
             may buy again; a forfeited draw still counts).
+        lapses: whether the change is the lapse of the hold at its deadline (expired,
+            forfeited), not a cancel: a lapse of a record whose settle was asked in time is
+            no abandoned hold (:func:`abandons`).
         unit_field: the record's lookup of the stock row it took, read by an unguarded
             write, which may change a record that is not held any more.
         counted, allowed: as a ``Take``'s, for the running totals of takes past the per-user
@@ -73,6 +77,7 @@ class Change:
     record_id: int = 0
     user_id: int = 0
     frees_take: bool = False
+    lapses: bool = False
     unit_field: str = ""
     counted: Callable[[], int] | None = None
     allowed: Callable[[], int] | None = None
@@ -178,7 +183,7 @@ def change_write(change: Change, *, guarded: bool) -> bool:
         was, unit = _read_overwritten(change)
     if not records.update(status=change.target, **fields):
         return False
-    if change.releases:
+    if change.releases and abandons(lapses=change.lapses, settle_asked=_settle_asked(change)):
         # An abandoned hold, counted last: the user's row is locked after the stock row and
         # the record, as every release locks them (docs/design.md, "Abandoned holds").
         abandons_add(change.group_id, {change.user_id: 1}, change.fields["released_at"])
@@ -191,6 +196,23 @@ def change_write(change: Change, *, guarded: bool) -> bool:
     if change.counts_over(guarded=guarded):
         over_counted(change.group_id, counted=change.counted, allowed=change.allowed, delta=taken)
     return True
+
+
+def abandons(*, lapses: bool, settle_asked: bool) -> bool:
+    """Whether a release is the user's abandoned hold: a cancel always, a lapse unless the
+    record's settle was asked before its deadline (``Record.settle_asked_at``: a payment made
+    in time whose confirmation came late, or was refunded when the deadline passed during its
+    charge). The buyer paid in time; the rule is for those who let a hold go. A cancel of a
+    hold being paid counts: it is the buyer's own, or paying then cancelling would pass the
+    cap. The one rule every release follows, a batch's and one record's, under every
+    strategy; ``redis_lua`` sets Redis' counts to the database's after each."""
+    return not (lapses and settle_asked)
+
+
+def _settle_asked(change: Change) -> bool:
+    """Whether the record just released had its settle asked in time: read on the row the
+    release has just written (its own write, so the latest), and only for a lapse."""
+    return change.lapses and change.records.filter(settle_asked_at__isnull=False).exists()
 
 
 def _read_overwritten(change: Change) -> tuple[str | None, int | None]:
@@ -223,7 +245,10 @@ def expiry_write(expiry: Expiry) -> list[Returned]:
         units_of = model.objects.filter(pk__in=candidates).values_list(expiry.unit_field, flat=True)
         lock_rows(sorted({stock_id for stock_id in units_of if stock_id is not None}))
         due = expiry.due.filter(pk__in=candidates).select_for_update(skip_locked=True)
-        ids = list(due.values_list("pk", flat=True))
+        # Read locked: whether a settle was asked of each (a pay committed after the read
+        # of the candidates is seen).
+        asked = dict(due.values_list("pk", "settle_asked_at"))
+        ids = list(asked)
         if not ids:
             return []
         records = model.objects.filter(pk__in=ids)
@@ -233,7 +258,10 @@ def expiry_write(expiry: Expiry) -> list[Returned]:
         units = Counter(row.stock_id for row in rows if row.stock_id is not None)
         for stock_id, count in sorted(units.items()):
             units_return(stock_id, count)
-        abandons_add(expiry.group_id, Counter(row.user_id for row in rows), expiry.fields["released_at"])
+        abandoned = Counter(
+            row.user_id for row in rows if abandons(lapses=True, settle_asked=asked[row.record_id] is not None)
+        )
+        abandons_add(expiry.group_id, abandoned, expiry.fields["released_at"])
         if over_rule:
             for user_id, count in Counter(row.user_id for row in rows).items():
                 over_counted(

@@ -21,6 +21,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from core.namespace import key_prefix
 from inventory.errors import AlreadyPaid, StateMissing
 from inventory.holds import hold_lapse
+from inventory.models import Abandoned
 from inventory.strategies.changes import rule_scope
 from locking import Lock
 from locking.integration import locks_redis
@@ -587,3 +588,35 @@ def test_a_refund_past_the_deadline_answers_expired_while_the_release_finds_a_de
     assert order_row(order_id).status == "held"
     assert hold_lapse(VOUCHER, order_row(order_id))
     assert order_row(order_id).status == "expired" and stock_of(voucher) == 1
+
+
+def test_a_pay_whose_deadline_passes_while_it_charges_leaves_no_abandoned_hold(api_client, held_voucher, monkeypatch):
+    """Paid before ``pay_by``, refunded ``expired`` because the deadline passed during the
+    charge: the release is no abandoned hold, and the buyer may buy again at once."""
+    voucher = held_voucher(stock=1)
+    buyer = api_client()
+    order_id = buy(buyer, voucher)
+    deadline = timezone.now() + timedelta(milliseconds=300)
+    Order.objects.filter(pk=order_row(order_id).pk).update(hold_until=deadline)
+    charge = services.provider_charge
+
+    def slow_charge(**kwargs):
+        wait_until(lambda: timezone.now() > deadline, "the deadline passed during the charge")
+        return charge(**kwargs)
+
+    monkeypatch.setattr(services, "provider_charge", slow_charge)
+    assert_error(pay(buyer, order_id), 409, "expired")
+    assert order_row(order_id).status == "expired"
+    assert not Abandoned.objects.filter(user=buyer.user).exists()
+    monkeypatch.undo()
+    assert buyer.post(f"/api/vouchers/{voucher.pk}/purchase").status_code == 201
+
+
+def test_a_cancel_of_an_order_being_paid_is_still_an_abandoned_hold(api_client, held_voucher, provider):
+    """The buyer's own cancel counts, paid or not: paying then cancelling would pass the cap."""
+    provider.PAYMENT_PROVIDER_DELAY_MS = 500
+    buyer = api_client()
+    order_id = buy(buyer, held_voucher())
+    assert pay(buyer, order_id).status_code == 202
+    order_cancel(order=order_get(user=buyer.user, order_id=order_id))
+    assert Abandoned.objects.get(user=buyer.user).holds == 1

@@ -6,7 +6,11 @@ from __future__ import annotations
 
 import pytest
 
+from inventory.holds import holds_expire_due
+from inventory.models import Abandoned
 from inventory.redis_lua.client import reservations_client
+from inventory.redis_lua.values import GroupKeys
+from orders.product import VOUCHER
 from payments.models import Payment
 from payments.selectors import payments_audit
 from tests.stock import stock_left, stock_row
@@ -48,3 +52,52 @@ def test_a_confirmation_pays_or_refunds_under_every_guarded_strategy(
         assert reservations_client().stock(group_id=voucher.group_id) == {stock_row(voucher): 1}
     audit = payments_audit(voucher_id=voucher.pk)
     assert (audit.paid, audit.refunded, audit.ok) == (1, 1, True)
+
+
+@pytest.mark.parametrize("released_by", ["callback", "expiry"])
+@pytest.mark.parametrize("strategy", GUARDED)
+def test_a_payment_made_in_time_and_confirmed_late_is_no_abandoned_hold(
+    strategy, released_by, request, settings, api_client, held_voucher
+):
+    """The buyer paid before ``pay_by`` (202); the confirmation came after it and was refunded
+    ``expired``, the order released by that confirmation or by the expiry before it. The buyer
+    let nothing lapse: no abandoned hold is counted, in the database or in redis_lua's Redis,
+    and their next purchase is not cooling down (60 s, a cap of 2: the defaults)."""
+    if strategy == "redlock":
+        request.getfixturevalue("redlock_urls")
+    settings.PAYMENT_CALLBACK_URL = ""
+    settings.PAYMENT_PROVIDER_DELAY_MS = 500
+    voucher = held_voucher(stock=1, strategy=strategy)
+    buyer = api_client()
+    order_id = buy(buyer, voucher)
+    if strategy == "redis_lua":
+        assert persist_voucher(voucher) == 1
+    assert pay(buyer, order_id).status_code == 202
+    held_until_past(order_id)
+    if released_by == "expiry":
+        assert holds_expire_due(VOUCHER, item_id=voucher.pk) == 1
+
+    assert callback(Payment.objects.get().reference).json()["status"] == "refunded"
+
+    assert (order_row(order_id).status, stock_left(voucher)) == ("expired", 1)
+    assert not Abandoned.objects.filter(user=buyer.user).exists()
+    if strategy == "redis_lua":
+        abandoned = GroupKeys.of(voucher.group_id).abandoned
+        assert reservations_client().client.hget(abandoned, str(buyer.user.pk)) is None
+    again = buyer.post(f"/api/vouchers/{voucher.pk}/purchase")
+    assert again.status_code in (201, 202), again.content
+
+
+@pytest.mark.parametrize("strategy", ["db_atomic", "redis_lua"])
+def test_a_hold_let_lapse_without_a_payment_is_still_an_abandoned_hold(strategy, settings, api_client, held_voucher):
+    """What the rule is for: an order nobody paid, expired, counts, and the buyer cools down."""
+    voucher = held_voucher(stock=1, strategy=strategy)
+    buyer = api_client()
+    order_id = buy(buyer, voucher)
+    if strategy == "redis_lua":
+        assert persist_voucher(voucher) == 1
+    held_until_past(order_id)
+    assert holds_expire_due(VOUCHER, item_id=voucher.pk) == 1
+
+    assert Abandoned.objects.get(user=buyer.user).holds == 1
+    assert_error(buyer.post(f"/api/vouchers/{voucher.pk}/purchase"), 429, "cooling_down")
