@@ -24,6 +24,10 @@ from .tokens import CHANGES_KEPT, OVERLAP, revocations, token_hash, token_new
 # Users whose tokens ``tokens_revoke`` deletes and records at a time: within a statement's
 # parameters on every database (SQLite's included).
 TOKENS_REVOKED_USERS = 1000
+# How old the oldest stamp a transaction wrote may grow before the next revocation it
+# records stamps them all again (``_written``): a quarter of the readers' window, which
+# leaves the transaction the rest of it (45 s) to commit after its last revocation.
+RESTAMP_AFTER = OVERLAP / 4
 
 
 class TokenNotFound(DomainError):
@@ -178,6 +182,29 @@ def users_with_tokens_create(
     return pairs
 
 
+class _Written:
+    """The users whose cutoffs one transaction has written, and the oldest stamp among them
+    not stamped again since. Registered with ``on_commit`` as a mark of its transaction."""
+
+    def __init__(self, oldest) -> None:
+        self.users: set[int] = set()
+        self.oldest = oldest
+
+    def __call__(self) -> None:
+        pass
+
+
+def _written(now) -> _Written:
+    """What this connection's transaction has written of the cutoffs. Its mark leaves the
+    connection's ``on_commit`` list when the transaction commits or rolls back (or the
+    savepoint it was made in does), and with it what it recorded."""
+    written = getattr(connection, "_revocations_written", None)
+    if written is None or not any(entry[1] is written for entry in connection.run_on_commit):
+        written = connection._revocations_written = _Written(now)
+        transaction.on_commit(written)
+    return written
+
+
 def tokens_revocations_record(*, tokens: Sequence[ApiToken]) -> None:
     """Record ``tokens``, just deleted, as revoked until their end, in the transaction that
     deleted them, for every process to learn (``accounts.tokens``): each user's cutoff rises
@@ -218,6 +245,24 @@ def tokens_revocations_record(*, tokens: Sequence[ApiToken]) -> None:
         unique_fields=["user_id"] if connection.features.supports_update_conflicts_with_target else None,
         update_fields=["stamp", "spared", "changed_at", "expires_at"],
     )
+    # A revocation is stamped when it is written, but seen from its commit on, and every
+    # process reads from OVERLAP before its last read: a transaction that committed its
+    # stamps more than OVERLAP after writing them (the tokens' admin deleting thousands, one
+    # signal each, or a bulk delete of users) was behind every process that read meanwhile,
+    # and its tokens kept working there until a restart. Django has no hook just before a
+    # commit, so every revocation a transaction records restamps, with the database's clock
+    # now, every cutoff it wrote before once the oldest stamp among them is RESTAMP_AFTER
+    # old: one UPDATE per thousand users at most every RESTAMP_AFTER, and every stamp it
+    # commits within RESTAMP_AFTER of its last revocation. A queryset's delete records its
+    # tokens last and commits a few statements later; ``tokens_revoke`` commits each
+    # thousand users at once.
+    written = _written(now)
+    if written.oldest <= now - RESTAMP_AFTER:
+        earlier = sorted(written.users - cut.keys())
+        for first in range(0, len(earlier), 1000):
+            TokenCutoff.objects.filter(user_id__in=earlier[first : first + 1000]).update(changed_at=now)
+        written.oldest = now
+    written.users.update(cut)
     revocations.read_soon()
 
 

@@ -1,0 +1,72 @@
+"""The revocations every process reads (``accounts.tokens``) as they hold up over time: a
+transaction that records revocations for long, the purges each login makes, a read that
+fails just after one was asked for, and what a process keeps of the users it refuses."""
+
+from __future__ import annotations
+
+import threading
+from datetime import timedelta
+
+import pytest
+from django.db import connection, transaction
+
+from accounts import tokens
+from accounts.services import token_issue, token_revoke_raw
+from accounts.tokens import Revocations, token_claims
+from accounts.triggers import database_now
+
+pytestmark = pytest.mark.django_db
+
+
+class Clock:
+    """A clock that moves only when told."""
+
+    def __init__(self, now: float) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def elsewhere(act):
+    """``act()`` on a connection of its own, as another process reads: it sees only what
+    has been committed."""
+    answer = []
+
+    def run():
+        try:
+            answer.append(act())
+        finally:
+            connection.close()
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    thread.join()
+    assert answer, "the thread failed"
+    return answer[0]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_revocation_committed_long_after_its_stamp_reaches_a_process_that_read_meanwhile(
+    settings, make_user, monkeypatch
+):
+    """A transaction that records revocations for longer than the readers' window (the
+    tokens' admin deleting thousands, a bulk delete of users) committed the first one's
+    stamp behind every process that read meanwhile: its token kept working there."""
+    settings.API_TOKEN_REVOCATIONS_REFRESH_SECONDS = 1
+    later = timedelta()
+    monkeypatch.setattr(tokens, "revocations_clock", lambda: database_now() + later)
+    first, second = make_user(), make_user()
+    raws = [token_issue(user=first), token_issue(user=second)]
+    claims = [token_claims(raw) for raw in raws]
+    clock = Clock(100.0)
+    process = Revocations(clock=clock)
+    assert not elsewhere(lambda: process.revoked(claims[0]))
+    with transaction.atomic():
+        token_revoke_raw(user=first, raw=raws[0])
+        later = tokens.OVERLAP + timedelta(seconds=30)  # the transaction goes on
+        clock.now += 1
+        assert not elsewhere(lambda: process.revoked(claims[0]))  # a read meanwhile: nothing committed
+        token_revoke_raw(user=second, raw=raws[1])
+    clock.now += 1
+    assert elsewhere(lambda: [process.revoked(one) for one in claims]) == [True, True]
