@@ -100,10 +100,11 @@ def token_issue(*, user, ttl: timedelta | None = None) -> str:
     ApiToken.objects.filter(user=user, expires_at__lte=now).delete()
     # Kept a while past their end: a process forgets a cutoff up to a minute after it
     # (``accounts.tokens.OVERLAP``), and the stamps above it must stay above it till then.
-    # Rows another transaction holds (a revocation upserting them) are left to the next login.
-    ended = TokenCutoff.objects.filter(expires_at__lte=now - CHANGES_KEPT).select_for_update(skip_locked=True)
-    TokenCutoff.objects.filter(pk__in=list(ended.values_list("pk", flat=True)[:1000])).delete()
-    ActiveChange.objects.filter(expires_at__lte=now - CHANGES_KEPT).delete()
+    # A thousand of each at most, under this user's lock: the rest are left to the next
+    # logins, as are the rows another transaction holds (a revocation upserting them).
+    for model in (TokenCutoff, ActiveChange):
+        ended = model.objects.filter(expires_at__lte=now - CHANGES_KEPT).select_for_update(skip_locked=True)
+        model.objects.filter(pk__in=list(ended.values_list("pk", flat=True)[:1000])).delete()
     kept = ApiToken.objects.filter(user=user).order_by("-created_at", "-pk").values_list("pk", flat=True)
     surplus = list(kept[max(settings.API_TOKENS_PER_USER, 1) :])
     if surplus:

@@ -9,8 +9,10 @@ from datetime import timedelta
 
 import pytest
 from django.db import connection, transaction
+from django.utils import timezone
 
 from accounts import tokens
+from accounts.models import ActiveChange
 from accounts.services import token_issue, token_revoke_raw
 from accounts.tokens import Revocations, token_claims
 from accounts.triggers import database_now
@@ -70,3 +72,17 @@ def test_a_revocation_committed_long_after_its_stamp_reaches_a_process_that_read
         token_revoke_raw(user=second, raw=raws[1])
     clock.now += 1
     assert elsewhere(lambda: [process.revoked(one) for one in claims]) == [True, True]
+
+
+def test_a_login_deletes_at_most_a_thousand_ended_changes(make_user):
+    """Each login purges the changes no process needs under its user's lock: all of them,
+    thousands after a bulk deactivation had ended, made that login wait on the deletes."""
+    user, other = make_user(), make_user()
+    ended = timezone.now() - tokens.CHANGES_KEPT - timedelta(minutes=1)
+    ActiveChange.objects.bulk_create(
+        [ActiveChange(user=other, changed_at=ended, expires_at=ended) for _ in range(1001)], batch_size=1000
+    )
+    token_issue(user=user)
+    assert ActiveChange.objects.count() == 1
+    token_issue(user=user)
+    assert not ActiveChange.objects.exists()
