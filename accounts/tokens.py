@@ -144,10 +144,11 @@ class Revocations:
         """Whether the token of ``claims`` was revoked or its user is inactive, reading the
         revocations first when the last read is older than the refresh interval."""
         age = None if self._read_at is None else self.clock() - self._read_at
-        if age is None or age >= settings.API_TOKEN_REVOCATIONS_REFRESH_SECONDS:
+        if self._soon or age is None or age >= settings.API_TOKEN_REVOCATIONS_REFRESH_SECONDS:
             try:
                 self._read()
             except DatabaseError as exc:
+                self._soon = True  # the next check tries again
                 if age is None or age >= settings.API_TOKEN_REVOCATIONS_STALE_SECONDS:
                     raise RevocationsUnknown() from exc
         cutoff = self._cutoffs.get(claims.user_id)
@@ -157,18 +158,22 @@ class Revocations:
         """Forget what was read: the next check reads it all again, as a process just started."""
         self._cutoffs: dict[int, Cutoff] = {}
         self._inactive: frozenset[int] = frozenset()
-        self._read_at: float | None = None  # by ``clock``
+        self._read_at: float | None = None  # by ``clock``: the last read that went through
+        self._soon = False  # read before the next check (``read_soon``)
         self._since: datetime | None = None  # the wall time the last read started
         self._pruned_at: datetime | None = None
 
     def read_soon(self) -> None:
         """Read again before the next check (this process has just revoked a token: the
-        read then sees it, and sees nothing if the revocation was rolled back)."""
-        self._read_at = None
+        read then sees it, and sees nothing if the revocation was rolled back). The copy's
+        age still counts from the last read that went through: a read that fails then
+        keeps trusting a fresh copy as any other does, not 503 at once."""
+        self._soon = True
 
     def _read(self) -> None:
         from .models import TokenCutoff
 
+        self._soon = False  # before it reads: a revocation made meanwhile asks again
         started = revocations_clock()
         # Kept an overlap past their end by the database's clock: a token's own end is judged
         # by this host's (``wall_clock``), which may run a little slow.

@@ -8,13 +8,13 @@ import threading
 from datetime import timedelta
 
 import pytest
-from django.db import connection, transaction
+from django.db import OperationalError, connection, transaction
 from django.utils import timezone
 
 from accounts import tokens
 from accounts.models import ActiveChange
 from accounts.services import token_issue, token_revoke_raw
-from accounts.tokens import Revocations, token_claims
+from accounts.tokens import Revocations, RevocationsUnknown, token_claims
 from accounts.triggers import database_now
 
 pytestmark = pytest.mark.django_db
@@ -86,3 +86,28 @@ def test_a_login_deletes_at_most_a_thousand_ended_changes(make_user):
     assert ActiveChange.objects.count() == 1
     token_issue(user=user)
     assert not ActiveChange.objects.exists()
+
+
+def test_a_read_asked_for_soon_that_fails_keeps_trusting_a_fresh_copy(settings, make_user, monkeypatch):
+    """A revocation of its own asks the process to read again before its next check: that
+    read failing (the database away for a moment) refused every token with 503 at once,
+    though the copy had been read a moment before."""
+    settings.API_TOKEN_REVOCATIONS_REFRESH_SECONDS = 1
+    settings.API_TOKEN_REVOCATIONS_STALE_SECONDS = 5
+    clock = Clock(100.0)
+    process = Revocations(clock=clock)
+    claims = token_claims(token_issue(user=make_user()))
+    assert not process.revoked(claims)
+    process.read_soon()
+
+    def away():
+        raise OperationalError("the database is away")
+
+    monkeypatch.setattr(tokens, "revocations_clock", away)
+    clock.now += 4.9
+    assert not process.revoked(claims)  # read 4.9 s ago: still trusted
+    clock.now += 0.1
+    with pytest.raises(RevocationsUnknown):
+        process.revoked(claims)
+    monkeypatch.undo()
+    assert not process.revoked(claims)
