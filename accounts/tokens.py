@@ -157,7 +157,7 @@ class Revocations:
     def forget(self) -> None:
         """Forget what was read: the next check reads it all again, as a process just started."""
         self._cutoffs: dict[int, Cutoff] = {}
-        self._inactive: frozenset[int] = frozenset()
+        self._inactive: dict[int, float] = {}  # user id: the latest end of its tokens (unix seconds)
         self._read_at: float | None = None  # by ``clock``: the last read that went through
         self._soon = False  # read before the next check (``read_soon``)
         self._since: datetime | None = None  # the wall time the last read started
@@ -183,13 +183,15 @@ class Revocations:
         # Each row is the user's whole cutoff as it is now: the last read of it wins.
         for user_id, stamp, spared, ends in rows.values_list("user_id", "stamp", "spared", "expires_at"):
             self._cutoffs[user_id] = Cutoff(stamp, frozenset(map(int, spared.split())), ends.timestamp())
+        self._inactive_read(started)
         if self._pruned_at is None or started - self._pruned_at > OVERLAP:
             # A cutoff whose tokens have all ended refuses nothing the end does not: forget it,
-            # so the map holds only what matters.
+            # so the map holds only what matters; an inactive user's likewise, or a process
+            # that reads every second, never the whole again, kept every user ever deactivated.
             now = (started - OVERLAP).timestamp()
             self._cutoffs = {user_id: cutoff for user_id, cutoff in self._cutoffs.items() if cutoff.ends > now}
+            self._inactive = {user_id: ends for user_id, ends in self._inactive.items() if ends > now}
             self._pruned_at = started
-        self._inactive_read(started)
         self._since = started
         self._read_at = self.clock()
 
@@ -198,18 +200,20 @@ class Revocations:
 
         # Each change comes with its user's is_active as it is now, so the order the changes
         # are read in does not matter; a user deleted since has no row to join, and its
-        # tokens were revoked as they went.
+        # tokens were revoked as they went. An inactive user is kept until the latest end of
+        # the changes read of it (the end of its tokens), and changed in place: a read costs
+        # what changed, not a copy of every inactive user.
         whole = self._since is None or started - self._since > CHANGES_KEPT / 2
         if whole:
-            changes, inactive = ActiveChange.objects.filter(expires_at__gt=started - OVERLAP), set()
+            changes, inactive = ActiveChange.objects.filter(expires_at__gt=started - OVERLAP), {}
         else:
-            changes, inactive = ActiveChange.objects.filter(changed_at__gte=self._since - OVERLAP), None
-        for user_id, active in changes.values_list("user_id", "user__is_active"):
-            if inactive is None:
-                inactive = set(self._inactive)
-            (inactive.discard if active else inactive.add)(user_id)
-        if inactive is not None:
-            self._inactive = frozenset(inactive)
+            changes, inactive = ActiveChange.objects.filter(changed_at__gte=self._since - OVERLAP), self._inactive
+        for user_id, active, ends in changes.values_list("user_id", "user__is_active", "expires_at"):
+            if active:
+                inactive.pop(user_id, None)
+            else:
+                inactive[user_id] = max(inactive.get(user_id, 0.0), ends.timestamp())
+        self._inactive = inactive
 
 
 revocations = Revocations()

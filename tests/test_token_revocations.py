@@ -8,6 +8,7 @@ import threading
 from datetime import timedelta
 
 import pytest
+from django.contrib.auth import get_user_model
 from django.db import OperationalError, connection, transaction
 from django.utils import timezone
 
@@ -111,3 +112,22 @@ def test_a_read_asked_for_soon_that_fails_keeps_trusting_a_fresh_copy(settings, 
         process.revoked(claims)
     monkeypatch.undo()
     assert not process.revoked(claims)
+
+
+def test_a_process_that_reads_every_second_forgets_an_inactive_user_once_its_tokens_ended(make_user, monkeypatch):
+    """A process reading since its last read kept every user it had seen deactivated, for
+    good: only a whole read (after half an hour without one) dropped them."""
+    later = timedelta()
+    monkeypatch.setattr(tokens, "revocations_clock", lambda: database_now() + later)
+    clock = Clock(100.0)
+    process = Revocations(clock=clock)
+    gone, kept = make_user(), make_user()
+    token_issue(user=gone, ttl=timedelta(seconds=30))
+    claims = token_claims(token_issue(user=kept, ttl=timedelta(hours=1)))
+    get_user_model().objects.filter(pk__in=[gone.pk, kept.pk]).update(is_active=False)
+    assert process.revoked(claims)
+    assert set(process._inactive) == {gone.pk, kept.pk}
+    for seconds in (60, 120, 180):  # a read every minute, each since the last
+        later, clock.now = timedelta(seconds=seconds), clock.now + 60
+        assert process.revoked(claims)
+    assert set(process._inactive) == {kept.pk}
