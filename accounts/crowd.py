@@ -16,12 +16,17 @@ What a process learns, and when:
   takes on an unlisted item costs a query a second, not one each. A user already known as an
   outsider who joins the crowd in another process waits that long; a load run's users are
   new, never outsiders first, and this process's own ``crowd_join`` forgets them as outsiders at once.
-- A retired member may stay in a process's set: it has no token left and cannot log in
-  (``users_retire``), so it buys nothing.
+- The whole crowd is read again at the first check a minute (``MEMBERS_SECONDS``) after
+  the last such read, replacing the set: the members who left since (a run retired, in
+  whichever process) are forgotten, and what a process holds, and that read's cost, is the
+  crowd now, never every member of every run the site had. Until then a retired member may
+  stay in the set: it has no token left and cannot log in (``users_retire``), so it buys
+  nothing.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable
 
 from django.contrib.auth import get_user_model
@@ -33,6 +38,7 @@ from core.memo import ProcessMemo
 GROUP = "load crowd"
 OUTSIDER_SECONDS = 1.0
 OUTSIDERS_KEPT = 10_000
+MEMBERS_SECONDS = 60.0
 
 
 class _Members:
@@ -42,20 +48,27 @@ class _Members:
         self.forget()
 
     def forget(self) -> None:
-        self.ids: frozenset[int] = frozenset()
+        self.ids: set[int] = set()  # changed in place: adding a crowd copies nothing
         self.top = 0  # the highest member id read: members added since lie above it
+        self.read_at: float | None = None  # by ``time.monotonic``: the last read of the whole crowd
         self.outsiders: ProcessMemo[int, bool] = ProcessMemo(ttl=OUTSIDER_SECONDS, max_size=OUTSIDERS_KEPT)
 
     def __contains__(self, user_id: int) -> bool:
-        if user_id in self.ids:
-            return True
-        if self.outsiders.get(user_id):
-            return False
+        whole = self.read_at is None or time.monotonic() - self.read_at >= MEMBERS_SECONDS
+        if not whole:
+            if user_id in self.ids:
+                return True
+            if self.outsiders.get(user_id):
+                return False
         members = get_user_model().groups.through.objects.filter(group__name=GROUP)
-        added = set(members.filter(Q(user_id__gt=self.top) | Q(user_id=user_id)).values_list("user_id", flat=True))
+        if whole:
+            self.ids = added = set(members.values_list("user_id", flat=True))
+            self.read_at = time.monotonic()
+        else:
+            added = set(members.filter(Q(user_id__gt=self.top) | Q(user_id=user_id)).values_list("user_id", flat=True))
+            self.ids.update(added)
         if added:
-            self.ids |= added
-            self.top = max(self.top, *added)
+            self.top = max(self.top, max(added))
         if user_id in added:
             return True
         self.outsiders.put(user_id, True)

@@ -108,3 +108,20 @@ def test_retired_members_are_out_of_the_crowd_in_the_retiring_process(clock):
     assert all(crowd_member(user_id=pk) for pk in members)
     users_retire(username_prefix="lab998-")
     assert not any(crowd_member(user_id=pk) for pk in members)
+
+
+def test_members_who_left_in_another_process_are_forgotten_within_a_minute(clock, django_assert_num_queries):
+    """A process's set of members only grew: every member of every run the site ever had,
+    however long retired elsewhere."""
+    users_with_tokens_create(count=2, prefix="lab997")
+    members = list(get_user_model().objects.filter(username__startswith="lab997-").values_list("pk", flat=True))
+    assert all(crowd_member(user_id=pk) for pk in members)
+    # Retired by another process: this one's set is its own.
+    get_user_model().groups.through.objects.filter(user_id__in=members).delete()
+    clock.now += crowd.MEMBERS_SECONDS - 0.01
+    with django_assert_num_queries(0):
+        assert crowd_member(user_id=members[0])  # within the minute: no token left to use it
+    clock.now += 0.01
+    with django_assert_num_queries(1):  # the whole crowd again, once
+        assert not crowd_member(user_id=members[0])
+    assert not set(members) & crowd._members.ids
