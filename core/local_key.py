@@ -16,6 +16,12 @@ import time
 from pathlib import Path
 
 FILE_NAME = "secret_key"
+# How long a start waits for another's key to be written into the file it has just made.
+WAIT_SECONDS = 5.0
+
+
+class LocalKeyEmpty(RuntimeError):
+    """The key's file exists but stayed empty: the start that made it stopped before writing."""
 
 
 def local_key_path(var_dir: Path) -> Path:
@@ -43,13 +49,18 @@ def local_key_ensure(var_dir: Path) -> str:
         descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     except FileExistsError:
         # Another process is writing it: wait (a few ms at most) for its line.
-        give_up = time.monotonic() + 5
+        give_up = time.monotonic() + WAIT_SECONDS
         while time.monotonic() < give_up:
             key = local_key_read(var_dir)
             if key:
                 return key
             time.sleep(0.01)
-        raise
+        # Not rewritten here: two starts doing so at once could each keep a key of its own,
+        # and the tokens one signs would not work on the other's servers.
+        raise LocalKeyEmpty(
+            f"{path} exists but is empty: the start that made it stopped before writing the key. "
+            "Delete it and start again (no key was ever in it, so nothing signed is lost)."
+        ) from None
     with os.fdopen(descriptor, "w") as file:
         file.write(secrets.token_urlsafe(64) + "\n")
     return local_key_read(var_dir)
