@@ -1,7 +1,7 @@
 """The secret key of a checkout that runs without one in its environment (``make run``).
 
-No key known outside the machine ever signs anything: there is no fallback key in the
-settings. ``make run`` (scripts/serve.py) and the tools that start their own servers (the
+No key known outside the machine ever signs anything: the settings have no key of their own
+to fall back on. ``make run`` (scripts/serve.py) and the tools that start their own servers (the
 load tests, the benchmarks) make a random key once per checkout, ``var/secret_key``, mode
 0600, and hand it to every process they start; a ``manage.py`` command run by hand beside
 them reads the same file (``config.settings.base``), so that a token it issues works on

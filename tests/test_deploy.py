@@ -51,6 +51,25 @@ def test_production_settings_refuse_to_start_without_a_secret_key():
     assert "DJANGO_SECRET_KEY" in result.stderr
 
 
+def test_a_rotations_old_keys_are_read_from_the_environment_each_of_50_characters_or_more():
+    """docs/operations.md told operators that a rotation keeps tokens working through
+    SECRET_KEY_FALLBACKS, which nothing in the environment could set."""
+    old = [secrets.token_urlsafe(64) for _ in range(2)]
+    show = (
+        "shell",
+        "--no-imports",
+        "-c",
+        "from django.conf import settings; print(','.join(settings.SECRET_KEY_FALLBACKS))",
+    )
+    result = manage(*show, env=production_env(DJANGO_SECRET_KEY_FALLBACKS=f"{old[0]}, {old[1]}"))
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == ",".join(old)
+    assert manage(*show, env=production_env()).stdout.strip() == ""
+    result = manage("check", env=production_env(DJANGO_SECRET_KEY_FALLBACKS=f"{old[0]},short"))
+    assert result.returncode != 0
+    assert "DJANGO_SECRET_KEY_FALLBACKS" in result.stderr
+
+
 def test_production_refuses_to_redirect_to_https_with_no_proxy_to_believe():
     """X-Forwarded-Proto is believed from a trusted proxy alone: with none named and the
     redirect on, every request read as plain HTTP and was sent to HTTPS for ever."""

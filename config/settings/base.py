@@ -40,6 +40,9 @@ if not SECRET_KEY:
         "DJANGO_SECRET_KEY is not set. Set it to a random string of at least 50 characters, or start the site "
         f"with `make run`, which makes one for this checkout in {local_key_path(VAR_DIR)}."
     )
+# A rotation's old keys, comma-separated: what they signed (sessions, tokens, tickets) still
+# checks while they are listed; nothing new is signed with them.
+SECRET_KEY_FALLBACKS = env_list("DJANGO_SECRET_KEY_FALLBACKS", "")
 # The test client's `testserver` is added by Django's test set-up, never here.
 ALLOWED_HOSTS = env_list("DJANGO_ALLOWED_HOSTS", "127.0.0.1,localhost,[::1]")
 CSRF_TRUSTED_ORIGINS = env_list("DJANGO_CSRF_TRUSTED_ORIGINS", "")

@@ -7,12 +7,14 @@ from django.core.exceptions import ImproperlyConfigured
 from config.logs import logging_config
 
 from .base import *  # noqa: F403
-from .base import STORAGES, TRUSTED_PROXIES, VAR_DIR, env_bool, env_int
+from .base import SECRET_KEY_FALLBACKS, STORAGES, TRUSTED_PROXIES, VAR_DIR, env_bool, env_int
 
 DEBUG = False
 SECRET_KEY = os.environ.get("DJANGO_SECRET_KEY", "")
 if len(SECRET_KEY) < 50:
     raise ImproperlyConfigured("DJANGO_SECRET_KEY must be set to a random string of at least 50 characters")
+if any(len(key) < 50 for key in SECRET_KEY_FALLBACKS):
+    raise ImproperlyConfigured("each key in DJANGO_SECRET_KEY_FALLBACKS must be at least 50 characters long")
 if not os.environ.get("DATABASE_URL"):
     raise ImproperlyConfigured("DATABASE_URL must be set (mysql://user:password@host:3306/name)")
 
