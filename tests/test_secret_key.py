@@ -1,4 +1,4 @@
-"""No key known outside the machine signs anything: the settings have no fallback key,
+"""No key known outside the machine signs anything: the settings have no key of their own,
 ``make run`` makes one per checkout (``var/secret_key``, mode 0600) for every process it
 starts, and a ``manage.py`` command run by hand beside it signs with the same one."""
 
