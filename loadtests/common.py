@@ -9,7 +9,9 @@ under the runner, in Locust's web UI and in distributed mode:
 - ``LOADTEST_POOL``: the pool id to draw from
 - ``LOADTEST_OUTCOMES``: a folder where each Locust process appends every answer's
   outcome, for the audit (optional): ``confirmed <order id>``, ``won <draw id> <prize
-  id>``, ``no_prize <draw id>``, the refusal code, or ``error``; a 202 (``redis_lua``:
+  id>``, ``no_prize <draw id>``, the refusal code, or ``error`` (an undocumented answer on
+  any path of a locustfile, ``undocumented``, or a task's exception, ``loadtests.task_errors``;
+  a waiting room's, a restock's or a tab's documented answer writes none); a 202 (``redis_lua``:
   accepted, written later) adds ``pending`` to its line, its id being the reservation's;
   the lifecycle's calls add ``<action> <outcome> <record id>`` (``loadtests.holds_calls``);
   and, beside them, every take's, pay's, cancel's, claim's and restock's request and
@@ -61,7 +63,7 @@ ANSWERED_STATUS = {201: ("confirmed", "held"), 202: ("pending",)}
 CONFIRMED = "confirmed"  # a purchase: an order
 WON = "won"  # a draw that won a prize
 NO_PRIZE = "no_prize"  # a draw that won nothing, counted against the limit all the same
-ERROR = "error"  # any undocumented answer
+ERROR = "error"  # any undocumented answer, or an exception of a task (``loadtests.task_errors``)
 # The last word of a 202's line: accepted, the record to be written later.
 PENDING = "pending"
 # A dependency down (503): documented, and accepted only under LOADTEST_UNAVAILABLE_OK.
@@ -243,9 +245,28 @@ def json_object(response) -> dict | None:
         body = None
     if isinstance(body, dict):
         return body
-    response.failure(f"not a JSON object: status {response.status_code}")
-    outcomes.add(ERROR)
+    undocumented(response, f"not a JSON object: status {response.status_code}")
     return None
+
+
+def undocumented(response, message: str) -> str:
+    """An answer no document allows, on any path of a locustfile (a take, a pay, a waiting
+    room's poll, a restock, an open tab's page): failed in Locust's report and logged
+    ``error`` in the outcomes, which the verdict counts (``Result.failures``); ``ERROR``."""
+    response.failure(message)
+    outcomes.add(ERROR)
+    return ERROR
+
+
+def unavailable_ok(response, body: dict) -> bool:
+    """Whether an answer is a 503 ``unavailable`` with ``Retry-After`` while the fault
+    runner takes it as documented (``LOADTEST_UNAVAILABLE_OK``: a dependency down on purpose)."""
+    return bool(
+        response.status_code == 503
+        and body.get("code") == UNAVAILABLE
+        and response.headers.get("Retry-After")
+        and os.environ.get("LOADTEST_UNAVAILABLE_OK")
+    )
 
 
 def _refused(response, body: dict, refusals: dict[int, set[str]]) -> str:
@@ -263,12 +284,8 @@ def _refused(response, body: dict, refusals: dict[int, set[str]]) -> str:
             response.success()
             outcomes.add(code, *([int(reserved[1])] if reserved else []))
             return code
-        response.failure(f"503 {code} without Retry-After or its reservation")
-        outcomes.add(ERROR)
-        return ERROR
-    response.failure(f"unexpected answer {response.status_code} {body}")
-    outcomes.add(ERROR)
-    return ERROR
+        return undocumented(response, f"503 {code} without Retry-After or its reservation")
+    return undocumented(response, f"unexpected answer {response.status_code} {body}")
 
 
 def purchase(user, voucher: int, token: str, *, ticket: str | None = None) -> str:
@@ -312,9 +329,7 @@ def _purchase_judged(response) -> tuple[str, dict | None]:
             outcomes.add(CONFIRMED, body["order_id"], *_marks(response))
             response.success()
             return CONFIRMED, body
-        response.failure(f"malformed purchase {response.status_code} {body}")
-        outcomes.add(ERROR)
-        return ERROR, None
+        return undocumented(response, f"malformed purchase {response.status_code} {body}"), None
     return _refused(response, body, PURCHASE_REFUSALS), None
 
 
@@ -376,7 +391,5 @@ def _draw_judged(response) -> tuple[str, dict | None]:
                 return NO_PRIZE, body
             outcomes.add(WON, draw_id, prize["id"], *_marks(response))
             return WON, body
-        response.failure(f"malformed draw {response.status_code} {body}")
-        outcomes.add(ERROR)
-        return ERROR, None
+        return undocumented(response, f"malformed draw {response.status_code} {body}"), None
     return _refused(response, body, DRAW_REFUSALS), None

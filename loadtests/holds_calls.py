@@ -96,9 +96,7 @@ def _changed(call: Call, action: str, response, record_id: int) -> str:
         return ERROR
     outcome = _outcome(call, action, response.status_code, body, record_id)
     if outcome == ERROR:
-        response.failure(f"unexpected answer to {action} {response.status_code} {body}")
-        common.outcomes.add(ERROR)
-        return ERROR
+        return common.undocumented(response, f"unexpected answer to {action} {response.status_code} {body}")
     response.success()
     common.outcomes.add(action, outcome, record_id)
     return outcome
@@ -158,8 +156,7 @@ def _read_back(user, action: str, record_id: int, token: str) -> dict | None:
         if response.status_code == 200 and isinstance(body.get("status"), str):
             response.success()
             return body
-        response.failure(f"reading {record_id} back answered {response.status_code}")
-        common.outcomes.add(ERROR)
+        common.undocumented(response, f"reading {record_id} back answered {response.status_code}")
         return None
 
 
@@ -182,11 +179,16 @@ def wait_until(moment: float) -> None:
 
 def volley(calls: list[Callable[[], str]], stagger: float = 0.0) -> list[str]:
     """Fire ``calls`` at once, each ``stagger`` seconds after the one before (a buyer's
-    double clicks, a client's retries), on connections of their own; their outcomes."""
+    double clicks, a client's retries), on connections of their own; their outcomes. A call
+    that raised is an ``error``, logged as an undocumented answer is: its greenlet is not
+    the Locust user's, whose exceptions ``loadtests.task_errors`` logs."""
     # The loop's clock is the time of its last turn: timers set from a stale one go off early.
     gevent.get_hub().loop.update_now()
     greenlets = [gevent.spawn_later(i * stagger, call) for i, call in enumerate(calls)]
     gevent.joinall(greenlets)
+    for greenlet in greenlets:
+        if not greenlet.successful():
+            common.outcomes.add(ERROR)
     return [greenlet.value if greenlet.successful() else ERROR for greenlet in greenlets]
 
 

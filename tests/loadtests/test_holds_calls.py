@@ -117,6 +117,15 @@ def test_a_volley_fires_its_calls_a_stagger_apart_and_keeps_their_order():
     assert fired == sorted(fired) and fired[-1] - fired[0] >= 0.03
 
 
+def test_a_call_of_a_volley_that_raised_is_an_error_outcome(outcomes_dir):
+    # A volley's greenlets are not the Locust user's: what they raise reaches no listener.
+    def raises() -> str:
+        raise KeyError("order_id")
+
+    assert holds_calls.volley([lambda: "paid", raises]) == ["paid", "error"]
+    assert common.read_outcomes(outcomes_dir) == [["error"]]
+
+
 def test_the_audit_reads_the_200s_to_check_and_the_last_out_of_stock(outcomes_dir):
     lines = [["pay", "paid", "7"], ["pay", "expired", "8"], ["claim", "claimed", "9"], ["confirmed", "7"]]
     assert settled_answers(lines) == {7, 9}
