@@ -13,10 +13,19 @@ from .common import NO_PRIZE, UNAVAILABLE, UNCONFIRMED, WON, TokenDealer, draw_a
 
 # One per Locust process: the tokens it deals are never another process's.
 dealer = TokenDealer()
+# How long an idle till waits between its tasks: longer than any run.
+IDLE_SECONDS = 3600
 # A user at a draw till draws again after these (503 unavailable: the fault runner took a
 # dependency away; 503 unconfirmed); any other answer (draw_limit, pool_empty, the window closed, an
 # error) sends the next user up.
 DRAW_AGAIN = {WON, NO_PRIZE, "busy", UNAVAILABLE, UNCONFIRMED}
+
+
+def idle(user) -> None:
+    """Leave ``user`` idle until the run ends. A wait set on the user itself is a plain function:
+    Locust's ``constant`` takes the user as a method does, and set there it raised at every wait
+    (an exception per till once the crowd had all come, logged by Locust and nowhere else)."""
+    user.wait_time = lambda: IDLE_SECONDS
 
 
 class Till(FastHttpUser):
@@ -27,7 +36,7 @@ class Till(FastHttpUser):
         """The next buyer's token; None once the crowd has all come, and the till idles."""
         token = dealer.deal(self.environment)
         if token is None:
-            self.wait_time = constant(3600)
+            idle(self)
         return token
 
 

@@ -126,7 +126,9 @@ def fault_verdict(
         broken.append("the running totals disagree with the records")
     statuses = by_status(answers)
     undocumented = {status: n for status, n in statuses.items() if status not in DOCUMENTED}
-    # The locustfiles count every undocumented status as a failure, and a malformed body too.
+    # The locustfiles count every undocumented status as a failure, and a malformed body too,
+    # and on paths that log no status here (a waiting room's, a restock's, a tab's) or none
+    # at all (a task's exception: ``loadtests.task_errors``) any error.
     malformed = result.failures - sum(undocumented.values())
     if drops_requests:
         undocumented.pop(NO_ANSWER, None)
@@ -145,7 +147,7 @@ def fault_verdict(
     if deferred and recovered.writes_seconds is None:
         broken.append("the worker wrote nothing after the fault")
     if malformed > 0:
-        broken.append(f"{malformed} malformed answers")
+        broken.append(f"{malformed} malformed answers or other errors")
     broken += fault_broken
     said = "".join(f"; {note}" for note in notes)
     if broken:

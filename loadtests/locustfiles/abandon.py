@@ -25,6 +25,7 @@ import random
 
 from locust import task
 
+import loadtests.task_errors  # noqa: F401 - a task's exception is an error outcome
 from loadtests.common import purchase_answer
 from loadtests.holds_calls import PAY, change_once_written, env_number
 from loadtests.tills import SaleTill

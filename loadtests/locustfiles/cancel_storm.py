@@ -27,6 +27,7 @@ from functools import partial
 
 from locust import task
 
+import loadtests.task_errors  # noqa: F401 - a task's exception is an error outcome
 from loadtests.common import purchase_answer
 from loadtests.holds_calls import CANCEL, PAY, STAGGER, VOLLEY, change, deadline, env_number, volley
 from loadtests.tills import SaleTill

@@ -23,6 +23,7 @@ settles each draw at once.
 
 from locust import task
 
+import loadtests.task_errors  # noqa: F401 - a task's exception is an error outcome
 from loadtests.common import WON
 from loadtests.holds_calls import CLAIM, volley_at_deadline
 from loadtests.tills import DrawTill

@@ -14,6 +14,7 @@ Locust users is the concurrency; the number of tokens is the crowd.
 
 from locust import task
 
+import loadtests.task_errors  # noqa: F401 - a task's exception is an error outcome
 from loadtests.common import COME_BACK, purchase
 from loadtests.tills import SaleTill
 

@@ -24,6 +24,7 @@ import random
 
 from locust import task
 
+import loadtests.task_errors  # noqa: F401 - a task's exception is an error outcome
 from loadtests.common import WON
 from loadtests.holds_calls import CLAIM, change_once_written, env_number
 from loadtests.tills import DrawTill

@@ -17,6 +17,7 @@ the number of tokens is the crowd.
 
 from locust import task
 
+import loadtests.task_errors  # noqa: F401 - a task's exception is an error outcome
 from loadtests.tills import DrawTill
 
 

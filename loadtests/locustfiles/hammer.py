@@ -13,6 +13,7 @@ import itertools
 
 from locust import FastHttpUser, constant, task
 
+import loadtests.task_errors  # noqa: F401 - a task's exception is an error outcome
 from loadtests.barrier import wait_for_everyone
 from loadtests.common import hammer_token, purchase, voucher_id
 

@@ -28,9 +28,10 @@ from pathlib import Path
 import gevent
 from locust import constant, task
 
+import loadtests.task_errors  # noqa: F401 - a task's exception is an error outcome
 from loadtests.common import purchase_answer
 from loadtests.holds_calls import CANCEL, PAY, change_once_written, deadline, env_number
-from loadtests.tills import SaleTill
+from loadtests.tills import SaleTill, idle
 
 HOLD_S = env_number("LOADTEST_HOARD_HOLD_S", 1.5)
 HONEST_EVERY_S = env_number("LOADTEST_HONEST_EVERY_S", 0.25)
@@ -57,7 +58,7 @@ class HonestBuyer(SaleTill):
     @task
     def ask_until_bought(self) -> None:
         if self.token is None or self.bought:
-            self.wait_time = constant(3600)
+            idle(self)
             return
         # From the moment the hoarders first hold every unit on, whatever the stock then.
         self.asking = self.asking or time.monotonic() >= self.waits_until or self.stock_held()

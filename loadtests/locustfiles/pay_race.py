@@ -27,6 +27,7 @@ for payment (give it a shorter window in the admin to see units come back within
 
 from locust import task
 
+import loadtests.task_errors  # noqa: F401 - a task's exception is an error outcome
 from loadtests.common import purchase_answer
 from loadtests.holds_calls import PAY, volley_at_deadline
 from loadtests.tills import SaleTill

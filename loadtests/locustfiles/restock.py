@@ -14,6 +14,7 @@ import time
 
 from locust import FastHttpUser, between, task
 
+import loadtests.task_errors  # noqa: F401 - a task's exception is an error outcome
 from loadtests.common import ERROR, voucher_id
 from loadtests.history_log import RESTOCK, history
 from loadtests.locustfiles import crowd  # the module, so that Locust does not run its Buyer twice

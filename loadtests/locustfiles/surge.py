@@ -11,6 +11,7 @@ request unanswered within 10 s counts as a timeout.
 
 from locust import task
 
+import loadtests.task_errors  # noqa: F401 - a task's exception is an error outcome
 from loadtests.common import COME_BACK, purchase
 from loadtests.tills import SaleTill
 

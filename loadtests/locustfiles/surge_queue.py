@@ -13,6 +13,7 @@ once, and how fairly the room admitted (``loadtests.admissions``: inversions, th
 
 from locust import task
 
+import loadtests.task_errors  # noqa: F401 - a task's exception is an error outcome
 from loadtests.common import COME_BACK, purchase
 from loadtests.queue_calls import queue_through
 from loadtests.tills import SaleTill

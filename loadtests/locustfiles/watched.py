@@ -18,6 +18,7 @@ import os
 
 from locust import HttpUser, constant, task
 
+import loadtests.task_errors  # noqa: F401 - a task's exception is an error outcome
 from loadtests.common import WATCH, env_id
 from loadtests.locustfiles.crowd import Buyer  # noqa: F401 - the crowd's tills run beside the tabs
 
