@@ -1,6 +1,8 @@
 """How fairly a waiting room admitted a run's crowd, from the passages its buyers logged
 (``loadtests.queue_calls``): how many were admitted, told sold out or closed; the longest wait
-from a join's answer to the admission seen; and the inversions.
+from a join's answer to the admission seen; and the inversions. A passage a join or a poll
+ended with an undocumented answer is ``error`` here, and the run's failures count it by the
+``error`` outcome its answer wrote (``Result.failures``), not by these figures.
 
 An inversion is a buyer admitted ahead of one who joined before them: a pair (a, b) where a's
 join was answered before b's was sent (so that a joined first, whatever the network did), b

@@ -5,7 +5,10 @@ fairness figures (``loadtests.admissions``): when the join was sent and answered
 ticket's serial (the order of admission), and when the admission was seen.
 
 The join and the poll are named with ``QUEUE`` first, so that the run's figures of the take
-(its endpoint's latencies) leave them out, as they leave out the open tabs' polls.
+(its endpoint's latencies) leave them out, as they leave out the open tabs' polls. A documented
+answer writes no outcome line; an undocumented one (a 500, a 429, a 404, an admission with a
+ticket of another form, no answer at all) is logged ``error`` as a take's is
+(``common.undocumented``), which the verdict counts, and its buyer's passage ``error``.
 """
 
 from __future__ import annotations
@@ -16,11 +19,13 @@ from pathlib import Path
 
 import gevent
 
-from .common import QUEUE, json_object
+from .common import QUEUE, UNAVAILABLE, json_object, unavailable_ok, undocumented
 
 # How long a waiting buyer waits before asking again when the answer does not say
 # (``poll_after_seconds``, the room's own rule).
 POLL_SECONDS = 1.0
+# What a join or a poll answers 200 with (docs/api.md, "Waiting room").
+STANDINGS = {"waiting", "admitted", "sold_out", "closed"}
 
 
 def poll_after(standing: dict) -> float:
@@ -50,7 +55,25 @@ class AdmissionLog:
 admissions = AdmissionLog()
 
 
+def ticket_serial(ticket: object) -> int | None:
+    """The order of admission a ticket names (``<kind>.<item>.<user>.<serial>.<deadline>.<mac>``),
+    or None for a ticket of another form."""
+    fields = ticket.split(".") if isinstance(ticket, str) else []
+    return int(fields[3]) if len(fields) > 3 and fields[3].isdigit() else None
+
+
+def _documented(body: dict) -> bool:
+    """A standing as the room answers it: an admission with a ticket that names its serial, or
+    none (an ``open`` item admits without one)."""
+    if body.get("status") not in STANDINGS:
+        return False
+    return body["status"] != "admitted" or body.get("ticket") is None or ticket_serial(body["ticket"]) is not None
+
+
 def _standing(user, method: str, voucher: int, token: str) -> dict | None:
+    """The buyer's standing, as a join (POST) or a poll (GET) answers it; ``{"status":
+    "unavailable", ...}`` for a 503 to ask again after (the fault runner's); None, logged
+    ``error``, for any other answer."""
     with user.client.request(
         method,
         f"/api/vouchers/{voucher}/queue",
@@ -59,22 +82,43 @@ def _standing(user, method: str, voucher: int, token: str) -> dict | None:
         catch_response=True,
     ) as response:
         body = json_object(response)
-        if response.status_code != 200 or body is None or "status" not in body:
-            response.failure(f"queue {method} answered {response.status_code}")
+        if body is None:
             return None
-        response.success()
-        return body
+        if response.status_code == 200 and _documented(body):
+            response.success()
+            return body
+        if unavailable_ok(response, body):
+            response.success()
+            return {"status": UNAVAILABLE, "poll_after_seconds": float(response.headers["Retry-After"])}
+        # Nothing else is documented for a buyer who joins once and polls when told: 404
+        # ``not_queued`` comes before a join, or once a ticket was used or lapsed, after the
+        # buyer stopped polling; 429 ``rate_limited`` only with the rate limits that the
+        # runner's server turns off (harness.server), as a take's 429 is an error
+        # (``common.PURCHASE_REFUSALS``); and a 500 or no answer never is.
+        undocumented(response, f"queue {method} answered {response.status_code} {body}")
+        return None
+
+
+def _asked(user, method: str, voucher: int, token: str) -> dict | None:
+    """``_standing``, asked again after its ``Retry-After`` while the room's dependency is down
+    (a join that was not made is made again, not polled)."""
+    standing = _standing(user, method, voucher, token)
+    while standing is not None and standing["status"] == UNAVAILABLE:
+        gevent.sleep(poll_after(standing))
+        standing = _standing(user, method, voucher, token)
+    return standing
 
 
 def queue_through(user, voucher: int, token: str) -> str | None:
     """The buyer of ``token`` joins the voucher's queue and waits: the ticket once admitted;
-    None when told sold out or closed, or when the queue answered something undocumented."""
+    None when told sold out or closed, or when the queue answered something undocumented
+    (logged ``error``, and the passage too)."""
     sent = time.time()
-    standing = _standing(user, "POST", voucher, token)
+    standing = _asked(user, "POST", voucher, token)
     answered = time.time()
     while standing is not None and standing["status"] == "waiting":
         gevent.sleep(poll_after(standing))
-        standing = _standing(user, "GET", voucher, token)
+        standing = _asked(user, "GET", voucher, token)
     if standing is None:
         admissions.add(sent, answered, None, None, "error")
         return None
@@ -82,6 +126,5 @@ def queue_through(user, voucher: int, token: str) -> str | None:
         admissions.add(sent, answered, None, None, standing["status"])
         return None
     ticket = standing.get("ticket")
-    serial = int(ticket.split(".")[3]) if ticket else None
-    admissions.add(sent, answered, serial, time.time(), "admitted")
+    admissions.add(sent, answered, ticket_serial(ticket), time.time(), "admitted")
     return ticket

@@ -1,9 +1,13 @@
-"""What the load tests' own tests share: a buyer of a run's crowd, a fake Locust answer, and
-a folder the locustfiles' calls log their outcomes to."""
+"""What the load tests' own tests share: a buyer of a run's crowd, a fake Locust answer, a
+Locust user whose requests the API itself answers, and a folder the locustfiles' calls log
+their outcomes to."""
 
 from __future__ import annotations
 
+import json as _json
+
 import pytest
+from django.test import Client
 
 from accounts.crowd import crowd_join
 from loadtests import common
@@ -54,3 +58,34 @@ class FakeResponse:
 
     def __exit__(self, *exc) -> None:
         return None
+
+
+class ServedUser:
+    """A Locust user whose requests this process's Django answers (its test client): a
+    locustfile's call sent to the API itself, each answer handed over as Locust's
+    ``catch_response`` hands it over, and kept in ``answers``."""
+
+    def __init__(self) -> None:
+        self.client = self
+        self.answers: list[FakeResponse] = []
+
+    def request(self, method: str, url: str, *, headers: dict, name: str, catch_response: bool, json=None):
+        assert catch_response, "a locustfile's call judges its answer itself"
+        body = {} if json is None else {"data": _json.dumps(json), "content_type": "application/json"}
+        answered = getattr(Client(), method.lower())(url, headers=headers, **body)
+        try:
+            content = answered.json()
+        except ValueError as error:  # not JSON: a page, or an error of another shape
+            content = error
+        answer = FakeResponse(answered.status_code, content, dict(answered.headers))
+        self.answers.append(answer)
+        return answer
+
+    def get(self, url: str, *, headers: dict | None = None, **kwargs) -> FakeResponse:
+        return self.request("GET", url, headers=headers or {}, **kwargs)
+
+    def post(self, url: str, **kwargs) -> FakeResponse:
+        return self.request("POST", url, **kwargs)
+
+    def patch(self, url: str, **kwargs) -> FakeResponse:
+        return self.request("PATCH", url, **kwargs)
