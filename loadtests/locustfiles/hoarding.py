@@ -32,6 +32,7 @@ import loadtests.task_errors  # noqa: F401 - a task's exception is an error outc
 from loadtests.common import purchase_answer
 from loadtests.holds_calls import CANCEL, PAY, change_once_written, deadline, env_number
 from loadtests.tills import SaleTill, idle
+from loadtests.watch_calls import stock_read
 
 HOLD_S = env_number("LOADTEST_HOARD_HOLD_S", 1.5)
 HONEST_EVERY_S = env_number("LOADTEST_HONEST_EVERY_S", 0.25)
@@ -74,15 +75,9 @@ class HonestBuyer(SaleTill):
         change_once_written(self, PAY, answer["order_id"], self.token)
 
     def stock_held(self) -> bool:
-        """Whether the hoarders hold every unit: the honest buyer comes after they do."""
-        with self.client.get(
-            f"/api/vouchers/{self.voucher}",
-            headers={"Authorization": f"Bearer {self.token}"},
-            name="watch /api/vouchers/[id]",
-            catch_response=True,
-        ) as response:
-            response.success()
-            return response.status_code == 200 and response.json().get("stock") == 0
+        """Whether the hoarders hold every unit: the honest buyer comes after they do. A read
+        answered otherwise than documented is an error outcome (``watch_calls``)."""
+        return stock_read(self, self.voucher, self.token) == 0
 
 
 class Hoarder(SaleTill):

@@ -5,7 +5,8 @@ What it shows: the pages a tab polls (the voucher's live part and the shop's row
 2 s each, as their htmx does) cost the take nothing that grows with the site: they read
 the running totals, not the orders. The verdict is the crowd's; the tabs' answers are in
 Locust's report, named ``watch ...``, and kept out of the run's p50/p95/p99, which stay the
-take's.
+take's. A page answered otherwise than documented (a 500) is an error outcome, counted as an
+undocumented answer of the crowd's is (``loadtests.watch_calls``).
 
 ``LOADTEST_WATCHERS`` tabs (default 200), anonymous, each polling both parts every 2 s;
 the rest of Locust's users are the crowd's tills.
@@ -19,8 +20,9 @@ import os
 from locust import HttpUser, constant, task
 
 import loadtests.task_errors  # noqa: F401 - a task's exception is an error outcome
-from loadtests.common import WATCH, env_id
+from loadtests.common import env_id
 from loadtests.locustfiles.crowd import Buyer  # noqa: F401 - the crowd's tills run beside the tabs
+from loadtests.watch_calls import page_watched
 
 
 class Watcher(HttpUser):
@@ -32,5 +34,6 @@ class Watcher(HttpUser):
 
     @task
     def poll_as_an_open_tab(self) -> None:
-        self.client.get(f"/vouchers/{self.voucher}/live", name=f"{WATCH} /vouchers/[id]/live")
-        self.client.get("/vouchers/stock", name=f"{WATCH} /vouchers/stock")
+        # A page answered otherwise than documented is an error outcome (``watch_calls``).
+        page_watched(self, f"/vouchers/{self.voucher}/live", "/vouchers/[id]/live")
+        page_watched(self, "/vouchers/stock", "/vouchers/stock")
