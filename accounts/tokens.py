@@ -31,6 +31,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import secrets
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -138,6 +139,7 @@ class Revocations:
 
     def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
         self.clock = clock
+        self._reading = threading.Lock()
         self.forget()
 
     def revoked(self, claims: Claims) -> bool:
@@ -146,7 +148,10 @@ class Revocations:
         age = None if self._read_at is None else self.clock() - self._read_at
         if self._soon or age is None or age >= settings.API_TOKEN_REVOCATIONS_REFRESH_SECONDS:
             try:
-                self._read()
+                # One read at a time: a threaded server's requests (runserver, the tests' live
+                # server) would prune the maps while another read wrote them.
+                with self._reading:
+                    self._read()
             except DatabaseError as exc:
                 self._soon = True  # the next check tries again
                 if age is None or age >= settings.API_TOKEN_REVOCATIONS_STALE_SECONDS:
