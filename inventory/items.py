@@ -69,6 +69,17 @@ def items_live(product: Product, *, ended_within: float = 0) -> QuerySet:
     return product.items().filter(strategy=Strategy.REDIS_LUA, end_at__gt=since)
 
 
+# The shop's lists (its pages, polled by every open tab, and the API's) show a sale until this
+# long after it ended: long enough to see how it went, and never every sale there ever was.
+SHOWN_AFTER_END = timedelta(days=1)
+
+
+def items_shown(items: QuerySet) -> QuerySet:
+    """Of ``items``, those the shop lists: listed, and not ended more than ``SHOWN_AFTER_END``
+    ago. A range of the (listed, end) index; an item past it is still found by its own page."""
+    return items.filter(listed=True, end_at__gt=timezone.now() - SHOWN_AFTER_END)
+
+
 # The beat closes the items that ended within this long before the close cutoff, so that a
 # beat stopped for less still closes what ended meanwhile; older ones, ``manage.py
 # reservations_close``.

@@ -115,7 +115,11 @@ class Item(SaleWindow):
         # The redis_lua items whose sale has not ended (``inventory.items.items_live``), read by
         # every list of a user's records and the periodic tasks: the live ones, not every item
         # there ever was (the race lab and the load tests make new ones on every run).
-        indexes = [models.Index(fields=["strategy", "end_at"], name="%(class)s_live")]
+        indexes = [
+            models.Index(fields=["strategy", "end_at"], name="%(class)s_live"),
+            # The shop's lists: the listed items whose sale has not long ended (``items_shown``).
+            models.Index(fields=["listed", "end_at"], name="%(class)s_shown"),
+        ]
         constraints = [
             models.CheckConstraint(
                 condition=models.Q(hold_seconds__lte=MAX_HOLD_SECONDS), name="%(class)s_hold_bounded"

@@ -13,7 +13,7 @@ from django.utils import timezone
 
 from accounts.unlisted import item_shown
 from inventory.audits import Audit, HoldCounts, record_totals
-from inventory.items import items_live, record_get, records_of_user, reservation_takes
+from inventory.items import items_live, items_shown, record_get, records_of_user, reservation_takes
 from inventory.models import Stock, Strategy
 from inventory.paging import PAGE_SIZE, Cursor, Page
 from inventory.product import product_of
@@ -24,8 +24,9 @@ from .models import Draw, Pool, Prize
 
 
 def pool_list() -> QuerySet[Pool]:
-    """The pools on show (not the race lab's own), by when they begin."""
-    return Pool.objects.filter(listed=True).order_by("begin_at", "id")
+    """The pools on show (not the race lab's own, nor those ended more than a day ago:
+    ``inventory.items.items_shown``), by when they begin."""
+    return items_shown(Pool.objects.all()).order_by("begin_at", "id")
 
 
 # A prize's stock: its rows (one per bucket: the rows sharing its head, ``Stock.head``) summed.

@@ -13,7 +13,7 @@ from django.utils import timezone
 from accounts.unlisted import item_shown
 from core.errors import Unavailable
 from inventory.audits import Audit, HoldCounts, record_totals
-from inventory.items import record_get, records_of_user, reservation_takes
+from inventory.items import items_shown, record_get, records_of_user, reservation_takes
 from inventory.models import Stock, StockGroup, Strategy
 from inventory.paging import PAGE_SIZE, Cursor, Page
 from inventory.product import product_of
@@ -39,8 +39,9 @@ def vouchers_stocked(vouchers: QuerySet[Voucher] | None = None) -> QuerySet[Vouc
 
 
 def voucher_list() -> QuerySet[Voucher]:
-    """The vouchers for sale (not the race lab's own), by when they begin, with their stock."""
-    return vouchers_stocked().filter(listed=True).order_by("begin_at", "id")
+    """The vouchers for sale (not the race lab's own, nor those ended more than a day ago:
+    ``inventory.items.items_shown``), by when they begin, with their stock."""
+    return items_shown(vouchers_stocked()).order_by("begin_at", "id")
 
 
 def voucher_get(*, voucher_id: int) -> Voucher:
