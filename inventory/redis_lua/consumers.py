@@ -8,8 +8,9 @@ worker process that ever drained them (every restart, every recycled child). A c
 leaves only with nothing unacknowledged: what it was handed and did not write stays its own
 until another consumer takes it over (``Reservations.pending``), and deleting the consumer
 then would drop those entries unwritten. A consumer that died holding entries stays, with
-nothing, once they are taken over: one per death, gone with the sale's keys when it closes
-(``inventory.redis_lua.closing``).
+nothing, once they are taken over, until the next consumer that leaves finds it idle past
+the take-over's wait and removes it too (``CONSUMER_LEAVE``): live ones read again within
+seconds, and one removed while it holds nothing is made again by its next read.
 """
 
 from __future__ import annotations
@@ -17,18 +18,29 @@ from __future__ import annotations
 import os
 import socket
 
+from django.conf import settings
+
 from .values import PERSIST_GROUP, GroupKeys
 
 # KEYS[1] a state's stream of reservations; ARGV[1] the persisting consumer group, ARGV[2]
-# the consumer leaving it. In one script, so that nothing is handed to the consumer between
-# the look at what it holds and its deletion. No stream or no group yet: nothing to leave.
+# the consumer leaving it, ARGV[3] how long (ms) another consumer must have been idle,
+# holding nothing, to be removed with it. In one script, so that nothing is handed to a
+# consumer between the look at what it holds and its deletion. No stream or no group yet:
+# nothing to leave. Returns 1 when ARGV[2] left (or was not there).
 CONSUMER_LEAVE = """
-local held = redis.pcall('XPENDING', KEYS[1], ARGV[1], '-', '+', 1, ARGV[2])
-if held.err or #held > 0 then
-    return 0
+local consumers = redis.pcall('XINFO', 'CONSUMERS', KEYS[1], ARGV[1])
+if consumers.err then return 1 end
+local left = 1
+for _, fields in ipairs(consumers) do
+    local one = {}
+    for i = 1, #fields, 2 do one[fields[i]] = fields[i + 1] end
+    if one.name == ARGV[2] then
+        if one.pending == 0 then redis.call('XGROUP', 'DELCONSUMER', KEYS[1], ARGV[1], one.name) else left = 0 end
+    elseif one.pending == 0 and one.idle >= tonumber(ARGV[3]) then
+        redis.call('XGROUP', 'DELCONSUMER', KEYS[1], ARGV[1], one.name)
+    end
 end
-redis.call('XGROUP', 'DELCONSUMER', KEYS[1], ARGV[1], ARGV[2])
-return 1
+return left
 """
 
 
@@ -60,10 +72,13 @@ def consumer_name() -> str:
     return f"{socket.gethostname()}:{os.getpid()}"
 
 
-def consumer_leave(client, group_id: int, consumer: str | None = None) -> bool:
+def consumer_leave(client, group_id: int, consumer: str | None = None, *, idle_ms: int | None = None) -> bool:
     """Remove ``consumer`` (this process by default) from the state's consumer group, on
     ``client`` (the reservations' Redis), when it holds nothing unacknowledged; whether it
-    left (or was not there)."""
+    left (or was not there). Any other consumer holding nothing and idle ``idle_ms``
+    (``RESERVATIONS_CLAIM_IDLE_MS`` by default: past it, what it held was taken over) goes
+    with it: a dead one, which no drain of its own will ever remove."""
     script = client.register_script(CONSUMER_LEAVE)
     keys = (GroupKeys.of(group_id).pending,)
-    return bool(script(keys, (PERSIST_GROUP, consumer or consumer_name())))
+    idle_ms = settings.RESERVATIONS_CLAIM_IDLE_MS if idle_ms is None else idle_ms
+    return bool(script(keys, (PERSIST_GROUP, consumer or consumer_name(), idle_ms)))
