@@ -50,7 +50,7 @@ from .tickets import Ticket, TicketHeld, ticket_read
 
 # (kind, item id) -> (units left, when read by Redis' clock in ms), read again after this long.
 UNITS_READ_SECONDS = 0.5
-_units: ProcessMemo[tuple[str, int], tuple[int, int]] = ProcessMemo(ttl=UNITS_READ_SECONDS)
+_units: ProcessMemo[tuple[str, int], tuple[int, int, int]] = ProcessMemo(ttl=UNITS_READ_SECONDS)
 
 # The most admissions the rate banks while nobody polls: a second's worth. More would let the
 # first poll after a quiet spell send that many buyers to the take at once; those waiting poll
@@ -161,17 +161,22 @@ def item_for_queue_forget(product: Product | None = None, item_id: int | None = 
         _queued.forget((product.kind, item_id))
 
 
-def units_left(product: Product, item: Any) -> tuple[int, int]:
-    """The item's units left (:func:`units_held`), and when they were read, by Redis' clock
-    (ms): kept :data:`UNITS_READ_SECONDS` in this process. Stamped once, by the room's clock,
-    so that the room orders every process's readings alike, and knows one reading sent again
-    for the same."""
+def units_left(product: Product, item: Any) -> tuple[int, int, int]:
+    """The item's units left (:func:`units_held`), when they were read, by Redis' clock (ms),
+    and the room's tickets used as they stood just before: kept :data:`UNITS_READ_SECONDS` in
+    this process. Stamped once, by the room's clock, so that the room orders every process's
+    readings alike, and knows one reading sent again for the same. The tickets used are read
+    first: a take that spends its ticket and its unit at once between the two reads is then
+    counted twice, a moment's under-count, where the room's count taken when it moved counted
+    it in neither, and promised its unit again."""
     key = (product.kind, item.pk)
     reading = _units.get(key)
     if reading is None:
+        client = room_client()
+        used = client.hget(RoomKeys.of(product.kind, item.pk).room, "used")
+        seconds, micros = client.time()
         units = units_held(product, item)
-        seconds, micros = room_client().time()
-        reading = (units, seconds * 1000 + micros // 1000)
+        reading = (units, seconds * 1000 + micros // 1000, int(used or 0))
         _units.put(key, reading)
     return reading
 
@@ -199,7 +204,7 @@ def units_forget(product: Product, item_id: int) -> None:
 
 def advance_args(product: Product, item: Any, user_id: int, join: bool, moment: int | str) -> list:
     """The ``ADVANCE`` script's ARGV for ``user_id`` in the item's room at ``moment`` (:func:`_moment`)."""
-    units, units_ms = units_left(product, item)
+    units, units_ms, used = units_left(product, item)
     rate = float(item.admission_rate)
     return [
         moment,
@@ -214,6 +219,7 @@ def advance_args(product: Product, item: Any, user_id: int, join: bool, moment: 
         repr(random.random()),
         random.getrandbits(SERIAL_BITS),
         _ms(item.end_at) + item.admission_ticket_seconds * 1000,
+        used,
     ]
 
 

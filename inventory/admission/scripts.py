@@ -41,6 +41,7 @@ from core.redis_script import CLOCK_MS
 #       user, join (1 to join, 0 to poll), lobby_score (a random number in [0, 1)),
 #       serial_base (a random number of 50 bits: where a new room's ticket serials start),
 #       expires (ms: when the room's keys go, the sale's end and a ticket's lifetime past it),
+#       used (the room's ``used`` as read just before the units),
 #       then each counter's limit and window (ms) (core.ratelimit)
 #
 # Returns {5, ms to wait} when a rate limit refused the call, the room not moved; {6, now}
@@ -57,7 +58,7 @@ ADVANCE = (
     + CLOCK_MS
     + """
 if #KEYS > 4 then
-  local wait = rate_wait(5, 13)
+  local wait = rate_wait(5, 14)
   if wait > 0 then return {5, wait} end
 end
 local now, opens = ARGV[1] == '' and clock_ms() or tonumber(ARGV[1]), tonumber(ARGV[2])
@@ -70,8 +71,10 @@ local held = redis.call('HMGET', room, 'used', 'units_ms', 'units', 'used_base',
 local used = tonumber(held[1] or '0')
 local units, used_base = tonumber(held[3] or '0'), tonumber(held[4] or '0')
 if units_read >= 0 and units_ms > tonumber(held[2] or '-1') then
-  units, used_base = units_read, used
-  redis.call('HSET', room, 'units', units, 'units_ms', units_ms, 'used_base', used)
+  -- ``used`` as it stood before the units were read: a take that spent its ticket and its unit
+  -- between that reading and this move is counted used since, not lost in the base.
+  units, used_base = units_read, tonumber(ARGV[13])
+  redis.call('HSET', room, 'units', units, 'units_ms', units_ms, 'used_base', used_base)
 end
 units = units - (used - used_base)
 -- Lapsed tickets: the units they promised go to the next in line. Their serials go in slices:

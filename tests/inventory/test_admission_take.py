@@ -301,3 +301,20 @@ def test_a_redis_lua_rooms_units_are_what_its_state_holds_not_the_rows_its_drain
     for _ in range(50):  # the rate earns an admission every millisecond: the units withhold it
         standing = room_enter(VOUCHER, voucher, user_id=users[2], join=False)
     assert standing.status != "admitted", standing
+
+
+def test_a_take_between_a_reading_of_the_units_and_the_rooms_move_does_not_free_its_unit_again(rooms, queued, users):
+    """The last unit taken (RESERVE spends the ticket and the unit at once) after this process
+    read the units and before the room moved with that reading: the room counted the take in
+    its base and the unit as left, and admitted the next buyer for a unit that was gone."""
+    from inventory.admission.room import units_left
+
+    voucher = queued(stock=1)
+    first, second = users[0], users[1]
+    ticket = admitted(voucher, first)
+    units_forget(VOUCHER, voucher.pk)
+    assert units_left(VOUCHER, voucher)[0] == 1  # read, and kept for the room's next moves
+    take(voucher, first, ticket)
+    assert used(rooms, voucher) == 1
+    standing = room_enter(VOUCHER, voucher, user_id=second, join=True)
+    assert standing.status == "sold_out", standing
