@@ -30,7 +30,7 @@ class ThrottledModelBackend(ModelBackend):
             username = kwargs.get(get_user_model().USERNAME_FIELD)
         if request is None or username is None:
             return None if username is None else self._password_checked(username, password)
-        address, account = client_counted(request), login_account(username)  # one query, once
+        address, account = client_counted(request), login_account(username)  # once: a query, two for a name no user has
         try:
             login_throttle_check(account=account, address=address)
         except RateLimited as refused:

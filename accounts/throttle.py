@@ -88,27 +88,29 @@ def _compared(model, name: str) -> str:
     which names exist."""
     if connection.vendor != "mysql":
         return name
-    collation = _collation_of(model._meta.db_table, model._meta.get_field(model.USERNAME_FIELD).column)
+    charset, collation = _collation_of(model._meta.db_table, model._meta.get_field(model.USERNAME_FIELD).column)
     with connection.cursor() as cursor:
         cursor.execute(
-            f"SELECT HEX(WEIGHT_STRING(TRIM(TRAILING ' ' FROM CONVERT(%s USING utf8mb4)) COLLATE {collation}))", [name]
+            f"SELECT HEX(WEIGHT_STRING(TRIM(TRAILING ' ' FROM CONVERT(%s USING {charset})) COLLATE {collation}))",
+            [name],
         )
         return cursor.fetchone()[0]
 
 
 @functools.cache
-def _collation_of(table: str, column: str) -> str:
+def _collation_of(table: str, column: str) -> tuple[str, str]:
+    """The column's character set and collation, as the database declares them (a database made
+    by hand may hold names in another set than utf8mb4, whose collations utf8mb4 refuses)."""
     with connection.cursor() as cursor:
         cursor.execute(
-            "SELECT COLLATION_NAME FROM information_schema.COLUMNS"
+            "SELECT CHARACTER_SET_NAME, COLLATION_NAME FROM information_schema.COLUMNS"
             " WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = %s AND COLUMN_NAME = %s",
             [table, column],
         )
-        found = cursor.fetchone()
-    collation = found[0] if found else None
-    if not collation or not collation.replace("_", "").isalnum():
-        raise ImproperlyConfigured(f"no collation found for {table}.{column}")
-    return collation
+        found = cursor.fetchone() or (None, None)
+    if not all(name and name.replace("_", "").isalnum() for name in found):
+        raise ImproperlyConfigured(f"no character set or collation found for {table}.{column}")
+    return found[0], found[1]
 
 
 def login_throttle_key(*parts: str) -> str:

@@ -314,6 +314,12 @@ class BigSite:
                 "OR (o.status IN ('expired', 'cancelled') AND o.id %% 2 = 0) OR (o.status = 'held' AND o.id %% 4 = 0))",
                 [plan.item.pk],
             )
+            # A held order whose payment waits was marked as the pay marks it (``hold_settle_asked``).
+            self.sql.run(
+                f"UPDATE orders_order SET settle_asked_at = {sql.plus('created_at', '10000000')} "
+                "WHERE voucher_id = %s AND status = 'held' AND id %% 4 = 0",
+                [plan.item.pk],
+            )
             self.sql.run(
                 "INSERT INTO payments_providercharge (reference, created_at, sent_at, callbacks, acknowledgements, "
                 "acknowledged_at, refunded_at) "

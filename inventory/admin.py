@@ -4,6 +4,7 @@ buyers or the draws. (Nothing is registered here: stock is shown with its produc
 
 from __future__ import annotations
 
+import logging
 import secrets
 from collections.abc import Callable
 from typing import ClassVar
@@ -20,6 +21,8 @@ from django.urls import path
 from django.utils.decorators import method_decorator
 from django.utils.html import format_html, format_html_join
 from django.views.decorators.csrf import csrf_protect
+from django_redis.exceptions import ConnectionInterrupted
+from redis import RedisError
 
 from core.admin import CappedPaginator, CreatedColumn
 from core.errors import DomainError, InvalidInput
@@ -43,13 +46,18 @@ class RestockForm(forms.Form):
     once = forms.CharField(widget=forms.HiddenInput, max_length=64, initial=lambda: secrets.token_urlsafe(16))
 
 
-# How long a restock form's ``once`` stays taken: past any double click or resent request.
-RESTOCK_ONCE_SECONDS = 24 * 3600
+logger = logging.getLogger(__name__)
+RESTOCK_ONCE_SECONDS = 24 * 3600  # how long a form's ``once`` stays taken: past any resend
 
 
 def restock_once(once: str) -> bool:
-    """Take the form's ``once``; False when a POST already took it (an atomic ``SET NX``)."""
-    return cache.add(f"restock-once:{once}", 1, RESTOCK_ONCE_SECONDS)
+    """Take the form's ``once``; False when a POST already took it (an atomic ``SET NX``). True
+    with the cache's Redis out of reach: a database strategy's restock needs no Redis."""
+    try:
+        return cache.add(f"restock-once:{once}", 1, RESTOCK_ONCE_SECONDS)
+    except (RedisError, ConnectionInterrupted):
+        logger.warning("restock: the cache cannot be reached, so a form sent twice would add twice")
+        return True
 
 
 def restock_page(

@@ -13,12 +13,21 @@
   function pressFailed(event, words) {
     const config = event.detail.requestConfig;
     const target = event.detail.target;
+    const pressed = event.detail.elt;
     if (!config || config.verb !== "post" || !target) return;
     const said = document.createElement("p");
     said.className = "outcome bad";
     said.dataset.testid = "press-failed";
     said.textContent = words;
-    target.replaceChildren(said);
+    if (target.tagName === "BUTTON" || target.querySelector("button")) {
+      // A held record's block (its Pay, Cancel or Claim, its countdown) or a button swapping
+      // nothing: the words go beside the button pressed, and all it held stays to press again.
+      const earlier = pressed.nextElementSibling;
+      if (earlier && earlier.dataset.testid === "press-failed") earlier.remove();
+      pressed.insertAdjacentElement("afterend", said);
+    } else {
+      target.replaceChildren(said);  // an outcome's empty place (Buy's, Draw's)
+    }
   }
 
   document.addEventListener("htmx:responseError", function (event) {

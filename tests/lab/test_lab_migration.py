@@ -20,6 +20,8 @@ from lab.services import DEFAULTS
 pytestmark = pytest.mark.django_db(transaction=True)
 
 BEFORE = [("lab", "0003_run_caveat")]
+# The strategies expected to break on a server of two processes (``StockStrategy.breaks``).
+UNSAFE = ("none", "local")
 
 
 def migrate(targets=None):
@@ -70,9 +72,37 @@ def test_runs_kept_before_proofs_were_keyed_get_their_keys_and_the_proof_stays_t
         )  # fmt: skip
         for position, strategy in enumerate(strategy_names(), start=1):
             status = "not_run" if strategy == unfinished else "done"
-            Lane.objects.create(run=run, position=position, strategy=strategy, status=status)
+            unsafe = strategy in UNSAFE
+            Lane.objects.create(
+                run=run, position=position, strategy=strategy, status=status, expected_to_break=unsafe, ok=True
+            )
     migrate()
     proves = dict(LabRun.objects.filter(folder__startswith="before-proves-").values_list("folder", "proves"))
     every_strategy = proof_of_strategies(product="voucher", lifecycle=False, strategies=strategy_names(), **DEFAULTS)
     assert proves == {"before-proves-complete": every_strategy, "before-proves-partial": "", "before-proves-failed": ""}
     assert lab_run_proof(product="voucher").pk == kept["complete"].pk
+
+
+def test_a_run_keyed_before_whose_unsafe_lane_did_not_reproduce_the_race_stands_for_no_proof():
+    """Keyed by ``lab.0007`` when every lane ran to its end was enough; ``lab.0008`` asks the
+    unsafe lanes to have broken too, and the proof goes back to the run before it."""
+    apps = migrate([("lab", "0007_run_proves")])
+    Run, Lane = apps.get_model("lab", "LabRun"), apps.get_model("lab", "LabLane")
+    every_strategy = proof_of_strategies(product="voucher", lifecycle=False, strategies=strategy_names(), **DEFAULTS)
+    kept = {}
+    for name, reproduced in (("earlier", True), ("later", False)):
+        run = kept[name] = Run.objects.create(
+            product="voucher", scenario="crowd", status="done", target_url="http://127.0.0.1:8000",
+            folder=f"keyed-{name}", finished_at=timezone.now() - timedelta(minutes=2 - len(kept)),
+            proves=every_strategy, **DEFAULTS,
+        )  # fmt: skip
+        for position, strategy in enumerate(strategy_names(), start=1):
+            unsafe = strategy in UNSAFE
+            ok = reproduced or not unsafe
+            Lane.objects.create(
+                run=run, position=position, strategy=strategy, status="done", expected_to_break=unsafe, ok=ok
+            )
+    migrate()
+    proves = dict(LabRun.objects.filter(folder__startswith="keyed-").values_list("folder", "proves"))
+    assert proves == {"keyed-earlier": every_strategy, "keyed-later": ""}
+    assert lab_run_proof(product="voucher").pk == kept["earlier"].pk

@@ -101,3 +101,27 @@ def test_a_hold_let_lapse_without_a_payment_is_still_an_abandoned_hold(strategy,
 
     assert Abandoned.objects.get(user=buyer.user).holds == 1
     assert_error(buyer.post(f"/api/vouchers/{voucher.pk}/purchase"), 429, "cooling_down")
+
+
+def test_a_payment_waiting_from_before_the_mark_is_marked_by_the_migration(settings, api_client, held_voucher):
+    """``orders.0018``: a held order whose payment waits, made before pays marked their order,
+    is marked as a pay marks it; its late confirmation's lapse is then no abandoned hold."""
+    import importlib
+
+    from django.apps import apps
+
+    backfill = importlib.import_module("orders.migrations.0018_settle_asked_backfill")
+    settings.PAYMENT_CALLBACK_URL = ""
+    settings.PAYMENT_PROVIDER_DELAY_MS = 500
+    voucher = held_voucher(stock=2, strategy="db_atomic")
+    buyer, idle = api_client(), api_client()
+    order_id, idle_id = buy(buyer, voucher), buy(idle, voucher)
+    assert pay(buyer, order_id).status_code == 202
+    payment = Payment.objects.get()
+    type(order_row(order_id)).objects.update(settle_asked_at=None)  # as before the mark
+    backfill.settle_asked_marked(apps, None)
+    assert order_row(order_id).settle_asked_at == payment.created_at
+    assert order_row(idle_id).settle_asked_at is None  # no payment: a lapse is abandoned
+    held_until_past(order_id)
+    assert callback(payment.reference).json()["status"] == "refunded"
+    assert not Abandoned.objects.filter(user=buyer.user).exists()
