@@ -9,7 +9,8 @@ The keys of one item's room:
   whole lobby and in order of arrival. The lobby is thereby shuffled at the opening without
   any work at the opening: no one learns their place until then.
 * ``admitted``: a sorted set of the users admitted whose ticket is neither used nor lapsed,
-  scored by the ticket's deadline (ms).
+  scored by the ticket's deadline (ms); and as ``~<user>``, those whose ticket a take spent in
+  a call of its own and has not ended (``TICKET_SPEND``): still promising their unit.
 * ``serials``: a hash, user -> the serial of that user's ticket; the signed ticket names it, so
   that a ticket used, lapsed, replaced or given by a room that Redis lost is refused.
 * ``room``: a hash of the room's counters: ``arrivals``, ``issued`` (the last ticket's serial,
@@ -188,8 +189,11 @@ end
 # before it takes (core.ratelimit.COUNT) then makes one round trip for both. They are counted
 # before the ticket is checked, as on an item without a room: a take refused for its ticket
 # (spent, lapsed, replaced) counts too, or a client could send one spent ticket without
-# limit. Spent before its take, it counts a unit used; the room's next reading of the units
-# corrects a take that took none.
+# limit. Spent before its take, it stays out, promising its unit, as ``~<user>`` in
+# ``admitted`` (same deadline) until its take ends (TICKET_DONE, TICKET_RETURN): counted used
+# at once, a reading of the units made before the take's commit found its unit left and the
+# ticket used, and promised the unit to another buyer. A take that never ends (its process
+# died) lets it lapse at its deadline, as an unused ticket does.
 #
 # KEYS: admitted, serials, room, then the rate limits' counters (none when not counted here)
 # ARGV: user, serial, now (ms; "" for Redis' clock), then each counter's limit and window (ms)
@@ -211,10 +215,22 @@ local deadline = ticket_live(KEYS[1], KEYS[2], ARGV[1], ARGV[2], now)
 if not deadline then
   return 0
 end
-ticket_use(KEYS[1], KEYS[2], KEYS[3], ARGV[1], true)
+ticket_use(KEYS[1], KEYS[2], KEYS[3], ARGV[1], false)
+redis.call('ZADD', KEYS[1], deadline, '~' .. ARGV[1])
 return deadline
 """
 )
+
+# A ticket spent by TICKET_SPEND, its take ended for good: it promises no unit any more, and
+# where the take took one (or may have: its outcome unknown), one more unit is counted used.
+#
+# KEYS: admitted, room
+# ARGV: user, took (1 or 0)
+TICKET_DONE = """
+redis.call('ZREM', KEYS[1], '~' .. ARGV[1])
+if ARGV[2] == '1' and redis.call('EXISTS', KEYS[2]) == 1 then redis.call('HINCRBY', KEYS[2], 'used', 1) end
+return 1
+"""
 
 # Give a spent ticket back: its take was refused with nothing done and asks to be sent again
 # (busy, rate limited, unavailable). Only until its deadline, and only if the user holds no
@@ -230,13 +246,13 @@ TICKET_RETURN = (
     CLOCK_MS
     + """
 local now = ARGV[4] == '' and clock_ms() or tonumber(ARGV[4])
+redis.call('ZREM', KEYS[1], '~' .. ARGV[1])
 if tonumber(ARGV[3]) <= now or redis.call('ZSCORE', KEYS[1], ARGV[1])
     or redis.call('ZSCORE', KEYS[4], ARGV[1]) or redis.call('EXISTS', KEYS[3]) == 0 then
   return 0
 end
 redis.call('ZADD', KEYS[1], ARGV[3], ARGV[1])
 redis.call('HSET', KEYS[2], ARGV[1], ARGV[2])
-redis.call('HINCRBY', KEYS[3], 'used', -1)
 local ttl = redis.call('PTTL', KEYS[3])
 if ttl > 0 then
   redis.call('PEXPIRE', KEYS[1], ttl)

@@ -20,12 +20,14 @@ from __future__ import annotations
 import functools
 import hashlib
 import hmac
+import logging
 from dataclasses import dataclass
 from typing import NamedTuple
 
 from django.conf import settings
 from django.core.signals import setting_changed
 from django.dispatch import receiver
+from redis import RedisError
 from redis.cluster import RedisCluster
 
 from core.errors import DomainError
@@ -35,9 +37,11 @@ from core.ratelimit import RateCount, rate_client, rate_refuse
 
 from ..errors import NotAdmitted, TicketNotLive
 from .keys import RoomKeys, room_client, room_script
-from .scripts import TICKET_RETURN, TICKET_SPEND
+from .scripts import TICKET_DONE, TICKET_RETURN, TICKET_SPEND
 
 SALT = "inventory.admission.ticket"
+
+logger = logging.getLogger(__name__)
 
 # The header a take carries its ticket in.
 HEADER = "Admission-Ticket"
@@ -188,12 +192,22 @@ class TicketHeld:
         return self
 
     def __exit__(self, kind, error, traceback) -> None:
+        if not self.spent:
+            return
         # Kept spent where the take may have been made: given back, a pool with a draw limit
         # could draw twice on one admission.
-        if error is None or not self.spent or outcome_unknown(error):
-            return
-        if not isinstance(error, DomainError) or asks_again(error.status, error.code) or error.code in GIVEN_BACK:
+        made = error is None or outcome_unknown(error)
+        if not made and (
+            not isinstance(error, DomainError) or asks_again(error.status, error.code) or error.code in GIVEN_BACK
+        ):
             # Only before its deadline, by Redis' clock: one that lapsed during the take is not.
             room_script(TICKET_RETURN)(
                 keys=[*self.spend_keys, self.keys.line], args=[self.user_id, self.serial, self.deadline, self.moment]
             )
+            return
+        # Its take over, the ticket stops promising its unit, counted used where the take may
+        # have taken one. Not done (Redis out of reach), it lapses at its deadline.
+        try:
+            room_script(TICKET_DONE)(keys=[self.keys.admitted, self.keys.room], args=[self.user_id, int(made)])
+        except RedisError:
+            logger.warning("admission ticket of user %s: its end not noted; it lapses at its deadline", self.user_id)

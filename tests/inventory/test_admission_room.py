@@ -405,3 +405,17 @@ def test_a_ticket_is_not_given_back_once_its_room_has_gone(queued, rooms):
             rooms.delete(*keys.all)  # the room expired meanwhile
             raise LockBusy()
     assert not rooms.exists(*keys.all)
+
+
+def test_a_ticket_whose_take_never_ended_stops_promising_its_unit_at_its_deadline(queued, rooms):
+    """Spent in a call of its own, a ticket promises its unit until its take ends; a take whose
+    process died never says so, and the ticket lapses at its deadline as an unused one does."""
+    voucher = queued(stock=1, rate=100.0, ticket_seconds=5)
+    ticket = enter(voucher, 1, 0.01).ticket
+    # Spent, its take begun, and the process died: nothing notes the take's end.
+    ticket_held(VOUCHER, voucher, user_id=1, ticket=ticket, now=at(voucher, 0.1)).spend()
+    keys = RoomKeys.of(VOUCHER.kind, voucher.pk)
+    assert rooms.zscore(keys.admitted, "~1") is not None
+    assert enter(voucher, 2, 1).status == "waiting"  # the one unit is promised
+    assert enter(voucher, 2, 5.2, join=False).status == "admitted"  # lapsed at 5.01 s
+    assert rooms.zscore(keys.admitted, "~1") is None

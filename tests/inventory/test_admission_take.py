@@ -318,3 +318,20 @@ def test_a_take_between_a_reading_of_the_units_and_the_rooms_move_does_not_free_
     assert used(rooms, voucher) == 1
     standing = room_enter(VOUCHER, voucher, user_id=second, join=True)
     assert standing.status == "sold_out", standing
+
+
+def test_a_ticket_spent_before_its_take_promises_its_unit_until_the_take_ends(rooms, queued, users):
+    """A database strategy spends the ticket in a call of its own, then takes: a reading of the
+    units made meanwhile found the unit left and the ticket used, and the room promised the
+    last unit to the next buyer, whom the take then left sold out."""
+    voucher = queued(strategy="db_atomic", stock=1)
+    first, second = users[0], users[1]
+    ticket = admitted(voucher, first)
+    with ticket_held(VOUCHER, voucher, user_id=first, ticket=ticket) as held:
+        held.spend()
+        units_forget(VOUCHER, voucher.pk)  # read while the take runs: the unit is still there
+        assert room_enter(VOUCHER, voucher, user_id=second, join=True).status == "waiting"
+        item_take(VOUCHER, voucher, user_id=first, ticket=held)
+    assert used(rooms, voucher) == 1
+    units_forget(VOUCHER, voucher.pk)
+    assert room_enter(VOUCHER, voucher, user_id=second, join=False).status == "sold_out"
