@@ -14,7 +14,7 @@ The keys of one item's room:
 * ``serials``: a hash, user -> the serial of that user's ticket; the signed ticket names it, so
   that a ticket used, lapsed, replaced or given by a room that Redis lost is refused.
 * ``room``: a hash of the room's counters: ``arrivals``, ``issued`` (the last ticket's serial,
-  counted from a random number), ``used`` (tickets spent on a take), ``credit``
+  counted from a random number), ``used`` (tickets spent on a take that took a unit, or may have), ``credit``
   and ``last`` (the rate's token bucket, in admissions and ms), ``units``, ``units_ms`` and
   ``used_base`` (the last reading of the units left, when it was read, and ``used`` then).
 
@@ -74,7 +74,9 @@ local units, used_base = tonumber(held[3] or '0'), tonumber(held[4] or '0')
 if units_read >= 0 and units_ms > tonumber(held[2] or '-1') then
   -- ``used`` as it stood before the units were read: a take that spent its ticket and its unit
   -- between that reading and this move is counted used since, not lost in the base.
-  units, used_base = units_read, tonumber(ARGV[13])
+  -- Never above the room's own: a room that Redis lost counts from 0 again, and a reading made
+  -- before carries the count of the room lost.
+  units, used_base = units_read, math.min(tonumber(ARGV[13]), used)
   redis.call('HSET', room, 'units', units, 'units_ms', units_ms, 'used_base', used_base)
 end
 units = units - (used - used_base)
@@ -190,14 +192,15 @@ end
 # before the ticket is checked, as on an item without a room: a take refused for its ticket
 # (spent, lapsed, replaced) counts too, or a client could send one spent ticket without
 # limit. Spent before its take, it stays out, promising its unit, as ``~<user>`` in
-# ``admitted`` (same deadline) until its take ends (TICKET_DONE, TICKET_RETURN): counted used
-# at once, a reading of the units made before the take's commit found its unit left and the
-# ticket used, and promised the unit to another buyer. A take that never ends (its process
-# died) lets it lapse at its deadline, as an unused ticket does.
+# ``admitted`` until its take ends (TICKET_DONE, TICKET_RETURN): counted used at once, a
+# reading of the units made before the take's commit found its unit left and the ticket used,
+# and promised the unit to another buyer. Scored by the later of its deadline and the longest
+# a take may run from now: a take begun a moment before the deadline still promises its unit
+# while it runs, and one that never ends (its process died) lets it lapse then.
 #
 # KEYS: admitted, serials, room, then the rate limits' counters (none when not counted here)
-# ARGV: user, serial, now (ms; "" for Redis' clock), then each counter's limit and window (ms)
-#       (core.ratelimit)
+# ARGV: user, serial, now (ms; "" for Redis' clock), the longest a take runs (ms), then each
+#       counter's limit and window (ms) (core.ratelimit)
 #
 # Returns the ticket's deadline (ms) when it was spent; 0 when it was not the user's live
 # one; minus the ms to wait when a rate limit refused the take, the ticket left unspent.
@@ -206,7 +209,7 @@ TICKET_SPEND = (
     + RATE_WAIT
     + CLOCK_MS
     + """
-local wait = rate_wait(4, 4)
+local wait = rate_wait(4, 5)
 if wait > 0 then
   return -wait
 end
@@ -216,7 +219,10 @@ if not deadline then
   return 0
 end
 ticket_use(KEYS[1], KEYS[2], KEYS[3], ARGV[1], false)
-redis.call('ZADD', KEYS[1], deadline, '~' .. ARGV[1])
+redis.call('ZADD', KEYS[1], math.max(deadline, now + tonumber(ARGV[4])), '~' .. ARGV[1])
+-- Made again when it was the only member (its ZREM deleted the key): it goes with the room.
+local ttl = redis.call('PTTL', KEYS[3])
+if ttl > 0 then redis.call('PEXPIRE', KEYS[1], ttl) end
 return deadline
 """
 )

@@ -29,9 +29,10 @@ from django.core.signals import setting_changed
 from django.dispatch import receiver
 from redis import RedisError
 from redis.cluster import RedisCluster
+from redis.exceptions import RedisClusterException
 
 from core.errors import DomainError
-from core.idempotency import asks_again
+from core.idempotency import DONE_UNAVAILABLE_CODES, asks_again
 from core.outage import outcome_unknown
 from core.ratelimit import RateCount, rate_client, rate_refuse
 
@@ -163,7 +164,8 @@ class TicketHeld:
         ``RateLimited``, the ticket unspent."""
         if self.spent:
             return
-        keys, args = self.spend_keys, [self.user_id, *self.spend_args()]
+        take_ms = settings.IDEMPOTENCY_RUNNING_SECONDS * 1000  # past the server's timeout for a request
+        keys, args = self.spend_keys, [self.user_id, *self.spend_args(), take_ms]
         if rate is not None and _one_script_with(rate_client()):
             keys, args = keys + rate.keys(tag=tag), args + rate.args()
         elif rate is not None:
@@ -194,20 +196,22 @@ class TicketHeld:
     def __exit__(self, kind, error, traceback) -> None:
         if not self.spent:
             return
-        # Kept spent where the take may have been made: given back, a pool with a draw limit
-        # could draw twice on one admission.
-        made = error is None or outcome_unknown(error)
-        if not made and (
-            not isinstance(error, DomainError) or asks_again(error.status, error.code) or error.code in GIVEN_BACK
-        ):
-            # Only before its deadline, by Redis' clock: one that lapsed during the take is not.
-            room_script(TICKET_RETURN)(
-                keys=[*self.spend_keys, self.keys.line], args=[self.user_id, self.serial, self.deadline, self.moment]
-            )
-            return
-        # Its take over, the ticket stops promising its unit, counted used where the take may
-        # have taken one. Not done (Redis out of reach), it lapses at its deadline.
+        # Kept spent where the take may have been made (or was, unconfirmed by a replica):
+        # given back, a pool with a draw limit could draw twice on one admission.
+        made = error is None or outcome_unknown(error) or getattr(error, "code", None) in DONE_UNAVAILABLE_CODES
+        # Redis out of reach here leaves the take's own answer to its client; the ticket then
+        # lapses as its score says (``scripts.TICKET_SPEND``).
         try:
-            room_script(TICKET_DONE)(keys=[self.keys.admitted, self.keys.room], args=[self.user_id, int(made)])
-        except RedisError:
-            logger.warning("admission ticket of user %s: its end not noted; it lapses at its deadline", self.user_id)
+            if not made and (
+                not isinstance(error, DomainError) or asks_again(error.status, error.code) or error.code in GIVEN_BACK
+            ):
+                # Only before its deadline, by Redis' clock: one that lapsed during the take is not.
+                room_script(TICKET_RETURN)(
+                    keys=[*self.spend_keys, self.keys.line],
+                    args=[self.user_id, self.serial, self.deadline, self.moment],
+                )
+            else:
+                # Its take over, it stops promising its unit, counted used where the take may have taken one.
+                room_script(TICKET_DONE)(keys=[self.keys.admitted, self.keys.room], args=[self.user_id, int(made)])
+        except (RedisError, RedisClusterException):
+            logger.warning("admission ticket of user %s: its take's end not noted; it lapses", self.user_id)

@@ -407,15 +407,45 @@ def test_a_ticket_is_not_given_back_once_its_room_has_gone(queued, rooms):
     assert not rooms.exists(*keys.all)
 
 
-def test_a_ticket_whose_take_never_ended_stops_promising_its_unit_at_its_deadline(queued, rooms):
+def test_a_ticket_whose_take_never_ended_stops_promising_its_unit_once_a_take_would_have(queued, rooms, settings):
     """Spent in a call of its own, a ticket promises its unit until its take ends; a take whose
-    process died never says so, and the ticket lapses at its deadline as an unused one does."""
+    process died never says so, and the promise lapses once a take would have ended
+    (``IDEMPOTENCY_RUNNING_SECONDS``), or at the ticket's deadline if later."""
+    settings.IDEMPOTENCY_RUNNING_SECONDS = 10
     voucher = queued(stock=1, rate=100.0, ticket_seconds=5)
     ticket = enter(voucher, 1, 0.01).ticket
-    # Spent, its take begun, and the process died: nothing notes the take's end.
-    ticket_held(VOUCHER, voucher, user_id=1, ticket=ticket, now=at(voucher, 0.1)).spend()
+    # Spent at 4.9 s, its take begun a moment before the ticket's deadline (5.01 s), and the
+    # process died: nothing notes the take's end.
+    ticket_held(VOUCHER, voucher, user_id=1, ticket=ticket, now=at(voucher, 4.9)).spend()
     keys = RoomKeys.of(VOUCHER.kind, voucher.pk)
-    assert rooms.zscore(keys.admitted, "~1") is not None
-    assert enter(voucher, 2, 1).status == "waiting"  # the one unit is promised
-    assert enter(voucher, 2, 5.2, join=False).status == "admitted"  # lapsed at 5.01 s
+    assert rooms.zscore(keys.admitted, "~1") is not None and rooms.pttl(keys.admitted) > 0
+    assert enter(voucher, 2, 5.05).status == "waiting"  # past the deadline, the take may still run
+    assert enter(voucher, 2, 14.8, join=False).status == "waiting"
+    assert enter(voucher, 2, 15.0, join=False).status == "admitted"  # 4.9 s + 10 s
     assert rooms.zscore(keys.admitted, "~1") is None
+
+
+def test_a_take_answered_unconfirmed_counts_its_unit_used(queued, rooms):
+    """A reservation made that no replica confirmed in time stands: its ticket stays spent, and
+    its unit is counted used, as a take's that was confirmed."""
+    from inventory.errors import Unconfirmed
+
+    voucher = queued(stock=2, rate=100.0)
+    ticket = enter(voucher, 1, 0.01).ticket
+    with pytest.raises(Unconfirmed):
+        spend(voucher, 1, ticket, 0.1, then=Unconfirmed(7))
+    keys = RoomKeys.of(VOUCHER.kind, voucher.pk)
+    assert rooms.zscore(keys.admitted, "~1") is None and rooms.zscore(keys.admitted, 1) is None
+    assert int(rooms.hget(keys.room, "used")) == 1
+
+
+def test_a_reading_made_before_the_room_was_lost_counts_no_tickets_the_new_room_never_gave(queued, rooms):
+    """A reading carries the room's count of tickets used as it stood then; a room that Redis
+    lost since counts from 0, and the reading's larger count made room for units never there."""
+    from inventory.admission import room as room_module
+
+    voucher = queued(stock=3, rate=1000.0)
+    seconds, micros = rooms.time()
+    room_module._units.put((VOUCHER.kind, voucher.pk), (3, seconds * 1000 + micros // 1000, 1000))
+    admitted = [enter(voucher, user, 0.01 * user).status for user in range(1, 7)]
+    assert admitted.count("admitted") == 3, admitted
