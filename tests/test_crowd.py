@@ -15,16 +15,9 @@ from accounts.crowd import OUTSIDER_SECONDS, crowd_join, crowd_member
 from accounts.services import users_retire, users_with_tokens_create
 from core import memo
 from orders.services import voucher_create
+from tests.clocks import Clock
 
 pytestmark = pytest.mark.django_db
-
-
-class Clock:
-    def __init__(self, now: float) -> None:
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
 
 
 @pytest.fixture

@@ -13,6 +13,7 @@ from django.test import Client
 
 from accounts import throttle
 from core.namespace import instance_key
+from tests.clocks import Clock
 
 from .http import post_json
 
@@ -21,17 +22,9 @@ pytestmark = pytest.mark.django_db
 PASSWORD = "right-pass-2026"
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = time.time()
-
-    def __call__(self) -> float:
-        return self.now
-
-
 @pytest.fixture
 def clock(monkeypatch):
-    moved = Clock()
+    moved = Clock(time.time())
     monkeypatch.setattr(throttle, "clock", moved)
     return moved
 

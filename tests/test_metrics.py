@@ -16,6 +16,7 @@ from inventory.redis_lua.client import reservations_client
 from inventory.tasks import reservations_reconcile
 from locking import Lock
 from locking.integration import locks_redis
+from tests.clocks import Clock
 from tests.stock import stock_row
 
 from .waiting import wait_until
@@ -135,14 +136,6 @@ def test_the_oldest_pending_reservation_ages_and_drift_is_counted_where_reconcil
     assert grew(before, after, "flashsale_reconcile_drift_total", kind="voucher") == 1
     assert grew(before, after, "flashsale_reconcile_drift_total", kind="pool") == 0
     assert reservations_client().waiting(group_id=voucher.group_id) == 2
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 @pytest.mark.django_db

@@ -17,18 +17,9 @@ from accounts.models import ActiveChange
 from accounts.services import token_issue, token_revoke_raw
 from accounts.tokens import Revocations, RevocationsUnknown, token_claims
 from accounts.triggers import database_now
+from tests.clocks import Clock
 
 pytestmark = pytest.mark.django_db
-
-
-class Clock:
-    """A clock that moves only when told."""
-
-    def __init__(self, now: float) -> None:
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
 
 
 def elsewhere(act):

@@ -31,6 +31,7 @@ from accounts.services import (
 from accounts.tokens import Revocations, RevocationsUnknown, revocations, token_claims
 from accounts.triggers import database_now
 from locking.testing import free_port
+from tests.clocks import Clock
 
 from .buyers import act_concurrently
 from .http import assert_error, post_json
@@ -50,16 +51,6 @@ def works(raw: str) -> bool:
 
 def about(moment, expected, slack=timedelta(seconds=30)) -> bool:
     return abs(moment - expected) < slack
-
-
-class Clock:
-    """A clock that moves only when told: time passes without waiting for it."""
-
-    def __init__(self, now: float) -> None:
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
 
 
 # --- expiry ---------------------------------------------------------------------------------------

@@ -12,18 +12,11 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 from locking import CountingMetrics, Lock, LockLost, Released
-
-
-class FakeClock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
+from tests.clocks import Clock
 
 
 def test_renewal_is_due_every_third_of_the_lease_and_extends_it(r):
-    clock = FakeClock()
+    clock = Clock()
     lock = Lock(r, "res", lease=30, renew=False, clock=clock)
     lock.acquire()
     clock.now += 10
@@ -33,7 +26,7 @@ def test_renewal_is_due_every_third_of_the_lease_and_extends_it(r):
 
 
 def test_max_hold_stops_renewal_and_the_lease_then_ends(r):
-    clock = FakeClock()
+    clock = Clock()
     metrics = CountingMetrics()
     lock = Lock(r, "res", lease=30, max_hold=60, renew=False, clock=clock, metrics=metrics)
     lock.acquire()
@@ -50,7 +43,7 @@ def test_max_hold_stops_renewal_and_the_lease_then_ends(r):
 
 
 def test_transport_errors_are_retried_until_the_lease_would_end(r):
-    clock = FakeClock()
+    clock = Clock()
     metrics = CountingMetrics()
     lock = Lock(r, "res", lease=30, renew=False, clock=clock, metrics=metrics)
     lock.acquire()
@@ -70,7 +63,7 @@ def test_transport_errors_are_retried_until_the_lease_would_end(r):
 def test_a_renewal_that_meets_its_holders_release_marks_nothing_lost(r):
     """The watchdog took the lock's token, then its holder released it: the renewal finds the
     key gone, and the holding was not lost but ended."""
-    clock = FakeClock()
+    clock = Clock()
     metrics = CountingMetrics()
     lock = Lock(r, "res", lease=30, renew=False, clock=clock, metrics=metrics)
     lock.acquire()
@@ -89,7 +82,7 @@ def test_a_renewal_that_meets_its_holders_release_marks_nothing_lost(r):
 def test_check_says_lost_once_the_lease_ran_out_unrenewed(r):
     """The watchdog held up (or renewal off): no renewal marked the holding lost, but its lease,
     counted from before the call that took it, has run out, and the key may be another's."""
-    clock = FakeClock()
+    clock = Clock()
     lock = Lock(r, "res", lease=30, renew=False, clock=clock)
     lock.acquire()
     clock.now += 29.9

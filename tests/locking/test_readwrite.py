@@ -13,6 +13,7 @@ import pytest
 import redis
 
 from locking import ExclusiveLock, Released, SharedLock
+from tests.clocks import Clock
 
 from ..waiting import wait_until
 from .conftest import LOCK_TEST_DB
@@ -24,14 +25,6 @@ fork = multiprocessing.get_context("fork")
 
 def client() -> redis.Redis:
     return redis.Redis(host="127.0.0.1", port=6379, db=LOCK_TEST_DB)
-
-
-class FakeClock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 def test_up_to_the_limit_share_and_the_next_is_refused(r):
@@ -93,7 +86,7 @@ def test_a_waiting_exclusive_caller_holds_back_new_shared_holders(r):
 
 
 def test_a_shared_holders_lease_is_renewed_and_lost_once_it_ends(r):
-    clock = FakeClock()
+    clock = Clock()
     holder = SharedLock(r, "res", limit=2, lease=30, renew=False, clock=clock)
     assert holder.acquire()
     clock.now += 10

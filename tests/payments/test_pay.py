@@ -330,26 +330,38 @@ def test_a_provider_that_confirms_late_with_nowhere_to_post_is_a_configuration_e
     assert "payments.E001" not in [error.id for error in run_checks()]
 
 
-def test_a_pay_whose_deadline_passes_while_it_charges_is_refunded_expired(api_client, held_voucher, monkeypatch):
-    """The pay read the clock before its charge; the deadline came during it. The settle reads
-    the clock again once it holds the payment: the order is expired and the charge refunded,
-    not paid past its deadline."""
-    voucher = held_voucher(stock=1)
-    buyer = api_client()
-    order_id = buy(buyer, voucher)
+def deadline_during_the_charge(monkeypatch, order_id: int, then=None) -> None:
+    """The order's deadline 300 ms away, and the provider's charge lasting until it has passed
+    (then ``then()``): the pay reads the clock before its charge, and its settle after."""
     deadline = timezone.now() + timedelta(milliseconds=300)
     Order.objects.filter(pk=order_row(order_id).pk).update(hold_until=deadline)
     charge = services.provider_charge
 
     def slow_charge(**kwargs):
         wait_until(lambda: timezone.now() > deadline, "the deadline passed during the charge")
+        if then is not None:
+            then()
         return charge(**kwargs)
 
     monkeypatch.setattr(services, "provider_charge", slow_charge)
+
+
+def test_a_pay_whose_deadline_passes_while_it_charges_is_refunded_expired(api_client, held_voucher, monkeypatch):
+    """The pay read the clock before its charge; the deadline came during it. The settle reads
+    the clock again once it holds the payment: the order is expired and the charge refunded,
+    not paid past its deadline. Paid before ``pay_by``, the release is no abandoned hold, and
+    the buyer may buy again at once."""
+    voucher = held_voucher(stock=1)
+    buyer = api_client()
+    order_id = buy(buyer, voucher)
+    deadline_during_the_charge(monkeypatch, order_id)
     assert_error(pay(buyer, order_id), 409, "expired")
     assert Payment.objects.get().status == "refunded"
     assert order_row(order_id).status == "expired"
     assert stock_of(voucher) == 1
+    assert not Abandoned.objects.filter(user=buyer.user).exists()
+    monkeypatch.undo()
+    assert buyer.post(f"/api/vouchers/{voucher.pk}/purchase").status_code == 201
 
 
 def test_a_refund_past_the_deadline_answers_expired_while_the_orders_release_is_busy(
@@ -362,17 +374,12 @@ def test_a_refund_past_the_deadline_answers_expired_while_the_orders_release_is_
     buyer = api_client()
     order_id = buy(buyer, voucher)
     order = order_row(order_id)
-    deadline = timezone.now() + timedelta(milliseconds=300)
-    Order.objects.filter(pk=order.pk).update(hold_until=deadline)
     user_lock = Lock(locks_redis(), rule_scope("voucher", voucher.pk, order.user_id), key_prefix=key_prefix(), lease=30)
-    charge = services.provider_charge
 
-    def slow_charge(**kwargs):
-        wait_until(lambda: timezone.now() > deadline, "the deadline passed during the charge")
+    def lock_taken():
         assert user_lock.acquire()
-        return charge(**kwargs)
 
-    monkeypatch.setattr(services, "provider_charge", slow_charge)
+    deadline_during_the_charge(monkeypatch, order_id, then=lock_taken)
     try:
         assert_error(pay(buyer, order_id), 409, "expired")
         assert order_row(order_id).status == "held"  # its release was busy
@@ -570,46 +577,17 @@ def test_a_refund_past_the_deadline_answers_expired_while_the_release_finds_a_de
     voucher = held_voucher(stock=1)
     buyer = api_client()
     order_id = buy(buyer, voucher)
-    deadline = timezone.now() + timedelta(milliseconds=300)
-    Order.objects.filter(pk=order_row(order_id).pk).update(hold_until=deadline)
-    charge = services.provider_charge
-
-    def slow_charge(**kwargs):
-        wait_until(lambda: timezone.now() > deadline, "the deadline passed during the charge")
-        return charge(**kwargs)
+    deadline_during_the_charge(monkeypatch, order_id)
 
     def down(*args, **kwargs):
         raise RedisConnectionError("Error connecting to redis")
 
-    monkeypatch.setattr(services, "provider_charge", slow_charge)
     monkeypatch.setattr(services, "hold_lapse", down)
     assert_error(pay(buyer, order_id), 409, "expired")
     assert Payment.objects.get().status == "refunded"
     assert order_row(order_id).status == "held"
     assert hold_lapse(VOUCHER, order_row(order_id))
     assert order_row(order_id).status == "expired" and stock_of(voucher) == 1
-
-
-def test_a_pay_whose_deadline_passes_while_it_charges_leaves_no_abandoned_hold(api_client, held_voucher, monkeypatch):
-    """Paid before ``pay_by``, refunded ``expired`` because the deadline passed during the
-    charge: the release is no abandoned hold, and the buyer may buy again at once."""
-    voucher = held_voucher(stock=1)
-    buyer = api_client()
-    order_id = buy(buyer, voucher)
-    deadline = timezone.now() + timedelta(milliseconds=300)
-    Order.objects.filter(pk=order_row(order_id).pk).update(hold_until=deadline)
-    charge = services.provider_charge
-
-    def slow_charge(**kwargs):
-        wait_until(lambda: timezone.now() > deadline, "the deadline passed during the charge")
-        return charge(**kwargs)
-
-    monkeypatch.setattr(services, "provider_charge", slow_charge)
-    assert_error(pay(buyer, order_id), 409, "expired")
-    assert order_row(order_id).status == "expired"
-    assert not Abandoned.objects.filter(user=buyer.user).exists()
-    monkeypatch.undo()
-    assert buyer.post(f"/api/vouchers/{voucher.pk}/purchase").status_code == 201
 
 
 def test_a_cancel_of_an_order_being_paid_is_still_an_abandoned_hold(api_client, held_voucher, provider):
