@@ -29,8 +29,8 @@ from .errors import Unavailable
 # connection was lost: 1040 too many connections, 1053 server shutting down, 1927 connection
 # killed, 2002/2003 cannot connect, 2005 unknown host, 2006 gone away, 2013/2055 lost during
 # a query, 4031 disconnected for inactivity. Deadlocks and lock wait timeouts are
-# OperationalErrors too, but a request's own business: a take answers them ``busy``
-# (``inventory.take.CONTENDED``), anything else a 500, logged.
+# OperationalErrors too, but a request's own business (``contended``): a take answers them
+# ``busy``, anything else a 500, logged.
 DATABASE_UNREACHABLE = {1040, 1053, 1927, 2002, 2003, 2005, 2006, 2013, 2055, 4031}
 # Of those, the ones that cut a connection already open: a statement sent on it, a COMMIT
 # among them, may have been carried out with its answer lost.
@@ -114,6 +114,17 @@ def _connecting(exc: BaseException) -> bool:
     connection lost at its handshake ("reading initial communication packet")."""
     text = str(exc)
     return "connecting" in text or "initial communication packet" in text
+
+
+# A transaction refused for contention, not for what it asked, and rolled back whole: the
+# victim of a deadlock (1213), or a wait for a row's lock past ``innodb_lock_wait_timeout``
+# (1205). Sent again, it may go through.
+DATABASE_CONTENDED = {1205, 1213}
+
+
+def contended(exc: BaseException) -> bool:
+    """Whether ``exc`` is a transaction lost to a deadlock or a lock wait (``DATABASE_CONTENDED``)."""
+    return isinstance(exc, OperationalError) and bool(exc.args) and exc.args[0] in DATABASE_CONTENDED
 
 
 def database_unreachable(exc: BaseException | None) -> bool:

@@ -25,6 +25,7 @@ from django.db import IntegrityError, OperationalError, transaction
 from django.db.models import Model
 from django.utils import timezone
 
+from core.outage import contended
 from core.ratelimit import RateCount
 
 from .admission.tickets import TicketHeld
@@ -79,14 +80,6 @@ def item_take(
         return _take(product, read, user_id=user_id, rate=None, ticket=ticket, now=now, rng=rng)
 
 
-# A take's transaction refused for contention, not for what it asked: the victim of a deadlock
-# (1213), or a wait for a row's lock past ``innodb_lock_wait_timeout`` (1205). A draw whose
-# chosen prize ran out under its guard chooses again in the same transaction, holding the row
-# it missed (MariaDB keeps the lock of a row an UPDATE waited for): against an expiry that
-# locks its rows in key order, the two can deadlock.
-CONTENDED = {1205, 1213}
-
-
 def _take(product: Product, item: Any, *, user_id: int, rate, ticket, now, rng) -> Model:
     moment = now or timezone.now()
     take = product.take(
@@ -125,8 +118,11 @@ def _take(product: Product, item: Any, *, user_id: int, rate, ticket, now, rng) 
             raise product.over_limit() from exc
         raise
     except OperationalError as exc:
-        # Chosen as a deadlock's victim, or out of time waiting for a row: rolled back whole.
-        if exc.args and exc.args[0] in CONTENDED:
+        # Chosen as a deadlock's victim, or out of time waiting for a row: rolled back whole. A
+        # draw whose chosen prize ran out under its guard chooses again in the same transaction,
+        # holding the row it missed (MariaDB keeps the lock of a row an UPDATE waited for):
+        # against an expiry that locks its rows in key order, the two can deadlock.
+        if contended(exc):
             raise LockBusy() from exc
         raise
     if record.hold_until is not None:

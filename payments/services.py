@@ -16,18 +16,17 @@ from datetime import datetime, timedelta
 from uuid import uuid4
 
 from django.conf import settings
-from django.db import DatabaseError, IntegrityError, OperationalError, transaction
+from django.db import DatabaseError, IntegrityError, transaction
 from django.http import Http404
 from django.utils import timezone
 from redis.exceptions import RedisError
 
 from core.errors import DomainError, Unavailable
 from core.namespace import key_prefix
-from core.outage import dependency_down
+from core.outage import contended, dependency_down
 from inventory.errors import AlreadyPaid, HoldCancelled, HoldClosed, HoldExpired, LockBusy
 from inventory.holds import closed, hold_lapse, hold_settle, hold_settle_asked
 from inventory.strategies.base import constraint_violated
-from inventory.take import CONTENDED
 from locking.integration import locks_redis
 from orders.models import Order
 from orders.product import VOUCHER
@@ -133,7 +132,7 @@ class _LapsedWaiting(Exception):
 def _unapplied_now(exc: Exception) -> bool:
     """Whether a confirmation failed with ``exc`` as one that a later one applies: busy, or
     out of reach for now (what a dependency down or a lock contended raises)."""
-    return isinstance(exc, LockBusy | Unavailable) or bool(dependency_down(exc)) or _contended(exc)
+    return isinstance(exc, LockBusy | Unavailable) or bool(dependency_down(exc)) or contended(exc)
 
 
 def _unapplied(payment: Payment, exc: Exception) -> None:
@@ -224,11 +223,6 @@ def payment_confirm(*, reference: str, now: datetime | None = None, order: Order
                 raise
             logger.warning("Order %s refunded past its deadline; its expiry will release it.", order.pk, exc_info=True)
     return payment
-
-
-def _contended(exc: Exception) -> bool:
-    """A deadlock lost or a row lock waited out: the release's transaction rolled back."""
-    return isinstance(exc, OperationalError) and bool(exc.args) and exc.args[0] in CONTENDED
 
 
 def payments_unapplied_confirm(*, now: datetime | None = None, size: int = UNAPPLIED_BATCH) -> int:
